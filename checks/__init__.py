@@ -1,0 +1,1 @@
+"""Built-in checks, one module per family. Installed as ``rdmadoctor.checks``."""

@@ -1,0 +1,290 @@
+"""Shared probe: the RDMA devices and their ports, from sysfs or from recorded tool outputs.
+
+sysfs is the source of truth when the host has it. Tools are read only when the bundle has no
+``/sys`` (a ticket with nothing but a pasted ``ibstat``): gpud learned that ``ibstat`` can print
+half its output and abort (gpud PR #752), so we never prefer it over sysfs.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, replace
+
+from rdmadoctor.facts import PHYS_STATES, Gid, Port, RdmaDevice
+
+IB_CLASS = "/sys/class/infiniband"
+NET_CLASS = "/sys/class/net"
+
+
+@dataclass(frozen=True)
+class RdmaInventory:
+    devices: tuple[RdmaDevice, ...]
+    source: str  # "sysfs" | "ibstat" | "ibv_devinfo" | "none"
+    sysfs: bool  # the host has a /sys to read at all
+    warnings: tuple[str, ...] = ()
+
+    def pfs(self) -> tuple[RdmaDevice, ...]:
+        return tuple(d for d in self.devices if not d.is_vf)
+
+
+def parse_rate(text: str | None) -> float | None:
+    """sysfs ``rate``: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"; ibstat: "400"."""
+    if not text:
+        return None
+    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)", text)
+    return float(m.group(1)) if m else None
+
+
+def parse_state(text: str | None) -> str | None:
+    """sysfs ``state``: "4: ACTIVE" -> ACTIVE."""
+    if not text:
+        return None
+    _, _, name = text.partition(":")
+    name = (name or text).strip().upper()
+    return name if re.fullmatch(r"[A-Z_]+", name) else None
+
+
+def parse_phys_state(text: str | None) -> str | None:
+    """sysfs ``phys_state``: "5: LinkUp" -> LinkUp (names differ across kernels: use the number)."""
+    if not text:
+        return None
+    num, sep, name = text.partition(":")
+    num = num.strip()
+    if sep and num.isdigit() and int(num) in PHYS_STATES:
+        return PHYS_STATES[int(num)]
+    name = (name if sep else text).strip()
+    return name or None
+
+
+def parse_int(text: str | None, base: int = 0) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text.strip(), base)
+    except ValueError:
+        return None
+
+
+def iboe_mtu(netdev_mtu: int | None) -> int | None:
+    """The RoCE MTU a netdev MTU allows, as the kernel's iboe_get_mtu() computes it.
+
+    RoCE v2 headers (GRH 40 + UDP 8 + BTH 12 + XRC 4 + AtomicETH 28 + ICRC 4 = 96 bytes) come
+    out of the Ethernet MTU; the rest is rounded down to an IB MTU. 1500 gives 1024, 9000 gives 4096.
+    """
+    if netdev_mtu is None:
+        return None
+    room = netdev_mtu - 96
+    for ib in (4096, 2048, 1024, 512, 256):
+        if room >= ib:
+            return ib
+    return None
+
+
+def _netdevs_of(host, dev_path: str) -> dict[int, str]:
+    """netdev per port number: from device/net/*/dev_port (IPoIB and RoCE alike)."""
+    out: dict[int, str] = {}
+    for nd in host.listdir(f"{dev_path}/device/net"):
+        port = parse_int(host.read_value(f"{dev_path}/device/net/{nd}/dev_port"))
+        out.setdefault((port or 0) + 1, nd)
+    return out
+
+
+def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
+    link_layer = host.read_value(f"{pdir}/link_layer")
+    gids: list[Gid] = []
+    netdev = None
+    if link_layer == "Ethernet":
+        # RoCE: the GID table says which GIDs are v2 and which netdev each belongs to.
+        for name in host.listdir(f"{pdir}/gid_attrs/types"):
+            idx = parse_int(name, 10)
+            if idx is None:
+                continue
+            gtype = host.read_value(f"{pdir}/gid_attrs/types/{name}")
+            if gtype is None:  # unused table entry (reading it gives EINVAL)
+                continue
+            gid = host.read_value(f"{pdir}/gids/{name}") or ""
+            if gid.replace("0", "").replace(":", "") == "":
+                continue
+            nd = host.read_value(f"{pdir}/gid_attrs/ndevs/{name}")
+            netdev = netdev or nd
+            gids.append(Gid(idx, gid, gtype, nd, _ipv4_of(gid)))
+    netdev = netdev or netdevs.get(num)
+    if netdev is None and link_layer == "Ethernet":
+        netdev = host.read_value(f"{IB_CLASS}/{dev}/parent")  # rxe: the netdev it sits on
+    up = mtu = None
+    if netdev:
+        oper = host.read_value(f"{NET_CLASS}/{netdev}/operstate")
+        up = None if oper is None else oper in ("up", "unknown") and _carrier(host, netdev)
+        mtu = parse_int(host.read_value(f"{NET_CLASS}/{netdev}/mtu"), 10)
+    return Port(
+        port=num,
+        state=parse_state(host.read_value(f"{pdir}/state")),
+        phys_state=parse_phys_state(host.read_value(f"{pdir}/phys_state")),
+        rate_gbps=parse_rate(host.read_value(f"{pdir}/rate")),
+        link_layer=link_layer,
+        lid=parse_int(host.read_value(f"{pdir}/lid")),
+        sm_lid=parse_int(host.read_value(f"{pdir}/sm_lid")),
+        netdev=netdev,
+        netdev_up=up,
+        active_mtu=iboe_mtu(mtu) if link_layer == "Ethernet" else None,
+        max_mtu=None,
+        gids=tuple(sorted(gids, key=lambda g: g.index)),
+    )
+
+
+def _carrier(host, netdev: str) -> bool:
+    c = host.read_value(f"{NET_CLASS}/{netdev}/carrier")
+    return c != "0"
+
+
+def _ipv4_of(gid: str) -> str | None:
+    # ::ffff:a.b.c.d written out in full: 0000:0000:0000:0000:0000:ffff:0a63:5b27
+    parts = gid.lower().split(":")
+    if len(parts) == 8 and parts[5] == "ffff" and all(p in ("0", "0000") for p in parts[:5]):
+        try:
+            hi, lo = int(parts[6], 16), int(parts[7], 16)
+        except ValueError:
+            return None
+        return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}"
+    return None
+
+
+def _device(host, name: str) -> RdmaDevice:
+    path = f"{IB_CLASS}/{name}"
+    real_dev = host.realpath(f"{path}/device")
+    pci = None
+    if real_dev and re.fullmatch(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]", posixpath.basename(real_dev)):
+        pci = posixpath.basename(real_dev)
+    driver_link = host.readlink(f"{path}/device/driver")
+    driver = posixpath.basename(driver_link) if driver_link else None
+    numa = parse_int(host.read_value(f"{path}/device/numa_node"), 10)
+    if numa is not None and numa < 0:
+        numa = None  # -1: the platform does not say (single-socket machines, VMs)
+    node_type = host.read_value(f"{path}/node_type")
+    if node_type and ":" in node_type:
+        node_type = node_type.split(":", 1)[1].strip()
+    netdevs = _netdevs_of(host, path)
+    ports = []
+    # Every port, not ports/1: dual-port and multi-plane cards (sichek PRs #98, #112).
+    for pname in host.listdir(f"{path}/ports"):
+        num = parse_int(pname, 10)
+        if num is None:
+            continue
+        ports.append(_port(host, name, f"{path}/ports/{pname}", num, netdevs))
+    return RdmaDevice(
+        name=name,
+        driver=driver,
+        pci=pci,
+        numa_node=numa,
+        fw_ver=host.read_value(f"{path}/fw_ver"),
+        board_id=host.read_value(f"{path}/board_id"),
+        node_type=node_type,
+        node_guid=host.read_value(f"{path}/node_guid"),
+        hca_type=host.read_value(f"{path}/hca_type"),
+        ports=tuple(sorted(ports, key=lambda p: p.port)),
+        is_vf=host.exists(f"{path}/device/physfn"),
+        source="sysfs",
+    )
+
+
+def _from_tools(host) -> RdmaInventory | None:
+    from rdmadoctor.parsers.ibstat import parse_ibstat
+    from rdmadoctor.parsers.ibv_devinfo import parse_ibv_devinfo
+    from rdmadoctor.parsers.netdev import parse_ibdev2netdev, parse_show_gids
+
+    warnings: list[str] = []
+    devices: list[RdmaDevice] | None = None
+    source = "none"
+    for name, parser in (("ibstat", parse_ibstat), ("ibv_devinfo", parse_ibv_devinfo)):
+        res = host.cmd(name)
+        if res.text is None:
+            continue
+        parsed = parser(res.text)
+        warnings.extend(f"{name}: {w}" for w in parsed.warnings)
+        if not parsed.ok:
+            continue
+        if devices is None:
+            devices, source = list(parsed.value), name
+        else:
+            devices = _merge(devices, parsed.value)
+    if devices is None:
+        return None
+    links = host.cmd("ibdev2netdev")
+    if links.text is not None:
+        parsed_links = parse_ibdev2netdev(links.text)
+        warnings.extend(f"ibdev2netdev: {w}" for w in parsed_links.warnings)
+        by = {(link.device, link.port): link for link in parsed_links.value}
+        devices = [
+            replace(
+                d,
+                ports=tuple(
+                    replace(p, netdev=by[(d.name, p.port)].netdev, netdev_up=by[(d.name, p.port)].up)
+                    if (d.name, p.port) in by
+                    else p
+                    for p in d.ports
+                ),
+            )
+            for d in devices
+        ]
+    gids = host.cmd("show_gids")
+    if gids.text is not None:
+        parsed_gids = parse_show_gids(gids.text)
+        warnings.extend(f"show_gids: {w}" for w in parsed_gids.warnings)
+        table: dict[tuple[str, int], list[Gid]] = {}
+        for row in parsed_gids.value:
+            gtype = {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower())
+            table.setdefault((row.device, row.port), []).append(Gid(row.index, row.gid, gtype, row.netdev, row.ipv4))
+        devices = [
+            replace(d, ports=tuple(replace(p, gids=tuple(table[(d.name, p.port)])) if (d.name, p.port) in table and not p.gids else p for p in d.ports))
+            for d in devices
+        ]
+    return RdmaInventory(tuple(devices), source, sysfs=False, warnings=tuple(warnings))
+
+
+def _merge(base: list[RdmaDevice], extra: list[RdmaDevice]) -> list[RdmaDevice]:
+    """Fill what ``base`` lacks from ``extra`` (ibstat has rates, ibv_devinfo has MTUs and GIDs)."""
+    more = {d.name: d for d in extra}
+    out = []
+    for d in base:
+        e = more.get(d.name)
+        if e is None:
+            out.append(d)
+            continue
+        eports = {p.port: p for p in e.ports}
+        ports = []
+        for p in d.ports:
+            ep = eports.get(p.port)
+            if ep is not None:
+                p = replace(p, **{k: getattr(ep, k) for k in p.__dataclass_fields__ if getattr(p, k) in (None, ()) and getattr(ep, k) not in (None, ())})
+            ports.append(p)
+        d = replace(d, **{k: getattr(e, k) for k in ("fw_ver", "board_id", "node_guid", "hca_type") if getattr(d, k) is None})
+        out.append(replace(d, ports=tuple(ports)))
+    names = {d.name for d in base}
+    out.extend(d for d in extra if d.name not in names)
+    return out
+
+
+def probe_inventory(ctx) -> RdmaInventory:
+    host = ctx.host
+    sysfs = host.is_dir("/sys")
+    names = host.listdir(IB_CLASS)
+    if names:
+        return RdmaInventory(tuple(_device(host, n) for n in names), "sysfs", sysfs=True)
+    if sysfs:
+        return RdmaInventory((), "sysfs", sysfs=True)
+    from_tools = _from_tools(host)
+    if from_tools is not None:
+        return from_tools
+    return RdmaInventory((), "none", sysfs=False)
+
+
+def port_subject(dev: RdmaDevice, port: Port) -> str:
+    return f"{dev.name}/{port.port}"
+
+
+def ignored(dev: RdmaDevice, port: Port | None, expect: dict) -> bool:
+    names = set(expect.get("ignore_ports") or ())
+    if dev.name in names or (port is not None and port_subject(dev, port) in names):
+        return True
+    return bool(dev.is_vf and expect.get("ignore_vfs", True))

@@ -1,0 +1,3 @@
+"""gpu checks (to be written)."""
+
+CHECKS: list = []

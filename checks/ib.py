@@ -1,0 +1,271 @@
+"""ib.devices and ib.ports: the RDMA devices, and the state of every port."""
+
+from __future__ import annotations
+
+from rdmadoctor.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need
+
+from ._rdma import RdmaInventory, ignored, port_subject, probe_inventory
+
+IB_NO_DEVICES = Code(
+    "IB_NO_DEVICES",
+    "No RDMA devices",
+    "Nothing is listed in /sys/class/infiniband, so no RDMA transport can be used: NCCL falls back "
+    "to TCP sockets (IPoIB or Ethernet), typically at a fraction of the bandwidth.",
+    "On the node: check the HCA is seen (`lspci | grep -i -e mellanox -e infiniband`) and its driver is "
+    "loaded (`modprobe mlx5_ib`, or install MLNX_OFED / DOCA-OFED). In a pod: request the device "
+    "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
+    "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
+)
+IB_PORT_DOWN = Code(
+    "IB_PORT_DOWN",
+    "RDMA port down",
+    "The port has no link (state DOWN, physical state Polling or Disabled). NCCL skips it, or hangs "
+    "if NCCL_IB_HCA names it.",
+    "Polling: no cable, a bad cable/transceiver, or the switch port is down; check `ibstat`, reseat the "
+    "cable, look at the switch port. Disabled: the port was disabled by software "
+    "(`ibportstate <lid> <port> enable`, or `mlxlink -d <dev> -a UP`). Or exclude the port with "
+    "ignore_ports in the rdmadoctor config if it is unused.",
+)
+IB_PORT_INIT = Code(
+    "IB_PORT_INIT",
+    "InfiniBand port not configured by a subnet manager",
+    "The link is physically up (LinkUp) but the port is INIT or ARMED: no subnet manager has assigned it "
+    "a LID and moved it to ACTIVE. Traffic cannot flow until it does.",
+    "Make sure a subnet manager runs on the fabric (`sminfo`; on a UFM-managed fabric check UFM; on a "
+    "small fabric `systemctl start opensm` on one node). If the SM runs, check the port is not "
+    "excluded by its partition or policy configuration.",
+)
+IB_PORT_RATE_LOW = Code(
+    "IB_PORT_RATE_LOW",
+    "Port rate below expectation",
+    "The port trained at a lower rate than the node profile expects (a wrong cable, a link that fell "
+    "back to fewer lanes or a lower speed, an HDR switch in an NDR fabric): bandwidth drops by the same factor.",
+    "Check the cable and the switch port: `ibstat` (Rate), `mlxlink -d <dev> -m` (eye/BER), "
+    "`mlxlink -d <dev> --show_module`. If the lower rate is intended, set min_rate_gbps in the config.",
+)
+IB_NO_SM = Code(
+    "IB_NO_SM",
+    "No subnet manager on the InfiniBand fabric",
+    "Every InfiniBand port with a physical link is waiting for a subnet manager (sm_lid 0, state INIT).",
+    "Start a subnet manager: the switches' embedded SM, UFM, or `opensm` on one host "
+    "(`apt install opensm && systemctl enable --now opensm`). `sminfo` shows whether one answers.",
+)
+
+IB_LINK_LAYER_MISMATCH = Code(
+    "IB_LINK_LAYER_MISMATCH",
+    "Port link layer differs from the profile",
+    "The profile expects InfiniBand ports and this one runs Ethernet (RoCE), or the reverse: NCCL settings, "
+    "GID index and subnet manager needs differ between the two.",
+    "Set the port type with `mlxconfig -d <pci> set LINK_TYPE_P1=1` (1 = InfiniBand, 2 = Ethernet) and "
+    "reboot, or pick the profile that matches this fabric (--profile).",
+)
+IB_PARSE_WARNING = Code(
+    "IB_PARSE_WARNING",
+    "Tool output incomplete or odd",
+    "A recorded tool output (ibstat, ibv_devinfo, ...) was cut off or contained errors; what was read is "
+    "reported, what was not is unknown.",
+    "Re-run the tool and attach its full output, or better, a bundle from `rdmadoctor collect`.",
+)
+
+_NO_INVENTORY = (
+    "no /sys in the bundle and no recorded ibstat or ibv_devinfo output: the RDMA devices cannot be "
+    "established (add sys/ with `rdmadoctor collect`, or cmd/ibstat.txt)"
+)
+
+
+def _has_devices(ctx) -> str | None:
+    inv: RdmaInventory = ctx.get(probe_inventory)
+    if inv.source == "none":
+        return _NO_INVENTORY
+    return None if inv.devices else "no RDMA devices (see ib.devices)"
+
+
+HAS_DEVICES = Need("rdma devices", _has_devices)
+
+
+def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
+    out: list[Finding] = []
+    if inv.source == "none":
+        return [Finding("IB_NO_DEVICES", UNKNOWN, "host", _NO_INVENTORY)]
+    for w in inv.warnings:
+        out.append(Finding("IB_PARSE_WARNING", WARNING, inv.source, w, "Send the full, unedited tool output."))
+    pfs = inv.pfs()
+    if not pfs:
+        where = "/sys/class/infiniband is empty or absent" if inv.source == "sysfs" else f"{inv.source} lists no device"
+        return out + [
+            Finding(
+                "IB_NO_DEVICES",
+                ERROR,
+                "host",
+                f"no RDMA devices found ({where}); expected at least one HCA. Without one NCCL uses TCP sockets.",
+                IB_NO_DEVICES.fix,
+            )
+        ]
+    want = expect.get("expected_hcas")
+    if isinstance(want, int) and len(pfs) < want:
+        names = ", ".join(d.name for d in pfs)
+        out.append(
+            Finding(
+                "IB_NO_DEVICES",
+                ERROR,
+                "host",
+                f"{len(pfs)} RDMA device(s) found ({names}); the profile expects {want}.",
+                "Check that every HCA is seen (`lspci -d 15b3:`) and bound to its driver; a missing one "
+                "is often a failed firmware update or an HCA that fell off the bus (`dmesg | grep mlx5`).",
+            )
+        )
+    return out
+
+
+def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
+    out: list[Finding] = []
+    min_rate = expect.get("min_rate_gbps")
+    want_ll = expect.get("link_layer")
+    ib_linkup, ib_waiting, active = 0, [], 0
+    for dev in inv.devices:
+        if not dev.ports and not dev.is_vf:
+            out.append(Finding("IB_PORT_DOWN", UNKNOWN, dev.name, f"{dev.name} lists no ports ({inv.source}); their state is unknown."))
+        for port in dev.ports:
+            if ignored(dev, port, expect):
+                continue
+            subj = port_subject(dev, port)
+            ll = port.link_layer
+            ib = ll == "InfiniBand"
+            state, phys = port.state, port.phys_state
+            seen = f"state {state or 'unknown'}, phys {phys or 'unknown'}"
+            if ll and want_ll and ll != want_ll:
+                out.append(
+                    Finding(
+                        "IB_LINK_LAYER_MISMATCH",
+                        WARNING,
+                        subj,
+                        f"link layer {ll}; the profile expects {want_ll}.",
+                        IB_LINK_LAYER_MISMATCH.fix,
+                    )
+                )
+            if state is None and phys is None:
+                out.append(Finding("IB_PORT_DOWN", UNKNOWN, subj, f"the state of {subj} could not be read ({inv.source})."))
+                continue
+            if state == "DOWN" or phys in ("Polling", "Disabled", "Sleep"):
+                why = {
+                    "Polling": "no cable or no peer: the port is looking for a link",
+                    "Disabled": "the port is disabled by software",
+                    "Sleep": "the port is asleep",
+                }.get(phys or "", "no link")
+                out.append(
+                    Finding(
+                        "IB_PORT_DOWN",
+                        ERROR,
+                        subj,
+                        f"{seen}: {why}; expected ACTIVE / LinkUp.",
+                        IB_PORT_DOWN.fix,
+                        data={"state": state, "phys_state": phys},
+                    )
+                )
+                continue
+            if ib and phys in ("LinkUp", None):
+                ib_linkup += 1
+            if state in ("INIT", "ARMED") and ib:
+                ib_waiting.append(subj)
+                out.append(
+                    Finding(
+                        "IB_PORT_INIT",
+                        ERROR,
+                        subj,
+                        f"{seen}, LID {port.lid if port.lid is not None else 'unknown'}: the link is up but no "
+                        "subnet manager has configured the port; expected ACTIVE.",
+                        IB_PORT_INIT.fix,
+                    )
+                )
+                continue
+            if state == "ACTIVE":
+                active += 1
+            if isinstance(min_rate, (int, float)) and port.rate_gbps is not None and port.rate_gbps < min_rate:
+                out.append(
+                    Finding(
+                        "IB_PORT_RATE_LOW",
+                        ERROR,
+                        subj,
+                        f"rate {port.rate_gbps:g} Gb/s; the profile expects at least {min_rate:g} Gb/s.",
+                        IB_PORT_RATE_LOW.fix,
+                        data={"rate_gbps": port.rate_gbps},
+                    )
+                )
+    if ib_waiting and len(ib_waiting) == ib_linkup:
+        out.append(
+            Finding(
+                "IB_NO_SM",
+                ERROR,
+                "fabric",
+                f"all {len(ib_waiting)} InfiniBand port(s) with a link are waiting for a subnet manager "
+                f"({', '.join(ib_waiting)}); expected an SM to have moved them to ACTIVE.",
+                IB_NO_SM.fix,
+            )
+        )
+    want_active = expect.get("expected_active_ports")
+    if isinstance(want_active, int) and active < want_active:
+        out.append(
+            Finding(
+                "IB_PORT_DOWN",
+                ERROR,
+                "host",
+                f"{active} ACTIVE port(s); the profile expects {want_active}.",
+                "Bring up the missing ports (see the port findings above), or lower expected_active_ports in the config.",
+            )
+        )
+    return out
+
+
+def _inventory_json(inv: RdmaInventory) -> dict:
+    return {
+        "rdma_source": inv.source,
+        "rdma_devices": [
+            {
+                "name": d.name,
+                "driver": d.driver,
+                "pci": d.pci,
+                "numa_node": d.numa_node,
+                "fw_ver": d.fw_ver,
+                "board_id": d.board_id,
+                "node_type": d.node_type,
+                "is_vf": d.is_vf,
+                "ports": [
+                    {
+                        "port": p.port,
+                        "state": p.state,
+                        "phys_state": p.phys_state,
+                        "rate_gbps": p.rate_gbps,
+                        "link_layer": p.link_layer,
+                        "lid": p.lid,
+                        "sm_lid": p.sm_lid,
+                        "netdev": p.netdev,
+                        "active_mtu": p.active_mtu,
+                    }
+                    for p in d.ports
+                ],
+            }
+            for d in inv.devices
+        ],
+    }
+
+
+CHECKS = [
+    Check(
+        id="ib.devices",
+        title="RDMA devices",
+        probe=lambda ctx: ctx.get(probe_inventory),
+        judge=judge_devices,
+        codes=(IB_NO_DEVICES, IB_PARSE_WARNING),
+        inventory=_inventory_json,
+        description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
+    ),
+    Check(
+        id="ib.ports",
+        title="RDMA ports",
+        probe=lambda ctx: ctx.get(probe_inventory),
+        judge=judge_ports,
+        codes=(IB_PORT_DOWN, IB_PORT_INIT, IB_PORT_RATE_LOW, IB_NO_SM, IB_LINK_LAYER_MISMATCH),
+        needs=(HAS_DEVICES,),
+        description="Every port of every device: state, physical state, rate, link layer, LID / SM LID, netdev.",
+    ),
+]

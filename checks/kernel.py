@@ -1,0 +1,3 @@
+"""kernel checks (to be written)."""
+
+CHECKS: list = []

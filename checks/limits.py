@@ -1,0 +1,3 @@
+"""limits checks (to be written)."""
+
+CHECKS: list = []

@@ -1,0 +1,3 @@
+"""nccl checks (to be written)."""
+
+CHECKS: list = []

@@ -1,0 +1,3 @@
+"""node checks (to be written)."""
+
+CHECKS: list = []

@@ -1,0 +1,3 @@
+"""pci checks (to be written)."""
+
+CHECKS: list = []

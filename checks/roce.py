@@ -1,0 +1,3 @@
+"""roce checks (to be written)."""
+
+CHECKS: list = []

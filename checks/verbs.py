@@ -1,0 +1,3 @@
+"""verbs checks (to be written)."""
+
+CHECKS: list = []

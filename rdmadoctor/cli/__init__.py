@@ -1,0 +1,27 @@
+"""Command line. ``main`` serves plain ``rdmadoctor check ...`` runs without importing typer.
+
+`check` runs in init containers and every minute on every node; typer and its click core cost
+~30 ms to import, more than the whole check. So a ``check`` command line made only of the
+options in :data:`rdmadoctor.cli.fast.OPTIONS` is parsed here, and everything else (``--help``,
+other commands, a typo) goes to the typer app, which owns the errors and help texts.
+tests/test_cli.py keeps both parsers in step.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args and args[0] == "check":
+        from .fast import parse
+
+        parsed = parse(args[1:])
+        if parsed is not None:
+            from .check import run_check
+
+            raise SystemExit(run_check(**parsed))
+    from .app import app
+
+    app(args=args, prog_name="rdmadoctor")

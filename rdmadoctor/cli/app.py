@@ -1,0 +1,117 @@
+"""The typer app: wires the commands; each lives in its own module."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import typer
+
+from .. import __version__
+
+app = typer.Typer(
+    name="rdmadoctor",
+    help=(
+        "Is this GPU node, and the pod on it, ready to train over RDMA (InfiniBand / RoCE)?\n\n"
+        "Start with `rdmadoctor check` (on a node, in a pod, or with --example on a laptop). "
+        "Exit codes: 0 healthy, 1 a problem, 2 unknown or a usage error."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+# One definition per shared option, reused by every command that reads a host.
+RootOpt = typer.Option(None, "--root", metavar="DIR", help="Read the host mounted at DIR (DIR/sys, DIR/proc, DIR/etc, ...). Default: /. The DaemonSet mounts the node at /host.")
+BundleOpt = typer.Option(None, "--bundle", metavar="DIR|FILE.tar.gz", help="Analyse a bundle made by `rdmadoctor collect` (or a folder with cmd/ibstat.txt and other pasted outputs).")
+ExampleOpt = typer.Option(None, "--example", metavar="NAME", help="Analyse a bundle shipped with rdmadoctor; `rdmadoctor examples` lists them.")
+JsonOpt = typer.Option(False, "--json", help="Print the report as JSON (schema rdmadoctor.report/v1) instead of text.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rdmadoctor {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    pass
+
+
+@app.command()
+def check(
+    root: Optional[str] = RootOpt,
+    bundle: Optional[str] = BundleOpt,
+    example: Optional[str] = ExampleOpt,
+    profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
+    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with [pools.NAME])."),
+    pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the [pools.NAME] table of --config."),
+    sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set min_rate_gbps=200 (repeatable)."),
+    only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these checks (ids or families: ib, ib.ports; repeatable or comma-separated)."),
+    skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
+    as_json: bool = JsonOpt,
+    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
+    verbose: bool = typer.Option(False, "--verbose", help="Also show informational findings."),
+) -> None:
+    """Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown)."""
+    from .check import run_check
+
+    raise typer.Exit(
+        run_check(
+            root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
+            sets=sets, only=only, skip=skip, timeout=timeout, as_json=as_json, strict=strict, verbose=verbose,
+        )
+    )
+
+
+@app.command()
+def collect(
+    output: str = typer.Option(..., "-o", "--output", metavar="FILE.tar.gz", help="Where to write the bundle."),
+    root: Optional[str] = RootOpt,
+    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
+) -> None:
+    """Write a bundle of everything the checks read here, for a ticket or for `check --bundle`."""
+    from .collect import run_collect
+
+    raise typer.Exit(run_collect(output=output, root=root, timeout=timeout))
+
+
+@app.command()
+def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. IB_PORT_DOWN.")) -> None:
+    """Explain a finding code: what it means for a training job and how to fix it."""
+    from .info import run_explain
+
+    raise typer.Exit(run_explain(code))
+
+
+@app.command("list-checks")
+def list_checks(as_json: bool = JsonOpt) -> None:
+    """List the checks, their codes, and where they come from."""
+    from .info import run_list_checks
+
+    raise typer.Exit(run_list_checks(as_json))
+
+
+@app.command()
+def examples(as_json: bool = JsonOpt) -> None:
+    """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
+    from .info import run_examples
+
+    raise typer.Exit(run_examples(as_json))
+
+
+@app.command()
+def topo(
+    root: Optional[str] = RootOpt,
+    bundle: Optional[str] = BundleOpt,
+    example: Optional[str] = ExampleOpt,
+    as_json: bool = JsonOpt,
+) -> None:
+    """Print the GPU/NIC PCIe matrix like `nvidia-smi topo -m`, computed from sysfs."""
+    from .info import run_topo
+
+    raise typer.Exit(run_topo(root=root, bundle=bundle, example=example, as_json=as_json))

@@ -1,0 +1,54 @@
+"""``rdmadoctor check``: run every check, print the report, exit 0 / 1 / 2."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..runner import Options, UsageError, diagnose
+from .errors import fail_usage
+
+
+def run_check(
+    *,
+    root: str | None = None,
+    bundle: str | None = None,
+    example: str | None = None,
+    profile: str = "generic",
+    config: str | None = None,
+    pool: str | None = None,
+    sets: list[str] | None = None,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    timeout: float | None = None,
+    as_json: bool = False,
+    strict: bool = False,
+    verbose: bool = False,
+) -> int:
+    opts = Options(
+        root=root,
+        bundle=bundle,
+        example=example,
+        profile=profile or "generic",
+        config=config,
+        pool=pool,
+        sets=list(sets or []),
+        only=list(only or []),
+        skip=list(skip or []),
+        strict=strict,
+        timeout=timeout,
+    )
+    if timeout is not None and timeout <= 0:
+        return fail_usage(f"--timeout must be positive, got {timeout:g}")
+    try:
+        diag = diagnose(opts)
+    except UsageError as e:
+        return fail_usage(str(e), e.hint)
+    rep = diag.report
+    if as_json:
+        sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
+    else:
+        from ..render import render_report
+
+        render_report(rep, verbose=verbose)
+    return int(rep["exit_code"])

@@ -1,0 +1,67 @@
+"""The typer-free parser of ``rdmadoctor check`` options (see rdmadoctor.cli)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# option -> (parameter name, kind): "str" takes a value, "list" may repeat, "flag" takes none.
+OPTIONS: dict[str, tuple[str, str]] = {
+    "--root": ("root", "str"),
+    "--bundle": ("bundle", "str"),
+    "--example": ("example", "str"),
+    "--profile": ("profile", "str"),
+    "--config": ("config", "str"),
+    "--pool": ("pool", "str"),
+    "--set": ("sets", "list"),
+    "--only": ("only", "list"),
+    "--skip": ("skip", "list"),
+    "--timeout": ("timeout", "float"),
+    "--json": ("as_json", "flag"),
+    "--strict": ("strict", "flag"),
+    "--verbose": ("verbose", "flag"),
+}
+
+
+def defaults() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, kind in OPTIONS.values():
+        out[name] = [] if kind == "list" else False if kind == "flag" else None
+    out["profile"] = "generic"
+    return out
+
+
+def parse(args: list[str]) -> dict[str, Any] | None:
+    """Keyword arguments for run_check, or None to let typer handle (and explain) the line."""
+    out = defaults()
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        opt, eq, inline = arg.partition("=")
+        spec = OPTIONS.get(opt)
+        if spec is None:
+            return None
+        name, kind = spec
+        if kind == "flag":
+            if eq:
+                return None
+            out[name] = True
+            i += 1
+            continue
+        if eq:
+            value = inline
+            i += 1
+        else:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                return None
+            value = args[i + 1]
+            i += 2
+        if kind == "list":
+            out[name].append(value)
+        elif kind == "float":
+            try:
+                out[name] = float(value)
+            except ValueError:
+                return None
+        else:
+            out[name] = value
+    return out

@@ -1,0 +1,116 @@
+"""Run checks: needs, probe, judge; one check's failure never stops the others."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .host import Host
+from .model import SEVERITY_STATUS, SKIP, UNKNOWN, Check, CheckResult, Finding, worst
+
+
+class ProbeUnknown(Exception):
+    """Raised by a probe that cannot establish its facts at all (tool hung, no source).
+
+    The check's status becomes ``unknown`` with this message as the reason.
+    """
+
+
+@dataclass
+class Context:
+    host: Host
+    expect: dict[str, Any]
+    results: dict[str, CheckResult] = field(default_factory=dict)
+    _memo: dict[Any, Any] = field(default_factory=dict)
+
+    def get(self, probe: Callable[["Context"], Any]) -> Any:
+        """The facts of a shared probe, computed once per run (devices, PCI tree, ...).
+
+        A shared probe that raised raises again for every caller, without being re-run.
+        """
+        if probe not in self._memo:
+            try:
+                self._memo[probe] = (True, probe(self))
+            except Exception as e:  # noqa: BLE001 - kept and re-raised per caller
+                self._memo[probe] = (False, e)
+        ok, value = self._memo[probe]
+        if not ok:
+            raise value
+        return value
+
+
+def order_checks(checks: list[Check]) -> list[Check]:
+    """Keep the given order, but run a check after the ones it names in ``after``."""
+    by_id = {c.id: c for c in checks}
+    done: set[str] = set()
+    out: list[Check] = []
+
+    def visit(c: Check, stack: tuple[str, ...]) -> None:
+        if c.id in done or c.id in stack:
+            return
+        for dep in c.after:
+            if dep in by_id:
+                visit(by_id[dep], stack + (c.id,))
+        done.add(c.id)
+        out.append(c)
+
+    for c in checks:
+        visit(c, ())
+    return out
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, ProbeUnknown):
+        return str(e)
+    return f"internal error {type(e).__name__}: {e} (please report this with `rdmadoctor collect`)"
+
+
+def run_check(check: Check, ctx: Context) -> CheckResult:
+    start = time.perf_counter()
+    res = CheckResult(check.id, check.title, SKIP)
+    try:
+        for need in check.needs:
+            why = need.test(ctx)
+            if why:
+                res.reason = why
+                return res
+        facts = check.probe(ctx)
+        res.facts = facts
+        findings = list(check.judge(facts, ctx.expect))
+        for f in findings:
+            if not isinstance(f, Finding):
+                raise TypeError(f"judge returned {type(f).__name__}, not a Finding")
+        res.findings = findings
+        res.status = worst([SEVERITY_STATUS.get(f.severity, UNKNOWN) for f in findings])
+        unknown = [f for f in findings if f.severity == UNKNOWN]
+        if res.status == UNKNOWN and unknown:
+            res.reason = unknown[0].message
+    except Exception as e:  # noqa: BLE001 - bad input stays inside its check
+        res.status = UNKNOWN
+        res.reason = _describe(e)
+    finally:
+        res.seconds = time.perf_counter() - start
+    return res
+
+
+def run(checks: list[Check], ctx: Context, only: list[str] | None = None, skip: list[str] | None = None) -> list[CheckResult]:
+    results: list[CheckResult] = []
+    for check in order_checks(checks):
+        if only and not _selected(check.id, only):
+            continue
+        if skip and _selected(check.id, skip):
+            continue
+        r = run_check(check, ctx)
+        ctx.results[check.id] = r
+        results.append(r)
+    return results
+
+
+def _selected(check_id: str, patterns: list[str]) -> bool:
+    """``ib`` selects every ``ib.*`` check; ``ib.ports`` selects one."""
+    return any(check_id == p or check_id.startswith(p + ".") for p in patterns)
+
+
+def overall(results: list[CheckResult]) -> str:
+    return worst([r.status for r in results])

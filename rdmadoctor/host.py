@@ -1,0 +1,552 @@
+"""The host under examination: a live root, a mounted root, or a collected bundle.
+
+Probes read only through a :class:`Host`. Paths are absolute paths *inside* the host
+(``/sys/class/infiniband``); symlinks are resolved inside the host too, so an absolute link in
+a root mounted at ``/host`` never escapes to the container's own ``/sys``.
+
+A bundle is a directory or a ``.tar.gz`` with the same layout as a root plus:
+
+- ``cmd/<name>.txt``: recorded tool outputs (``cmd/ibstat.txt``, ...);
+- ``runtime.json``: facts that are not files (rlimits, capabilities, ``statvfs`` of ``/dev/shm``,
+  the filtered environment, hostname).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# Commands a live host may run, by the bundle name they are recorded under. Each gets a timeout:
+# a hung tool (ibstat waiting on a stuck umad, nvidia-smi on a fallen-off GPU) must not hang us.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "ibstat": ("ibstat",),
+    "ibv_devinfo": ("ibv_devinfo", "-v"),
+    "nvidia-smi-topo": ("nvidia-smi", "topo", "-m"),
+    "ibdev2netdev": ("ibdev2netdev",),
+    "show_gids": ("show_gids",),
+    "ofed_info": ("ofed_info", "-s"),
+    "lspci": ("lspci", "-vvv"),
+}
+DEFAULT_TIMEOUT = 5.0
+MAX_READ = 4 * 1024 * 1024  # no sysfs or proc file we read is near this; a bigger one is not ours
+_MAX_LINKS = 40
+
+# Environment variables that matter to an RDMA job; `collect` keeps only these.
+ENV_PREFIXES = ("NCCL_", "UCX_", "MASTER_", "VC_", "OMPI_", "PMIX_", "RDMADOCTOR_")
+ENV_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "NODE_NAME", "HOSTNAME")
+
+
+def filter_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+
+
+class HostError(Exception):
+    """The host (root, bundle) cannot be used at all; a usage error, exit code 2."""
+
+
+@dataclass
+class CmdResult:
+    """A tool's output: recorded in a bundle or run now. ``text`` is None when unavailable."""
+
+    name: str
+    text: str | None
+    error: str | None = None  # why there is no text, or what went wrong while running
+    timed_out: bool = False
+    source: str = ""  # "bundle:cmd/ibstat.txt" or "ran: ibstat"
+
+
+@dataclass
+class Runtime:
+    """Facts about the running process (or as recorded in a bundle). None = unknown."""
+
+    memlock_soft: int | None | str = "unknown"  # bytes; None = unlimited; "unknown"
+    memlock_hard: int | None | str = "unknown"
+    cap_eff: int | None = None
+    shm_size: int | None = None
+    shm_free: int | None = None
+    env: dict[str, str] | None = None
+    hostname: str | None = None
+    in_container: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "memlock_soft": self.memlock_soft,
+            "memlock_hard": self.memlock_hard,
+            "cap_eff": self.cap_eff,
+            "shm_size": self.shm_size,
+            "shm_free": self.shm_free,
+            "env": self.env,
+            "hostname": self.hostname,
+            "in_container": self.in_container,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Runtime":
+        if not isinstance(data, dict):
+            return cls()
+
+        def limit(v: Any) -> int | None | str:
+            if v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                return v
+            return "unknown"
+
+        def num(v: Any) -> int | None:
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+        env = data.get("env")
+        if isinstance(env, dict):
+            env = {str(k): str(v) for k, v in env.items()}
+        else:
+            env = None
+        ic = data.get("in_container")
+        return cls(
+            memlock_soft=limit(data.get("memlock_soft", "unknown")),
+            memlock_hard=limit(data.get("memlock_hard", "unknown")),
+            cap_eff=num(data.get("cap_eff")),
+            shm_size=num(data.get("shm_size")),
+            shm_free=num(data.get("shm_free")),
+            env=env,
+            hostname=data.get("hostname") if isinstance(data.get("hostname"), str) else None,
+            in_container=ic if isinstance(ic, bool) else None,
+        )
+
+
+def live_runtime() -> Runtime:
+    import resource
+
+    rt = Runtime()
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+        inf = resource.RLIM_INFINITY
+        rt.memlock_soft = None if soft == inf else soft
+        rt.memlock_hard = None if hard == inf else hard
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f.read().decode("ascii", "replace").splitlines():
+                if line.startswith("CapEff:"):
+                    rt.cap_eff = int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        st = os.statvfs("/dev/shm")
+        rt.shm_size = st.f_frsize * st.f_blocks
+        rt.shm_free = st.f_frsize * st.f_bavail
+    except OSError:
+        pass
+    rt.env = filter_env(dict(os.environ))
+    try:
+        rt.hostname = os.uname().nodename
+    except OSError:
+        pass
+    rt.in_container = os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") or (
+        "KUBERNETES_SERVICE_HOST" in os.environ
+    )
+    return rt
+
+
+class _Tree:
+    """Primitive access to one tree of files. Paths are normalised, absolute, unresolved."""
+
+    def kind(self, path: str) -> str | None:  # "file" | "dir" | "link" | None
+        raise NotImplementedError
+
+    def readlink(self, path: str) -> str:
+        raise NotImplementedError
+
+    def read(self, path: str, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        raise NotImplementedError
+
+
+class _DirTree(_Tree):
+    def __init__(self, root: str):
+        self.root = root.rstrip("/") or "/"
+
+    def _p(self, path: str) -> str:
+        return self.root + path if self.root != "/" else path
+
+    def kind(self, path: str) -> str | None:
+        import stat
+
+        try:
+            m = os.lstat(self._p(path)).st_mode
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISLNK(m):
+            return "link"
+        if stat.S_ISDIR(m):
+            return "dir"
+        return "file"
+
+    def readlink(self, path: str) -> str:
+        return os.readlink(self._p(path))
+
+    def read(self, path: str, limit: int) -> bytes:
+        with open(self._p(path), "rb") as f:
+            return f.read(limit)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(self._p(path))
+
+
+class _TarTree(_Tree):
+    def __init__(self, path: str):
+        import tarfile
+
+        try:
+            self._tf = tarfile.open(path, "r:*")
+            members = self._tf.getmembers()
+        except (OSError, tarfile.TarError, EOFError) as e:
+            raise HostError(f"cannot read bundle {path}: {e}") from e
+        self._members: dict[str, Any] = {}
+        self._children: dict[str, set[str]] = {"/": set()}
+        names = [m.name for m in members]
+        # A bundle made with `tar czf x.tar.gz bundle/` has one top folder; look through it.
+        prefix = ""
+        tops = {n.lstrip("./").split("/", 1)[0] for n in names if n.lstrip("./")}
+        if len(tops) == 1:
+            top = next(iter(tops))
+            if top not in ("sys", "proc", "etc", "dev", "cmd", "var", "usr", "lib", "runtime.json"):
+                prefix = "/" + top
+        for m in members:
+            p = posixpath.normpath("/" + m.name.lstrip("./"))
+            if prefix:
+                if p == prefix:
+                    continue
+                if not p.startswith(prefix + "/"):
+                    continue
+                p = p[len(prefix) :]
+            self._members[p] = m
+            child = p
+            while child != "/":
+                parent = posixpath.dirname(child)
+                self._children.setdefault(parent, set()).add(posixpath.basename(child))
+                child = parent
+
+    def kind(self, path: str) -> str | None:
+        m = self._members.get(path)
+        if m is None:
+            return "dir" if path in self._children else None
+        if m.issym():
+            return "link"
+        if m.isdir():
+            return "dir"
+        if m.islnk():  # hard link: read the target's data
+            return "file"
+        return "file" if m.isfile() else None
+
+    def readlink(self, path: str) -> str:
+        m = self._members.get(path)
+        if m is None or not m.issym():
+            raise OSError(f"not a symlink: {path}")
+        return m.linkname
+
+    def read(self, path: str, limit: int) -> bytes:
+        m = self._members.get(path)
+        if m is None:
+            raise FileNotFoundError(path)
+        f = self._tf.extractfile(m)
+        if f is None:
+            raise IsADirectoryError(path)
+        return f.read(limit)
+
+    def listdir(self, path: str) -> list[str]:
+        if path not in self._children:
+            if self.kind(path) == "dir":
+                return []
+            raise NotADirectoryError(path)
+        return sorted(self._children[path])
+
+
+class Host:
+    """Read-only view of a machine. Construct with :func:`open_host`."""
+
+    def __init__(self, tree: _Tree, *, label: str, kind: str, live_process: bool, root: str | None):
+        self._tree = tree
+        self.label = label  # what to call it in the report: "/" or "/host" or "bundle.tar.gz"
+        self.kind = kind  # "live" | "root" | "bundle"
+        self.live_process = live_process  # runtime facts and tools come from this process
+        self.root = root
+        self._real: dict[str, str | None] = {}
+        self._runtime: Runtime | None = None
+        self.timeout = DEFAULT_TIMEOUT
+        self.trace: list[str] = []  # every path and command read, for `collect`
+        self._cmd_cache: dict[str, CmdResult] = {}
+
+    # ---- path resolution inside the host ------------------------------------------------
+    def realpath(self, path: str) -> str | None:
+        """Resolve every symlink inside the host. None when a component is missing or loops."""
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        if path in self._real:
+            return self._real[path]
+        out = self._resolve(path, 0)
+        self._real[path] = out
+        return out
+
+    def _resolve(self, path: str, depth: int) -> str | None:
+        if depth > _MAX_LINKS:
+            return None
+        if path == "/":
+            return "/"
+        parent, name = posixpath.split(path)
+        rparent = self.realpath(parent) if depth == 0 else self._resolve(parent, depth + 1)
+        if rparent is None:
+            return None
+        cur = posixpath.join(rparent, name)
+        k = self._tree.kind(cur)
+        if k is None:
+            return None
+        if k != "link":
+            return cur
+        try:
+            target = self._tree.readlink(cur)
+        except (OSError, ValueError):
+            return None
+        nxt = posixpath.normpath(target if target.startswith("/") else posixpath.join(rparent, target))
+        return self._resolve(nxt, depth + 1)
+
+    # ---- reads ----------------------------------------------------------------------------
+    def read_bytes(self, path: str, limit: int = MAX_READ) -> bytes | None:
+        """File content, or None when missing, unreadable, a directory or a broken link."""
+        self.trace.append(path)
+        real = self.realpath(path)
+        if real is None:
+            return None
+        try:
+            return self._tree.read(real, limit)
+        except (OSError, ValueError, EOFError):
+            return None
+        except Exception:  # a corrupt tar member (zlib/tarfile errors) is just unreadable
+            return None
+
+    def read_text(self, path: str, limit: int = MAX_READ) -> str | None:
+        data = self.read_bytes(path, limit)
+        return None if data is None else data.decode("utf-8", "replace")
+
+    def read_value(self, path: str) -> str | None:
+        """A one-value sysfs attribute, stripped; None when missing or empty."""
+        t = self.read_text(path, 65536)
+        if t is None:
+            return None
+        t = t.strip().replace("\x00", "")
+        return t or None
+
+    def listdir(self, path: str) -> list[str]:
+        """Sorted entries of a directory; [] when missing or unreadable."""
+        self.trace.append(path)
+        real = self.realpath(path)
+        if real is None:
+            return []
+        try:
+            return sorted(self._tree.listdir(real))
+        except (OSError, ValueError):
+            return []
+
+    def exists(self, path: str) -> bool:
+        return self.realpath(path) is not None
+
+    def is_dir(self, path: str) -> bool:
+        real = self.realpath(path)
+        return real is not None and self._tree.kind(real) == "dir"
+
+    def readlink(self, path: str) -> str | None:
+        path = posixpath.normpath("/" + path.lstrip("/"))
+        parent = self.realpath(posixpath.dirname(path))
+        if parent is None:
+            return None
+        p = posixpath.join(parent, posixpath.basename(path))
+        if self._tree.kind(p) != "link":
+            return None
+        try:
+            return self._tree.readlink(p)
+        except (OSError, ValueError):
+            return None
+
+    def glob(self, pattern: str) -> list[str]:
+        """fnmatch-style glob over host paths (no ``**``). Sorted."""
+        import fnmatch
+
+        parts = [p for p in pattern.split("/") if p]
+        found = ["/"]
+        for part in parts:
+            nxt = []
+            magic = any(c in part for c in "*?[")
+            for base in found:
+                if magic:
+                    for name in self.listdir(base):
+                        if fnmatch.fnmatchcase(name, part):
+                            nxt.append(posixpath.join(base, name))
+                else:
+                    cand = posixpath.join(base, part)
+                    if self.exists(cand) or self.readlink(cand) is not None:
+                        nxt.append(cand)
+            found = nxt
+        return sorted(found)
+
+    def open_rw(self, path: str) -> str | None:
+        """Try to open a device node read-write (live hosts only). None on success, else why."""
+        if not self.live_process:
+            return "not checked (not a live host)"
+        full = (self.root.rstrip("/") if self.root and self.root != "/" else "") + path
+        try:
+            fd = os.open(full, os.O_RDWR)
+        except OSError as e:
+            return e.strerror or str(e)
+        os.close(fd)
+        return None
+
+    # ---- non-file facts -------------------------------------------------------------------
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            if self.live_process:
+                self._runtime = live_runtime()
+            else:
+                raw = self.read_bytes("/runtime.json")
+                try:
+                    self._runtime = Runtime.from_json(json.loads(raw)) if raw else Runtime()
+                except (ValueError, UnicodeDecodeError):
+                    self._runtime = Runtime()
+        return self._runtime
+
+    def cmd(self, name: str) -> CmdResult:
+        """A tool's output: ``cmd/<name>.txt`` from a bundle, or the tool run now on a live host."""
+        if name in self._cmd_cache:
+            return self._cmd_cache[name]
+        res = self._cmd(name)
+        self._cmd_cache[name] = res
+        return res
+
+    def _cmd(self, name: str) -> CmdResult:
+        rel = f"/cmd/{name}.txt"
+        if self.kind == "bundle" or not self.live_process:
+            data = self.read_bytes(rel)
+            if data is None:
+                return CmdResult(name, None, error=f"not recorded ({rel[1:]} absent)")
+            return CmdResult(name, data.decode("utf-8", "replace"), source=f"bundle:{rel[1:]}")
+        argv = COMMANDS.get(name)
+        if argv is None:
+            return CmdResult(name, None, error="no such command")
+        return run_tool(argv, self.timeout, name)
+
+
+def run_tool(argv: tuple[str, ...], timeout: float, name: str | None = None) -> CmdResult:
+    name = name or argv[0]
+    exe = shutil.which(argv[0])
+    if exe is None:
+        return CmdResult(name, None, error=f"{argv[0]} not installed")
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(
+            (exe, *argv[1:]),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except OSError as e:
+        return CmdResult(name, None, error=f"cannot run {argv[0]}: {e}")
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        import signal
+
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        out, _ = proc.communicate()
+        took = time.monotonic() - start
+        return CmdResult(
+            name,
+            None,
+            error=f"{' '.join(argv)} did not finish within {timeout:g} s (killed after {took:.1f} s)",
+            timed_out=True,
+        )
+    text = out.decode("utf-8", "replace")
+    err = None if proc.returncode == 0 else f"{' '.join(argv)} exited with {proc.returncode}"
+    return CmdResult(name, text, error=err, source=f"ran: {' '.join(argv)}")
+
+
+def open_host(root: str | None = None, bundle: str | None = None) -> Host:
+    """The host to examine: ``bundle`` (dir or tar) if given, else ``root`` (default ``/``)."""
+    if bundle is not None:
+        if os.path.isdir(bundle):
+            return Host(_DirTree(os.path.abspath(bundle)), label=bundle, kind="bundle", live_process=False, root=None)
+        if os.path.isfile(bundle):
+            return Host(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
+        raise HostError(f"bundle {bundle} does not exist (expected a directory or a .tar.gz)")
+    root = root or "/"
+    if not os.path.isdir(root):
+        raise HostError(f"root {root} is not a directory")
+    root = os.path.abspath(root)
+    kind = "live" if root == "/" else "root"
+    return Host(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
+
+
+@dataclass
+class MemTree(_Tree):
+    """An in-memory tree for tests and generated examples: path -> bytes, or ``Link(target)``."""
+
+    files: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._children: dict[str, set[str]] = {"/": set()}
+        norm = {}
+        for p, v in self.files.items():
+            p = posixpath.normpath("/" + p.lstrip("/"))
+            norm[p] = v
+            child = p
+            while child != "/":
+                parent = posixpath.dirname(child)
+                self._children.setdefault(parent, set()).add(posixpath.basename(child))
+                child = parent
+        self.files = norm
+
+    def kind(self, path: str) -> str | None:
+        v = self.files.get(path, None)
+        if v is None:
+            return "dir" if path in self._children else None
+        if isinstance(v, Link):
+            return "link"
+        return "file"
+
+    def readlink(self, path: str) -> str:
+        v = self.files.get(path)
+        if not isinstance(v, Link):
+            raise OSError(path)
+        return v.target
+
+    def read(self, path: str, limit: int) -> bytes:
+        v = self.files.get(path)
+        if v is None or isinstance(v, Link):
+            raise FileNotFoundError(path)
+        if isinstance(v, str):
+            v = v.encode()
+        if isinstance(v, BaseException):
+            raise v
+        return v[:limit]
+
+    def listdir(self, path: str) -> list[str]:
+        if path not in self._children:
+            raise NotADirectoryError(path)
+        return sorted(self._children[path])
+
+
+@dataclass(frozen=True)
+class Link:
+    target: str
+
+
+def mem_host(files: dict[str, Any], label: str = "memory") -> Host:
+    return Host(MemTree(files), label=label, kind="bundle", live_process=False, root=None)

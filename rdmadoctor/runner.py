@@ -1,0 +1,90 @@
+"""One call from options to a report; shared by the CLI, the fast path and (later) the agent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import engine, expectations, registry, report
+from .host import Host
+
+
+@dataclass
+class Options:
+    root: str | None = None
+    bundle: str | None = None
+    example: str | None = None
+    profile: str = "generic"
+    config: str | None = None
+    pool: str | None = None
+    sets: list[str] = field(default_factory=list)
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    strict: bool = False
+    timeout: float | None = None
+
+
+class UsageError(Exception):
+    """A problem with the command line or its inputs; exit code 2."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
+
+
+def split_ids(values: list[str]) -> list[str]:
+    return [v.strip() for item in values for v in item.split(",") if v.strip()]
+
+
+def open_target(opts: Options) -> Host:
+    from .host import HostError, open_host
+
+    given = [x for x in (opts.root, opts.bundle, opts.example) if x]
+    if len(given) > 1:
+        raise UsageError("--root, --bundle and --example are exclusive: give one")
+    try:
+        if opts.example:
+            from .examples import UnknownExample, example_path
+
+            try:
+                return open_host(bundle=example_path(opts.example))
+            except UnknownExample as e:
+                raise UsageError(str(e)) from e
+        return open_host(root=opts.root, bundle=opts.bundle)
+    except HostError as e:
+        raise UsageError(str(e)) from e
+
+
+@dataclass
+class Diagnosis:
+    report: dict[str, Any]
+    results: list
+    ctx: engine.Context
+
+
+def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
+    checks, plugin_errors = registry.load_checks()
+    known = {c.id for c in checks}
+    only, skip = split_ids(opts.only), split_ids(opts.skip)
+    for pat in only + skip:
+        if not any(cid == pat or cid.startswith(pat + ".") for cid in known):
+            raise UsageError(f"no check matches {pat!r}", "list them with `rdmadoctor list-checks`")
+    defaults: dict[str, Any] = {}
+    for c in checks:
+        defaults.update(c.defaults)
+    try:
+        expect = expectations.resolve(
+            defaults, opts.profile, opts.config, opts.pool, expectations.parse_set(opts.sets)
+        )
+    except expectations.ConfigError as e:
+        raise UsageError(str(e)) from e
+    if host is None:
+        host = open_target(opts)
+    if opts.timeout is not None:
+        host.timeout = opts.timeout
+    ctx = engine.Context(host=host, expect=expect)
+    results = engine.run(checks, ctx, only=only, skip=skip)
+    rep = report.build(
+        results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
+    )
+    return Diagnosis(rep, results, ctx)
