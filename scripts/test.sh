@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sets up everything the test suite needs on a fresh Debian machine, then runs it:
+#   - as root: the Debian packages of the real-tool tests (ibsim, opensm, infiniband-diags,
+#     hwloc, iproute2); without root those tests skip;
+#   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
+# Extra arguments go to pytest (scripts/test.sh -k ibsim -x).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(ibsim-utils libumad2sim0 opensm infiniband-diags hwloc iproute2 python3-venv)
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    for p in "${APT_PACKAGES[@]}"; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        echo "test.sh: installing ${missing[*]}" >&2
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+else
+    echo "test.sh: not root (or no apt-get): the ibsim, hwloc and netns tests will skip" >&2
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$PY" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
