@@ -92,6 +92,10 @@ def _netdevs_of(host, dev_path: str) -> dict[int, str]:
 
 def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
     link_layer = host.read_value(f"{pdir}/link_layer")
+    if link_layer is None and not host.exists(f"{pdir}/link_layer") and host.exists(f"{pdir}/state"):
+        # No link_layer file at all (kernels before 2.6.37 added RoCE; ibsim's umad2sim): the
+        # port is InfiniBand, as libibumad's umad.c and ibstatus assume.
+        link_layer = "InfiniBand"
     gids: list[Gid] = []
     netdev = None
     if link_layer == "Ethernet":
