@@ -1,3 +1,316 @@
-"""kernel checks (to be written)."""
+"""kernel.modules: the RDMA kernel modules, the HCA's IB driver, and GPUDirect RDMA (peermem / dma-buf)."""
 
-CHECKS: list = []
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+
+from ._rdma import RdmaInventory, probe_inventory
+from .verbs import RDMA_DRIVERS, rdma_driver_entry
+
+NVIDIA_VENDOR = "0x10de"
+MELLANOX_VENDOR = "0x15b3"
+PEERMEM = ("nvidia_peermem", "nv_peer_mem")
+# What the inventory lists: the modules an RDMA/GPU job depends on, when found.
+RELEVANT = frozenset(
+    {"ib_core", "ib_uverbs", "rdma_ucm", "rdma_cm", "ib_cm", "iw_cm", "ib_umad", "ib_ipoib", "mlx5_core", "mlx4_core"}
+    | {row[3] for row in RDMA_DRIVERS}
+    | {"nvidia", "nvidia_uvm", "nvidia_peermem", "nv_peer_mem", "nvidia_fs", "gdrdrv"}
+)
+MODULE_WHY = {
+    "ib_core": "the RDMA core every RDMA driver registers with",
+    "ib_uverbs": "userspace verbs: it creates /dev/infiniband/uverbs* that libibverbs and NCCL open",
+    "rdma_ucm": "the RDMA connection manager for userspace: /dev/infiniband/rdma_cm (librdmacm, UCX, MPI)",
+}
+
+MOD_MISSING = Code(
+    "MOD_MISSING",
+    "RDMA kernel module not loaded",
+    "Without ib_core/ib_uverbs there is no RDMA device for userspace; without rdma_ucm librdmacm "
+    "(UCX, MPI) cannot connect; without the HCA's IB driver (mlx5_ib for ConnectX) the NIC works as "
+    "Ethernet only and /sys/class/infiniband stays empty.",
+    "Load it now and at every boot:\n"
+    "  modprobe <module>\n"
+    "  echo <module> >> /etc/modules-load.d/rdma.conf\n"
+    "With MLNX_OFED / DOCA-OFED: `/etc/init.d/openibd restart`. With the NVIDIA network operator, its "
+    "MOFED driver container loads them: check its pod on the node.",
+)
+GDR_PEERMEM_MISSING = Code(
+    "GDR_PEERMEM_MISSING",
+    "GPUDirect RDMA not available (no nvidia_peermem)",
+    "GPUDirect RDMA lets the HCA read and write GPU memory directly. It needs nvidia_peermem (or the "
+    "old nv_peer_mem), or dma-buf (the open NVIDIA kernel module on kernel >= 5.12). Without it NCCL "
+    "stages every transfer through host memory: no 'GDRDMA' in NCCL_DEBUG=INFO and a fraction of the bandwidth.",
+    "`modprobe nvidia-peermem` (it ships with the NVIDIA driver >= 470) and persist it: "
+    "`echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`. With the GPU Operator: "
+    "`helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set driver.rdma.enabled=true` "
+    "(add `--set driver.rdma.useHostMofed=true` when MLNX_OFED is installed on the host).",
+)
+GDR_DMABUF = Code(
+    "GDR_DMABUF",
+    "GPUDirect RDMA through dma-buf",
+    "No nvidia_peermem, but the open NVIDIA kernel module on a kernel >= 5.12 exports GPU memory as "
+    "dma-buf, which NCCL >= 2.19 uses for GPUDirect RDMA by default (NCCL_DMABUF_ENABLE=1).",
+    "Nothing to do; if NCCL_DEBUG=INFO shows no 'GDRDMA', check NCCL_DMABUF_ENABLE is not 0, or load nvidia-peermem.",
+)
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    modules: frozenset[str] | None  # loaded modules; None = unknown
+    builtin: frozenset[str]  # built into the kernel (no /proc/modules line)
+    source: str | None  # "/proc/modules" | "cmd/lsmod.txt" | "/sys/module"
+    # (IB module, why it is needed): HCAs bound to their core driver, waiting for the IB half.
+    hca_needs: tuple[tuple[str, str], ...] = ()
+    # IB modules whose devices exist in /sys/class/infiniband: loaded, whatever the lists say.
+    ib_present: frozenset[str] = frozenset()
+    gpus_present: bool | None = None
+    gpu_count: int | None = None
+    osrelease: str | None = None
+    nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
+    dmabuf_possible: bool = False
+    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs present
+    notes: tuple[str, ...] = ()
+
+    def has(self, module: str) -> bool:
+        m = module.replace("-", "_")
+        return m in (self.modules or ()) or m in self.builtin or m in self.ib_present
+
+
+def kernel_version(osrelease: str | None) -> tuple[int, int] | None:
+    """"6.1.0-18-amd64" -> (6, 1)."""
+    m = re.match(r"\s*(\d{1,4})\.(\d{1,4})", osrelease or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def parse_proc_modules(text: str) -> set[str]:
+    """First column of /proc/modules ("mlx5_ib 466944 0 - Live 0x0000000000000000")."""
+    out = set()
+    for line in text.splitlines():
+        words = line.split()
+        if words and re.fullmatch(r"[A-Za-z0-9_]{1,64}", words[0]):
+            out.add(words[0])
+    return out
+
+
+def _modules(host, notes: list[str]) -> tuple[frozenset[str] | None, frozenset[str], str | None]:
+    loaded: set[str] | None = None
+    source = None
+    text = host.read_text("/proc/modules")
+    if text is not None:
+        loaded, source = parse_proc_modules(text), "/proc/modules"
+    else:
+        res = host.cmd("lsmod")
+        if res.text is not None:
+            from rdmadoctor.parsers.system import parse_lsmod
+
+            parsed = parse_lsmod(res.text)
+            notes.extend(f"cmd/lsmod.txt: {w}" for w in parsed.warnings)
+            if parsed.ok:
+                loaded, source = set(parsed.value), "cmd/lsmod.txt"
+    builtin: set[str] = set()
+    names = host.listdir("/sys/module")
+    if names:
+        # A loadable module has /sys/module/<m>/initstate ("live"); a built-in one has the
+        # directory (when it has parameters) but no initstate. Kernels built without module
+        # support (CONFIG_MODULES=n) have no /proc/modules at all, only built-ins here.
+        live = {n for n in names if host.exists(f"/sys/module/{n}/initstate")}
+        builtin = set(names) - live
+        if loaded is None:
+            loaded, source = live, "/sys/module"
+        else:
+            builtin -= loaded
+    osrelease = _osrelease(host)
+    if osrelease:
+        # modules.builtin names built-ins without parameters too; absent in most containers.
+        text = host.read_text(f"/lib/modules/{osrelease}/modules.builtin")
+        for line in (text or "").splitlines():
+            name = line.strip().rsplit("/", 1)[-1]
+            if name.endswith(".ko"):
+                builtin.add(name[:-3].replace("-", "_"))
+    return (frozenset(loaded) if loaded is not None else None), frozenset(builtin), source
+
+
+def _osrelease(host) -> str | None:
+    rel = host.read_value("/proc/sys/kernel/osrelease")
+    if rel:
+        return rel
+    m = re.match(r"Linux version (\S+)", host.read_value("/proc/version") or "")
+    return m.group(1) if m else None
+
+
+def _pci_scan(host) -> tuple[int | None, list[tuple[str, str]]]:
+    """(NVIDIA GPUs, [(IB module, why)]) from /sys/bus/pci/devices."""
+    names = host.listdir("/sys/bus/pci/devices")
+    if not names:
+        return None, []
+    gpus = 0
+    needs: list[tuple[str, str]] = []
+    for bdf in names:
+        base = f"/sys/bus/pci/devices/{bdf}"
+        vendor = (host.read_value(f"{base}/vendor") or "").lower()
+        cls = (host.read_value(f"{base}/class") or "").lower()
+        if vendor == NVIDIA_VENDOR and cls.startswith("0x03"):
+            gpus += 1  # 0x0300 VGA, 0x0302 3D controller; NVSwitches are bridges (0x0680)
+            continue
+        # An HCA bound to its core driver without the IB half loaded is an Ethernet NIC only.
+        # Only Mellanox/NVIDIA functions and InfiniBand controllers (0x0207; 0x0c06 on older
+        # HCAs such as QLogic's) are taken as meant for RDMA: a management NIC on ice or
+        # bnxt_en does not need irdma or bnxt_re.
+        if vendor != MELLANOX_VENDOR and not cls.startswith(("0x0207", "0x0c06")):
+            continue
+        link = host.readlink(f"{base}/driver")
+        driver = link.rsplit("/", 1)[-1] if link else None
+        if driver is None or host.exists(f"{base}/physfn"):
+            continue  # unbound, or an SR-IOV VF (the pod's business)
+        row = rdma_driver_entry(driver)
+        if row is not None:
+            needs.append((row[3], f"the IB driver of {bdf} (bound to {driver})"))
+    return gpus, needs
+
+
+def probe_kernel(ctx) -> KernelFacts:
+    host = ctx.host
+    notes: list[str] = []
+    modules, builtin, source = _modules(host, notes)
+    try:
+        inv: RdmaInventory | None = ctx.get(probe_inventory)
+    except Exception as e:  # noqa: BLE001 - the device list is a hint here, not a need
+        inv = None
+        notes.append(f"RDMA devices unknown: {e}")
+    present = set()
+    for dev in inv.devices if inv is not None and inv.source == "sysfs" else ():
+        row = rdma_driver_entry(dev.driver, dev.name)
+        if row is not None:
+            present.add(row[3])
+    gpus, needs = _pci_scan(host)
+    needs = [n for n in dict.fromkeys(needs) if n[0] not in present]
+    osrelease = _osrelease(host)
+    nv_text = host.read_text("/proc/driver/nvidia/version", 65536)
+    nvidia_open = None if nv_text is None else "Open Kernel Module" in nv_text
+    nvidia_loaded = (modules is not None and "nvidia" in modules) or "nvidia" in builtin
+    if gpus is None and modules is None:
+        gpus_present = None
+    else:
+        gpus_present = bool(gpus) or bool(nvidia_loaded)
+    kv = kernel_version(osrelease)
+    dmabuf = bool(nvidia_loaded and nvidia_open and kv is not None and kv >= (5, 12))
+    peermem = modules is not None and any(m in modules or m in builtin for m in PEERMEM)
+    if modules is None:
+        gpudirect = None
+    elif gpus_present is None:
+        gpudirect = None
+    else:
+        gpudirect = bool(gpus_present and (peermem or dmabuf))
+    return KernelFacts(
+        modules=modules,
+        builtin=builtin,
+        source=source,
+        hca_needs=tuple(needs),
+        ib_present=frozenset(present),
+        gpus_present=gpus_present,
+        gpu_count=gpus,
+        osrelease=osrelease,
+        nvidia_open=nvidia_open,
+        dmabuf_possible=dmabuf,
+        gpudirect=gpudirect,
+        notes=tuple(notes),
+    )
+
+
+def _remedy(module: str) -> str:
+    name = module.replace("_", "-") if module == "nvidia_peermem" else module
+    return (
+        f"modprobe {name}\n"
+        f"echo {name} >> /etc/modules-load.d/rdma.conf   # load it at every boot\n"
+        "(With MLNX_OFED / DOCA-OFED: `/etc/init.d/openibd restart`; with the NVIDIA network operator, "
+        "check its MOFED driver pod on this node.)"
+    )
+
+
+def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
+    if f.modules is None:
+        why = "; ".join(f.notes) or "no /proc/modules, cmd/lsmod.txt or /sys/module"
+        return [Finding("MOD_MISSING", UNKNOWN, "kernel", f"the loaded kernel modules could not be read ({why}).")]
+    out: list[Finding] = []
+    required = expect.get("required_modules") or []
+    if isinstance(required, str):
+        required = [required]
+    wanted: dict[str, str] = {}
+    for m in required:
+        if isinstance(m, str) and m.strip():
+            wanted.setdefault(m.strip().replace("-", "_"), MODULE_WHY.get(m.strip(), "required by the profile"))
+    for m, why in f.hca_needs:
+        wanted.setdefault(m, why)
+    for m, why in wanted.items():
+        if f.has(m):
+            continue
+        out.append(
+            Finding(
+                "MOD_MISSING",
+                ERROR,
+                m,
+                f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}.",
+                _remedy(m),
+            )
+        )
+    if f.gpus_present:
+        gpus = f"{f.gpu_count} NVIDIA GPU(s)" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
+        if any(f.has(m) for m in PEERMEM):
+            pass
+        elif f.dmabuf_possible:
+            out.append(
+                Finding(
+                    "GDR_DMABUF",
+                    INFO,
+                    "GPUDirect RDMA",
+                    f"no nvidia_peermem, but the open NVIDIA kernel module on kernel {f.osrelease} allows "
+                    "GPUDirect RDMA through dma-buf (NCCL >= 2.19).",
+                )
+            )
+        else:
+            sev = ERROR if expect.get("gpudirect_required") else WARNING
+            why = []
+            if f.nvidia_open is False:
+                why.append("the proprietary NVIDIA kernel module has no dma-buf export")
+            kv = kernel_version(f.osrelease)
+            if kv is not None and kv < (5, 12):
+                why.append(f"kernel {f.osrelease} is older than 5.12 (no dma-buf for RDMA)")
+            tail = f" ({'; '.join(why)})" if why else ""
+            out.append(
+                Finding(
+                    "GDR_PEERMEM_MISSING",
+                    sev,
+                    "GPUDirect RDMA",
+                    f"{gpus} present but neither nvidia_peermem nor nv_peer_mem is loaded and no dma-buf path{tail}; "
+                    "expected GPUDirect RDMA: NCCL stages every transfer through host memory.",
+                    GDR_PEERMEM_MISSING.fix,
+                    data={"gpus": f.gpu_count, "osrelease": f.osrelease, "nvidia_open": f.nvidia_open},
+                )
+            )
+    return out
+
+
+def _inventory(f: KernelFacts) -> dict:
+    found = set(f.modules or ()) | set(f.builtin) | set(f.ib_present)
+    return {
+        "kernel_modules": sorted(found & RELEVANT) if f.modules is not None else None,
+        "gpudirect": f.gpudirect,
+        "kernel_release": f.osrelease,
+    }
+
+
+CHECKS = [
+    Check(
+        id="kernel.modules",
+        title="RDMA kernel modules and GPUDirect RDMA",
+        probe=probe_kernel,
+        judge=judge_kernel,
+        codes=(MOD_MISSING, GDR_PEERMEM_MISSING, GDR_DMABUF),
+        inventory=_inventory,
+        description="ib_core, ib_uverbs, rdma_ucm and each HCA's IB driver (mlx5_ib, ...) loaded or built in; "
+        "with NVIDIA GPUs, nvidia_peermem (or the dma-buf path of the open kernel module).",
+    ),
+]
