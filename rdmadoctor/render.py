@@ -19,7 +19,7 @@ VERDICT = {
 def _console(stderr: bool = False):
     from rich.console import Console
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    return Console(stderr=stderr, highlight=False, soft_wrap=False, emoji=False)
 
 
 def summary_line(rep: dict[str, Any]) -> str:
@@ -56,7 +56,8 @@ def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = Non
                 continue
             sev = f["severity"]
             con.print(
-                f"    [{SEV_STYLE.get(sev, '')}]{escape(f['code'])}[/] [bold]{escape(f['subject'])}[/]: {escape(f['message'])}"
+                f"    [{SEV_STYLE.get(sev, '')}]{escape(f['code'])}[/] [bold]{escape(f['subject'])}[/]: {escape(f['message'])}",
+                emoji=False,
             )
             if f.get("remedy"):
                 remedy = f["remedy"].rstrip()

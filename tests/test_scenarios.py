@@ -1,0 +1,123 @@
+"""One table: a scenario bundle under tests/fixtures -> the verdict, the findings and the labels.
+
+The fixture dirs are generated (`python -m rdmadoctor.fixturegen --scenarios tests/fixtures`) and
+committed with their relative symlinks; `test_fixtures_match_generator` keeps them in step.
+Each row runs the real CLI on the directory, so the bundle reader, the symlink resolution and
+every check take part.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conftest import FIXTURES, check_json
+from rdmadoctor import fixturegen
+
+# "severity:CODE" for every finding that is not info. A code listed once may occur several times.
+E, W, U = "error:", "warning:", "unknown:"
+TOOLS_ONLY_UNKNOWN = {
+    # A pasted ibstat says nothing about the container, the libraries or the kernel.
+    U + "VERBS_LIB_MISSING",
+    U + "DEV_UVERBS_MISSING",
+    U + "MEMLOCK_LIMITED",
+    U + "CAP_IPC_LOCK_MISSING",
+    U + "SHM_TOO_SMALL",
+    U + "MOD_MISSING",
+}
+READY = "rdmadoctor.io/ready"
+LL = "rdmadoctor.io/link-layer"
+ACTIVE = "rdmadoctor.io/active-ports"
+GPU_NIC = "rdmadoctor.io/gpu-nic"
+
+# scenario, status, findings, labels (a subset), ports {"dev/port": "STATE Phys rate"} (a subset),
+# devices (every RDMA device, VFs marked ":vf"; None: not asserted)
+SCENARIOS = [
+    ("healthy-ib", "pass", set(), {READY: "true", LL: "infiniband", ACTIVE: "2", GPU_NIC: "PIX"},
+     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, ["mlx5_0", "mlx5_1"]),
+    ("roce", "pass", set(), {READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
+     {"mlx5_0/1": "ACTIVE LinkUp 200"}, ["mlx5_0", "mlx5_1"]),
+    ("port-down", "fail", {E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH"}, {READY: "false", ACTIVE: "1"},
+     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "DOWN Polling 10"}, None),
+    ("port-init-no-sm", "fail", {E + "IB_PORT_INIT", E + "IB_NO_SM", E + "NCCL_IB_HCA_NO_MATCH"},
+     {READY: "false", ACTIVE: "0"}, {"mlx5_0/1": "INIT LinkUp 400", "mlx5_1/1": "INIT LinkUp 400"}, None),
+    ("no-provider", "fail", {E + "VERBS_PROVIDER_MISSING", W + "VERBS_PKG_MISSING"}, {READY: "false"}, {}, None),
+    ("memlock-64k", "fail", {E + "MEMLOCK_LIMITED"}, {READY: "false"}, {}, None),
+    ("shm-64m", "fail", {E + "SHM_TOO_SMALL"}, {READY: "false"}, {}, None),
+    ("gpu-far", "warn", {W + "GPU_NIC_FAR"}, {READY: "true", GPU_NIC: "SYS"}, {}, None),
+    ("dual-port-port2-down", "fail", {E + "IB_PORT_DOWN"}, {READY: "false", ACTIVE: "1"},
+     {"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, ["mlx4_0"]),
+    # VFs are listed but not judged: their ports are DOWN (no vport policy) and nothing says so.
+    ("sriov", "pass", set(), {READY: "true", ACTIVE: "2"}, {"mlx5_2/1": "DOWN LinkUp 400"},
+     ["mlx5_0", "mlx5_1", "mlx5_2:vf", "mlx5_3:vf", "mlx5_4:vf", "mlx5_5:vf"]),
+    ("no-devices", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "GDR_PEERMEM_MISSING"},
+     {READY: "false", LL: "none", ACTIVE: "0"}, {}, []),
+    # Generated beyond the first list, one per check that landed later.
+    ("acs-redirect", "warn", {W + "PCIE_ACS_ENABLED"}, {READY: "true"}, {}, None),
+    ("pcie-degraded", "warn", {W + "PCIE_LINK_DEGRADED"}, {READY: "true"}, {}, None),
+    ("roce-mtu-1500", "warn", {W + "NET_MTU_LOW"}, {READY: "true", LL: "ethernet"}, {}, None),
+    ("node-labels-stale", "fail", {E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH", W + "NODE_LABEL_STALE"},
+     {READY: "false", ACTIVE: "1"}, {}, None),
+    ("ibstat-only", "fail", {E + "IB_PORT_DOWN"} | TOOLS_ONLY_UNKNOWN, {READY: "false", LL: "infiniband", ACTIVE: "1"},
+     {"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, ["mlx4_0"]),
+    # What was printed before the abort is kept; that the listing is cut off is said, not hidden.
+    ("truncated-ibstat", "unknown", {W + "IB_PARSE_WARNING"} | TOOLS_ONLY_UNKNOWN, {ACTIVE: "2"},
+     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, ["mlx5_0", "mlx5_1"]),
+]
+
+
+def _findings(rep: dict) -> set[str]:
+    return {f"{f['severity']}:{f['code']}" for c in rep["checks"] for f in c["findings"] if f["severity"] != "info"}
+
+
+def _ports(rep: dict) -> dict[str, str]:
+    out = {}
+    for d in rep["inventory"].get("rdma_devices") or []:
+        for p in d["ports"]:
+            rate = "?" if p["rate_gbps"] is None else f"{p['rate_gbps']:g}"
+            out[f"{d['name']}/{p['port']}"] = f"{p['state']} {p['phys_state']} {rate}"
+    return out
+
+
+def test_every_scenario_has_a_row():
+    assert [row[0] for row in SCENARIOS] == list(fixturegen.SCENARIOS)
+
+
+@pytest.mark.parametrize("name,status,findings,labels,ports,devices", SCENARIOS, ids=[r[0] for r in SCENARIOS])
+def test_scenario(name, status, findings, labels, ports, devices):
+    code, rep = check_json(["--bundle", str(FIXTURES / name)])
+    assert rep["status"] == status, _findings(rep)
+    assert code == {"pass": 0, "warn": 0, "fail": 1, "unknown": 2}[status]
+    assert _findings(rep) == findings
+    for c in rep["checks"]:
+        assert not (c.get("reason") or "").startswith("internal error"), c
+    assert {k: rep["labels"].get(k) for k in labels} == labels
+    seen = _ports(rep)
+    assert {k: seen.get(k) for k in ports} == ports
+    if devices is not None:
+        listed = [d["name"] + (":vf" if d["is_vf"] else "") for d in rep["inventory"].get("rdma_devices") or []]
+        assert listed == devices
+
+
+@pytest.mark.parametrize("name", list(fixturegen.SCENARIOS))
+def test_fixtures_match_generator(name):
+    """Nobody hand-edits a fixture: regenerate with `python -m rdmadoctor.fixturegen --scenarios tests/fixtures`."""
+    root = FIXTURES / name
+    assert root.is_dir(), f"{root} is missing: regenerate the fixtures"
+    assert fixturegen.read_dir(str(root)) == fixturegen.scenario_tree(name)
+
+
+@pytest.mark.parametrize("name", list(fixturegen.SCENARIOS))
+def test_fixture_symlinks_are_relative_and_resolve_inside(name):
+    root = os.path.realpath(FIXTURES / name)
+    for base, dirs, files in os.walk(root):
+        for entry in dirs + files:
+            path = os.path.join(base, entry)
+            if not os.path.islink(path):
+                continue
+            target = os.readlink(path)
+            assert not target.startswith("/"), f"{path} -> {target}"
+            real = os.path.realpath(path)
+            assert real.startswith(root + os.sep), f"{path} -> {target} leaves the fixture"
+            assert os.path.exists(real), f"{path} -> {target} is broken"
