@@ -1,3 +1,803 @@
-"""nccl checks (to be written)."""
+"""nccl.env: the job's NCCL settings against this node (HCAs, socket interfaces, GID index, IB on/off).
 
-CHECKS: list = []
+The matching follows NCCL's own code (src/misc/utils.cc parseStringList / matchIfList, the callers
+in net_ib.cc and socket.cc), not its docs' summary of it:
+
+- the list is comma separated; a leading ``^`` excludes, then a leading ``=`` matches exactly; both
+  apply to the whole list, in that order only (``^=mlx5_0`` works, ``=^mlx5_0`` names "^mlx5_0");
+- without ``=`` an entry is a prefix: ``mlx5_1`` also selects ``mlx5_10`` .. ``mlx5_17``;
+- ``dev:port`` limits an entry to one port, the port read with atoi (``mlx5_0:`` means port 0);
+- nothing is trimmed: ``mlx5_0, mlx5_1`` has an entry " mlx5_1" that matches no device;
+- only ACTIVE ports are candidates for NCCL_IB_HCA; NCCL_SOCKET_IFNAME only sees interfaces that are
+  running (up with a carrier) and have an IPv4/IPv6 address, and is ignored when 1 character long;
+- numeric variables are read with strtoll(value, NULL, 0): ``NCCL_IB_DISABLE=true`` reads as 0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from rdmadoctor.facts import Gid
+from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+
+from ._rdma import NET_CLASS, RdmaInventory, parse_int, probe_inventory
+
+ROCE_V2 = "RoCE v2"
+IFF_UP = 0x1
+IFF_RUNNING = 0x40  # what NCCL's findInterfaces tests: admin up and operationally up
+
+NCCL_IB_HCA_NO_MATCH = Code(
+    "NCCL_IB_HCA_NO_MATCH",
+    "NCCL_IB_HCA names no usable port",
+    "NCCL only uses the ACTIVE ports NCCL_IB_HCA selects. An entry that names no device (a typo, a device "
+    "renamed by the driver, mlx5_N vs ibpXsY naming) or a port that is down is silently skipped: the job "
+    "runs on fewer rails, or with no port at all falls back to TCP sockets (`NET/IB : No device found`).",
+    "Name the ACTIVE ports this node has (see `ibstat` / `rdma link`), exactly, in the pod spec:\n"
+    "  env:\n  - name: NCCL_IB_HCA\n    value: \"=mlx5_0,mlx5_1\"\n"
+    "A leading `=` makes NCCL match names exactly; `^` excludes; `dev:port` picks one port.",
+)
+NCCL_IB_HCA_PREFIX = Code(
+    "NCCL_IB_HCA_PREFIX",
+    "NCCL_IB_HCA entry is a prefix of other devices",
+    "Without a leading `=`, NCCL matches NCCL_IB_HCA entries as prefixes: `mlx5_1` also selects (or with "
+    "`^` also excludes) mlx5_10, mlx5_11, ... which is rarely what was meant on a node with 10+ HCAs.",
+    "Write exact names: `NCCL_IB_HCA==mlx5_0,mlx5_1` (or `^=mlx5_1` to exclude only mlx5_1).",
+)
+NCCL_SOCKET_IFNAME_NO_MATCH = Code(
+    "NCCL_SOCKET_IFNAME_NO_MATCH",
+    "NCCL_SOCKET_IFNAME matches no interface that is up",
+    "NCCL bootstraps (and without RDMA, moves all data) over the interfaces NCCL_SOCKET_IFNAME selects. "
+    "When none is up, NCCL fails at init with `Bootstrap : no socket interface found` or hangs.",
+    "Set it to an interface that exists and is up in the job's network namespace (`ip -br link`); in a pod "
+    "without hostNetwork that is usually eth0 (or net1 for a Multus network):\n"
+    "  env:\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=eth0\"",
+)
+NCCL_SOCKET_IFNAME_NO_ADDR = Code(
+    "NCCL_SOCKET_IFNAME_NO_ADDR",
+    "NCCL_SOCKET_IFNAME interfaces have no IP address",
+    "NCCL only takes interfaces that carry an IPv4 or IPv6 address: an interface that is up without one "
+    "is skipped, and NCCL fails with `Bootstrap : no socket interface found`.",
+    "Give the interface an address (`ip addr add <ip>/<prefix> dev <if>`, or the CNI / Multus "
+    "NetworkAttachmentDefinition's IPAM), or point NCCL_SOCKET_IFNAME at one that has an address.",
+)
+NCCL_IB_DISABLED_BY_ENV = Code(
+    "NCCL_IB_DISABLED_BY_ENV",
+    "RDMA disabled by the environment",
+    "NCCL_IB_DISABLE=1 (or NCCL_NET=Socket) makes NCCL use TCP sockets although this node has ACTIVE "
+    "RDMA ports: collectives run at a fraction of the bandwidth. It is often left over from debugging.",
+    "Remove NCCL_IB_DISABLE (and NCCL_NET=Socket) from the job's environment, the image (/etc/nccl.conf) "
+    "and the launcher scripts.",
+)
+NCCL_IB_GID_INDEX_BAD = Code(
+    "NCCL_IB_GID_INDEX_BAD",
+    "NCCL_IB_GID_INDEX does not point at a RoCE v2 GID",
+    "On RoCE NCCL addresses the peer with the GID at NCCL_IB_GID_INDEX. If that entry is missing, RoCE v1, "
+    "or link-local, connections fail (`ibv_modify_qp failed with 110 Connection timed out`) or stay in "
+    "one L2 segment. Indexes differ between hosts when the netdevs' addresses differ.",
+    "Set the index of the RoCE v2 GID with the IPv4 address (`show_gids`), or leave NCCL_IB_GID_INDEX unset "
+    "on NCCL 2.21+, which picks that GID per port by itself.",
+)
+NCCL_ENV_INVALID = Code(
+    "NCCL_ENV_INVALID",
+    "NCCL reads a setting differently from how it is written",
+    "NCCL parses numeric settings with strtoll: `NCCL_IB_DISABLE=true` is read as 0 and does nothing, "
+    "and a value with a trailing unit or typo is cut at the first non-digit.",
+    "Write numbers: NCCL_IB_DISABLE=1 or 0.",
+)
+NCCL_MASTER_ADDR_BAD = Code(
+    "NCCL_MASTER_ADDR_BAD",
+    "MASTER_ADDR / MASTER_PORT malformed",
+    "torch.distributed (and NCCL's bootstrap through it) connects every rank to MASTER_ADDR:MASTER_PORT; an "
+    "empty or malformed value fails at rendezvous on every rank.",
+    "Set MASTER_ADDR to the rank-0 pod's hostname or IP (e.g. the headless service name "
+    "`job-master-0.job`) and MASTER_PORT to a port number (1-65535).",
+)
+NCCL_ENV_INFO = Code(
+    "NCCL_ENV_INFO",
+    "NCCL settings",
+    "What NCCL will use on this node with the job's settings.",
+    "Nothing to fix.",
+)
+
+
+# ---- NCCL's list syntax ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IfEntry:
+    prefix: str
+    port: int = -1  # -1: any port
+
+    def text(self) -> str:
+        return self.prefix if self.port == -1 else f"{self.prefix}:{self.port}"
+
+
+@dataclass(frozen=True)
+class IfList:
+    value: str
+    exclude: bool
+    exact: bool
+    entries: tuple[IfEntry, ...]
+
+
+def c_atoi(text: str) -> int:
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", text)
+    return int(m.group(1)) if m else 0
+
+
+def c_strtoll(text: str) -> int | None:
+    """strtoll(text, NULL, 0): the longest numeric prefix, 0 when there is none; None on overflow."""
+    s = text.lstrip(" \t\n\v\f\r")
+    m = re.match(r"([+-]?)(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", s)
+    if m is None:
+        return 0
+    digits = m.group(2)
+    if digits[:2].lower() == "0x":
+        v = int(digits, 16)
+    elif digits.startswith("0"):
+        v = int(digits, 8)
+    else:
+        v = int(digits)
+    v = -v if m.group(1) == "-" else v
+    if not -(2**63) <= v < 2**63:
+        return None  # ERANGE: NCCL keeps the default
+    return v
+
+
+def numeric_exact(text: str) -> bool:
+    """strtoll would consume the whole value (so it means what it says)."""
+    return re.fullmatch(r"[ \t\n\v\f\r]*[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)", text) is not None
+
+
+def parse_if_list(value: str) -> IfList:
+    """NCCL_IB_HCA / NCCL_SOCKET_IFNAME as NCCL reads them."""
+    s = value
+    exclude = s.startswith("^")
+    if exclude:
+        s = s[1:]
+    exact = s.startswith("=")
+    if exact:
+        s = s[1:]
+    entries = []
+    for part in s.split(","):
+        name, sep, port = part.partition(":")
+        if not name:  # ",," and ":1" add nothing
+            continue
+        entries.append(IfEntry(name, c_atoi(port) if sep else -1))
+    return IfList(value, exclude, exact, tuple(entries))
+
+
+def entry_matches(entry: IfEntry, exact: bool, name: str, port: int = -1) -> bool:
+    name_ok = name == entry.prefix if exact else name.startswith(entry.prefix)
+    port_ok = entry.port == -1 or port == -1 or entry.port == port
+    return name_ok and port_ok
+
+
+def list_matches(lst: IfList, name: str, port: int = -1) -> bool:
+    """matchIfList(...) ^ searchNot: would NCCL take this device/port (or interface)?"""
+    # NCCL: an empty list matches everything, so "^" alone excludes everything.
+    hit = True if not lst.entries else any(entry_matches(e, lst.exact, name, port) for e in lst.entries)
+    return hit != lst.exclude
+
+
+# ---- facts -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HcaPort:
+    device: str
+    port: int
+    state: str | None
+    link_layer: str | None
+    gids: tuple[Gid, ...] = ()
+    gids_known: bool = False
+
+    @property
+    def subject(self) -> str:
+        return f"{self.device}/{self.port}"
+
+    @property
+    def active(self) -> bool:
+        return self.state == "ACTIVE"  # NCCL skips every port that is not IBV_PORT_ACTIVE
+
+
+@dataclass(frozen=True)
+class NetIf:
+    name: str
+    up: bool | None  # running: admin up and operationally up (IFF_RUNNING)
+    mtu: int | None = None
+    addresses: tuple[str, ...] | None = None  # None: unknown (sysfs does not show addresses)
+
+
+@dataclass(frozen=True)
+class NcclFacts:
+    settings: dict[str, str]  # NCCL_* and MASTER_* as the job sees them
+    origin: dict[str, str] = field(default_factory=dict)  # name -> "env" | "/etc/nccl.conf" | ...
+    env_source: str = ""
+    ports: tuple[HcaPort, ...] | None = None  # None: the RDMA devices are unknown
+    interfaces: tuple[NetIf, ...] | None = None  # None: not read, or unknown
+    interfaces_source: str = ""
+    conf_problems: tuple[str, ...] = ()  # lines of nccl.conf that NCCL reads differently than meant
+
+
+@dataclass(frozen=True)
+class HcaEntryReport:
+    entry: IfEntry
+    devices: tuple[str, ...]  # existing devices the name matches
+    ports: tuple[HcaPort, ...]  # their ports the entry matches (any state)
+    others: tuple[str, ...] = ()  # devices matched only because the entry is a prefix of their name
+
+
+@dataclass(frozen=True)
+class HcaSelection:
+    lst: IfList
+    selected: tuple[HcaPort, ...]  # ACTIVE ports NCCL will use
+    entries: tuple[HcaEntryReport, ...]
+
+
+def select_hcas(value: str, ports: Sequence[HcaPort]) -> HcaSelection:
+    lst = parse_if_list(value)
+    selected = tuple(p for p in ports if p.active and list_matches(lst, p.device, p.port))
+    devices = sorted({p.device for p in ports})
+    reports = []
+    for e in lst.entries:
+        devs = tuple(d for d in devices if entry_matches(IfEntry(e.prefix), lst.exact, d))
+        eports = tuple(p for p in ports if entry_matches(e, lst.exact, p.device, p.port))
+        others = tuple(d for d in devs if d != e.prefix) if e.prefix in devs and not lst.exact else ()
+        reports.append(HcaEntryReport(e, devs, eports, others))
+    return HcaSelection(lst, selected, tuple(reports))
+
+
+def select_interfaces(value: str, interfaces: Iterable[NetIf]) -> tuple[list[NetIf], list[NetIf]]:
+    """(interfaces the list matches, of those the ones NCCL can use: running)."""
+    lst = parse_if_list(value)
+    matched = [i for i in interfaces if list_matches(lst, i.name)]
+    return matched, [i for i in matched if i.up]
+
+
+def master_addr_error(value: str) -> str | None:
+    if not value.strip():
+        return "is empty"
+    if value != value.strip():
+        return "has leading or trailing spaces"
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(value)
+        return None
+    except ValueError:
+        pass
+    host = value[:-1] if value.endswith(".") else value
+    labels = host.split(".")
+    if len(host) > 253 or not all(re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?", lb) for lb in labels):
+        return "is neither an IP address nor a valid hostname"
+    if all(lb.isdigit() for lb in labels):
+        return "looks like an IPv4 address but is not a valid one"
+    return None
+
+
+# ---- probe -----------------------------------------------------------------------------------
+
+_RELEVANT = ("NCCL_", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _relevant(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(_RELEVANT)}
+
+
+def _job_env(host) -> tuple[dict[str, str] | None, str]:
+    env = host.runtime.env
+    if env is not None:
+        return dict(env), ("process environment" if host.live_process else "runtime.json")
+    res = host.cmd("env")
+    if res.text is not None:
+        from rdmadoctor.parsers.system import parse_env
+
+        parsed = parse_env(res.text)
+        if parsed.ok:
+            return dict(parsed.value), res.source or "cmd/env.txt"
+    return None, "no runtime.json env and no cmd/env.txt"
+
+
+def _env_known(ctx) -> str | None:
+    env, why = _job_env(ctx.host)
+    if env is None:
+        return f"the job's environment is not known ({why}); record it with `rdmadoctor collect` inside the pod"
+    return None
+
+
+HAS_ENV = Need("job environment", _env_known)
+
+
+def _conf_file(host, path: str) -> tuple[dict[str, str], list[str]]:
+    """NCCL's setEnvFile: KEY=VALUE lines, '#' comments, nothing trimmed. (settings, problems)"""
+    text = host.read_text(path, 1 << 20)
+    out: dict[str, str] = {}
+    problems: list[str] = []
+    if not text:
+        return out, problems
+    for line in text.split("\n"):
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        if key.strip().startswith(_RELEVANT) and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            problems.append(f"{path}: {line.strip()!r} sets a variable named {key!r}, which NCCL never reads (no spaces around '=')")
+            continue
+        out.setdefault(key[:1023], value[:1023])
+    return out, problems
+
+
+def _netlink_interfaces() -> tuple[NetIf, ...]:
+    from pyroute2 import IPRoute  # ~80 ms: only when NCCL_SOCKET_IFNAME is set on a live host
+
+    with IPRoute() as ipr:
+        links = list(ipr.get_links())
+        addrs = list(ipr.get_addr())
+    by_index: dict[int, list[str]] = {}
+    for a in addrs:
+        addr = a.get_attr("IFA_ADDRESS") or a.get_attr("IFA_LOCAL")
+        if addr and addr != "::1":  # NCCL skips the IPv6 loopback
+            by_index.setdefault(a["index"], []).append(addr)
+    out = []
+    for link in links:
+        name = link.get_attr("IFLA_IFNAME")
+        if not name:
+            continue
+        flags = link["flags"]
+        out.append(
+            NetIf(
+                name,
+                bool(flags & IFF_UP and flags & IFF_RUNNING),
+                link.get_attr("IFLA_MTU"),
+                tuple(by_index.get(link["index"], ())),
+            )
+        )
+    return tuple(out)
+
+
+def _sysfs_interfaces(host) -> tuple[NetIf, ...] | None:
+    names = host.listdir(NET_CLASS)
+    if not names:
+        return None
+    out = []
+    for name in names:
+        oper = host.read_value(f"{NET_CLASS}/{name}/operstate")
+        flags = parse_int(host.read_value(f"{NET_CLASS}/{name}/flags"), 16)
+        if oper is None:
+            up = None
+        else:
+            # IFF_RUNNING is netif_oper_up(): operstate up, or unknown for drivers that do not track it (lo, dummy).
+            up = oper in ("up", "unknown") and (flags is None or bool(flags & IFF_UP))
+        out.append(NetIf(name, up, parse_int(host.read_value(f"{NET_CLASS}/{name}/mtu"), 10), None))
+    return tuple(out)
+
+
+def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
+    tree = _sysfs_interfaces(host)
+    if not host.live_process:
+        return tree, ("sysfs" if tree is not None else f"no {NET_CLASS} in {host.label}")
+    try:
+        live = _netlink_interfaces()
+    except Exception as e:  # noqa: BLE001 - no pyroute2, no netlink socket: fall back to the tree
+        why = f"netlink unavailable ({type(e).__name__}: {e})"
+        return tree, (f"sysfs; {why}" if tree is not None else why)
+    if host.kind == "root" and tree is not None and {i.name for i in tree} != {i.name for i in live}:
+        # An agent without hostNetwork sees its pod's namespace over netlink; the mounted root's /sys is the host's.
+        return tree, f"sysfs of {host.label} (this process's network namespace differs from the host's)"
+    return live, "netlink"
+
+
+def probe_nccl(ctx) -> NcclFacts:
+    host = ctx.host
+    env, source = _job_env(host)
+    env = env or {}
+    settings = _relevant(env)
+    origin = {k: "env" for k in settings}
+    # NCCL fills unset variables from NCCL_CONF_FILE (or ~/.nccl.conf), then /etc/nccl.conf.
+    confs = [env["NCCL_CONF_FILE"]] if env.get("NCCL_CONF_FILE") else []
+    problems: list[str] = []
+    for path in confs + ["/etc/nccl.conf"]:
+        conf, bad = _conf_file(host, path)
+        problems.extend(bad)
+        for k, v in _relevant(conf).items():
+            if k not in settings:
+                settings[k], origin[k] = v, path
+
+    inv: RdmaInventory = ctx.get(probe_inventory)
+    ports = None
+    if inv.source != "none":
+        ports = tuple(
+            HcaPort(
+                d.name,
+                p.port,
+                p.state,
+                p.link_layer,
+                p.gids,
+                inv.source == "sysfs" or bool(p.gids),
+            )
+            for d in inv.devices
+            for p in d.ports
+        )
+    interfaces, if_source = None, ""
+    ifname = settings.get("NCCL_SOCKET_IFNAME")
+    if ifname is not None and len(ifname) > 1:
+        interfaces, if_source = _interfaces(host)
+    return NcclFacts(settings, origin, source, ports, interfaces, if_source, tuple(problems))
+
+
+# ---- judge -----------------------------------------------------------------------------------
+
+
+def _yaml_env(name: str, value: str) -> str:
+    return f'env:\n- name: {name}\n  value: "{value}"'
+
+
+def _shown(facts: NcclFacts, name: str) -> str:
+    where = facts.origin.get(name, "env")
+    return f"{name}={facts.settings[name]}" + ("" if where == "env" else f" (from {where})")
+
+
+def _entry_problem(r: HcaEntryReport) -> str | None:
+    e = r.entry
+    hint = " (NCCL does not trim spaces)" if e.prefix != e.prefix.strip() else ""
+    if not r.devices:
+        return f"'{e.text()}' matches no device{hint}"
+    if not r.ports:
+        return f"'{e.text()}': {', '.join(r.devices)} has no port {e.port}"
+    if not any(p.active for p in r.ports):
+        states = ", ".join(f"{p.subject} {p.state or 'state unknown'}" for p in r.ports)
+        return f"'{e.text()}' names no ACTIVE port ({states})"
+    return None
+
+
+def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> list[Finding]:
+    subj = "NCCL_IB_HCA"
+    shown = _shown(facts, subj)
+    if facts.ports is None:
+        return [Finding("NCCL_IB_HCA_NO_MATCH", UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so what it selects is unknown.")]
+    sel = select_hcas(value, facts.ports)
+    active = [p for p in facts.ports if p.active]
+    active_txt = ", ".join(p.subject for p in active) or "none"
+    active_devs = sorted({p.device for p in active})
+    note = "the ACTIVE devices of this node; keep only the compute HCAs"
+    if isinstance(compute_hcas, (list, tuple)) and compute_hcas:
+        # The profile says which HCAs are for NCCL (storage and management NICs are not).
+        meant = [d for d in active_devs if any(d.startswith(str(c)) for c in compute_hcas)]
+        if meant:
+            active_devs, note = meant, "the ACTIVE compute HCAs of this node (compute_hcas in the config)"
+    fix_value = "=" + ",".join(active_devs) if active_devs else ""
+    remedy = (
+        _yaml_env(subj, fix_value) + f"   # {note}"
+        if fix_value
+        else "This node has no ACTIVE RDMA port: fix the ports first (see ib.ports)."
+    )
+    out: list[Finding] = []
+    problems = [] if sel.lst.exclude else [(r, _entry_problem(r)) for r in sel.entries]
+    problems = [(r, why) for r, why in problems if why]
+    missing = [why for r, why in problems if not r.devices]
+    if not sel.selected:
+        if sel.lst.exclude:
+            why = "the exclusion leaves no ACTIVE port"
+        elif not sel.entries:
+            why = "it names no device"
+        else:
+            why = "; ".join(w for _, w in problems) or "no entry matches an ACTIVE port"
+        out.append(
+            Finding(
+                "NCCL_IB_HCA_NO_MATCH",
+                ERROR,
+                subj,
+                f"{shown} selects no ACTIVE port: {why}. ACTIVE ports: {active_txt}. Expected at least one; "
+                "NCCL will fall back to TCP sockets.",
+                remedy,
+                data={"active_ports": [p.subject for p in active]},
+            )
+        )
+    else:
+        if missing:
+            out.append(
+                Finding(
+                    "NCCL_IB_HCA_NO_MATCH",
+                    ERROR,
+                    subj,
+                    f"{shown}: {'; '.join(missing)}. ACTIVE ports: {active_txt}. Expected every entry to name a "
+                    "device of this node.",
+                    remedy,
+                )
+            )
+        down = [why for r, why in problems if r.devices]
+        if down:
+            out.append(
+                Finding(
+                    "NCCL_IB_HCA_NO_MATCH",
+                    WARNING,
+                    subj,
+                    f"{shown}: {'; '.join(down)}: NCCL skips it and runs on "
+                    f"{len(sel.selected)} port(s) ({', '.join(p.subject for p in sel.selected)}).",
+                    "Bring the port up (see ib.ports), or drop it from NCCL_IB_HCA.",
+                )
+            )
+    if sel.lst.exclude:
+        for r in sel.entries:
+            if not r.devices:
+                out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: the exclusion '{r.entry.text()}' matches no device and excludes nothing."))
+    for r in sel.entries:
+        if r.others:
+            verb = "excludes" if sel.lst.exclude else "selects"
+            exact = ("^=" if sel.lst.exclude else "=") + ",".join(x.entry.text() for x in sel.entries)
+            out.append(
+                Finding(
+                    "NCCL_IB_HCA_PREFIX",
+                    INFO,
+                    subj,
+                    f"{shown}: NCCL prefix-matches, so '{r.entry.text()}' also {verb} {', '.join(r.others)}.",
+                    f"For exact names: NCCL_IB_HCA={exact}",
+                )
+            )
+    if sel.selected:
+        out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL will use {', '.join(p.subject for p in sel.selected)}."))
+    return out
+
+
+def _used_ports(facts: NcclFacts) -> list[HcaPort]:
+    if facts.ports is None:
+        return []
+    value = facts.settings.get("NCCL_IB_HCA")
+    if value:
+        return list(select_hcas(value, facts.ports).selected)
+    return [p for p in facts.ports if p.active]
+
+
+def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
+    out: list[Finding] = []
+    disabled_by = []
+    raw = facts.settings.get("NCCL_IB_DISABLE")
+    if raw:  # NCCL treats an empty value as unset
+        v = c_strtoll(raw)
+        if v:
+            disabled_by.append(_shown(facts, "NCCL_IB_DISABLE"))
+        if not numeric_exact(raw):
+            out.append(
+                Finding(
+                    "NCCL_ENV_INVALID",
+                    WARNING,
+                    "NCCL_IB_DISABLE",
+                    f"{_shown(facts, 'NCCL_IB_DISABLE')} is not a number; NCCL reads it as {v if v is not None else 'its default'}"
+                    f"{' (IB disabled)' if v else ' (IB enabled)'}; expected 0 or 1.",
+                    "Write NCCL_IB_DISABLE=0 (or remove it) to use RDMA.",
+                )
+            )
+    net = facts.settings.get("NCCL_NET")
+    if net and net.lower() == "socket":
+        disabled_by.append(_shown(facts, "NCCL_NET"))
+    if not disabled_by:
+        return out, False
+    active = [p for p in facts.ports or () if p.active]
+    what = " and ".join(disabled_by)
+    if active:
+        out.append(
+            Finding(
+                "NCCL_IB_DISABLED_BY_ENV",
+                ERROR,
+                disabled_by[0].split("=")[0],
+                f"{what}: NCCL will use TCP sockets although {len(active)} RDMA port(s) are ACTIVE "
+                f"({', '.join(p.subject for p in active)}); expected RDMA enabled.",
+                "Remove NCCL_IB_DISABLE / NCCL_NET=Socket from the pod spec's env, the image's /etc/nccl.conf and "
+                "the launch script.",
+            )
+        )
+    else:
+        out.append(Finding("NCCL_ENV_INFO", INFO, disabled_by[0].split("=")[0], f"{what}: NCCL uses TCP sockets (no ACTIVE RDMA port here anyway)."))
+    return out, True
+
+
+def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
+    subj = "NCCL_IB_GID_INDEX"
+    raw = facts.settings.get(subj)
+    if not raw:
+        return []
+    shown = _shown(facts, subj)
+    idx = c_strtoll(raw)
+    if idx is None or idx < 0:
+        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL picks the GID itself (NCCL 2.21+).")]
+    roce = [p for p in _used_ports(facts) if p.link_layer == "Ethernet"]
+    if facts.ports is None:
+        return [Finding("NCCL_IB_GID_INDEX_BAD", UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so the GID cannot be checked.")]
+    if not roce:
+        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown} has no effect here: NCCL uses no RoCE port on this node.")]
+    read_as = "" if numeric_exact(raw) else f" (NCCL reads '{raw}' as {idx})"
+    bad, unknown = [], []
+    good_idx: set[int] = set()
+    for p in roce:
+        if not p.gids_known:
+            unknown.append(p.subject)
+            continue
+        gid = next((g for g in p.gids if g.index == idx), None)
+        v4 = [g.index for g in p.gids if g.type == ROCE_V2 and g.ipv4]
+        good_idx.update(v4[:1])
+        hint = f"; its RoCE v2 IPv4 GID is index {v4[0]}" if v4 else "; it has no RoCE v2 IPv4 GID"
+        if gid is None:
+            bad.append(f"{p.subject} has no GID {idx}{hint}")
+        elif gid.type != ROCE_V2:
+            bad.append(f"GID {idx} of {p.subject} is {gid.type or 'of unknown type'} ({gid.gid}){hint}")
+        elif gid.gid.lower().startswith("fe80"):
+            bad.append(f"GID {idx} of {p.subject} is link-local ({gid.gid}), not routable{hint}")
+    out = []
+    if bad:
+        if len(good_idx) == 1:
+            remedy = _yaml_env(subj, str(next(iter(good_idx))))
+        else:
+            remedy = "Remove NCCL_IB_GID_INDEX (NCCL 2.21+ picks the RoCE v2 IPv4 GID of each port), or give every port's netdev an IPv4 address so the index is the same on all."
+        out.append(
+            Finding(
+                "NCCL_IB_GID_INDEX_BAD",
+                ERROR,
+                subj,
+                f"{shown}{read_as}: {'; '.join(bad)}. Expected a RoCE v2 GID with an IPv4 address on every port NCCL uses.",
+                remedy,
+            )
+        )
+    if unknown:
+        out.append(
+            Finding(
+                "NCCL_IB_GID_INDEX_BAD",
+                UNKNOWN,
+                subj,
+                f"{shown}: the GID tables of {', '.join(unknown)} were not recorded; whether GID {idx} is RoCE v2 is unknown.",
+                "Record them: `show_gids > cmd/show_gids.txt`, or use `rdmadoctor collect`.",
+            )
+        )
+    if not out:
+        out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: RoCE v2 with IPv4 on {', '.join(p.subject for p in roce)}."))
+    return out
+
+
+def _judge_socket(facts: NcclFacts) -> list[Finding]:
+    subj = "NCCL_SOCKET_IFNAME"
+    value = facts.settings.get(subj)
+    if value is None:
+        return []
+    shown = _shown(facts, subj)
+    if len(value) <= 1:
+        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown} is ignored by NCCL (it needs more than 1 character); NCCL picks the interface itself.")]
+    if facts.interfaces is None:
+        return [
+            Finding(
+                "NCCL_SOCKET_IFNAME_NO_MATCH",
+                UNKNOWN,
+                subj,
+                f"{shown}: the network interfaces are unknown ({facts.interfaces_source or 'not read'}).",
+            )
+        ]
+    matched, running = select_interfaces(value, facts.interfaces)
+    src = f" [{facts.interfaces_source}]" if facts.interfaces_source else ""
+    if not running:
+        undecided = [i for i in matched if i.up is None]
+        up = [i for i in facts.interfaces if i.up]
+        if undecided:
+            return [
+                Finding(
+                    "NCCL_SOCKET_IFNAME_NO_MATCH",
+                    UNKNOWN,
+                    subj,
+                    f"{shown} matches {', '.join(i.name for i in undecided)}, whose state is unknown{src}.",
+                )
+            ]
+        seen = (
+            "matches only " + ", ".join(f"{i.name} (down)" for i in matched)
+            if matched
+            else "matches no interface"
+        )
+        candidates = [i.name for i in up if not i.name.startswith(("lo", "docker", "virbr"))]
+        remedy = (
+            _yaml_env(subj, "=" + candidates[0]) + f"   # an interface that is up here: {', '.join(candidates)}"
+            if candidates
+            else "No interface other than loopback is up here: check the pod's network (CNI, Multus) first."
+        )
+        return [
+            Finding(
+                "NCCL_SOCKET_IFNAME_NO_MATCH",
+                ERROR,
+                subj,
+                f"{shown} {seen}; expected at least one interface that is up. Up: "
+                f"{', '.join(i.name for i in up) or 'none'}{src}.",
+                remedy,
+                data={"matched": [i.name for i in matched], "up": [i.name for i in up]},
+            )
+        ]
+    if all(i.addresses is not None for i in running) and not any(i.addresses for i in running):
+        return [
+            Finding(
+                "NCCL_SOCKET_IFNAME_NO_ADDR",
+                ERROR,
+                subj,
+                f"{shown} matches {', '.join(i.name for i in running)} (up) but none has an IP address; "
+                "NCCL only uses interfaces with an IPv4/IPv6 address.",
+                f"ip addr add <ip>/<prefix> dev {running[0].name}   # or fix the IPAM of the pod network",
+            )
+        ]
+    used = ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in running if i.addresses is None or i.addresses)
+    return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL will use {used}{src}.")]
+
+
+def _judge_master(facts: NcclFacts) -> list[Finding]:
+    out = []
+    addr = facts.settings.get("MASTER_ADDR")
+    if addr is not None:
+        why = master_addr_error(addr)
+        if why:
+            out.append(
+                Finding(
+                    "NCCL_MASTER_ADDR_BAD",
+                    ERROR,
+                    "MASTER_ADDR",
+                    f"MASTER_ADDR={addr!r} {why}; expected the hostname or IP of rank 0.",
+                    NCCL_MASTER_ADDR_BAD.fix,
+                )
+            )
+    port = facts.settings.get("MASTER_PORT")
+    if port is not None and not (re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
+        out.append(
+            Finding(
+                "NCCL_MASTER_ADDR_BAD",
+                ERROR,
+                "MASTER_PORT",
+                f"MASTER_PORT={port!r} is not a port number; expected 1-65535.",
+                NCCL_MASTER_ADDR_BAD.fix,
+            )
+        )
+    return out
+
+
+def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
+    out: list[Finding] = []
+    for why in facts.conf_problems:
+        out.append(Finding("NCCL_ENV_INVALID", WARNING, "nccl.conf", why, "Write KEY=VALUE with nothing around '='."))
+    nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
+    if not nccl:
+        active = [p.subject for p in facts.ports or () if p.active]
+        what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
+        out.append(Finding("NCCL_ENV_INFO", INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
+    else:
+        disable, ib_off = _judge_disable(facts)
+        out.extend(disable)
+        hca = facts.settings.get("NCCL_IB_HCA")
+        if hca and not ib_off:  # NCCL reads an empty value as unset
+            out.extend(_judge_hca(facts, hca, expect.get("compute_hcas")))
+        if not ib_off:
+            out.extend(_judge_gid_index(facts))
+        out.extend(_judge_socket(facts))
+    out.extend(_judge_master(facts))
+    return out
+
+
+def _inventory_json(facts: NcclFacts) -> dict:
+    return {"nccl_env": {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}}
+
+
+CHECKS = [
+    Check(
+        id="nccl.env",
+        title="NCCL settings",
+        probe=probe_nccl,
+        judge=judge_nccl,
+        codes=(
+            NCCL_IB_HCA_NO_MATCH,
+            NCCL_IB_HCA_PREFIX,
+            NCCL_SOCKET_IFNAME_NO_MATCH,
+            NCCL_SOCKET_IFNAME_NO_ADDR,
+            NCCL_IB_DISABLED_BY_ENV,
+            NCCL_IB_GID_INDEX_BAD,
+            NCCL_ENV_INVALID,
+            NCCL_MASTER_ADDR_BAD,
+            NCCL_ENV_INFO,
+        ),
+        needs=(HAS_ENV,),
+        inventory=_inventory_json,
+        description="The job's NCCL_* settings (environment, NCCL_CONF_FILE, /etc/nccl.conf) against this node: "
+        "NCCL_IB_HCA selects ACTIVE ports, NCCL_SOCKET_IFNAME an interface that is up with an address, "
+        "NCCL_IB_GID_INDEX a RoCE v2 GID, no NCCL_IB_DISABLE while RDMA works, MASTER_ADDR/PORT well-formed.",
+    ),
+]

@@ -1,3 +1,245 @@
-"""roce checks (to be written)."""
+"""roce.config: what a RoCE port needs beyond a link: a routable RoCE v2 GID, its netdev up, a 4096 MTU."""
 
-CHECKS: list = []
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rdmadoctor.facts import Gid, Port, RdmaDevice
+from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+
+from ._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
+
+ROCE_V2 = "RoCE v2"
+
+ROCE_NO_V2_GID = Code(
+    "ROCE_NO_V2_GID",
+    "No routable RoCE v2 GID",
+    "RoCE v2 GIDs are derived from the IP addresses of the port's netdev. Without an IPv4 (or global "
+    "IPv6) address there is no RoCE v2 GID a peer can route to: NCCL finds no usable GID and falls back "
+    "to TCP sockets, or fails with `ibv_modify_qp` errors when NCCL_IB_GID_INDEX points at a missing one.",
+    "Give the netdev an address (`ip addr add 10.0.0.11/24 dev <netdev>`, or in netplan / NetworkManager "
+    "so it survives a reboot); the kernel adds the RoCE v1 and v2 GIDs for it at once. Check with "
+    "`show_gids` or `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*`. If only RoCE v1 GIDs "
+    "appear, the RDMA CM default was changed: `cat /sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` "
+    "should say `RoCE v2` (`cma_roce_mode -d <dev> -p <port> -m 2`).",
+)
+ROCE_NETDEV_DOWN = Code(
+    "ROCE_NETDEV_DOWN",
+    "RoCE netdev down",
+    "A RoCE port is only ACTIVE while its Ethernet netdev is up with a carrier; while it is down the "
+    "port is DOWN and NCCL cannot use it.",
+    "`ip link set dev <netdev> up`; if it stays down (NO-CARRIER), check the cable and the switch port "
+    "(`ethtool <netdev>`, `mlxlink -d <dev>`).",
+)
+NET_MTU_LOW = Code(
+    "NET_MTU_LOW",
+    "RoCE MTU below 4096",
+    "The RoCE path MTU is derived from the netdev MTU (netdev MTU minus ~100 bytes of headers, rounded "
+    "down to 256/512/1024/2048/4096). At 1500 the RoCE MTU is 1024: every message is cut into 4x more "
+    "packets and large-message bandwidth drops by 10-20%.",
+    "Set the netdev MTU to 9000 (`ip link set dev <netdev> mtu 9000`, persistently in netplan / "
+    "NetworkManager) and make sure every switch port on the path allows jumbo frames (9216). Then "
+    "`ibv_devinfo -d <dev>` shows active_mtu 4096.",
+)
+ROCE_V2_GID = Code(
+    "ROCE_V2_GID",
+    "RoCE v2 GID indices",
+    "Which GID table entries are RoCE v2, and which one carries the IPv4 address: the value "
+    "NCCL_IB_GID_INDEX should take when it is set.",
+    "Nothing to fix. Set NCCL_IB_GID_INDEX to the index with the IPv4 address, or leave it unset on "
+    "NCCL 2.21+, which picks a RoCE v2 IPv4 GID itself.",
+)
+
+
+@dataclass(frozen=True)
+class RocePort:
+    dev: RdmaDevice
+    port: Port
+    netdev_mtu: int | None  # bytes, from /sys/class/net/<netdev>/mtu
+    gids_known: bool  # the GID table was read (sysfs, show_gids, ibv_devinfo -v): an empty one is empty
+
+
+@dataclass(frozen=True)
+class RoceFacts:
+    ports: tuple[RocePort, ...]
+    source: str
+
+
+def _ethernet_ports(inv: RdmaInventory, expect: dict) -> list[tuple[RdmaDevice, Port]]:
+    return [
+        (dev, port)
+        for dev in inv.devices
+        for port in dev.ports
+        if port.link_layer == "Ethernet" and not ignored(dev, port, expect)
+    ]
+
+
+def _has_ethernet(ctx) -> str | None:
+    inv: RdmaInventory = ctx.get(probe_inventory)
+    if inv.source == "none":
+        return "the RDMA devices are unknown (no /sys and no recorded ibstat / ibv_devinfo)"
+    if not inv.devices:
+        return "no RDMA devices"
+    if not _ethernet_ports(inv, ctx.expect):
+        lls = sorted({p.link_layer or "unknown" for d in inv.devices for p in d.ports})
+        return f"no Ethernet (RoCE) RDMA port to judge (link layers: {', '.join(lls) or 'no ports'})"
+    return None
+
+
+HAS_ROCE = Need("roce ports", _has_ethernet)
+
+
+def probe_roce(ctx) -> RoceFacts:
+    inv: RdmaInventory = ctx.get(probe_inventory)
+    host = ctx.host
+    out = []
+    for dev, port in _ethernet_ports(inv, ctx.expect):
+        mtu = None
+        if port.netdev and inv.sysfs:
+            mtu = parse_int(host.read_value(f"{NET_CLASS}/{port.netdev}/mtu"), 10)
+        if inv.source == "sysfs":
+            # gid_attrs/types appeared in Linux 4.5; without it the kernel does not say which GIDs are v2.
+            known = bool(port.gids) or host.is_dir(f"{IB_CLASS}/{dev.name}/ports/{port.port}/gid_attrs/types")
+        else:
+            # Tools list GIDs only when recorded with them (ibv_devinfo -v, show_gids).
+            known = bool(port.gids)
+        out.append(RocePort(dev, port, mtu, known))
+    return RoceFacts(tuple(out), inv.source)
+
+
+def _link_local(gid: Gid) -> bool:
+    return gid.gid.lower().startswith("fe80")
+
+
+def _gid_text(g: Gid) -> str:
+    return f"{g.index} ({g.ipv4 or g.gid})"
+
+
+def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
+    out: list[Finding] = []
+    min_mtu = expect.get("roce_min_mtu")
+    for rp in facts.ports:
+        dev, port = rp.dev, rp.port
+        subj = port_subject(dev, port)
+        nd = port.netdev or "<netdev>"
+        if port.netdev_up is False:
+            out.append(
+                Finding(
+                    "ROCE_NETDEV_DOWN",
+                    ERROR,
+                    subj,
+                    f"netdev {port.netdev} is down (no carrier or administratively down); expected up: "
+                    f"the RoCE port follows its netdev.",
+                    f"ip link set dev {nd} up   # then check the cable / switch port: ethtool {nd}",
+                    data={"netdev": port.netdev},
+                )
+            )
+        elif port.netdev_up is None:
+            where = f"netdev {port.netdev}" if port.netdev else "no netdev"
+            out.append(
+                Finding(
+                    "ROCE_NETDEV_DOWN",
+                    INFO,
+                    subj,
+                    f"{where} found for this RoCE port, its state is unknown ({facts.source}); in a pod the "
+                    "netdev may live in another network namespace.",
+                )
+            )
+        if not rp.gids_known:
+            out.append(
+                Finding(
+                    "ROCE_NO_V2_GID",
+                    UNKNOWN,
+                    subj,
+                    f"the GID table of {subj} was not recorded ({facts.source} without GIDs); whether it has a "
+                    "RoCE v2 GID is unknown.",
+                    "Record it: `show_gids > cmd/show_gids.txt` or `ibv_devinfo -v > cmd/ibv_devinfo.txt`, or use "
+                    "`rdmadoctor collect`.",
+                )
+            )
+        else:
+            v2 = [g for g in port.gids if g.type == ROCE_V2]
+            routable = [g for g in v2 if not _link_local(g)]
+            v4 = [g for g in routable if g.ipv4]
+            if not routable:
+                if v2:
+                    seen = f"only link-local RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in v2)}"
+                elif port.gids:
+                    table = ", ".join(f"{g.index} {g.type or 'unknown type'}" for g in port.gids)
+                    seen = f"no RoCE v2 GID (GIDs: {table})"
+                else:
+                    seen = "no RoCE v2 GID (the GID table is empty)"
+                out.append(
+                    Finding(
+                        "ROCE_NO_V2_GID",
+                        ERROR,
+                        subj,
+                        f"{seen}; expected a RoCE v2 GID with an IPv4 address of netdev {nd}. NCCL skips "
+                        "link-local GIDs.",
+                        f"ip addr add <ip>/<prefix> dev {nd}   # RoCE v2 GIDs are derived from the netdev's IPs; "
+                        f"if only v1 GIDs appear: cma_roce_mode -d {dev.name} -p {port.port} -m 2",
+                        data={"netdev": port.netdev},
+                    )
+                )
+            else:
+                best = v4[0] if v4 else routable[0]
+                out.append(
+                    Finding(
+                        "ROCE_V2_GID",
+                        INFO,
+                        subj,
+                        f"RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in routable)}: "
+                        f"NCCL_IB_GID_INDEX={best.index}"
+                        + ("" if best.ipv4 else " (IPv6 only: also set NCCL_IB_ADDR_FAMILY=AF_INET6)"),
+                        data={"v2_gid_indices": [g.index for g in routable], "gid_index": best.index},
+                    )
+                )
+        mtu = port.active_mtu
+        if isinstance(min_mtu, int) and mtu is not None and mtu < min_mtu:
+            nd_mtu = f"netdev {port.netdev} MTU {rp.netdev_mtu}" if rp.netdev_mtu is not None else (
+                f"netdev {port.netdev} MTU unknown" if port.netdev else "netdev MTU unknown"
+            )
+            out.append(
+                Finding(
+                    "NET_MTU_LOW",
+                    WARNING,
+                    subj,
+                    f"active MTU {mtu} ({nd_mtu}); expected {min_mtu}: set the netdev MTU to 9000 "
+                    f"(`ip link set dev {nd} mtu 9000`, and on the switch)",
+                    f"ip link set dev {nd} mtu 9000   # persist it in netplan / NetworkManager; the switch ports "
+                    "must allow jumbo frames (9216)",
+                    data={"active_mtu": mtu, "netdev_mtu": rp.netdev_mtu},
+                )
+            )
+    return out
+
+
+def _inventory_json(facts: RoceFacts) -> dict:
+    ports = {}
+    for rp in facts.ports:
+        v2 = [g for g in rp.port.gids if g.type == ROCE_V2]
+        v4 = [g.index for g in v2 if g.ipv4]
+        ports[port_subject(rp.dev, rp.port)] = {
+            "netdev": rp.port.netdev,
+            "netdev_up": rp.port.netdev_up,
+            "netdev_mtu": rp.netdev_mtu,
+            "active_mtu": rp.port.active_mtu,
+            "v2_gid_indices": [g.index for g in v2] if rp.gids_known else None,
+            "ipv4_gid_index": v4[0] if v4 else None,
+        }
+    return {"roce": ports}
+
+
+CHECKS = [
+    Check(
+        id="roce.config",
+        title="RoCE configuration",
+        probe=probe_roce,
+        judge=judge_roce,
+        codes=(ROCE_NO_V2_GID, ROCE_NETDEV_DOWN, NET_MTU_LOW, ROCE_V2_GID),
+        needs=(HAS_ROCE,),
+        inventory=_inventory_json,
+        description="Every Ethernet (RoCE) RDMA port: a routable RoCE v2 GID (and its index for NCCL_IB_GID_INDEX), "
+        "its netdev up, an active MTU of at least roce_min_mtu (4096).",
+    ),
+]
