@@ -1,3 +1,336 @@
-"""gpu checks (to be written)."""
+"""gpu.topology: the GPUs, and how far each one is from its nearest RDMA device.
 
-CHECKS: list = []
+The relation is computed from the sysfs PCI tree (checks/_pci.py) in `nvidia-smi topo -m` terms,
+so it works without the NVIDIA driver, in an init container, and for AMD GPUs. A bundle made of
+pasted outputs has no tree: then the recorded `nvidia-smi topo -m` is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+
+from ._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
+
+GPU_NIC_FAR = Code(
+    "GPU_NIC_FAR",
+    "GPU far from its nearest RDMA device",
+    "Every GPU should have an HCA on its own PCIe switch (PIX) or at least below the same root port (PXB): "
+    "GPUDirect RDMA then moves data between GPU memory and the network without crossing the CPU. Through "
+    "a host bridge (PHB), across host bridges (NODE) or across sockets (SYS), NCCL either disables "
+    "GPUDirect RDMA for that GPU (NCCL_NET_GDR_LEVEL defaults to PXB) and stages through host memory, or "
+    "pushes the traffic through the CPU: inter-node bandwidth of that GPU drops, and a collective runs at "
+    "the speed of its slowest GPU.",
+    "Check that no HCA is missing (ib.devices) and that the GPUs and HCAs sit in the slots the platform "
+    "pairs (the vendor's PCIe topology or riser map); `rdmadoctor topo` prints the matrix. Make sure "
+    "NCCL_IB_HCA does not exclude the near HCA. If the layout is intended (a PCIe server with one NIC per "
+    "socket), accept it in the config: gpu_nic_max = \"NODE\" (or \"SYS\").",
+)
+GPU_COUNT_LOW = Code(
+    "GPU_COUNT_LOW",
+    "Fewer GPUs than expected",
+    "The node shows fewer GPUs on the PCI bus than its profile expects: a GPU fell off the bus, failed "
+    "to enumerate after a reset, or is held by another driver (vfio-pci). A job sized for the full node "
+    "will not start, or will start on fewer ranks.",
+    "Count them: `lspci -d 10de: | grep -i -e 3d -e vga` (AMD: `lspci -d 1002:`), `nvidia-smi -L`. "
+    "`dmesg | grep -i -e NVRM -e Xid` shows a GPU that fell off the bus (Xid 79). Try `nvidia-smi -r -i <n>` "
+    "or a node reboot; if it stays missing, drain the node for hardware service. If the node really has "
+    "fewer GPUs, set expected_gpus in the config.",
+)
+TOPO_PARSE_ERROR = Code(
+    "TOPO_PARSE_ERROR",
+    "nvidia-smi topo -m output not readable",
+    "The recorded `nvidia-smi topo -m` matrix is malformed (cut off, columns missing, rows of different "
+    "lengths): reading it anyway could pair a GPU with the wrong NIC, so it is not used.",
+    "Record it again in full: `nvidia-smi topo -m > cmd/nvidia-smi-topo.txt`, or better collect a bundle "
+    "with `rdmadoctor collect` (it keeps /sys, from which the matrix is computed).",
+)
+
+_MEANING = {
+    "PIX": "on the same PCIe switch",
+    "PXB": "below the same root port, across several PCIe switches",
+    "PHB": "through the CPU's PCIe host bridge",
+    "NODE": "across PCIe host bridges within one NUMA node",
+    "SYS": "across the inter-socket link, UPI or xGMI",
+}
+
+
+@dataclass(frozen=True)
+class Gpu:
+    name: str  # GPU0, ... in PCI bus order, as nvidia-smi numbers them
+    pci: str | None = None
+    vendor: str | None = None  # "NVIDIA" | "AMD"
+    numa_node: int | None = None
+    numa_assumed: bool = False
+
+
+@dataclass(frozen=True)
+class GpuTopology:
+    gpus: tuple[Gpu, ...]
+    nics: tuple[str, ...] = ()  # RDMA device names (or NICn when a recorded matrix has no legend)
+    gpu_nic: tuple[tuple[str | None, ...], ...] = ()  # gpu_nic[g][n]: PIX|PXB|PHB|NODE|SYS|None
+    source: str = "none"  # "sysfs" | "nvidia-smi topo -m" | "none"
+    nic_pci: tuple[str | None, ...] = ()
+    parse_error: str | None = None  # the recorded matrix is malformed
+    recorded: str | None = None  # where the recorded matrix came from (bundle:cmd/...)
+    notes: tuple[str, ...] = ()
+
+
+def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str | None], list[tuple[str | None, ...]], list[str]]:
+    notes = list(tree.warnings)
+    gpus = []
+    gpu_fns = []
+    for i, bdf in enumerate(tree.gpus):
+        fn = tree.get(bdf)
+        gpu_fns.append(fn)
+        gpus.append(
+            Gpu(
+                f"GPU{i}",
+                bdf,
+                VENDOR_NAMES.get(fn.vendor) if fn else None,
+                fn.numa_node if fn else None,
+                bool(fn and fn.numa_assumed),
+            )
+        )
+    nics = [name for name, _ in tree.hcas]
+    nic_pci = [bdf for _, bdf in tree.hcas]
+    nic_fns = [tree.get(bdf) for bdf in nic_pci]
+    matrix = []
+    for g, gfn in zip(gpus, gpu_fns):
+        row = []
+        for name, nfn in zip(nics, nic_fns):
+            rel = relation(gfn, nfn) if gfn is not None and nfn is not None else None
+            if rel is None:
+                if gfn is None or nfn is None or gfn.chain is None or nfn.chain is None:
+                    why = "its PCI path is not in sysfs"
+                else:
+                    why = "they are on different host bridges and the NUMA node is not reported"
+                notes.append(f"{g.name}-{name}: relation unknown ({why})")
+            row.append(rel)
+        matrix.append(tuple(row))
+    return gpus, nics, nic_pci, matrix, notes
+
+
+def probe_topology(ctx) -> GpuTopology:
+    host = ctx.host
+    tree: PciTree = ctx.get(probe_pci)
+    recorded = None
+    # A live host with a PCI tree never runs nvidia-smi: sysfs answers in a millisecond, and a
+    # hung driver would stall the check for the whole timeout.
+    if not tree.sysfs or not host.live_process or host.kind == "bundle":
+        recorded = host.cmd("nvidia-smi-topo")
+    matrix = None
+    parse_error = None
+    notes: list[str] = []
+    if recorded is not None and recorded.text is not None:
+        from rdmadoctor.parsers.nvidia_smi import parse_topo
+
+        parsed = parse_topo(recorded.text)
+        if parsed.ok and parsed.value is not None:
+            matrix = parsed.value
+            notes.extend(f"nvidia-smi topo: {w}" for w in parsed.warnings)
+        else:
+            parse_error = "; ".join(parsed.warnings) or "no GPU x NIC matrix found"
+            if recorded.error:  # "nvidia-smi topo -m exited with 9": its message is the text
+                parse_error += f"; {recorded.error}"
+    elif recorded is not None and recorded.timed_out:
+        notes.append(f"nvidia-smi topo -m: {recorded.error}")
+    where = recorded.source if recorded is not None and recorded.text is not None else None
+
+    if tree.sysfs:
+        gpus, nics, nic_pci, rel, more = _from_tree(tree)
+        return GpuTopology(
+            tuple(gpus), tuple(nics), tuple(rel), "sysfs", tuple(nic_pci), parse_error, where, tuple(notes + more)
+        )
+    if matrix is not None:
+        numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
+        gpus = [Gpu(name, None, "NVIDIA", numa[i]) for i, name in enumerate(matrix.gpus)]
+        rows = tuple(tuple(c if c in RELATION_ORDER else None for c in row) for row in matrix.gpu_nic)
+        return GpuTopology(
+            tuple(gpus), tuple(matrix.nics), rows, "nvidia-smi topo -m", tuple(None for _ in matrix.nics), None, where, tuple(notes)
+        )
+    if recorded is not None and recorded.text is None and recorded.error:
+        notes.append(f"nvidia-smi topo -m: {recorded.error}")
+    return GpuTopology((), source="none", parse_error=parse_error, recorded=where, notes=tuple(notes))
+
+
+def _needs_gpus(ctx) -> str | None:
+    topo: GpuTopology = ctx.get(probe_topology)
+    if topo.gpus or topo.parse_error:
+        return None
+    want = ctx.expect.get("expected_gpus")
+    if isinstance(want, int) and not isinstance(want, bool) and want > 0:
+        return None  # no GPU where the profile expects some: GPU_COUNT_LOW, not a skip
+    if topo.source == "none":
+        return "no GPUs found (no PCI tree in /sys and no recorded nvidia-smi topo -m)"
+    return "no GPUs found"
+
+
+GPUS_PRESENT = Need("gpus", _needs_gpus)
+
+
+def _wanted_nics(topo: GpuTopology, expect: dict) -> list[int]:
+    ignore = set(expect.get("ignore_ports") or ())
+    compute = expect.get("compute_hcas")
+    if isinstance(compute, str):
+        compute = [compute]
+    out = []
+    for i, name in enumerate(topo.nics):
+        if name in ignore:
+            continue
+        if compute and not any(name == c or name.startswith(str(c)) for c in compute):
+            continue
+        out.append(i)
+    return out
+
+
+def _gpu_subject(g: Gpu) -> str:
+    return g.name
+
+
+def _gpu_where(g: Gpu) -> str:
+    bits = [b for b in (g.pci, None if g.numa_node is None else f"NUMA {g.numa_node}") if b]
+    return f"{g.name} ({', '.join(bits)})" if bits else g.name
+
+
+def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
+    out: list[Finding] = []
+    if topo.parse_error:
+        used = (
+            "GPU-NIC relations are taken from sysfs instead"
+            if topo.source == "sysfs"
+            else "GPU-NIC relations and the GPU count are unknown"
+        )
+        out.append(
+            Finding(
+                "TOPO_PARSE_ERROR",
+                WARNING,
+                topo.recorded or "nvidia-smi topo -m",
+                f"the recorded nvidia-smi topo -m is not a well-formed matrix ({topo.parse_error}); expected one "
+                f"relation per GPU and NIC column. It is not used: {used}.",
+                TOPO_PARSE_ERROR.fix,
+            )
+        )
+    want = expect.get("expected_gpus")
+    if isinstance(want, int) and not isinstance(want, bool) and want > 0:
+        known = topo.source != "none"
+        if not known:
+            out.append(
+                Finding(
+                    "GPU_COUNT_LOW",
+                    UNKNOWN,
+                    "host",
+                    f"the GPU count cannot be established (no PCI tree in /sys, no readable nvidia-smi topo -m); "
+                    f"the profile expects {want}.",
+                )
+            )
+        elif len(topo.gpus) < want:
+            listed = ", ".join(f"{g.name} {g.pci}" if g.pci else g.name for g in topo.gpus) or "none"
+            out.append(
+                Finding(
+                    "GPU_COUNT_LOW",
+                    ERROR,
+                    "host",
+                    f"{len(topo.gpus)} GPU(s) found ({listed}, from {topo.source}); the profile expects {want}.",
+                    GPU_COUNT_LOW.fix,
+                    data={"gpus": len(topo.gpus), "expected": want},
+                )
+            )
+    limit = expect.get("gpu_nic_max") or "PXB"
+    limit_rank = relation_rank(limit)
+    if limit_rank is None:
+        out.append(
+            Finding(
+                "GPU_NIC_FAR",
+                UNKNOWN,
+                "gpu_nic_max",
+                f"gpu_nic_max is {limit!r}; expected one of {', '.join(RELATION_ORDER)}.",
+                "Fix gpu_nic_max in the config.",
+            )
+        )
+        return out
+    nic_idx = _wanted_nics(topo, expect)
+    if not nic_idx or not topo.gpus:
+        return out
+    severity = ERROR if expect.get("gpudirect_required") else WARNING
+    for g_i, gpu in enumerate(topo.gpus):
+        row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
+        known = [(relation_rank(row[n]), topo.nics[n]) for n in nic_idx if n < len(row) and relation_rank(row[n]) is not None]
+        unknown = [topo.nics[n] for n in nic_idx if n >= len(row) or relation_rank(row[n]) is None]
+        best = min(known) if known else None
+        node_rank = RELATION_ORDER.index("NODE")
+        # An unknown relation is between different host bridges: NODE or SYS, never nearer.
+        if best is not None and (best[0] <= node_rank or not unknown):
+            rank, nic = best
+            if rank <= limit_rank:
+                continue
+            rel = RELATION_ORDER[rank]
+            msg = (
+                f"{_gpu_where(gpu)}: the nearest RDMA device is {nic} at {rel} ({_MEANING[rel]}); "
+                f"expected {limit} or nearer (gpu_nic_max)."
+            )
+            data = {"nearest": nic, "relation": rel, "limit": limit}
+        else:
+            # The nearest is NODE or SYS.
+            if limit_rank >= RELATION_ORDER.index("SYS"):
+                continue
+            nearest_known = f"; the nearest known is {best[1]} at {RELATION_ORDER[best[0]]}" if best else ""
+            if limit_rank >= node_rank:
+                out.append(
+                    Finding(
+                        "GPU_NIC_FAR",
+                        UNKNOWN,
+                        _gpu_subject(gpu),
+                        f"{_gpu_where(gpu)}: {', '.join(unknown)} are on other host bridges and the NUMA node is "
+                        f"not reported, so NODE and SYS cannot be told apart{nearest_known}; expected {limit} or nearer.",
+                    )
+                )
+                continue
+            msg = (
+                f"{_gpu_where(gpu)}: no RDMA device shares a host bridge with it ({', '.join(unknown)}: NODE or SYS, "
+                f"NUMA node not reported){nearest_known}; expected {limit} or nearer (gpu_nic_max)."
+            )
+            data = {"nearest": None, "relation": None, "limit": limit}
+        out.append(Finding("GPU_NIC_FAR", severity, _gpu_subject(gpu), msg, GPU_NIC_FAR.fix, data=data))
+    if not out and topo.gpus:
+        out.append(
+            Finding(
+                "GPU_NIC_FAR",
+                INFO,
+                "host",
+                f"{len(topo.gpus)} GPU(s), each with an RDMA device at {limit} or nearer ({topo.source}).",
+            )
+        )
+    return out
+
+
+def _inventory(topo: GpuTopology) -> dict:
+    return {
+        "gpus": [
+            {"name": g.name, "pci": g.pci, "vendor": g.vendor, "numa_node": g.numa_node} for g in topo.gpus
+        ],
+        "topology": {
+            "gpus": [g.name for g in topo.gpus],
+            "nics": list(topo.nics),
+            "gpu_nic": [list(row) for row in topo.gpu_nic],
+            "gpu_numa": [g.numa_node for g in topo.gpus],
+            "source": topo.source,
+        },
+    }
+
+
+CHECKS = [
+    Check(
+        id="gpu.topology",
+        title="GPU to RDMA device topology",
+        probe=lambda ctx: ctx.get(probe_topology),
+        judge=judge_topology,
+        codes=(GPU_NIC_FAR, GPU_COUNT_LOW, TOPO_PARSE_ERROR),
+        needs=(GPUS_PRESENT,),
+        defaults={"expected_gpus": None, "gpu_nic_max": "PXB", "gpudirect_required": False},
+        inventory=_inventory,
+        description="GPUs (NVIDIA, AMD) on the PCI bus and, for each, its nearest RDMA device in nvidia-smi topo -m "
+        "terms (PIX/PXB/PHB/NODE/SYS), computed from the sysfs PCI tree.",
+    ),
+]

@@ -35,7 +35,7 @@ def summary_line(rep: dict[str, Any]) -> str:
 
 
 def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = None) -> None:
-    from rich.markup import escape
+    from rich.padding import Padding
     from rich.text import Text
 
     con = console or _console()
@@ -55,18 +55,20 @@ def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = Non
             if f["severity"] == "info" and not verbose:
                 continue
             sev = f["severity"]
-            con.print(
-                f"    [{SEV_STYLE.get(sev, '')}]{escape(f['code'])}[/] [bold]{escape(f['subject'])}[/]: {escape(f['message'])}",
-                emoji=False,
-            )
+            head = Text()
+            head.append(f["code"], style=SEV_STYLE.get(sev, ""))
+            head.append(" ")
+            head.append(f["subject"], style="bold")
+            head.append(": " + f["message"])
+            con.print(Padding(head, (0, 0, 0, 4), expand=False))
             if f.get("remedy"):
                 remedy = f["remedy"].rstrip()
+                # Padding keeps wrapped lines indented under their finding.
                 if "\n" in remedy:
-                    con.print("      fix:", style="dim")
-                    for rl in remedy.splitlines():
-                        con.print(Text("        " + rl))
+                    con.print(Padding(Text("fix:", style="dim"), (0, 0, 0, 6), expand=False))
+                    con.print(Padding(Text(remedy), (0, 0, 0, 8), expand=False))
                 else:
-                    con.print(Text("      fix: " + remedy, style="dim"))
+                    con.print(Padding(Text("fix: " + remedy, style="dim"), (0, 0, 0, 6), expand=False))
     if rep.get("labels"):
         con.print()
         con.print("Node labels:", style="bold")
@@ -84,13 +86,18 @@ def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
     from rich.table import Table
 
     con = console or _console()
+    if topo and topo.get("nics"):
+        # Like nvidia-smi, never fold the matrix: widen past the terminal rather than crop columns.
+        need = 8 + sum(max(len(n), 4) + 2 for n in topo["nics"]) + 6
+        if con.width < need:
+            con.width = need
     if not topo or not topo.get("gpus"):
         con.print("No GPU/NIC topology: no GPUs or no RDMA devices were found.")
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("")
     for nic in topo["nics"]:
-        table.add_column(nic)
+        table.add_column(nic, no_wrap=True, min_width=len(nic))
     table.add_column("NUMA")
     for i, gpu in enumerate(topo["gpus"]):
         row = topo["gpu_nic"][i]
@@ -103,9 +110,11 @@ def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
     con.print(table)
     con.print()
     con.print(
-        "  PIX = at most one PCIe bridge (same switch)   PXB = several bridges, no host bridge\n"
-        "  PHB = through a PCIe host bridge (the CPU)   NODE = across host bridges in one NUMA node\n"
-        "  SYS = across the SMP interconnect between NUMA nodes (QPI/UPI/xGMI)",
+        "  PIX  = at most one PCIe bridge (same switch)\n"
+        "  PXB  = several PCIe bridges, no host bridge\n"
+        "  PHB  = through a PCIe host bridge (the CPU)\n"
+        "  NODE = across PCIe host bridges within one NUMA node\n"
+        "  SYS  = across the SMP interconnect between NUMA nodes (QPI/UPI/xGMI)",
         style="dim",
     )
     src = topo.get("source")
