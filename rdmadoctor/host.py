@@ -282,6 +282,7 @@ class Host:
         self.timeout = DEFAULT_TIMEOUT
         self.trace: list[str] = []  # every path and command read, for `collect`
         self._cmd_cache: dict[str, CmdResult] = {}
+        self._reads: dict[tuple[str, int], bytes | None] = {}
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:
@@ -318,16 +319,23 @@ class Host:
     # ---- reads ----------------------------------------------------------------------------
     def read_bytes(self, path: str, limit: int = MAX_READ) -> bytes | None:
         """File content, or None when missing, unreadable, a directory or a broken link."""
+        key = (path, limit)
+        if key in self._reads:
+            return self._reads[key]
         self.trace.append(path)
+        data: bytes | None = None
         real = self.realpath(path)
-        if real is None:
-            return None
-        try:
-            return self._tree.read(real, limit)
-        except (OSError, ValueError, EOFError):
-            return None
-        except Exception:  # a corrupt tar member (zlib/tarfile errors) is just unreadable
-            return None
+        if real is not None:
+            try:
+                data = self._tree.read(real, limit)
+            except (OSError, ValueError, EOFError):
+                pass
+            except Exception:  # noqa: BLE001 - a corrupt tar member (zlib, tarfile errors) is unreadable
+                pass
+        # Several checks read the same attributes (PCI class and vendor, port state); a run sees
+        # one moment of the host, so each file is read once.
+        self._reads[key] = data
+        return data
 
     def read_text(self, path: str, limit: int = MAX_READ) -> str | None:
         data = self.read_bytes(path, limit)
