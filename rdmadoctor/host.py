@@ -550,6 +550,13 @@ class Host:
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)
             if data is None:
+                # collect records why a tool gave nothing (timed out, failed) in cmd/errors.json.
+                try:
+                    why = json.loads(self.read_bytes("/cmd/errors.json") or b"{}").get(name)
+                except (ValueError, AttributeError, UnicodeDecodeError):
+                    why = None
+                if isinstance(why, dict) and why.get("error"):
+                    return CmdResult(name, None, error=f"at collect time: {why['error']}", timed_out=bool(why.get("timed_out")))
                 return CmdResult(name, None, error=f"not recorded ({rel[1:]} absent)")
             return CmdResult(name, data.decode("utf-8", "replace"), source=f"bundle:{rel[1:]}")
         argv = COMMANDS.get(name)
