@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 
 from rdmadoctor.facts import PHYS_STATES, Gid, Port, RdmaDevice
+from rdmadoctor.parsers.common import ipv4_of_gid, leading_number
 
 IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
@@ -30,10 +31,7 @@ class RdmaInventory:
 
 def parse_rate(text: str | None) -> float | None:
     """sysfs ``rate``: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"; ibstat: "400"."""
-    if not text:
-        return None
-    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)", text)
-    return float(m.group(1)) if m else None
+    return leading_number(text)
 
 
 def parse_state(text: str | None) -> str | None:
@@ -112,7 +110,7 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
                 continue
             nd = host.read_value(f"{pdir}/gid_attrs/ndevs/{name}")
             netdev = netdev or nd
-            gids.append(Gid(idx, gid, gtype, nd, _ipv4_of(gid)))
+            gids.append(Gid(idx, gid, gtype, nd, ipv4_of_gid(gid)))
     netdev = netdev or netdevs.get(num)
     if netdev is None and link_layer == "Ethernet":
         netdev = host.read_value(f"{IB_CLASS}/{dev}/parent")  # rxe: the netdev it sits on
@@ -140,18 +138,6 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
 def _carrier(host, netdev: str) -> bool:
     c = host.read_value(f"{NET_CLASS}/{netdev}/carrier")
     return c != "0"
-
-
-def _ipv4_of(gid: str) -> str | None:
-    # ::ffff:a.b.c.d written out in full: 0000:0000:0000:0000:0000:ffff:0a63:5b27
-    parts = gid.lower().split(":")
-    if len(parts) == 8 and parts[5] == "ffff" and all(p in ("0", "0000") for p in parts[:5]):
-        try:
-            hi, lo = int(parts[6], 16), int(parts[7], 16)
-        except ValueError:
-            return None
-        return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}"
-    return None
 
 
 def _device(host, name: str) -> RdmaDevice:
