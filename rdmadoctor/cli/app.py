@@ -115,3 +115,15 @@ def topo(
     from .info import run_topo
 
     raise typer.Exit(run_topo(root=root, bundle=bundle, example=example, as_json=as_json))
+
+
+# The Kubernetes-side commands each live in one module that registers its own command(s):
+# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate).
+def _register_more() -> None:
+    from . import agent, label, preflight
+
+    for mod in (label, agent, preflight):
+        mod.register(app)
+
+
+_register_more()
