@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field, replace
+from rdmadoctor.record import field, record, replace
 from functools import cached_property
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -67,7 +67,7 @@ def is_gpu(pci_class: int | None, vendor: int | None) -> bool:
     return vendor == AMD and pci_class >> 8 == 0x1200
 
 
-@dataclass(frozen=True)
+@record
 class PciFunction:
     bdf: str
     pci_class: int | None = None
@@ -98,7 +98,7 @@ class PciFunction:
         return self.bridges[0] if self.bridges else None
 
 
-@dataclass(frozen=True)
+@record
 class PciTree:
     sysfs: bool  # /sys/bus/pci/devices lists something
     functions: tuple[PciFunction, ...] = ()
@@ -378,7 +378,7 @@ ACS_CAP_ID = 0x000D
 ACS_BITS = ("SrcValid", "TransBlk", "ReqRedir", "CmpltRedir", "UpstreamFwd", "EgressCtrl", "DirectTrans")
 
 
-@dataclass(frozen=True)
+@record
 class AcsRead:
     ctl: dict[str, bool] | None = field(default=None, compare=False)  # None: unknown; {}: no ACS capability
     offset: int | None = None  # of the ACS extended capability

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, replace
+from rdmadoctor.record import fields, record, replace
 
 from rdmadoctor.facts import PHYS_STATES, Gid, Port, RdmaDevice
 from rdmadoctor.parsers.common import ipv4_of_gid, leading_number
@@ -18,7 +18,7 @@ IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
 
 
-@dataclass(frozen=True)
+@record
 class RdmaInventory:
     devices: tuple[RdmaDevice, ...]
     source: str  # "sysfs" | "ibstat" | "ibv_devinfo" | "none"
@@ -246,7 +246,7 @@ def _merge(base: list[RdmaDevice], extra: list[RdmaDevice]) -> list[RdmaDevice]:
         for p in d.ports:
             ep = eports.get(p.port)
             if ep is not None:
-                p = replace(p, **{k: getattr(ep, k) for k in p.__dataclass_fields__ if getattr(p, k) in (None, ()) and getattr(ep, k) not in (None, ())})
+                p = replace(p, **{k: getattr(ep, k) for k in fields(p) if getattr(p, k) in (None, ()) and getattr(ep, k) not in (None, ())})
             ports.append(p)
         d = replace(d, **{k: getattr(e, k) for k in ("fw_ver", "board_id", "node_guid", "hca_type") if getattr(d, k) is None})
         out.append(replace(d, ports=tuple(ports)))

@@ -7,7 +7,7 @@ pasted outputs has no tree: then the recorded `nvidia-smi topo -m` is read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rdmadoctor.record import record
 
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
 
@@ -56,7 +56,7 @@ _MEANING = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class Gpu:
     name: str  # GPU0, ... in PCI bus order, as nvidia-smi numbers them
     pci: str | None = None
@@ -65,7 +65,7 @@ class Gpu:
     numa_assumed: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class GpuTopology:
     gpus: tuple[Gpu, ...]
     nics: tuple[str, ...] = ()  # RDMA device names (or NICn when a recorded matrix has no legend)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from rdmadoctor.record import record
 
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
 
@@ -57,7 +57,7 @@ GDR_DMABUF = Code(
 )
 
 
-@dataclass(frozen=True)
+@record
 class KernelFacts:
     modules: frozenset[str] | None  # loaded modules; None = unknown
     builtin: frozenset[str]  # built into the kernel (no /proc/modules line)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rdmadoctor.record import record
 
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
 
@@ -93,7 +93,7 @@ def _nonneg_int(v) -> int | None:
 # ---- limits.memlock ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class MemlockFacts:
     soft: int | None  # bytes; None = unlimited (when known)
     hard: int | None
@@ -250,7 +250,7 @@ def _memlock_inventory(f: MemlockFacts) -> dict:
 # ---- shm.size ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ShmFacts:
     size: int | None  # bytes; None = unknown
     free: int | None

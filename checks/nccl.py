@@ -16,8 +16,10 @@ in net_ib.cc and socket.cc), not its docs' summary of it:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from rdmadoctor.record import field, record
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 from rdmadoctor.facts import Gid
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
@@ -105,7 +107,7 @@ NCCL_ENV_INFO = Code(
 # ---- NCCL's list syntax ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class IfEntry:
     prefix: str
     port: int = -1  # -1: any port
@@ -114,7 +116,7 @@ class IfEntry:
         return self.prefix if self.port == -1 else f"{self.prefix}:{self.port}"
 
 
-@dataclass(frozen=True)
+@record
 class IfList:
     value: str
     exclude: bool
@@ -185,7 +187,7 @@ def list_matches(lst: IfList, name: str, port: int = -1) -> bool:
 # ---- facts -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class HcaPort:
     device: str
     port: int
@@ -203,7 +205,7 @@ class HcaPort:
         return self.state == "ACTIVE"  # NCCL skips every port that is not IBV_PORT_ACTIVE
 
 
-@dataclass(frozen=True)
+@record
 class NetIf:
     name: str
     up: bool | None  # running: admin up and operationally up (IFF_RUNNING)
@@ -211,7 +213,7 @@ class NetIf:
     addresses: tuple[str, ...] | None = None  # None: unknown (sysfs does not show addresses)
 
 
-@dataclass(frozen=True)
+@record
 class NcclFacts:
     settings: dict[str, str]  # NCCL_* and MASTER_* as the job sees them
     origin: dict[str, str] = field(default_factory=dict)  # name -> "env" | "/etc/nccl.conf" | ...
@@ -222,7 +224,7 @@ class NcclFacts:
     conf_problems: tuple[str, ...] = ()  # lines of nccl.conf that NCCL reads differently than meant
 
 
-@dataclass(frozen=True)
+@record
 class HcaEntryReport:
     entry: IfEntry
     devices: tuple[str, ...]  # existing devices the name matches
@@ -230,7 +232,7 @@ class HcaEntryReport:
     others: tuple[str, ...] = ()  # devices matched only because the entry is a prefix of their name
 
 
-@dataclass(frozen=True)
+@record
 class HcaSelection:
     lst: IfList
     selected: tuple[HcaPort, ...]  # ACTIVE ports NCCL will use

@@ -7,7 +7,7 @@ config space for the bridges between a GPU and an HCA below the same root port.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from rdmadoctor.record import field, record
 
 from rdmadoctor.model import ERROR, INFO, WARNING, Check, Code, Finding, Need
 
@@ -52,7 +52,7 @@ PCIE_ACS_ENABLED = Code(
 )
 
 
-@dataclass(frozen=True)
+@record
 class PciLink:
     parent: str | None  # the port above (root port or switch downstream port); None: unknown
     child: str  # the function below
@@ -66,7 +66,7 @@ class PciLink:
     source: str = "sysfs"  # sysfs | lspci
 
 
-@dataclass(frozen=True)
+@record
 class AcsState:
     bdf: str
     between: tuple[str, ...]  # "GPU0<->mlx5_0", ...; () when not known (no PCI tree)
@@ -75,7 +75,7 @@ class AcsState:
     why_unknown: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class PciLinkFacts:
     source: str  # sysfs | lspci | none
     links: tuple[PciLink, ...] = ()

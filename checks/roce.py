@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rdmadoctor.record import record
 
 from rdmadoctor.facts import Gid, Port, RdmaDevice
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
@@ -51,7 +51,7 @@ ROCE_V2_GID = Code(
 )
 
 
-@dataclass(frozen=True)
+@record
 class RocePort:
     dev: RdmaDevice
     port: Port
@@ -59,7 +59,7 @@ class RocePort:
     gids_known: bool  # the GID table was read (sysfs, show_gids, ibv_devinfo -v): an empty one is empty
 
 
-@dataclass(frozen=True)
+@record
 class RoceFacts:
     ports: tuple[RocePort, ...]
     source: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from dataclasses import dataclass, field
+from rdmadoctor.record import field, record
 
 from rdmadoctor.facts import RdmaDevice
 from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
@@ -272,7 +272,7 @@ def parse_driver_file(text: str | None) -> tuple[str, ...]:
 # ---- facts --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record
 class ProviderFile:
     path: str
     provider: str  # "mlx5"
@@ -280,7 +280,7 @@ class ProviderFile:
     private_abi: int | None = None  # IBVERBS_PRIVATE_NN inside it; None when not read
 
 
-@dataclass(frozen=True)
+@record
 class DevNode:
     path: str
     exists: bool
@@ -288,7 +288,7 @@ class DevNode:
     checked: bool = False  # an open was tried (live hosts only)
 
 
-@dataclass(frozen=True)
+@record
 class VerbsDevice:
     name: str
     driver: str | None
@@ -297,7 +297,7 @@ class VerbsDevice:
     is_vf: bool = False
 
 
-@dataclass(frozen=True)
+@record
 class VerbsFacts:
     libibverbs: str | None  # path of libibverbs.so.1, None when absent
     soname: str | None  # "libibverbs.so.1.14.44.0"

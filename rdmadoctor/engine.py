@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from rdmadoctor.record import field, record
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 from .host import Host
 from .model import SEVERITY_STATUS, SKIP, UNKNOWN, Check, CheckResult, Finding, worst
@@ -17,7 +19,7 @@ class ProbeUnknown(Exception):
     """
 
 
-@dataclass
+@record(frozen=False)
 class Context:
     host: Host
     expect: dict[str, Any]

@@ -5,10 +5,7 @@ Every field a source could not tell is ``None`` (or an empty tuple), never a gue
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
-
-T = TypeVar("T")
+from rdmadoctor.record import field, record
 
 # Names as the kernel's sysfs ABI (Documentation/ABI/stable/sysfs-class-infiniband) spells them.
 PORT_STATES = ("NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER")
@@ -24,9 +21,15 @@ PHYS_STATES = {
 }
 
 
-@dataclass(frozen=True)
-class Parsed(Generic[T]):
-    """What a parser read, plus what it noticed was wrong or missing in its input."""
+@record
+class Parsed:
+    """What a parser read, plus what it noticed was wrong or missing in its input.
+
+    Annotated as ``Parsed[T]``; subscripting returns the class (no ``typing.Generic``: start-up).
+    """
+
+    def __class_getitem__(cls, item):
+        return cls
 
     value: T
     warnings: tuple[str, ...] = ()
@@ -34,7 +37,7 @@ class Parsed(Generic[T]):
     ok: bool = True
 
 
-@dataclass(frozen=True)
+@record
 class Gid:
     index: int
     gid: str
@@ -43,7 +46,7 @@ class Gid:
     ipv4: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class Port:
     port: int
     state: str | None = None  # DOWN | INIT | ARMED | ACTIVE | ACTIVE_DEFER
@@ -59,7 +62,7 @@ class Port:
     gids: tuple[Gid, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class RdmaDevice:
     name: str
     driver: str | None = None  # mlx5_core, irdma, bnxt_en, efa, ib_qib, rdma_rxe, ...
@@ -75,7 +78,7 @@ class RdmaDevice:
     source: str = "sysfs"  # where these facts came from: sysfs | ibstat | ibv_devinfo | ...
 
 
-@dataclass(frozen=True)
+@record
 class NetLink:
     """One row of `ibdev2netdev`: device port ==> netdev (Up|Down)."""
 
@@ -85,7 +88,7 @@ class NetLink:
     up: bool | None
 
 
-@dataclass(frozen=True)
+@record
 class GidRow:
     """One row of `show_gids`."""
 
@@ -98,7 +101,7 @@ class GidRow:
     netdev: str | None
 
 
-@dataclass(frozen=True)
+@record
 class TopoMatrix:
     """`nvidia-smi topo -m`: GPU x NIC relations, NIC names resolved through the NIC Legend."""
 
@@ -109,7 +112,7 @@ class TopoMatrix:
     gpu_cpu_affinity: tuple[str | None, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class LspciDevice:
     bdf: str  # as printed, e.g. "21:00.0" or "0000:21:00.0"
     description: str = ""
@@ -122,7 +125,7 @@ class LspciDevice:
     driver: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DfRow:
     filesystem: str
     size_bytes: int | None
@@ -131,7 +134,7 @@ class DfRow:
     mountpoint: str
 
 
-@dataclass(frozen=True)
+@record
 class Limits:
     """RLIMIT_MEMLOCK; None means unlimited, a missing Limits object means unknown."""
 
@@ -139,7 +142,7 @@ class Limits:
     memlock_hard: int | None
 
 
-@dataclass(frozen=True)
+@record
 class PackageDb:
     packages: dict[str, str] = field(default_factory=dict)  # name -> version
     source: str = ""  # dpkg | rpm | ofed_info

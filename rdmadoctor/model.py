@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from rdmadoctor.record import field, record
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 # Severity of a finding, and the status of a check or of the whole report.
 PASS, WARN, FAIL, UNKNOWN, SKIP = "pass", "warn", "fail", "unknown", "skip"
@@ -21,7 +23,7 @@ def worst(statuses: list[str] | tuple[str, ...]) -> str:
     return PASS
 
 
-@dataclass(frozen=True)
+@record
 class Code:
     """A stable finding code and what `rdmadoctor explain CODE` says about it."""
 
@@ -31,7 +33,7 @@ class Code:
     fix: str  # how to fix it, with commands or YAML
 
 
-@dataclass(frozen=True)
+@record
 class Finding:
     code: str
     severity: str  # info | warning | error | unknown
@@ -53,7 +55,7 @@ class Finding:
         return out
 
 
-@dataclass(frozen=True)
+@record
 class Need:
     """A precondition of a check. ``test(ctx)`` returns None when met, else the reason it is not."""
 
@@ -61,7 +63,7 @@ class Need:
     test: Callable[[Any], str | None]
 
 
-@dataclass(frozen=True)
+@record
 class Check:
     id: str  # family.name, e.g. "ib.ports"
     title: str
@@ -78,7 +80,7 @@ class Check:
     description: str = ""
 
 
-@dataclass
+@record(frozen=False)
 class CheckResult:
     id: str
     title: str

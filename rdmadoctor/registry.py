@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from dataclasses import dataclass
+from rdmadoctor.record import record
 
 from .model import Check
 
@@ -25,7 +25,7 @@ AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN = ("ib", "roce", "verbs", "limits", "kernel", "gpu", "pci", "nccl", "node")
 
 
-@dataclass(frozen=True)
+@record
 class EntryPoint:
     name: str
     value: str  # "module:attr" or "module"

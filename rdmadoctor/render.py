@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta", "skip": "dim"}
 ICON = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "unknown": "UNKN", "skip": "SKIP"}

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from rdmadoctor.record import field, record
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 from . import engine, expectations, registry, report
 from .host import Host
 
 
-@dataclass
+@record(frozen=False)
 class Options:
     root: str | None = None
     bundle: str | None = None
@@ -55,7 +57,7 @@ def open_target(opts: Options) -> Host:
         raise UsageError(str(e)) from e
 
 
-@dataclass
+@record(frozen=False)
 class Diagnosis:
     report: dict[str, Any]
     results: list

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 # option -> (parameter name, kind): "str" takes a value, "list" may repeat, "flag" takes none.
 OPTIONS: dict[str, tuple[str, str]] = {
