@@ -10,8 +10,6 @@ from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
 from ._rdma import RdmaInventory, probe_inventory
 from .verbs import RDMA_DRIVERS, rdma_driver_entry
 
-NVIDIA_VENDOR = "0x10de"
-MELLANOX_VENDOR = "0x15b3"
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 # What the inventory lists: the modules an RDMA/GPU job depends on, when found.
 RELEVANT = frozenset(
@@ -141,33 +139,38 @@ def _osrelease(host) -> str | None:
     return m.group(1) if m else None
 
 
-def _pci_scan(host) -> tuple[int | None, list[tuple[str, str]]]:
-    """(NVIDIA GPUs, [(IB module, why)]) from /sys/bus/pci/devices."""
-    names = host.listdir("/sys/bus/pci/devices")
-    if not names:
+def _pci_scan(ctx) -> tuple[int | None, list[tuple[str, str]]]:
+    """(NVIDIA GPUs, [(IB module, why)]) from the shared PCI probe (the one gpu.topology reads)."""
+    from ._pci import MELLANOX, NVIDIA, probe_pci
+
+    host = ctx.host
+    tree = ctx.get(probe_pci)
+    if not tree.sysfs:
         return None, []
-    gpus = 0
+    by_bdf = {f.bdf: f for f in tree.functions}
+    # GPU PFs: a vGPU VF shares its PF's modules. NVSwitches (0x0680) are not GPUs.
+    gpus = sum(1 for b in tree.gpus if by_bdf[b].vendor == NVIDIA)
     needs: list[tuple[str, str]] = []
-    for bdf in names:
-        base = f"/sys/bus/pci/devices/{bdf}"
-        vendor = (host.read_value(f"{base}/vendor") or "").lower()
-        cls = (host.read_value(f"{base}/class") or "").lower()
-        if vendor == NVIDIA_VENDOR and cls.startswith("0x03"):
-            gpus += 1  # 0x0300 VGA, 0x0302 3D controller; NVSwitches are bridges (0x0680)
-            continue
+    for f in tree.functions:
         # An HCA bound to its core driver without the IB half loaded is an Ethernet NIC only.
         # Only Mellanox/NVIDIA functions and InfiniBand controllers (0x0207; 0x0c06 on older
         # HCAs such as QLogic's) are taken as meant for RDMA: a management NIC on ice or
         # bnxt_en does not need irdma or bnxt_re.
-        if vendor != MELLANOX_VENDOR and not cls.startswith(("0x0207", "0x0c06")):
+        cls = f.pci_class
+        if f.vendor != MELLANOX and (cls is None or cls >> 8 not in (0x0207, 0x0C06)):
             continue
-        link = host.readlink(f"{base}/driver")
-        driver = link.rsplit("/", 1)[-1] if link else None
-        if driver is None or host.exists(f"{base}/physfn"):
+        base = f"/sys/bus/pci/devices/{f.bdf}"
+        if f.detailed:
+            driver, is_vf = f.driver, f.is_vf
+        else:
+            link = host.readlink(f"{base}/driver")
+            driver = link.rstrip("/").rsplit("/", 1)[-1] if link else None
+            is_vf = host.exists(f"{base}/physfn")
+        if driver is None or is_vf:
             continue  # unbound, or an SR-IOV VF (the pod's business)
         row = rdma_driver_entry(driver)
         if row is not None:
-            needs.append((row[3], f"the IB driver of {bdf} (bound to {driver})"))
+            needs.append((row[3], f"the IB driver of {f.bdf} (bound to {driver})"))
     return gpus, needs
 
 
@@ -185,7 +188,11 @@ def probe_kernel(ctx) -> KernelFacts:
         row = rdma_driver_entry(dev.driver, dev.name)
         if row is not None:
             present.add(row[3])
-    gpus, needs = _pci_scan(host)
+    try:
+        gpus, needs = _pci_scan(ctx)
+    except Exception as e:  # noqa: BLE001 - PCI facts refine the verdict; modules still decide
+        gpus, needs = None, []
+        notes.append(f"PCI functions unknown: {type(e).__name__}: {e}")
     needs = [n for n in dict.fromkeys(needs) if n[0] not in present]
     osrelease = _osrelease(host)
     nv_text = host.read_text("/proc/driver/nvidia/version", 65536)

@@ -398,7 +398,12 @@ def probe_nccl(ctx) -> NcclFacts:
     settings = _relevant(env)
     origin = {k: "env" for k in settings}
     # NCCL fills unset variables from NCCL_CONF_FILE (or ~/.nccl.conf), then /etc/nccl.conf.
-    confs = [env["NCCL_CONF_FILE"]] if env.get("NCCL_CONF_FILE") else []
+    if env.get("NCCL_CONF_FILE"):
+        confs = [env["NCCL_CONF_FILE"]]
+    elif env.get("HOME", "").startswith("/"):
+        confs = [env["HOME"].rstrip("/") + "/.nccl.conf"]  # the job user's; `collect` keeps HOME
+    else:
+        confs = []
     problems: list[str] = []
     for path in confs + ["/etc/nccl.conf"]:
         conf, bad = _conf_file(host, path)

@@ -560,8 +560,7 @@ def collect(output: str, root: str | None = None, timeout: float | None = None) 
     """Write the bundle of ``root`` (default ``/``) to ``output``. Raises HostError, OSError."""
     started = time.time()
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    base = open_host(root=root)
-    host = _TracingHost(base._tree, label=base.label, kind=base.kind, live_process=base.live_process, root=base.root)
+    host = open_host(root=root, host_class=_TracingHost)
     host.timeout = timeout
     tmp = f"{output}.tmp{os.getpid()}"
     # Fail on an unwritable output before spending seconds on tools.

@@ -68,7 +68,7 @@ def _gunzip(raw: bytes) -> bytes:
 
 # Environment variables that matter to an RDMA job; `collect` keeps only these.
 ENV_PREFIXES = ("NCCL_", "UCX_", "MASTER_", "VC_", "OMPI_", "PMIX_", "RDMADOCTOR_")
-ENV_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "NODE_NAME", "HOSTNAME")
+ENV_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "NODE_NAME", "HOSTNAME", "HOME")  # HOME: ~/.nccl.conf
 
 
 def filter_env(env: dict[str, str]) -> dict[str, str]:
@@ -639,20 +639,21 @@ def run_tool(argv: tuple[str, ...], timeout: float, name: str | None = None) -> 
     return CmdResult(name, text, error=err, source=f"ran: {' '.join(argv)}")
 
 
-def open_host(root: str | None = None, bundle: str | None = None) -> Host:
+def open_host(root: str | None = None, bundle: str | None = None, *, host_class: type[Host] | None = None) -> Host:
     """The host to examine: ``bundle`` (dir or tar) if given, else ``root`` (default ``/``)."""
+    cls = host_class or Host  # collect passes a subclass that also traces existence tests
     if bundle is not None:
         if os.path.isdir(bundle):
-            return Host(_DirTree(os.path.abspath(bundle)), label=bundle, kind="bundle", live_process=False, root=None)
+            return cls(_DirTree(os.path.abspath(bundle)), label=bundle, kind="bundle", live_process=False, root=None)
         if os.path.isfile(bundle):
-            return Host(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
+            return cls(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
         raise HostError(f"bundle {bundle} does not exist (expected a directory or a .tar.gz)")
     root = root or "/"
     if not os.path.isdir(root):
         raise HostError(f"root {root} is not a directory")
     root = os.path.abspath(root)
     kind = "live" if root == "/" else "root"
-    return Host(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
+    return cls(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
 
 
 @record(frozen=False)

@@ -777,3 +777,23 @@ def test_bad_input_never_raises(patch):
     for check in (ROCE, NCCL, NODE):
         res = run(check, mem_host(files))
         assert "internal error" not in (res.reason or ""), (check.id, res.reason)
+
+
+def test_nccl_probe_reads_the_job_users_nccl_conf_before_etc():
+    # NCCL (ncclLoadParam / initEnv): NCCL_CONF_FILE, else ~/.nccl.conf, then /etc/nccl.conf.
+    files = roce_tree()
+    files.update(
+        {
+            "/runtime.json": runtime({"HOME": "/home/trainer"}),
+            "/home/trainer/.nccl.conf": "NCCL_IB_DISABLE=1\n",
+            "/etc/nccl.conf": "NCCL_IB_DISABLE=0\nNCCL_IB_GID_INDEX=3\n",
+        }
+    )
+    f = run(NCCL, mem_host(files)).facts
+    assert f.settings["NCCL_IB_DISABLE"] == "1" and f.origin["NCCL_IB_DISABLE"] == "/home/trainer/.nccl.conf"
+    assert f.origin["NCCL_IB_GID_INDEX"] == "/etc/nccl.conf"
+    # NCCL_CONF_FILE replaces ~/.nccl.conf
+    files["/runtime.json"] = runtime({"HOME": "/home/trainer", "NCCL_CONF_FILE": "/opt/nccl.conf"})
+    files["/opt/nccl.conf"] = "NCCL_IB_GID_INDEX=5\n"
+    f = run(NCCL, mem_host(files)).facts
+    assert f.settings["NCCL_IB_DISABLE"] == "0" and f.settings["NCCL_IB_GID_INDEX"] == "5"
