@@ -11,8 +11,8 @@ import posixpath
 import re
 from rdmadoctor.record import fields, record, replace
 
-from rdmadoctor.facts import PHYS_STATES, Gid, Port, RdmaDevice
-from rdmadoctor.parsers.common import ipv4_of_gid, leading_number
+from rdmadoctor.facts import Gid, Port, RdmaDevice
+from rdmadoctor.parsers.common import ipv4_of_gid, leading_number, phys_state, port_state
 
 IB_CLASS = "/sys/class/infiniband"
 NET_CLASS = "/sys/class/net"
@@ -32,27 +32,6 @@ class RdmaInventory:
 def parse_rate(text: str | None) -> float | None:
     """sysfs ``rate``: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"; ibstat: "400"."""
     return leading_number(text)
-
-
-def parse_state(text: str | None) -> str | None:
-    """sysfs ``state``: "4: ACTIVE" -> ACTIVE."""
-    if not text:
-        return None
-    _, _, name = text.partition(":")
-    name = (name or text).strip().upper()
-    return name if re.fullmatch(r"[A-Z_]+", name) else None
-
-
-def parse_phys_state(text: str | None) -> str | None:
-    """sysfs ``phys_state``: "5: LinkUp" -> LinkUp (names differ across kernels: use the number)."""
-    if not text:
-        return None
-    num, sep, name = text.partition(":")
-    num = num.strip()
-    if sep and num.isdigit() and int(num) in PHYS_STATES:
-        return PHYS_STATES[int(num)]
-    name = (name if sep else text).strip()
-    return name or None
 
 
 def parse_int(text: str | None, base: int = 0) -> int | None:
@@ -121,8 +100,8 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
         mtu = parse_int(host.read_value(f"{NET_CLASS}/{netdev}/mtu"), 10)
     return Port(
         port=num,
-        state=parse_state(host.read_value(f"{pdir}/state")),
-        phys_state=parse_phys_state(host.read_value(f"{pdir}/phys_state")),
+        state=port_state(host.read_value(f"{pdir}/state")),
+        phys_state=phys_state(host.read_value(f"{pdir}/phys_state")),
         rate_gbps=parse_rate(host.read_value(f"{pdir}/rate")),
         link_layer=link_layer,
         lid=parse_int(host.read_value(f"{pdir}/lid")),

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import __version__
-from .host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, filter_env, open_host, run_tool
+from .host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
 
 # Tools recorded besides host.COMMANDS (which the checks may run themselves).
 EXTRA_COMMANDS: dict[str, tuple[str, ...]] = {

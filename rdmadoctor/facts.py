@@ -31,7 +31,7 @@ class Parsed:
     def __class_getitem__(cls, item):
         return cls
 
-    value: T
+    value: object  # the parser's result type (Parsed[T] in annotations)
     warnings: tuple[str, ...] = ()
     # False when the input was not recognisable at all (garbage, empty, another tool's output).
     ok: bool = True

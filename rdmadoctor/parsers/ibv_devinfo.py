@@ -15,7 +15,6 @@ from rdmadoctor.parsers.common import (
     clean_lines,
     ipv4_of_gid,
     key_value,
-    leading_number,
     link_layer,
     parse_int,
     phys_state,
