@@ -1,7 +1,125 @@
-"""`rdmadoctor label` (being written)."""
+"""``rdmadoctor label``: run the checks once and publish the node labels (NFD file, Node, stdout)."""
 
 from __future__ import annotations
+
+import sys
+from typing import Optional
+
+import typer
+
+PUBLISH_HELP = (
+    "Where the labels go. nfd (default): write the NFD local feature file <features-dir>/rdmadoctor; "
+    "nfd-worker turns it into node labels, no API access needed. node: merge-patch the Node object "
+    "(needs lightkube: pip install 'rdmadoctor\\[k8s]', and RBAC get/patch on nodes). "
+    "stdout: print key=value lines."
+)
+FEATURES_DIR_HELP = (
+    "NFD's features.d directory, as mounted in this container (hostPath, writable). "
+    "Default: /etc/kubernetes/node-feature-discovery/features.d"
+)
+EXPIRY_HELP = (
+    "Seconds the NFD labels stay valid (written as '# +expiry-time=' in the file): if rdmadoctor "
+    "stops, NFD drops them after this. Keep it a few agent intervals long."
+)
+NODE_HELP = "Node to patch with --publish node / --conditions. Default: $NODE_NAME (downward API spec.nodeName)."
+KUBECONFIG_HELP = "Kubeconfig for --publish node / --conditions. Default: in-cluster ServiceAccount, then $KUBECONFIG, then ~/.kube/config."
+PREFIX_HELP = (
+    "Label prefix for rdmadoctor's own labels (feature.node.kubernetes.io/network-rdma.capable keeps its name). "
+    "nfd-master >= v0.13 accepts rdmadoctor.io/ as is; nfd-master <= v0.12, or one whose -deny-label-ns covers it, "
+    "needs -extra-label-ns=rdmadoctor.io, or use --prefix rdmadoctor.feature.node.kubernetes.io/ which every NFD accepts."
+)
+CONDITIONS_HELP = (
+    "Also set NodeConditions on nodes/status, True = problem: RDMALinkProblem, RDMAConfigProblem, "
+    "GPUDirectRDMAProblem (written on change, heartbeat every 5 minutes). Needs API access (RBAC patch nodes/status)."
+)
+DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) and write nothing."
 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
+    from .app import BundleOpt, ExampleOpt, RootOpt
+
+    @app.command(
+        "label",
+        help=(
+            "Run the checks once and publish the node labels: "
+            "feature.node.kubernetes.io/network-rdma.capable and rdmadoctor.io/{ready,link-layer,"
+            "active-ports,min-rate-gbps,gpudirect,gpu-nic}. Labels are published whether or not the "
+            "node is healthy (ready=false is a label too). Writes only on change. "
+            "Exit 0 published or nothing to change, 1 the write failed, 2 a usage error."
+        ),
+    )
+    def label(
+        root: Optional[str] = RootOpt,
+        bundle: Optional[str] = BundleOpt,
+        example: Optional[str] = ExampleOpt,
+        profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
+        config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME])."),
+        pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config."),
+        publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help=PUBLISH_HELP),
+        features_dir: str = typer.Option("/etc/kubernetes/node-feature-discovery/features.d", "--features-dir", metavar="DIR", help=FEATURES_DIR_HELP, show_default=False),
+        expiry: float = typer.Option(600, "--expiry", metavar="SECONDS", help=EXPIRY_HELP),
+        node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help=NODE_HELP),
+        kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP),
+        prefix: str = typer.Option("rdmadoctor.io/", "--prefix", metavar="DOMAIN/", help=PREFIX_HELP),
+        conditions: bool = typer.Option(False, "--conditions", help=CONDITIONS_HELP),
+        dry_run: bool = typer.Option(False, "--dry-run", help=DRY_RUN_HELP),
+    ) -> None:
+        raise typer.Exit(
+            run_label(
+                root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
+                publish=publish, features_dir=features_dir, expiry=expiry, node=node,
+                kubeconfig=kubeconfig, prefix=prefix, conditions=conditions, dry_run=dry_run,
+            )
+        )
+
+
+def run_label(
+    *,
+    root: str | None = None,
+    bundle: str | None = None,
+    example: str | None = None,
+    profile: str = "generic",
+    config: str | None = None,
+    pool: str | None = None,
+    publish: str = "nfd",
+    features_dir: str | None = None,
+    expiry: float = 600,
+    node: str | None = None,
+    kubeconfig: str | None = None,
+    prefix: str = "rdmadoctor.io/",
+    conditions: bool = False,
+    dry_run: bool = False,
+) -> int:
+    from ..publish import DEFAULT_FEATURES_DIR, PublishConfigError, PublishError, make_publisher
+    from ..runner import Options, UsageError, diagnose
+    from .errors import fail_usage
+
+    # Options first: a wrong flag should not cost a whole diagnosis.
+    try:
+        pub = make_publisher(
+            publish, features_dir=features_dir or DEFAULT_FEATURES_DIR, expiry=expiry, node=node,
+            kubeconfig=kubeconfig, prefix=prefix, conditions=conditions, dry_run=dry_run, out=sys.stdout,
+        )
+    except PublishConfigError as e:
+        return fail_usage(e.message, e.hint)
+    try:
+        try:
+            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool))
+        except UsageError as e:
+            return fail_usage(str(e), e.hint)
+        report = diag.report
+        try:
+            written = pub.publish(report)
+        except PublishConfigError as e:
+            return fail_usage(e.message, e.hint)
+        except PublishError as e:
+            sys.stderr.write(f"rdmadoctor: label: publishing failed: {e.message}\n")
+            return 1
+        for note in getattr(pub, "problems", ()) or ():
+            sys.stderr.write(f"rdmadoctor: label: note: {note}\n")
+        what = pub.summary or (", ".join(written) if written else "nothing to change")
+        sys.stderr.write(f"rdmadoctor: label: {what} (node status: {report.get('status')})\n")
+        return 0
+    finally:
+        pub.close()

@@ -1,0 +1,161 @@
+"""Node Problem Detector-style NodeConditions from a report (``--conditions``). Pure functions.
+
+Three conditions, ``status: "True"`` meaning there IS a problem (NPD's convention, so
+``kubectl describe node`` and NPD-aware remediation read them the same way):
+
+- ``RDMALinkProblem``: devices and ports (ib.devices, ib.ports, roce.config)
+- ``RDMAConfigProblem``: the software around them (verbs.*, limits.*, shm.*, kernel.modules
+  other than the GPUDirect modules, nccl.*, pci.*)
+- ``GPUDirectRDMAProblem``: GPU<->NIC paths (gpu.*) and the GPUDirect modules
+  (GDR_PEERMEM_MISSING, GDR_DMABUF)
+
+An error or warning finding makes a condition True; otherwise an unknown check makes it
+Unknown; otherwise False. node.labels is left out: it judges the labels this very publisher
+writes, so it would flap with them. The message names codes and subjects only, never measured
+values, so an unchanged node gives an unchanged condition (and no write).
+"""
+
+from __future__ import annotations
+
+LINK = "RDMALinkProblem"
+CONFIG = "RDMAConfigProblem"
+GPUDIRECT = "GPUDirectRDMAProblem"
+TYPES = (LINK, CONFIG, GPUDIRECT)
+
+_LINK_CHECKS = ("ib.devices", "ib.ports", "roce.config")
+_CONFIG_FAMILIES = ("verbs", "limits", "shm", "kernel", "nccl", "pci")
+_GPUDIRECT_FAMILIES = ("gpu",)
+_GPUDIRECT_CODES = frozenset({"GDR_PEERMEM_MISSING", "GDR_DMABUF"})
+_IGNORED = ("node.labels",)
+
+_PROBLEM = ("error", "warning")
+_SEVERITY_ORDER = {"error": 0, "warning": 1, "unknown": 2}
+# Upper-case words kept whole in a reason (IB_PORT_DOWN -> IBPortDown).
+_ACRONYMS = {"IB", "GPU", "NIC", "PCIE", "PCI", "NCCL", "GDR", "HCA", "MTU", "GID", "IPC", "CAP", "ACS", "SM", "ABI", "ENV", "DMABUF", "RDMA", "IP"}
+_SPECIAL = {"ROCE": "RoCE", "PCIE": "PCIe", "DMABUF": "DMABuf", "SHM": "Shm"}
+MAX_MESSAGE = 1024
+
+
+def reason_of(code: str) -> str:
+    """A CamelCase reason from a finding code: IB_PORT_DOWN -> IBPortDown."""
+    words = []
+    for w in code.split("_"):
+        if not w:
+            continue
+        if w in _SPECIAL:
+            words.append(_SPECIAL[w])
+        elif w in _ACRONYMS:
+            words.append(w)
+        else:
+            words.append(w[:1].upper() + w[1:].lower())
+    return "".join(words) or "Unknown"
+
+
+def _group(check_id: str, code: str | None) -> str | None:
+    if check_id in _IGNORED:
+        return None
+    family = check_id.split(".", 1)[0]
+    if code in _GPUDIRECT_CODES or family in _GPUDIRECT_FAMILIES:
+        return GPUDIRECT
+    if check_id in _LINK_CHECKS or family == "ib":
+        return LINK
+    if family == "roce":
+        return LINK
+    if family in _CONFIG_FAMILIES:
+        return CONFIG
+    return None  # a third-party check: it has no condition of its own
+
+
+def compute(report: dict) -> list[dict]:
+    """[{type, status, reason, message}] for the three condition types, in TYPES order."""
+    problems: dict[str, list[tuple[int, int, str, str]]] = {t: [] for t in TYPES}
+    unknown: dict[str, list[str]] = {t: [] for t in TYPES}
+    ran: dict[str, int] = {t: 0 for t in TYPES}
+    order = 0
+    for check in report.get("checks") or []:
+        cid = str(check.get("id", ""))
+        status = check.get("status")
+        if status == "skip":
+            continue
+        touched = set()
+        for f in check.get("findings") or []:
+            code = str(f.get("code", ""))
+            group = _group(cid, code)
+            if group is None:
+                continue
+            touched.add(group)
+            sev = f.get("severity")
+            if sev in _PROBLEM:
+                order += 1
+                problems[group].append((_SEVERITY_ORDER[sev], order, code, str(f.get("subject") or "")))
+            elif sev == "unknown":
+                unknown[group].append(code)
+        base = _group(cid, None)
+        if base is not None:
+            ran[base] += 1
+            touched.add(base)
+        if status == "unknown":
+            for group in touched or ({base} if base else set()):
+                if not problems[group]:
+                    unknown[group].append(cid)
+    out = []
+    for t in TYPES:
+        if problems[t]:
+            found = sorted(problems[t])
+            first_code = found[0][2]
+            by_code: dict[str, list[str]] = {}
+            for _, _, code, subject in found:
+                subs = by_code.setdefault(code, [])
+                if subject and subject not in subs:
+                    subs.append(subject)
+            parts = [f"{c} ({', '.join(s)})" if s else c for c, s in by_code.items()]
+            message = "; ".join(parts) + f". Fix: rdmadoctor explain {first_code}"
+            out.append(_cond(t, "True", reason_of(first_code), message))
+        elif unknown[t]:
+            names = ", ".join(dict.fromkeys(unknown[t]))
+            out.append(_cond(t, "Unknown", "CheckUnknown", f"rdmadoctor could not establish: {names}"))
+        elif ran[t]:
+            out.append(_cond(t, "False", "No" + t, "rdmadoctor found no problem"))
+        else:
+            out.append(_cond(t, "False", "NotApplicable", "no rdmadoctor check of this kind ran on this node"))
+    return out
+
+
+def _cond(ctype: str, status: str, reason: str, message: str) -> dict:
+    if len(message) > MAX_MESSAGE:
+        message = message[: MAX_MESSAGE - 3] + "..."
+    return {"type": ctype, "status": status, "reason": reason, "message": message}
+
+
+def plan(
+    wanted: list[dict], current: list[dict], now_iso: str, now: float, heartbeat: float, parse_time
+) -> list[dict]:
+    """The conditions to send in a strategic merge patch of nodes/status ([] = no write).
+
+    A condition is sent when it is new or its status, reason or message changed; when any of
+    ours has a heartbeat older than ``heartbeat`` seconds, all of ours are sent with a fresh
+    heartbeat. ``lastTransitionTime`` is set only when the status changes (or the condition is
+    new): left out of the patch, the server keeps the old one."""
+    cur = {c.get("type"): c for c in current if isinstance(c, dict)}
+    changed: list[dict] = []
+    stale = False
+    for w in wanted:
+        old = cur.get(w["type"])
+        if old is None or any(old.get(k) != w[k] for k in ("status", "reason", "message")):
+            changed.append(w)
+            continue
+        beat = parse_time(old.get("lastHeartbeatTime") or "")
+        if beat is None or now - beat >= heartbeat or beat - now > heartbeat:
+            stale = True
+    send = wanted if stale else changed
+    if not send:
+        return []
+    out = []
+    for w in send:
+        old = cur.get(w["type"])
+        item = dict(w)
+        item["lastHeartbeatTime"] = now_iso
+        if old is None or old.get("status") != w["status"] or not old.get("lastTransitionTime"):
+            item["lastTransitionTime"] = now_iso
+        out.append(item)
+    return out

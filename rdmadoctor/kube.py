@@ -1,0 +1,347 @@
+"""``--publish node`` (and ``--conditions``): the Node object, through lightkube.
+
+Only these calls, and only when something changed (a steady node costs one GET a cycle):
+
+- ``GET /api/v1/nodes/NAME``
+- ``PATCH /api/v1/nodes/NAME``, ``application/merge-patch+json`` (RFC 7386): the labels under
+  ``--prefix`` plus ``feature.node.kubernetes.io/network-rdma.capable`` that differ, ``null`` for
+  a label rdmadoctor set before (listed in the ``<prefix-domain>/owned-labels`` annotation) and
+  no longer computes, and that annotation. Any other label is never in a patch, so nobody
+  else's label can be changed or removed, whatever the annotation says.
+- ``PATCH /api/v1/nodes/NAME/status``, ``application/strategic-merge-patch+json``: a JSON merge
+  patch would replace the whole ``status.conditions`` list, kubelet's Ready included; a
+  strategic merge patch merges the list item by item on ``type`` (its patchMergeKey), which is
+  what the kubelet and Node Problem Detector send, so only rdmadoctor's conditions are touched.
+
+Errors: connection refused, timeouts, 5xx, 429 and 409 are retried a few times with backoff
+(the whole GET-compute-PATCH cycle, so a retry never sends a stale patch); 401 rebuilds the
+client once, which reads the kubeconfig or the projected ServiceAccount token again (lightkube
+>= 1.0 already re-reads an in-cluster token file on a 401 by itself; older ones and static
+kubeconfig tokens need the rebuild); 403 and other 4xx are not retried and name the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import threading
+import time
+from typing import IO, Callable
+
+from . import conditions as C
+from . import labels as L
+from .publish import Publisher, PublishConfigError, PublishError, node_labels, normalize_prefix, owned_annotation
+
+INSTALL_HINT = "pip install 'rdmadoctor[k8s]'"
+FIELD_MANAGER = "rdmadoctor"
+_RETRY_STATUS = {409, 429, 500, 502, 503, 504}
+MAX_BACKOFF = 8.0
+
+
+def _rfc3339(ts: float) -> str:
+    from .nfd import rfc3339
+
+    return rfc3339(ts)
+
+
+def _parse_time(text: str) -> float | None:
+    from .nfd import parse_rfc3339
+
+    return parse_rfc3339(text) if text else None
+
+
+class _Retry(Exception):
+    def __init__(self, why: str, after: float | None = None):
+        super().__init__(why)
+        self.why = why
+        self.after = after
+
+
+class _Unauthorized(Exception):
+    pass
+
+
+def _httpx():
+    """The HTTP library of the installed lightkube: httpx2 since lightkube 1.0, httpx before."""
+    from lightkube.core import generic_client
+
+    return generic_client.httpx
+
+
+def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[str, str], prefix: str) -> dict:
+    """The merge patch taking the node's labels to ``wanted`` ({} when nothing changes)."""
+    prefix = normalize_prefix(prefix)
+    ann_key = owned_annotation(prefix)
+    current_labels = current_labels or {}
+    current_annotations = current_annotations or {}
+    previously = {k.strip() for k in (current_annotations.get(ann_key) or "").split(",") if k.strip()}
+    changes: dict[str, str | None] = {}
+    for k, v in wanted.items():
+        if current_labels.get(k) != v:
+            changes[k] = v
+    for k in sorted(previously - set(wanted)):
+        # in_domain: an edited annotation must never make us delete someone else's label.
+        if k in current_labels and (k.startswith(prefix) or k == L.RDMA_CAPABLE):
+            changes[k] = None
+    owned = ",".join(sorted(wanted))
+    meta: dict = {}
+    if changes:
+        meta["labels"] = changes
+    if current_annotations.get(ann_key) != owned:
+        meta["annotations"] = {ann_key: owned}
+    return {"metadata": meta} if meta else {}
+
+
+class NodeAPI:
+    """The three Node calls, with lightkube imported on first use."""
+
+    def __init__(self, kubeconfig: str | None, timeout: float):
+        self.kubeconfig = kubeconfig
+        self.timeout = timeout
+        self._client = None
+        try:
+            import lightkube  # noqa: F401
+
+            _httpx()
+        except ImportError as e:
+            raise PublishConfigError(
+                f"--publish node and --conditions need lightkube, which is not installed ({e})",
+                f"{INSTALL_HINT}, or use --publish nfd (no API access needed)",
+            ) from e
+
+    def client(self):
+        if self._client is None:
+            from lightkube import Client, KubeConfig
+            from lightkube.core.exceptions import ConfigError
+
+            httpx = _httpx()
+            try:
+                if self.kubeconfig:
+                    config = KubeConfig.from_file(self.kubeconfig)
+                else:
+                    # In a pod: the ServiceAccount token (re-read on 401) and the cluster CA;
+                    # elsewhere $KUBECONFIG or ~/.kube/config.
+                    config = KubeConfig.from_env()
+            except (ConfigError, OSError, ValueError, KeyError) as e:
+                where = self.kubeconfig or "in-cluster ServiceAccount, $KUBECONFIG or ~/.kube/config"
+                raise PublishError(
+                    f"cannot load Kubernetes credentials from {where}: {e}. In a pod, mount a "
+                    "ServiceAccount token (automountServiceAccountToken: true, the deploy/ direct-mode "
+                    "overlay); elsewhere pass --kubeconfig", transient=False,
+                ) from e
+            try:
+                self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
+            except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
+                raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
+        return self._client
+
+    def reset(self) -> None:
+        c, self._client = self._client, None
+        if c is not None:
+            try:
+                c.close()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _call(self, fn):
+        from lightkube import ApiError
+        from lightkube.core.exceptions import ConfigError
+
+        httpx = _httpx()
+        try:
+            return fn(self.client())
+        except ApiError as e:
+            code = int(getattr(e.status, "code", 0) or e.response.status_code)
+            msg = getattr(e.status, "message", None) or str(e)
+            retry_after = e.response.headers.get("Retry-After") if e.response is not None else None
+            self._raise_for(code, msg, retry_after)
+        except httpx.HTTPStatusError as e:  # an error without a JSON Status body (a proxy, a LB)
+            self._raise_for(e.response.status_code, e.response.text[:200], e.response.headers.get("Retry-After"))
+        except httpx.TransportError as e:  # refused, reset, DNS, timeouts
+            raise _Retry(f"{type(e).__name__}: {e or 'no answer'}") from e
+        except ConfigError as e:  # e.g. the token file vanished
+            raise PublishError(f"Kubernetes credentials: {e}", transient=False) from e
+
+    @staticmethod
+    def _raise_for(code: int, msg: str, retry_after: str | None):
+        if code == 401:
+            raise _Unauthorized(msg)
+        if code in _RETRY_STATUS:
+            after = None
+            if retry_after:
+                try:
+                    after = float(retry_after)
+                except ValueError:
+                    after = None
+            raise _Retry(f"HTTP {code}: {msg}", after)
+        if code == 403:
+            raise PublishError(
+                f"the API server refused (403 Forbidden): {msg}. The agent's ServiceAccount needs "
+                "get/patch on nodes (and patch on nodes/status with --conditions) — the ClusterRole "
+                "of the deploy/ direct-mode overlay — and its ValidatingAdmissionPolicy lets it change "
+                "only its own Node (spec.nodeName must match --node/NODE_NAME) and only labels under "
+                "its --prefix", transient=False,
+            )
+        if code == 404:
+            raise PublishError(
+                f"node not found (404): {msg}. --node/NODE_NAME must be the Node's name: set "
+                "NODE_NAME from the downward API (fieldRef: spec.nodeName)", transient=False,
+            )
+        raise PublishError(f"the API server refused the request (HTTP {code}): {msg}", transient=False)
+
+    def get_node(self, name: str) -> dict:
+        from lightkube.resources.core_v1 import Node
+
+        return self._call(lambda c: c.get(Node, name=name)).to_dict()
+
+    def patch_node(self, name: str, patch: dict) -> None:
+        from lightkube.resources.core_v1 import Node
+        from lightkube.types import PatchType
+
+        self._call(lambda c: c.patch(Node, name, patch, patch_type=PatchType.MERGE))
+
+    def patch_status(self, name: str, patch: dict) -> None:
+        from lightkube.resources.core_v1 import Node
+        from lightkube.types import PatchType
+
+        self._call(lambda c: c.patch(Node.Status, name, patch, patch_type=PatchType.STRATEGIC))
+
+    def close(self) -> None:
+        self.reset()
+
+
+class NodePublisher(Publisher):
+    """Labels on the Node (``labels=True``) and/or NodeConditions on nodes/status."""
+
+    def __init__(
+        self,
+        *,
+        node: str | None,
+        kubeconfig: str | None,
+        prefix: str,
+        labels: bool = True,
+        conditions: bool = False,
+        dry_run: bool = False,
+        out: IO[str] | None = None,
+        heartbeat: float = 300,
+        retries: int = 3,
+        backoff: float = 0.5,
+        timeout: float = 5.0,
+        clock: Callable[[], float] = time.time,
+        cancel: threading.Event | None = None,
+        api: NodeAPI | None = None,
+    ):
+        self.node = node or os.environ.get("NODE_NAME") or None
+        if not self.node:
+            raise PublishConfigError(
+                "no node name: pass --node NAME or set NODE_NAME",
+                "in a pod, set NODE_NAME from the downward API: env: [{name: NODE_NAME, "
+                "valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]",
+            )
+        if not _dns_subdomain(self.node):
+            raise PublishConfigError(f"--node {self.node!r} is not a valid Node name")
+        self.prefix = normalize_prefix(prefix)
+        self.do_labels = labels
+        self.do_conditions = conditions
+        self.dry_run = dry_run
+        self.out = out if out is not None else sys.stdout
+        self.heartbeat = float(heartbeat)
+        self.retries = max(0, int(retries))
+        self.backoff = float(backoff)
+        self.clock = clock
+        self.cancel = cancel
+        self.api = api if api is not None else NodeAPI(kubeconfig, timeout)
+        self.problems: tuple[str, ...] = ()
+        self.path = f"/api/v1/nodes/{self.node}"
+
+    # -- one cycle -------------------------------------------------------------------------
+    def _cycle(self, report: dict, written: list[str]) -> list[str]:
+        node = self.api.get_node(self.node)
+        meta = node.get("metadata") or {}
+        notes: list[str] = []
+        if self.do_labels:
+            wanted, self.problems = node_labels(report, self.prefix)
+            patch = label_patch(meta.get("labels") or {}, meta.get("annotations") or {}, wanted, self.prefix)
+            if patch:
+                if self.dry_run:
+                    self._show("PATCH", self.path, "application/merge-patch+json", patch)
+                else:
+                    self.api.patch_node(self.node, patch)
+                    if "node" not in written:
+                        written.append("node")
+                changed = patch["metadata"].get("labels") or {}
+                notes.append(f"{len(changed)} label(s) changed on node {self.node}" if changed else f"owned-labels annotation updated on node {self.node}")
+            else:
+                notes.append(f"node {self.node} labels unchanged ({len(wanted)} labels)")
+        if self.do_conditions:
+            now = self.clock()
+            wanted_c = C.compute(report)
+            current = (node.get("status") or {}).get("conditions") or []
+            send = C.plan(wanted_c, current, _rfc3339(now), now, self.heartbeat, _parse_time)
+            if send:
+                patch = {"status": {"conditions": send}}
+                if self.dry_run:
+                    self._show("PATCH", self.path + "/status", "application/strategic-merge-patch+json", patch)
+                else:
+                    self.api.patch_status(self.node, patch)
+                    if "node-status" not in written:
+                        written.append("node-status")
+                notes.append(f"{len(send)} condition(s) written")
+            else:
+                notes.append("conditions unchanged")
+        if self.dry_run and self.do_labels:
+            for k in sorted(wanted):
+                self.out.write(f"{k}={wanted[k]}\n")
+        self.summary = ("dry run: " if self.dry_run else "") + "; ".join(notes)
+        return written
+
+    def _show(self, method: str, path: str, ctype: str, body: dict) -> None:
+        self.out.write(f"# would send {method} {path} ({ctype}): {json.dumps(body, sort_keys=True)}\n")
+
+    def publish(self, report: dict) -> list[str]:
+        written: list[str] = []
+        rebuilt = False
+        attempt = 0
+        delay = self.backoff
+        while True:
+            try:
+                self._cycle(report, written)
+                if self.dry_run:
+                    self.out.flush()
+                return written
+            except _Unauthorized as e:
+                if rebuilt:
+                    raise PublishError(
+                        f"the API server refused our credentials (401 Unauthorized: {e}) even after "
+                        "reloading them: the ServiceAccount token or --kubeconfig is expired or revoked",
+                        transient=True,
+                    ) from None
+                rebuilt = True
+                self.api.reset()  # a rotated token: read the kubeconfig / token file again
+                continue
+            except _Retry as e:
+                attempt += 1
+                if attempt > self.retries:
+                    raise PublishError(
+                        f"Kubernetes API at node {self.node}: {e.why} (gave up after {attempt} attempts)",
+                        transient=True,
+                    ) from None
+                wait = e.after if e.after is not None else delay * (0.5 + random.random())
+                wait = min(wait, MAX_BACKOFF)
+                delay = min(delay * 2, MAX_BACKOFF)
+                if self.cancel is not None:
+                    if self.cancel.wait(wait):
+                        raise PublishError(f"stopped while retrying: {e.why}", transient=True) from None
+                else:
+                    time.sleep(wait)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def _dns_subdomain(name: str) -> bool:
+    import re
+
+    return len(name) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name) is not None

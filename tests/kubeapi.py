@@ -1,0 +1,350 @@
+"""FakeKubeAPI: a loopback HTTP server standing in for the Kubernetes API server.
+
+No Kubernetes API server (nor kind, nor envtest) can run on the machines these tests run on,
+so this server implements exactly, and only, the calls rdmadoctor's node publisher makes:
+
+- ``GET   /api/v1/nodes/NAME``
+- ``PATCH /api/v1/nodes/NAME``         Content-Type ``application/merge-patch+json`` (RFC 7386)
+- ``PATCH /api/v1/nodes/NAME/status``  Content-Type ``application/strategic-merge-patch+json``
+  (what the kubelet and Node Problem Detector send: ``status.conditions`` is merged by its
+  ``type`` key, so other writers' conditions are kept) or ``application/merge-patch+json``
+
+It is strict where the real server would be, and stricter where a silent success would hide a
+client bug: another method gives 405, another path 404, another Content-Type 415, a body that is
+not a JSON object 400, a missing or wrong bearer token 401, a ``metadata.resourceVersion`` in a
+patch that is not the current one 409, a status patch touching anything but ``status`` (or a
+node patch touching ``status``) 422. Errors are ``Status`` objects served as
+``application/json``, as the real server does (lightkube only turns those into ``ApiError``).
+
+Every request is recorded in ``.requests`` as ``(method, path, content_type, body)`` (``body``
+is the parsed JSON or None; each entry also has ``.query`` and ``.auth``). Faults:
+``fail_next(n, status)`` answers the next n requests with that status, ``slow_next(n, seconds)``
+delays them (client timeouts), ``down()`` closes the listening socket (connection refused) and
+``up()`` listens again on the same port, ``token = "..."`` rotates the accepted bearer token.
+
+    with FakeKubeAPI() as api:
+        api.add_node("gpu-1", labels={"team": "ml"})
+        kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+MERGE = "application/merge-patch+json"
+STRATEGIC = "application/strategic-merge-patch+json"
+
+
+class Request(tuple):
+    """One recorded request; unpacks as (method, path, content_type, body)."""
+
+    def __new__(cls, method: str, path: str, content_type: str | None, body: Any, query: dict, auth: str | None):
+        self = super().__new__(cls, (method, path, content_type, body))
+        self.query = query
+        self.auth = auth
+        return self
+
+    method = property(lambda self: self[0])
+    path = property(lambda self: self[1])
+    content_type = property(lambda self: self[2])
+    body = property(lambda self: self[3])
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch: objects merge recursively, null deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = merge_patch(result.get(key), value)
+    return result
+
+
+# The only list rdmadoctor patches strategically; its patchMergeKey in the Kubernetes API types.
+_MERGE_KEYS = {("status", "conditions"): "type"}
+
+
+def strategic_merge_patch(target: Any, patch: Any, path: tuple = ()) -> Any:
+    """The subset of a strategic merge patch the kubelet and NPD use on nodes/status: maps merge
+    like RFC 7386, lists with a patchMergeKey merge item by item on that key, other lists replace.
+    Directives (``$patch``, ``$retainKeys``, ``$setElementOrder``...) are refused, not guessed."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if key.startswith("$"):
+            raise ValueError(f"strategic merge directive {key!r} is not implemented by FakeKubeAPI")
+        sub = path + (key,)
+        if value is None:
+            result.pop(key, None)
+        elif sub in _MERGE_KEYS and isinstance(value, list):
+            mkey = _MERGE_KEYS[sub]
+            items = [copy.deepcopy(i) for i in (result.get(key) or [])]
+            for item in value:
+                if not isinstance(item, dict) or mkey not in item:
+                    raise ValueError(f"{'.'.join(sub)}: every item needs its merge key {mkey!r}")
+                for i, old in enumerate(items):
+                    if old.get(mkey) == item[mkey]:
+                        items[i] = strategic_merge_patch(old, item, sub)
+                        break
+                else:
+                    items.append(strategic_merge_patch({}, item, sub))
+            result[key] = items
+        else:
+            result[key] = strategic_merge_patch(result.get(key), value, sub)
+    return result
+
+
+class _Fault:
+    def __init__(self, count: int, status: int | None = None, delay: float = 0.0, methods: tuple[str, ...] | None = None):
+        self.count = count
+        self.status = status
+        self.delay = delay
+        self.methods = methods
+
+
+class FakeKubeAPI:
+    """A context manager serving the Node API on 127.0.0.1 (a free port) from a thread."""
+
+    def __init__(self, token: str = "rdmadoctor-test-token"):
+        self.token = token
+        self.nodes: dict[str, dict] = {}
+        self.requests: list[Request] = []
+        self._faults: list[_Fault] = []
+        self._lock = threading.RLock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._port = 0
+        self._rv = 1000
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def __enter__(self) -> "FakeKubeAPI":
+        self.up()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def up(self) -> None:
+        """Listen (again, on the same port after ``down()``)."""
+        if self._server is not None:
+            return
+        api = self
+
+        class Handler(_Handler):
+            fake = api
+
+        server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        server.daemon_threads = True
+        self._port = server.server_address[1]
+        self._server = server
+        self._thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self._thread.start()
+
+    def down(self) -> None:
+        """Stop listening: clients now get 'connection refused'."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._port}"
+
+    def kubeconfig(self, path: str | Path, token: str | None = None) -> str:
+        """Write a kubeconfig (JSON, which is YAML) pointing at this server; returns its path."""
+        conf = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "rdmadoctor", "user": {"token": token if token is not None else self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "rdmadoctor"}}],
+            "current-context": "fake",
+        }
+        Path(path).write_text(json.dumps(conf, indent=1))
+        return str(path)
+
+    # -- state -----------------------------------------------------------------------------
+    def add_node(self, name: str, labels: dict | None = None, annotations: dict | None = None, conditions: list | None = None) -> dict:
+        with self._lock:
+            self._rv += 1
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "uid": str(uuid.uuid4()),
+                    "resourceVersion": str(self._rv),
+                    "creationTimestamp": "2024-01-01T00:00:00Z",
+                    "labels": dict(labels or {"kubernetes.io/hostname": name}),
+                    "annotations": dict(annotations or {}),
+                },
+                "spec": {},
+                "status": {"conditions": copy.deepcopy(conditions or [])},
+            }
+            self.nodes[name] = node
+            return node
+
+    def labels(self, name: str) -> dict:
+        with self._lock:
+            return dict(self.nodes[name]["metadata"].get("labels") or {})
+
+    def annotations(self, name: str) -> dict:
+        with self._lock:
+            return dict(self.nodes[name]["metadata"].get("annotations") or {})
+
+    def conditions(self, name: str) -> list[dict]:
+        with self._lock:
+            return copy.deepcopy(self.nodes[name].get("status", {}).get("conditions") or [])
+
+    def writes(self) -> list[Request]:
+        """The requests that could have changed something (every PATCH, answered or not)."""
+        with self._lock:
+            return [r for r in self.requests if r.method != "GET"]
+
+    def clear(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    # -- faults ----------------------------------------------------------------------------
+    def fail_next(self, n: int, status: int = 500, methods: tuple[str, ...] | None = None) -> None:
+        """Answer the next ``n`` requests (of ``methods``, default any) with ``status``."""
+        with self._lock:
+            self._faults.append(_Fault(n, status=status, methods=methods))
+
+    def slow_next(self, n: int, seconds: float, methods: tuple[str, ...] | None = None) -> None:
+        """Delay the next ``n`` requests by ``seconds`` before answering them normally."""
+        with self._lock:
+            self._faults.append(_Fault(n, delay=seconds, methods=methods))
+
+    def _take_fault(self, method: str) -> _Fault | None:
+        with self._lock:
+            for f in self._faults:
+                if f.count > 0 and (f.methods is None or method in f.methods):
+                    f.count -= 1
+                    if f.count == 0:
+                        self._faults.remove(f)
+                    return f
+        return None
+
+    # -- the API ---------------------------------------------------------------------------
+    def _handle(self, method: str, raw_path: str, headers, body: bytes) -> tuple[int, dict]:
+        split = urlsplit(raw_path)
+        path, query = split.path, parse_qs(split.query)
+        ctype = headers.get("Content-Type")
+        ctype_base = ctype.split(";")[0].strip() if ctype else None
+        parsed: Any = None
+        bad_json = False
+        if body:
+            try:
+                parsed = json.loads(body)
+            except ValueError:
+                parsed, bad_json = body.decode("utf-8", "replace"), True
+        auth = headers.get("Authorization")
+        with self._lock:
+            self.requests.append(Request(method, path, ctype_base, parsed, query, auth))
+        fault = self._take_fault(method)
+        if fault is not None:
+            if fault.delay:
+                time.sleep(fault.delay)
+            if fault.status is not None:
+                return _status(fault.status, "injected by FakeKubeAPI.fail_next")
+        if auth != f"Bearer {self.token}":
+            return _status(401, "Unauthorized")
+
+        parts = path.strip("/").split("/")
+        if parts[:3] != ["api", "v1", "nodes"] or len(parts) not in (4, 5) or (len(parts) == 5 and parts[4] != "status"):
+            return _status(404, f"the server could not find the requested resource ({path})", "NotFound")
+        name, sub = parts[3], (parts[4] if len(parts) == 5 else None)
+        allowed = ("PATCH",) if sub else ("GET", "PATCH")
+        if method not in allowed:
+            return _status(405, f"method {method} not allowed on {path}", "MethodNotAllowed")
+        with self._lock:
+            node = self.nodes.get(name)
+            if node is None:
+                return _status(404, f'nodes "{name}" not found', "NotFound")
+            if method == "GET":
+                return 200, copy.deepcopy(node)
+            ok_types = (MERGE, STRATEGIC) if sub else (MERGE,)
+            if ctype_base not in ok_types:
+                return _status(415, f"the body of the request was in an unknown format - accepted media types include: {', '.join(ok_types)}", "UnsupportedMediaType")
+            if bad_json or not isinstance(parsed, dict):
+                return _status(400, "the patch body is not a JSON object", "BadRequest")
+            if sub:
+                extra = set(parsed) - {"status"}
+            else:
+                extra = set(parsed) & {"status", "spec"}
+            if extra:
+                return _status(422, f"{path}: this patch may not touch {sorted(extra)}", "Invalid")
+            want_rv = (parsed.get("metadata") or {}).get("resourceVersion") if isinstance(parsed.get("metadata"), dict) else None
+            if want_rv is not None and want_rv != node["metadata"]["resourceVersion"]:
+                return _status(409, f'Operation cannot be fulfilled on nodes "{name}": the object has been modified; please apply your changes to the latest version and try again', "Conflict")
+            try:
+                if ctype_base == STRATEGIC:
+                    new = strategic_merge_patch(node, parsed)
+                else:
+                    new = merge_patch(node, parsed)
+            except ValueError as e:
+                return _status(400, str(e), "BadRequest")
+            new["metadata"]["name"] = name  # the name is immutable
+            for field in ("labels", "annotations"):
+                for k, v in (new["metadata"].get(field) or {}).items():
+                    if not isinstance(v, str):
+                        return _status(422, f"metadata.{field}[{k}]: must be a string", "Invalid")
+            if new != node:
+                self._rv += 1
+                new["metadata"]["resourceVersion"] = str(self._rv)
+                self.nodes[name] = new
+            return 200, copy.deepcopy(self.nodes[name])
+
+
+def _status(code: int, message: str, reason: str = "") -> tuple[int, dict]:
+    reasons = {401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict", 429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable"}
+    return code, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or reasons.get(code, ""),
+        "code": code,
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    fake: FakeKubeAPI
+    # HTTP/1.0: one request a connection, so down() really refuses the next request.
+    protocol_version = "HTTP/1.0"
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        code, obj = self.fake._handle(self.command, self.path, self.headers, body)
+        data = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        if code == 429:
+            self.send_header("Retry-After", "1")
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _serve
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet
+        pass
