@@ -22,6 +22,13 @@ def main(argv: list[str] | None = None) -> None:
             from .check import run_check
 
             raise SystemExit(run_check(**parsed))
+    if args and args[0] == "preflight":
+        # Every init container of every job runs it: the same typer-free path as `check`.
+        from ..preflight import parse_argv, run_preflight
+
+        parsed = parse_argv(args[1:])
+        if parsed is not None:
+            raise SystemExit(run_preflight(**parsed))
     from .app import app
 
     app(args=args, prog_name="rdmadoctor")

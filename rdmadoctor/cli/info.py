@@ -16,6 +16,10 @@ def _all_codes() -> dict:
     for c in checks:
         for code in c.codes:
             codes.setdefault(code.code, (code, c.id))
+    from ..preflight import master_codes
+
+    for code in master_codes():
+        codes.setdefault(code.code, (code, "preflight --wait-for-master"))
     return codes
 
 
