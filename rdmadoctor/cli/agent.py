@@ -1,7 +1,95 @@
-"""`rdmadoctor agent` (being written)."""
+"""`rdmadoctor agent`: the DaemonSet loop (rdmadoctor/agent.py does the work).
+
+Nothing heavy is imported here: this module is imported by every typer command line, so
+prometheus-client and lightkube are imported inside the command body only.
+"""
 
 from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+PUBLISH_MODES = ("nfd", "node", "stdout")
+LOG_FORMATS = ("text", "json")
+DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+
+# typer's rich help keeps single line breaks: one line per paragraph or list item.
+AGENT_HELP = """Run the checks every --interval seconds, publish the node's labels, serve /metrics.
+
+The DaemonSet's command. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
+
+Publishing (--publish):
+- nfd (default): write <features-dir>/rdmadoctor for Node Feature Discovery; no API access needed; the file carries an expiry so the labels vanish if the agent stops.
+- node: patch the Node's labels directly (RBAC: nodes get/patch; nodes/status patch with --conditions); node name from --node or $NODE_NAME.
+- stdout: print the labels when they change (what --dry-run shows for the others).
+
+On --metrics-port (default 9470; 0 = off):
+- /metrics: rdmadoctor_check_ok{check}, rdmadoctor_finding{code,severity}, rdmadoctor_check_duration_seconds{check}, rdmadoctor_last_run_timestamp_seconds, rdmadoctor_node_updates_total{target}, rdmadoctor_api_errors_total, rdmadoctor_build_info{version}.
+- /healthz: 200 "ok" while the checks keep running (the last cycle finished within 3 intervals + 10 s); 503 and the reason when the last cycle failed or is stuck.
+
+Logs go to stderr: one line at start, then only when the node's status or its problems change, and on errors. SIGTERM or SIGINT stops it within about two seconds, exit 0. With --once: one cycle, then exit 0 healthy, 1 a problem, 2 unknown (or the publish failed).
+"""
 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
+    from .app import BundleOpt, ExampleOpt, RootOpt
+
+    @app.command("agent", help=AGENT_HELP)
+    def agent(
+        root: Optional[str] = RootOpt,
+        bundle: Optional[str] = BundleOpt,
+        example: Optional[str] = ExampleOpt,
+        profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
+        config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME]); re-read every cycle, so a mounted ConfigMap's edits apply without a restart."),
+        pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config (e.g. from a node label via the downward API)."),
+        publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help="Where the labels go: an NFD features file (default, no API access), the Node object, or stdout."),
+        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="NFD's local features directory (with --publish nfd); mount the host's directory here writable."),
+        expiry: int = typer.Option(600, "--expiry", metavar="SECONDS", help="The NFD file's labels expire this long after the last write, so they vanish if the agent stops; keep it several intervals long."),
+        node: Optional[str] = typer.Option(None, "--node", metavar="NAME", envvar="NODE_NAME", help="The Node to patch with --publish node (default $NODE_NAME, set it from spec.nodeName with the downward API)."),
+        kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help="Kubeconfig for --publish node; default: the in-cluster ServiceAccount."),
+        prefix: str = typer.Option("rdmadoctor.io/", "--prefix", metavar="PREFIX", help="Label prefix rdmadoctor owns; with --publish node only labels under it (and network-rdma.capable) are ever touched."),
+        conditions: bool = typer.Option(False, "--conditions", help="With --publish node, also set NodeConditions (RDMALinkProblem, RDMAConfigProblem, GPUDirectRDMAProblem; True = problem)."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be published instead of writing it."),
+        interval: float = typer.Option(60.0, "--interval", metavar="SECONDS", help="Seconds between cycles; each wait is jittered by +-10% so a DaemonSet's pods spread their API calls. The first cycle runs at once."),
+        metrics_port: int = typer.Option(9470, "--metrics-port", metavar="PORT", help="Serve /metrics and /healthz on this port; 0 turns the server off."),
+        metrics_address: str = typer.Option("0.0.0.0", "--metrics-address", metavar="ADDR", help="Address to serve metrics on (127.0.0.1 keeps them inside the node; :: for IPv6)."),
+        report_file: Optional[str] = typer.Option(None, "--report-file", metavar="FILE", help="Write the last report (JSON, schema rdmadoctor.report/v1) here after every cycle, atomically: a reader sees the old or the new report, never a part."),
+        log_format: str = typer.Option("text", "--log-format", metavar="text|json", help="Log lines on stderr as text, or as one JSON object a line (ts, level, msg, fields) for log pipelines."),
+        once: bool = typer.Option(False, "--once", help="Run one cycle (check, publish, report file) and exit with check's codes: 0 healthy, 1 a problem, 2 unknown or the publish failed."),
+    ) -> None:
+        from .errors import fail_usage
+
+        if publish not in PUBLISH_MODES:
+            raise typer.Exit(fail_usage(f"--publish must be one of {', '.join(PUBLISH_MODES)}, got {publish!r}"))
+        if log_format not in LOG_FORMATS:
+            raise typer.Exit(fail_usage(f"--log-format must be text or json, got {log_format!r}"))
+        given = [x for x in (root, bundle, example) if x]
+        if len(given) > 1:
+            raise typer.Exit(fail_usage("--root, --bundle and --example are exclusive: give one"))
+
+        from ..agent import run_agent
+        from ..runner import Options
+
+        opts = Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool)
+        raise typer.Exit(
+            run_agent(
+                opts,
+                publish_mode=publish,
+                features_dir=features_dir,
+                expiry=expiry,
+                node=node or os.environ.get("NODE_NAME") or None,
+                kubeconfig=kubeconfig,
+                prefix=prefix,
+                conditions=conditions,
+                dry_run=dry_run,
+                interval=interval,
+                metrics_port=metrics_port,
+                metrics_address=metrics_address,
+                report_file=report_file,
+                log_format=log_format,
+                once=once,
+            )
+        )

@@ -1,0 +1,225 @@
+"""The agent's Prometheus metrics and its small HTTP server (/metrics, /healthz).
+
+The metrics are one collector that renders a snapshot of the last cycle, swapped in whole by
+the agent after each cycle. A scrape therefore never sees half of an update, and a series whose
+check or finding code went away is simply not rendered any more: nothing stale to remove by
+hand. The collector lives in its own ``CollectorRegistry``, never prometheus-client's global
+one, so the process-level default collectors and anything else imported stay out of it (and
+tests can build as many as they like).
+
+prometheus-client is imported only when metrics are rendered or served: the agent with
+``--metrics-port 0`` (and the ``check`` path, always) runs without it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .model import FAIL, PASS, SKIP, UNKNOWN, WARN
+
+# A check that passed or only warned still lets a job train; fail and unknown do not.
+CHECK_OK_VALUE = {PASS: 1.0, WARN: 1.0, FAIL: 0.0, UNKNOWN: 0.0}
+
+HELP = {
+    "rdmadoctor_check_ok": (
+        "1 when the check passed or only warned, 0 when it failed or could not decide (unknown). "
+        "Skipped checks (a precondition unmet, e.g. roce.config on an InfiniBand node) have no series."
+    ),
+    "rdmadoctor_finding": (
+        "Findings of the last run per code and severity (error, warning, unknown, info); a code that "
+        "is no longer found has no series. `rdmadoctor explain CODE` says what it means and how to fix it."
+    ),
+    "rdmadoctor_check_duration_seconds": "Seconds the check (its preconditions, probe and judge) took in the last run.",
+    "rdmadoctor_last_run_timestamp_seconds": "Unix time the last run of the checks finished (alert when it stops advancing).",
+    "rdmadoctor_node_updates": (
+        "Writes of the node's labels (or conditions) per target: nfd (the NFD features file), node "
+        "(Node labels), node-status (NodeConditions). A node whose state does not change makes none."
+    ),
+    "rdmadoctor_api_errors": (
+        "Publish attempts that failed after the publisher's own short retries (API refused, 5xx, 409, "
+        "timeouts, expired token; or the NFD file could not be written). The agent keeps retrying with backoff."
+    ),
+    "rdmadoctor_build_info": "Always 1; the version label says which rdmadoctor runs.",
+}
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What the last finished cycle measured; replaced whole, never mutated."""
+
+    check_ok: dict[str, float] = field(default_factory=dict)
+    findings: dict[tuple[str, str], int] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    last_run: float | None = None
+
+
+def snapshot_of(results: list, finished_at: float) -> Snapshot:
+    """Build a snapshot from engine CheckResults (they carry status, findings and seconds)."""
+    check_ok: dict[str, float] = {}
+    findings: dict[tuple[str, str], int] = {}
+    durations: dict[str, float] = {}
+    for r in results:
+        durations[r.id] = float(r.seconds)
+        if r.status != SKIP:
+            check_ok[r.id] = CHECK_OK_VALUE.get(r.status, 0.0)
+        for f in r.findings:
+            key = (f.code, f.severity)
+            findings[key] = findings.get(key, 0) + 1
+    return Snapshot(check_ok, findings, durations, finished_at)
+
+
+class AgentMetrics:
+    """The agent's metric state. Thread-safe: the agent thread writes, scrape threads read."""
+
+    def __init__(self, version: str, targets: tuple[str, ...] = ()):
+        self.version = version
+        self._lock = threading.Lock()
+        self._snap = Snapshot()
+        # Targets this publish mode can write start at 0, so rate() works from the first write.
+        self._updates: dict[str, int] = {t: 0 for t in targets}
+        self._api_errors = 0
+
+    # -- writers (the agent) ---------------------------------------------------------------
+    def update(self, results: list, finished_at: float | None = None) -> None:
+        snap = snapshot_of(results, time.time() if finished_at is None else finished_at)
+        with self._lock:
+            self._snap = snap
+
+    def record_updates(self, targets: list[str]) -> None:
+        with self._lock:
+            for t in targets:
+                self._updates[t] = self._updates.get(t, 0) + 1
+
+    def record_api_error(self) -> None:
+        with self._lock:
+            self._api_errors += 1
+
+    # -- readers -----------------------------------------------------------------------------
+    @property
+    def api_errors(self) -> int:
+        with self._lock:
+            return self._api_errors
+
+    def updates(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._updates)
+
+    @property
+    def snapshot(self) -> Snapshot:
+        with self._lock:
+            return self._snap
+
+    def collect(self):
+        """The prometheus-client Collector protocol: yield metric families."""
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        with self._lock:
+            snap, updates, api_errors = self._snap, dict(self._updates), self._api_errors
+
+        ok = GaugeMetricFamily("rdmadoctor_check_ok", HELP["rdmadoctor_check_ok"], labels=["check"])
+        for check, v in sorted(snap.check_ok.items()):
+            ok.add_metric([check], v)
+        yield ok
+
+        fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity"])
+        for (code, severity), n in sorted(snap.findings.items()):
+            fnd.add_metric([code, severity], n)
+        yield fnd
+
+        dur = GaugeMetricFamily("rdmadoctor_check_duration_seconds", HELP["rdmadoctor_check_duration_seconds"], labels=["check"], unit="seconds")
+        for check, s in sorted(snap.durations.items()):
+            dur.add_metric([check], s)
+        yield dur
+
+        last = GaugeMetricFamily("rdmadoctor_last_run_timestamp_seconds", HELP["rdmadoctor_last_run_timestamp_seconds"], unit="seconds")
+        if snap.last_run is not None:
+            last.add_metric([], snap.last_run)
+        yield last
+
+        # CounterMetricFamily appends _total itself; no _created series (they would only add noise).
+        upd = CounterMetricFamily("rdmadoctor_node_updates", HELP["rdmadoctor_node_updates"], labels=["target"])
+        for target, n in sorted(updates.items()):
+            upd.add_metric([target], n)
+        yield upd
+
+        yield CounterMetricFamily("rdmadoctor_api_errors", HELP["rdmadoctor_api_errors"], value=api_errors)
+
+        info = GaugeMetricFamily("rdmadoctor_build_info", HELP["rdmadoctor_build_info"], labels=["version"])
+        info.add_metric([self.version], 1)
+        yield info
+
+    def registry(self):
+        """A CollectorRegistry of its own holding only these metrics."""
+        from prometheus_client import CollectorRegistry
+
+        reg = CollectorRegistry(auto_describe=False)
+        reg.register(self)
+        return reg
+
+
+def render(registry) -> bytes:
+    from prometheus_client import generate_latest
+
+    return generate_latest(registry)
+
+
+class MetricsServer:
+    """/metrics and /healthz on a ThreadingHTTPServer in a daemon thread.
+
+    ``health()`` returns (ok, reason); /healthz answers 200 "ok" or 503 with the reason.
+    """
+
+    def __init__(self, address: str, port: int, registry, health: Callable[[], tuple[bool, str]]):
+        import socket
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        from prometheus_client import CONTENT_TYPE_LATEST
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    try:
+                        body, ctype, code = render(registry), CONTENT_TYPE_LATEST, 200
+                    except Exception as e:  # noqa: BLE001 - a scrape must not kill the server
+                        body, ctype, code = f"metrics failed: {type(e).__name__}: {e}\n".encode(), "text/plain; charset=utf-8", 500
+                elif path in ("/healthz", "/livez", "/readyz"):
+                    ok, reason = health()
+                    body, ctype, code = (reason + "\n").encode(), "text/plain; charset=utf-8", 200 if ok else 503
+                elif path == "/":
+                    body = b"rdmadoctor agent: /metrics /healthz\n"
+                    ctype, code = "text/plain; charset=utf-8", 200
+                else:
+                    body, ctype, code = b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8", 404
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(body)
+
+            do_HEAD = do_GET
+
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - scrapes stay out of the log
+                pass
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            address_family = socket.AF_INET6 if ":" in address else socket.AF_INET
+
+        self.httpd = Server((address, port), Handler)
+        self.address, self.port = self.httpd.server_address[:2]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2}, name="metrics", daemon=True)
+
+    def start(self) -> "MetricsServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
