@@ -323,6 +323,7 @@ def _shm_inventory(f: ShmFacts) -> dict:
 
 CHECKS = [
     Check(
+        scope="pod",
         id="limits.memlock",
         title="Locked-memory limit and CAP_IPC_LOCK",
         probe=probe_memlock,
@@ -333,6 +334,7 @@ CHECKS = [
         "capabilities: what RDMA memory registration needs.",
     ),
     Check(
+        scope="pod",
         id="shm.size",
         title="/dev/shm size",
         probe=probe_shm,

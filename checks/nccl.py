@@ -786,6 +786,7 @@ def _inventory_json(facts: NcclFacts) -> dict:
 
 CHECKS = [
     Check(
+        scope="pod",
         id="nccl.env",
         title="NCCL settings",
         probe=probe_nccl,

@@ -792,6 +792,7 @@ def _inventory(f: VerbsFacts) -> dict:
 
 CHECKS = [
     Check(
+        scope="pod",
         id="verbs.userspace",
         title="RDMA userspace (libibverbs, providers, /dev/infiniband)",
         probe=probe_verbs,

@@ -317,6 +317,11 @@ class Agent:
             self.last_publish_error = why
             return False
         self.metrics.record_updates(targets)
+        # --conditions events are best effort: the publish succeeded, but say what was lost.
+        for part in getattr(self.publisher, "parts", None) or [self.publisher]:
+            for why in getattr(part, "event_errors", None) or ():
+                self.metrics.record_api_error()
+                self.log.warning("event not created", error=why)
         if self.publish_failures:
             self.log.info("publish recovered", failures=self.publish_failures, targets=targets)
         labels = report.get("labels") or {}

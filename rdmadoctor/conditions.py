@@ -13,6 +13,9 @@ An error or warning finding makes a condition True; otherwise an unknown check m
 Unknown; otherwise False. node.labels is left out: it judges the labels this very publisher
 writes, so it would flap with them. The message names codes and subjects only, never measured
 values, so an unchanged node gives an unchanged condition (and no write).
+
+:func:`transitions` turns a change of these conditions into the core/v1 Events that go with it
+(Warning when a problem appears, Normal when it clears), as Node Problem Detector does.
 """
 
 from __future__ import annotations
@@ -158,4 +161,51 @@ def plan(
         if old is None or old.get("status") != w["status"] or not old.get("lastTransitionTime"):
             item["lastTransitionTime"] = now_iso
         out.append(item)
+    return out
+
+
+# -- Events on transitions -------------------------------------------------------------------
+
+UNKNOWN_REASON = "CheckUnknown"
+
+
+def ok_reason(ctype: str) -> str:
+    """The reason of the Normal event when a condition clears: RDMALinkProblem -> RDMALinkOK."""
+    return (ctype[: -len("Problem")] if ctype.endswith("Problem") else ctype) + "OK"
+
+
+def transitions(wanted: list[dict], current: list[dict]) -> list[dict]:
+    """The events [{condition, type, reason, message}] for going from the node's ``current``
+    conditions to ``wanted`` (both as in :func:`compute`), in ``wanted`` order.
+
+    A condition the node does not have yet counts as False, so a first publish of a healthy
+    node says nothing and a first publish of a broken one says what is broken; the node's own
+    conditions are the memory, so a restarted agent does not repeat itself.
+
+    - to True, or still True with another reason (a different problem now leads): Warning,
+      the condition's reason;
+    - to Unknown: Warning, ``CheckUnknown`` (rdmadoctor can no longer see this part of the node);
+    - to False from True or Unknown: Normal, ``<Type minus Problem>OK`` (RDMALinkOK...).
+
+    A message that changes under an unchanged status and reason (a second port down) makes no
+    event: the condition carries it, and an event a minute on a flapping port is noise."""
+    cur = {c.get("type"): c for c in current if isinstance(c, dict)}
+    out = []
+    for w in wanted:
+        old = cur.get(w["type"]) or {}
+        was = old.get("status") or "False"
+        status = w["status"]
+        if status == "True":
+            if was == "True" and old.get("reason") == w["reason"]:
+                continue
+            etype, reason = "Warning", w["reason"]
+        elif status == "Unknown":
+            if was == "Unknown":
+                continue
+            etype, reason = "Warning", UNKNOWN_REASON
+        else:
+            if was == "False":
+                continue
+            etype, reason = "Normal", ok_reason(w["type"])
+        out.append({"condition": w["type"], "type": etype, "reason": reason, "message": w["message"]})
     return out

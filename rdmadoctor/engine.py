@@ -96,12 +96,27 @@ def run_check(check: Check, ctx: Context) -> CheckResult:
     return res
 
 
-def run(checks: list[Check], ctx: Context, only: list[str] | None = None, skip: list[str] | None = None) -> list[CheckResult]:
+POD_SCOPE_REASON = "judges the container that runs it, not the node; `rdmadoctor preflight` judges it in the job's pods"
+
+
+def run(
+    checks: list[Check],
+    ctx: Context,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    scope: str = "all",
+) -> list[CheckResult]:
+    """Run the selected checks in dependency order. ``scope="node"`` skips pod-scope checks."""
     results: list[CheckResult] = []
     for check in order_checks(checks):
         if only and not _selected(check.id, only):
             continue
         if skip and _selected(check.id, skip):
+            continue
+        if scope == "node" and getattr(check, "scope", "node") == "pod":
+            r = CheckResult(check.id, check.title, SKIP, reason=POD_SCOPE_REASON)
+            ctx.results[check.id] = r
+            results.append(r)
             continue
         r = run_check(check, ctx)
         ctx.results[check.id] = r

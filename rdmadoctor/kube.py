@@ -12,6 +12,12 @@ Only these calls, and only when something changed (a steady node costs one GET a
   patch would replace the whole ``status.conditions`` list, kubelet's Ready included; a
   strategic merge patch merges the list item by item on ``type`` (its patchMergeKey), which is
   what the kubelet and Node Problem Detector send, so only rdmadoctor's conditions are touched.
+- ``POST /api/v1/namespaces/default/events``, ``application/json`` (with ``--conditions``): one
+  core/v1 Event each time a condition changes status (see :func:`conditions.transitions`),
+  about the Node, in ``default`` where the kubelet and NPD put node events. Best effort: sent
+  only after the status patch that records the change succeeded, at most one short retry, and a
+  failure (403 without ``events: create``, an outage) is counted in ``events_failed`` and named
+  in ``summary`` and ``event_errors``, never raised: the labels and conditions are what matter.
 
 Errors: connection refused, timeouts, 5xx, 429 and 409 are retried a few times with backoff
 (the whole GET-compute-PATCH cycle, so a retry never sends a stale patch); 401 rebuilds the
@@ -36,6 +42,12 @@ from .publish import Publisher, PublishConfigError, PublishError, node_labels, n
 
 INSTALL_HINT = "pip install 'rdmadoctor[k8s]'"
 FIELD_MANAGER = "rdmadoctor"
+# Where the kubelet and Node Problem Detector put the events of a (cluster-scoped) Node.
+EVENT_NAMESPACE = "default"
+EVENT_COMPONENT = "rdmadoctor"
+EVENT_ACTION = "ConditionChanged"
+EVENT_RETRY_DELAY = 0.5
+_MAX_INSTANCE = 128  # reportingInstance, apiserver's ReportingInstanceLengthLimit
 _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
 
@@ -63,11 +75,63 @@ class _Unauthorized(Exception):
     pass
 
 
+class _Refused(PublishError):
+    """An API answer no retry fixes (403, 404, other 4xx); ``code`` and the server's ``reason``
+    let a caller other than the Node publish (events) say it in its own words."""
+
+    def __init__(self, message: str, code: int, reason: str):
+        super().__init__(message, transient=False)
+        self.code = code
+        self.reason = reason
+
+
 def _httpx():
     """The HTTP library of the installed lightkube: httpx2 since lightkube 1.0, httpx before."""
     from lightkube.core import generic_client
 
     return generic_client.httpx
+
+
+def _micro_time(ts: float) -> str:
+    """A metav1.MicroTime: the apiserver parses it with Go's RFC3339Micro layout, which needs
+    exactly six fraction digits (a plain RFC3339 time is a 400)."""
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def event_body(node: str, uid: str | None, event: dict, now: float) -> dict:
+    """The core/v1 Event for one condition transition (``conditions.transitions`` item).
+
+    Both shapes a reader may look for: the legacy fields the kubelet and NPD fill
+    (source, firstTimestamp, lastTimestamp, count: ``kubectl get events`` sorts on them) and the
+    events.k8s.io ones (eventTime, reportingComponent, reportingInstance, action). On core/v1 the
+    apiserver accepts both together, and once eventTime is set it requires the reporting fields
+    and action, and a cluster-scoped involvedObject only in ``default`` or ``kube-system``
+    (pkg/apis/core/validation/events.go, legacyValidateEvent). The uid is the Node's real one,
+    which ``kubectl describe node`` (kubectl >= 1.24) searches besides the name."""
+    ref = {"apiVersion": "v1", "kind": "Node", "name": node}
+    if uid:
+        ref["uid"] = uid
+    stamp = _rfc3339(now)
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        # The server appends 5 characters; the kubelet names its node events "<node>.<hex>" too.
+        "metadata": {"generateName": node + ".", "namespace": EVENT_NAMESPACE},
+        "involvedObject": ref,
+        "type": event["type"],
+        "reason": event["reason"],
+        "message": event["message"][: C.MAX_MESSAGE],
+        "source": {"component": EVENT_COMPONENT, "host": node},
+        "firstTimestamp": stamp,
+        "lastTimestamp": stamp,
+        "count": 1,
+        "eventTime": _micro_time(now),
+        "reportingComponent": EVENT_COMPONENT,
+        "reportingInstance": node[:_MAX_INSTANCE],
+        "action": EVENT_ACTION,
+    }
 
 
 def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[str, str], prefix: str) -> dict:
@@ -95,7 +159,7 @@ def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[st
 
 
 class NodeAPI:
-    """The three Node calls, with lightkube imported on first use."""
+    """The three Node calls and event creation, with lightkube imported on first use."""
 
     def __init__(self, kubeconfig: str | None, timeout: float):
         self.kubeconfig = kubeconfig
@@ -177,19 +241,19 @@ class NodeAPI:
                     after = None
             raise _Retry(f"HTTP {code}: {msg}", after)
         if code == 403:
-            raise PublishError(
+            raise _Refused(
                 f"the API server refused (403 Forbidden): {msg}. The agent's ServiceAccount needs "
                 "get/patch on nodes (and patch on nodes/status with --conditions) — the ClusterRole "
                 "of the deploy/ direct-mode overlay — and its ValidatingAdmissionPolicy lets it change "
                 "only its own Node (spec.nodeName must match --node/NODE_NAME) and only labels under "
-                "its --prefix", transient=False,
+                "its --prefix", code, msg,
             )
         if code == 404:
-            raise PublishError(
+            raise _Refused(
                 f"node not found (404): {msg}. --node/NODE_NAME must be the Node's name: set "
-                "NODE_NAME from the downward API (fieldRef: spec.nodeName)", transient=False,
+                "NODE_NAME from the downward API (fieldRef: spec.nodeName)", code, msg,
             )
-        raise PublishError(f"the API server refused the request (HTTP {code}): {msg}", transient=False)
+        raise _Refused(f"the API server refused the request (HTTP {code}): {msg}", code, msg)
 
     def get_node(self, name: str) -> dict:
         from lightkube.resources.core_v1 import Node
@@ -207,6 +271,18 @@ class NodeAPI:
         from lightkube.types import PatchType
 
         self._call(lambda c: c.patch(Node.Status, name, patch, patch_type=PatchType.STRATEGIC))
+
+    def create_event(self, namespace: str, body: dict) -> None:
+        from lightkube.generic_resource import GenericNamespacedResource
+        from lightkube.resources.core_v1 import Event
+
+        # Through the typed Event model eventTime is a datetime, which lightkube 1.x (msgspec)
+        # writes with no fraction at a whole second: a 400. A generic resource is sent as the
+        # dict it is, to the same events endpoint.
+        class RawEvent(GenericNamespacedResource):
+            _api_info = Event._api_info
+
+        self._call(lambda c: c.create(RawEvent(body), namespace=namespace))
 
     def close(self) -> None:
         self.reset()
@@ -255,6 +331,10 @@ class NodePublisher(Publisher):
         self.api = api if api is not None else NodeAPI(kubeconfig, timeout)
         self.problems: tuple[str, ...] = ()
         self.path = f"/api/v1/nodes/{self.node}"
+        # Events are best effort: counted here (the agent may export them), never raised.
+        self.events_created = 0
+        self.events_failed = 0
+        self.event_errors: list[str] = []  # why events of the last publish were not created
 
     # -- one cycle -------------------------------------------------------------------------
     def _cycle(self, report: dict, written: list[str]) -> list[str]:
@@ -280,6 +360,9 @@ class NodePublisher(Publisher):
             wanted_c = C.compute(report)
             current = (node.get("status") or {}).get("conditions") or []
             send = C.plan(wanted_c, current, _rfc3339(now), now, self.heartbeat, _parse_time)
+            # Computed from this GET, sent only once the patch recording the change succeeded: a
+            # retried cycle starts from a fresh GET, so a transition is never announced twice.
+            events = C.transitions(wanted_c, current)
             if send:
                 patch = {"status": {"conditions": send}}
                 if self.dry_run:
@@ -291,17 +374,73 @@ class NodePublisher(Publisher):
                 notes.append(f"{len(send)} condition(s) written")
             else:
                 notes.append("conditions unchanged")
+            if events:
+                notes.append(self._send_events(events, meta.get("uid"), now))
         if self.dry_run and self.do_labels:
             for k in sorted(wanted):
                 self.out.write(f"{k}={wanted[k]}\n")
         self.summary = ("dry run: " if self.dry_run else "") + "; ".join(notes)
         return written
 
+    def _send_events(self, events: list[dict], uid: str | None, now: float) -> str:
+        """Create one Event per transition; returns a note for the summary. Never raises."""
+        path = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
+        bodies = [event_body(self.node, uid, e, now) for e in events]
+        if self.dry_run:
+            for body in bodies:
+                self._show("POST", path, "application/json", body)
+            return f"{len(bodies)} event(s) not sent"
+        created = 0
+        why = ""
+        for i, body in enumerate(bodies):
+            why = self._create_event(body)
+            if why:
+                # The next ones would meet the same RBAC or the same outage: one try is enough.
+                self.events_failed += len(bodies) - i
+                self.event_errors.append(why)
+                break
+            created += 1
+        self.events_created += created
+        if not why:
+            return f"{created} event(s) created"
+        return f"{created} of {len(bodies)} event(s) created; not created: {why}"
+
+    def _create_event(self, body: dict) -> str:
+        """'' when created, else why not: at most one short retry, and only for what may pass."""
+        for attempt in (1, 2):
+            try:
+                self.api.create_event(EVENT_NAMESPACE, body)
+                return ""
+            except _Retry as e:
+                if attempt == 2:
+                    return f"{e.why} (events are not retried further)"
+                if self.cancel is not None:
+                    if self.cancel.wait(EVENT_RETRY_DELAY):
+                        return f"{e.why} (stopping)"
+                else:
+                    time.sleep(EVENT_RETRY_DELAY)
+            except _Unauthorized as e:
+                return f"401 Unauthorized: {e}"
+            except _Refused as e:
+                if e.code == 403:
+                    return (
+                        f"HTTP 403 Forbidden ({e.reason}): the ServiceAccount may not create events "
+                        f"in namespace {EVENT_NAMESPACE!r}; grant it events create there (the deploy/ "
+                        "direct-mode overlay's RBAC). The conditions were written all the same"
+                    )
+                return f"HTTP {e.code}: {e.reason}"
+            except PublishError as e:  # credentials that could not be loaded
+                return e.message
+            except Exception as e:  # noqa: BLE001 - an event must never break the publish
+                return f"{type(e).__name__}: {e}"
+        return "not created"  # pragma: no cover - the loop always returns
+
     def _show(self, method: str, path: str, ctype: str, body: dict) -> None:
         self.out.write(f"# would send {method} {path} ({ctype}): {json.dumps(body, sort_keys=True)}\n")
 
     def publish(self, report: dict) -> list[str]:
         written: list[str] = []
+        self.event_errors = []
         rebuilt = False
         attempt = 0
         delay = self.backoff

@@ -78,6 +78,10 @@ class Check:
     # Facts that go into the report's "inventory": (facts) -> {key: json value}.
     inventory: Callable[[Any], dict[str, Any]] | None = None
     description: str = ""
+    # "node": judges the machine (ports, modules, PCIe); "pod": judges the process that runs it
+    # (its memlock, capabilities, /dev/shm, image userspace, job env). The agent and `label`
+    # judge the node only: the agent pod's own limits say nothing about a training pod's.
+    scope: str = "node"
 
 
 @record(frozen=False)

@@ -6,6 +6,7 @@ Schema (v1); every value a check could not establish is ``null``:
 - ``status``: pass | warn | fail | unknown (worst of the checks; skipped checks do not count)
 - ``exit_code``: what ``rdmadoctor check`` exits with (0 healthy, 1 a problem, 2 unknown)
 - ``host``: {label, kind (live|root|bundle), hostname}; ``profile``: the expectations' profile
+- ``scope``: all (this container on this node) | node (the machine only: the agent, `label`)
 - ``summary``: {checks, pass, warn, fail, unknown, skip, errors, warnings}
 - ``checks``: [{id, title, status, reason?, findings: [{code, severity, subject, message, remedy, data?}]}]
 - ``inventory``: rdma_source, rdma_devices [{name, driver, pci, numa_node, fw_ver, board_id,

@@ -24,6 +24,9 @@ class Options:
     skip: list[str] = field(default_factory=list)
     strict: bool = False
     timeout: float | None = None
+    # "all" (check, preflight: this container on this node) or "node" (agent, label: the
+    # machine only; pod-scope checks are skipped with the reason).
+    scope: str = "all"
 
 
 class UsageError(Exception):
@@ -64,7 +67,12 @@ class Diagnosis:
     ctx: engine.Context
 
 
+SCOPES = ("all", "node")
+
+
 def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
+    if opts.scope not in SCOPES:
+        raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {opts.scope!r}")
     checks, plugin_errors = registry.load_checks()
     known = {c.id for c in checks}
     only, skip = split_ids(opts.only), split_ids(opts.skip)
@@ -85,8 +93,9 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     if opts.timeout is not None:
         host.timeout = opts.timeout
     ctx = engine.Context(host=host, expect=expect)
-    results = engine.run(checks, ctx, only=only, skip=skip)
+    results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope)
     rep = report.build(
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
     )
+    rep["scope"] = opts.scope
     return Diagnosis(rep, results, ctx)

@@ -8,6 +8,14 @@ so this server implements exactly, and only, the calls rdmadoctor's node publish
 - ``PATCH /api/v1/nodes/NAME/status``  Content-Type ``application/strategic-merge-patch+json``
   (what the kubelet and Node Problem Detector send: ``status.conditions`` is merged by its
   ``type`` key, so other writers' conditions are kept) or ``application/merge-patch+json``
+- ``POST  /api/v1/namespaces/NAMESPACE/events``  Content-Type ``application/json``: a core/v1
+  Event, checked as the apiserver's legacyValidateEvent does (pkg/apis/core/validation/events.go:
+  with ``eventTime`` set, ``reportingComponent``, ``reportingInstance``, ``action`` and ``reason``
+  are required and a cluster-scoped involvedObject only goes to ``default`` or ``kube-system``;
+  without it, only ``default`` or no namespace), times parsed as Go parses them (``eventTime``
+  a MicroTime with exactly six fraction digits), ``metadata.generateName`` honoured. Stricter
+  than the server, because a client that omits them is broken: ``type`` must be Normal or
+  Warning, ``involvedObject`` needs kind and name. Created events are kept in ``.events``.
 
 It is strict where the real server would be, and stricter where a silent success would hide a
 client bug: another method gives 405, another path 404, another Content-Type 415, a body that is
@@ -31,6 +39,8 @@ from __future__ import annotations
 
 import copy
 import json
+import random
+import re
 import threading
 import time
 import uuid
@@ -69,6 +79,84 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = merge_patch(result.get(key), value)
     return result
+
+
+EVENTS_JSON = "application/json"
+# Go's time.Parse with time.RFC3339 (metav1.Time: a fraction is accepted though not in the layout)
+# and with RFC3339Micro "2006-01-02T15:04:05.000000Z07:00" (metav1.MicroTime: exactly six digits).
+_RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)")
+_RFC3339_MICRO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+_QUALIFIED_NAME = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+# names.SimpleNameGenerator: 5 characters from this alphabet, the base cut to 253 - 5.
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def validate_event(ev: dict, namespace: str) -> list[str]:
+    """The apiserver's checks of a core/v1 Event create (legacyValidateEvent; core/v1 skips the
+    strict events.k8s.io ones), plus the stricter ones named in the module docstring. [] = valid."""
+    errs: list[str] = []
+    ref = ev.get("involvedObject") or {}
+    if not isinstance(ref, dict):
+        return ["involvedObject: must be an object"]
+    ref_ns = ref.get("namespace") or ""
+    if not ev.get("eventTime"):
+        if not ref_ns:
+            if namespace not in ("", "default"):
+                errs.append("involvedObject.namespace: does not match event.namespace")
+        elif namespace != ref_ns:
+            errs.append("involvedObject.namespace: does not match event.namespace")
+    else:
+        if not ref_ns and namespace not in ("default", "kube-system"):
+            errs.append("involvedObject.namespace: does not match event.namespace")
+        ctrl = ev.get("reportingComponent") or ""
+        if not ctrl:
+            errs.append("reportingComponent: Required value")
+        elif not _QUALIFIED_NAME.fullmatch(ctrl):
+            errs.append(f"reportingComponent: Invalid value: {ctrl!r}")
+        inst = ev.get("reportingInstance") or ""
+        if not inst:
+            errs.append("reportingInstance: Required value")
+        elif len(inst) > 128:
+            errs.append("reportingInstance: can have at most 128 characters")
+        action = ev.get("action") or ""
+        if not action:
+            errs.append("action: Required value")
+        elif len(action) > 128:
+            errs.append("action: can have at most 128 characters")
+        reason = ev.get("reason") or ""
+        if not reason:
+            errs.append("reason: Required value")
+        elif len(reason) > 128:
+            errs.append("reason: can have at most 128 characters")
+        if len(ev.get("message") or "") > 1024:
+            errs.append("message: can have at most 1024 characters")
+    if len(namespace) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(namespace):
+        errs.append(f"namespace: Invalid value: {namespace!r}")
+    # Stricter than the server (see the module docstring).
+    if ev.get("type") not in ("Normal", "Warning"):
+        errs.append(f"type: Unsupported value: {ev.get('type')!r} (FakeKubeAPI: Normal or Warning)")
+    if not ref.get("kind") or not ref.get("name"):
+        errs.append("involvedObject: kind and name are required (FakeKubeAPI)")
+    return errs
+
+
+def _decode_event_errors(ev: dict) -> list[str]:
+    """What the apiserver's JSON decoder refuses (a 400, before validation)."""
+    errs = []
+    for field in ("firstTimestamp", "lastTimestamp"):
+        v = ev.get(field)
+        if v is not None and not (isinstance(v, str) and _RFC3339.fullmatch(v)):
+            errs.append(f"{field}: {v!r} is not an RFC 3339 time")
+    v = ev.get("eventTime")
+    if v is not None and not (isinstance(v, str) and _RFC3339_MICRO.fullmatch(v)):
+        errs.append(f'eventTime: parsing time {v!r} as "2006-01-02T15:04:05.000000Z07:00"')
+    if ev.get("count") is not None and (not isinstance(ev["count"], int) or isinstance(ev["count"], bool)):
+        errs.append("count: must be an integer")
+    for field in ("metadata", "involvedObject", "source"):
+        if ev.get(field) is not None and not isinstance(ev[field], dict):
+            errs.append(f"{field}: must be an object")
+    return errs
 
 
 # The only list rdmadoctor patches strategically; its patchMergeKey in the Kubernetes API types.
@@ -120,6 +208,8 @@ class FakeKubeAPI:
     def __init__(self, token: str = "rdmadoctor-test-token"):
         self.token = token
         self.nodes: dict[str, dict] = {}
+        self.events: list[dict] = []  # the Event objects created, as the server stored them
+        self.namespaces = {"default", "kube-system", "kube-public", "kube-node-lease"}
         self.requests: list[Request] = []
         self._faults: list[_Fault] = []
         self._lock = threading.RLock()
@@ -213,9 +303,15 @@ class FakeKubeAPI:
             return copy.deepcopy(self.nodes[name].get("status", {}).get("conditions") or [])
 
     def writes(self) -> list[Request]:
-        """The requests that could have changed something (every PATCH, answered or not)."""
+        """The requests that could have changed a Node (every PATCH, answered or not); event
+        POSTs are in :meth:`event_posts`."""
         with self._lock:
-            return [r for r in self.requests if r.method != "GET"]
+            return [r for r in self.requests if r.method != "GET" and not _is_events_path(r.path)]
+
+    def event_posts(self) -> list[Request]:
+        """Every request to an events path (answered or not)."""
+        with self._lock:
+            return [r for r in self.requests if _is_events_path(r.path)]
 
     def clear(self) -> None:
         with self._lock:
@@ -268,6 +364,8 @@ class FakeKubeAPI:
             return _status(401, "Unauthorized")
 
         parts = path.strip("/").split("/")
+        if _is_events_path(path):
+            return self._create_event(method, parts[3], ctype_base, parsed, bad_json)
         if parts[:3] != ["api", "v1", "nodes"] or len(parts) not in (4, 5) or (len(parts) == 5 and parts[4] != "status"):
             return _status(404, f"the server could not find the requested resource ({path})", "NotFound")
         name, sub = parts[3], (parts[4] if len(parts) == 5 else None)
@@ -311,6 +409,46 @@ class FakeKubeAPI:
                 new["metadata"]["resourceVersion"] = str(self._rv)
                 self.nodes[name] = new
             return 200, copy.deepcopy(self.nodes[name])
+
+
+    def _create_event(self, method: str, namespace: str, ctype: str | None, ev: Any, bad_json: bool) -> tuple[int, dict]:
+        if method != "POST":
+            return _status(405, f"method {method} not allowed on events (FakeKubeAPI: create only)", "MethodNotAllowed")
+        if ctype != EVENTS_JSON:
+            return _status(415, f"the body of the request was in an unknown format - accepted media types include: {EVENTS_JSON}", "UnsupportedMediaType")
+        if bad_json or not isinstance(ev, dict):
+            return _status(400, "the body is not a JSON object", "BadRequest")
+        with self._lock:
+            if namespace not in self.namespaces:
+                return _status(404, f'namespaces "{namespace}" not found', "NotFound")
+            if ev.get("kind", "Event") != "Event" or ev.get("apiVersion", "v1") != "v1":
+                return _status(400, f"the API version in the data ({ev.get('apiVersion')}) does not match the expected API version (v1) or kind ({ev.get('kind')}) is not Event", "BadRequest")
+            errs = _decode_event_errors(ev)
+            if errs:
+                return _status(400, "; ".join(errs), "BadRequest")
+            meta = dict(ev.get("metadata") or {})
+            if meta.get("namespace") not in (None, "", namespace):
+                return _status(400, "the namespace of the provided object does not match the namespace sent on the request", "BadRequest")
+            if not meta.get("name"):
+                base = meta.get("generateName") or ""
+                if not base:
+                    return _status(422, "metadata.name: Required value: name or generateName is required", "Invalid")
+                meta["name"] = base[: 253 - 5] + "".join(random.choice(_NAME_ALPHABET) for _ in range(5))
+            errs = validate_event(ev, namespace)
+            if errs:
+                return _status(422, f'Event "{meta["name"]}" is invalid: ' + "; ".join(errs), "Invalid")
+            if any(e["metadata"]["name"] == meta["name"] and e["metadata"]["namespace"] == namespace for e in self.events):
+                return _status(409, f'events "{meta["name"]}" already exists', "AlreadyExists")
+            self._rv += 1
+            meta.update(namespace=namespace, uid=str(uuid.uuid4()), resourceVersion=str(self._rv), creationTimestamp=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            stored = {**copy.deepcopy(ev), "apiVersion": "v1", "kind": "Event", "metadata": meta}
+            self.events.append(stored)
+            return 201, copy.deepcopy(stored)
+
+
+def _is_events_path(path: str) -> bool:
+    parts = path.strip("/").split("/")
+    return len(parts) == 5 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "events"
 
 
 def _status(code: int, message: str, reason: str = "") -> tuple[int, dict]:

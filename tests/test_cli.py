@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import check_json, run_cli
+from conftest import check_json, codes_of, run_cli
 
 from rdmadoctor.cli import fast
 
@@ -117,3 +117,20 @@ def test_empty_root_is_a_clear_no_devices_report(tmp_path):
 def test_bundle_without_any_source_is_unknown(tmp_path):
     code, rep = check_json(["--bundle", str(tmp_path), "--only", "ib"])
     assert code == 2 and rep["status"] == "unknown"
+
+
+def test_scope_node_skips_the_checks_of_the_running_process():
+    """--scope node (what the agent and `label` use) judges the machine: the pod-scope checks
+    are skipped with the reason, the node's own problem still fails, and the labels agree."""
+    code_all, rep_all = check_json(["--example", "broken-pod"])
+    code_node, rep_node = check_json(["--example", "broken-pod", "--scope", "node"])
+    pod_scope = {"limits.memlock", "shm.size", "verbs.userspace", "nccl.env"}
+    by_id = {c["id"]: c for c in rep_node["checks"]}
+    assert {i for i in pod_scope if by_id[i]["status"] == "skip" and "preflight" in by_id[i]["reason"]} == pod_scope
+    assert codes_of(rep_all) >= {"MEMLOCK_LIMITED", "SHM_TOO_SMALL", "IB_PORT_DOWN"}
+    assert "IB_PORT_DOWN" in codes_of(rep_node) and not codes_of(rep_node) & {"MEMLOCK_LIMITED", "SHM_TOO_SMALL", "CAP_IPC_LOCK_MISSING"}
+    assert code_all == code_node == 1 and rep_node["scope"] == "node" and rep_all["scope"] == "all"
+    # The healthy node stays healthy either way; a bad scope is a usage error.
+    assert check_json(["--example", "roce-node", "--scope", "node"])[0] == 0
+    code, _, err = run_cli(["check", "--example", "roce-node", "--scope", "pod"])
+    assert code == 2 and "--scope must be one of all, node" in err

@@ -89,7 +89,8 @@ def test_node_mode_against_the_fake_api(tmp_path):
         conds = {c["type"]: c for c in api.conditions("gpu-7")}
         assert conds["RDMALinkProblem"]["status"] == "True"
         assert conds["RDMALinkProblem"]["reason"] == "IBPortDown"
-        assert conds["RDMAConfigProblem"]["reason"] == "MemlockLimited"
+        # `label` judges the node (scope node): the example pod's memlock is not a node problem.
+        assert conds["RDMAConfigProblem"]["status"] == "False"
         assert conds["GPUDirectRDMAProblem"]["status"] == "False"
         api.fail_next(100, 403)
         code, _, err = run_cli(args)

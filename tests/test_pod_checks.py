@@ -671,6 +671,16 @@ def test_verbs_on_a_root_with_the_real_library(tmp_path):
     f = r.facts
     assert f.pabi == pabi and f.rdma_core == rdma_core_of(real.name)
     assert f.providers[0].private_abi == pabi  # read from the real provider
+    # A mounted root's device nodes are the node's (the DaemonSet's /host/dev): whether a pod may
+    # open them is the device plugin's grant, so they are seen, not opened.
+    assert all(not n.checked for n in f.dev_nodes) and {n.path.rsplit("/", 1)[-1] for n in f.dev_nodes if n.exists} >= {"uverbs0", "rdma_cm"}
+    assert not [x for x in r.findings if x.severity == "error"]
+    # The live root ("/" in a pod) opens them for real: the same tree seen as the live root.
+    from rdmadoctor.host import Host, _DirTree
+
+    live = Host(_DirTree(str(tmp_path)), label="/", kind="live", live_process=True, root=str(tmp_path))
+    r = run("verbs.userspace", live)
+    f = r.facts
     uv = next(n for n in f.dev_nodes if n.path.endswith("uverbs0"))
     assert uv.checked and uv.open_error  # "Is a directory"
     cm = next(n for n in f.dev_nodes if n.path.endswith("rdma_cm"))

@@ -18,7 +18,7 @@ DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 # typer's rich help keeps single line breaks: one line per paragraph or list item.
 AGENT_HELP = """Run the checks every --interval seconds, publish the node's labels, serve /metrics.
 
-The DaemonSet's command. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
+The DaemonSet's command. It judges the node only, like `check --scope node`: the checks of its own process (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped, since `rdmadoctor preflight` judges those in each job's pod. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
 
 Publishing (--publish):
 - nfd (default): write <features-dir>/rdmadoctor for Node Feature Discovery; no API access needed; the file carries an expiry so the labels vanish if the agent stops.
@@ -73,7 +73,7 @@ def register(app) -> None:
         from ..agent import run_agent
         from ..runner import Options
 
-        opts = Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool)
+        opts = Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool, scope="node")
         raise typer.Exit(
             run_agent(
                 opts,

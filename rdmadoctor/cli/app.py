@@ -56,6 +56,7 @@ def check(
     as_json: bool = JsonOpt,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
     verbose: bool = typer.Option(False, "--verbose", help="Also show informational findings."),
+    scope: str = typer.Option("all", "--scope", metavar="all|node", help="all: this container on this node (default). node: the machine only, as the agent judges it; the checks of the process itself (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped. Use node with --root /host from a debug pod."),
 ) -> None:
     """Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown)."""
     from .check import run_check
@@ -64,6 +65,7 @@ def check(
         run_check(
             root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
             sets=sets, only=only, skip=skip, timeout=timeout, as_json=as_json, strict=strict, verbose=verbose,
+            scope=scope,
         )
     )
 

@@ -24,6 +24,7 @@ def run_check(
     as_json: bool = False,
     strict: bool = False,
     verbose: bool = False,
+    scope: str = "all",
 ) -> int:
     opts = Options(
         root=root,
@@ -37,6 +38,7 @@ def run_check(
         skip=list(skip or []),
         strict=strict,
         timeout=timeout,
+        scope=scope or "all",
     )
     if timeout is not None and timeout <= 0:
         return fail_usage(f"--timeout must be positive, got {timeout:g}")

@@ -18,6 +18,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--only": ("only", "list"),
     "--skip": ("skip", "list"),
     "--timeout": ("timeout", "float"),
+    "--scope": ("scope", "str"),
     "--json": ("as_json", "flag"),
     "--strict": ("strict", "flag"),
     "--verbose": ("verbose", "flag"),
@@ -29,6 +30,7 @@ def defaults() -> dict[str, Any]:
     for name, kind in OPTIONS.values():
         out[name] = [] if kind == "list" else False if kind == "flag" else None
     out["profile"] = "generic"
+    out["scope"] = "all"
     return out
 
 

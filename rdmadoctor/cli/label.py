@@ -46,6 +46,8 @@ def register(app) -> None:
             "feature.node.kubernetes.io/network-rdma.capable and rdmadoctor.io/{ready,link-layer,"
             "active-ports,min-rate-gbps,gpudirect,gpu-nic}. Labels are published whether or not the "
             "node is healthy (ready=false is a label too). Writes only on change. "
+            "Judges the node only, like `check --scope node`: the checks of this process itself "
+            "(memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) belong to `rdmadoctor preflight` in the job's pods. "
             "Exit 0 published or nothing to change, 1 the write failed, 2 a usage error."
         ),
     )
@@ -105,7 +107,7 @@ def run_label(
         return fail_usage(e.message, e.hint)
     try:
         try:
-            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool))
+            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool, scope="node"))
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report
