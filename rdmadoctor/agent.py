@@ -19,13 +19,13 @@ import json
 import os
 import random
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
 from . import __version__
+from . import fsutil
 from .model import ERROR, UNKNOWN, WARNING
 from .runner import Options, UsageError, diagnose
 
@@ -75,35 +75,7 @@ def _quote(v: str) -> str:
 
 
 # ---- the report file ---------------------------------------------------------------------------
-def write_atomic(path: str, data: bytes, mode: int = 0o644) -> None:
-    """Replace ``path`` with ``data`` so a reader sees the old file or the new one, never a part.
-
-    A temp file in the same directory (os.replace is atomic only within one filesystem),
-    fsynced before the rename so a crash cannot leave an empty file under the final name.
-    """
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)  # mkstemp makes 0600; a sidecar or `kubectl cp` should read it
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(d, os.O_RDONLY)
-        try:
-            os.fsync(dfd)  # the rename itself survives a crash
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+write_atomic = fsutil.write_atomic  # the report file; tests call it as agent.write_atomic
 
 
 # ---- the loop ----------------------------------------------------------------------------------

@@ -29,13 +29,13 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable
 
 from . import labels as L
+from .fsutil import write_atomic as _write_atomic
 from .publish import DEFAULT_FEATURES_DIR, FEATURE_FILE, Publisher, PublishError, node_labels
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
@@ -119,39 +119,10 @@ def needs_write(old: str | None, body: str, now: float, window: float) -> bool:
 
 
 def write_atomic(directory: str | os.PathLike, name: str, data: bytes) -> Path:
-    """Write ``directory/name`` so a reader sees the old content or the new, never a mix.
-
-    A dot-file (ignored by NFD) in the same directory, fsync, rename over the target, fsync the
-    directory so the rename itself survives a power cut."""
-    directory = Path(directory)
-    target = directory / name
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-    try:
-        try:
-            os.fchmod(fd, 0o644)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return target
-    try:
-        os.fsync(dfd)
-    except OSError:  # some filesystems refuse fsync on a directory; the rename is done anyway
-        pass
-    finally:
-        os.close(dfd)
+    """Write ``directory/name`` so a reader sees the old content or the new, never a mix (the
+    temp file is a dot-file, which NFD ignores)."""
+    target = Path(directory) / name
+    _write_atomic(target, data)
     return target
 
 
