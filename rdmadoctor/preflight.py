@@ -880,46 +880,21 @@ FAST_OPTIONS: dict[str, tuple[str, str]] = {
 
 def parse_argv(args: list[str]) -> dict[str, Any] | None:
     """Keyword arguments for :func:`run_preflight`, or None to let typer handle (and explain) the line."""
-    out: dict[str, Any] = {
-        "root": None, "bundle": None, "example": None, "profile": "generic", "config": None, "pool": None,
-        "sets": [], "skip": [], "expect_hcas": None, "min_rate": None, "strict": False, "wait": False,
-        "master_addr": None, "master_port": None, "timeout": 300.0, "as_json": False, "exec_": False,
-    }
-    command: list[str] | None = None
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            command = list(args[i + 1:])
-            break
-        opt, eq, inline = arg.partition("=")
-        spec = FAST_OPTIONS.get(opt)
-        if spec is None:
-            return None
-        name, kind = spec
-        if kind == "flag":
-            if eq:
-                return None
-            out[name] = True
-            i += 1
-            continue
-        if eq:
-            value, i = inline, i + 1
-        else:
-            if i + 1 >= len(args) or args[i + 1].startswith("-"):
-                return None
-            value, i = args[i + 1], i + 2
-        try:
-            if kind == "list":
-                out[name].append(value)
-            elif kind == "int":
-                out[name] = int(value)
-            elif kind == "float":
-                out[name] = float(value)
-            else:
-                out[name] = value
-        except ValueError:
-            return None
+    from .cli.fast import parse
+
+    out = parse(
+        args,
+        FAST_OPTIONS,
+        {
+            "root": None, "bundle": None, "example": None, "profile": "generic", "config": None, "pool": None,
+            "sets": [], "skip": [], "expect_hcas": None, "min_rate": None, "strict": False, "wait": False,
+            "master_addr": None, "master_port": None, "timeout": 300.0, "as_json": False, "exec_": False,
+        },
+        rest=True,
+    )
+    if out is None:
+        return None
+    command = out.pop("--", None)
     exec_ = out.pop("exec_")
     if command and not exec_:
         return None  # typer says what is wrong with a stray command

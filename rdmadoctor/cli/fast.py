@@ -34,14 +34,27 @@ def defaults() -> dict[str, Any]:
     return out
 
 
-def parse(args: list[str]) -> dict[str, Any] | None:
-    """Keyword arguments for run_check, or None to let typer handle (and explain) the line."""
-    out = defaults()
+def parse(
+    args: list[str],
+    options: dict[str, tuple[str, str]] | None = None,
+    start: dict[str, Any] | None = None,
+    rest: bool = False,
+) -> dict[str, Any] | None:
+    """Keyword arguments for the command, or None to let typer handle (and explain) the line.
+
+    ``options``/``start``: another command's table and defaults (default: `check`'s). With
+    ``rest``, everything after a ``--`` is returned untouched under the key ``"--"``.
+    """
+    options = OPTIONS if options is None else options
+    out = defaults() if start is None else {k: (list(v) if isinstance(v, list) else v) for k, v in start.items()}
     i = 0
     while i < len(args):
         arg = args[i]
+        if rest and arg == "--":
+            out["--"] = list(args[i + 1 :])
+            break
         opt, eq, inline = arg.partition("=")
-        spec = OPTIONS.get(opt)
+        spec = options.get(opt)
         if spec is None:
             return None
         name, kind = spec
@@ -59,13 +72,15 @@ def parse(args: list[str]) -> dict[str, Any] | None:
                 return None
             value = args[i + 1]
             i += 2
-        if kind == "list":
-            out[name].append(value)
-        elif kind == "float":
-            try:
+        try:
+            if kind == "list":
+                out[name].append(value)
+            elif kind == "int":
+                out[name] = int(value)
+            elif kind == "float":
                 out[name] = float(value)
-            except ValueError:
-                return None
-        else:
-            out[name] = value
+            else:
+                out[name] = value
+        except ValueError:
+            return None
     return out
