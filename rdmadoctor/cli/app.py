@@ -26,6 +26,9 @@ RootOpt = typer.Option(None, "--root", metavar="DIR", help="Read the host mounte
 BundleOpt = typer.Option(None, "--bundle", metavar="DIR|FILE.tar.gz", help="Analyse a bundle made by `rdmadoctor collect` (or a folder with cmd/ibstat.txt and other pasted outputs).")
 ExampleOpt = typer.Option(None, "--example", metavar="NAME", help="Analyse a bundle shipped with rdmadoctor; `rdmadoctor examples` lists them.")
 JsonOpt = typer.Option(False, "--json", help="Print the report as JSON (schema rdmadoctor.report/v1) instead of text.")
+ProfileOpt = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g.")
+ConfigOpt = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME]).")
+PoolOpt = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config.")
 
 
 def _version(value: bool) -> None:
@@ -46,9 +49,9 @@ def check(
     root: Optional[str] = RootOpt,
     bundle: Optional[str] = BundleOpt,
     example: Optional[str] = ExampleOpt,
-    profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
-    config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME])."),
-    pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config."),
+    profile: str = ProfileOpt,
+    config: Optional[str] = ConfigOpt,
+    pool: Optional[str] = PoolOpt,
     sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set min_rate_gbps=200 (repeatable)."),
     only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these checks (ids or families: ib, ib.ports; repeatable or comma-separated)."),
     skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),

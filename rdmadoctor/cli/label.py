@@ -37,7 +37,7 @@ DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from .app import BundleOpt, ExampleOpt, RootOpt
+    from .app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "label",
@@ -55,9 +55,9 @@ def register(app) -> None:
         root: Optional[str] = RootOpt,
         bundle: Optional[str] = BundleOpt,
         example: Optional[str] = ExampleOpt,
-        profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
-        config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME])."),
-        pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config."),
+        profile: str = ProfileOpt,
+        config: Optional[str] = ConfigOpt,
+        pool: Optional[str] = PoolOpt,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help=PUBLISH_HELP),
         features_dir: str = typer.Option("/etc/kubernetes/node-feature-discovery/features.d", "--features-dir", metavar="DIR", help=FEATURES_DIR_HELP, show_default=False),
         expiry: float = typer.Option(600, "--expiry", metavar="SECONDS", help=EXPIRY_HELP),

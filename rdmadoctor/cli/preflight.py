@@ -20,7 +20,7 @@ def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
     import typer
 
-    from .app import BundleOpt, ExampleOpt, RootOpt
+    from .app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "preflight",
@@ -31,9 +31,9 @@ def register(app) -> None:
         root: Optional[str] = RootOpt,
         bundle: Optional[str] = BundleOpt,
         example: Optional[str] = ExampleOpt,
-        profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
-        config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME])."),
-        pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config."),
+        profile: str = ProfileOpt,
+        config: Optional[str] = ConfigOpt,
+        pool: Optional[str] = PoolOpt,
         sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set shm_min_bytes=8589934592 (repeatable)."),
         expect_hcas: Optional[int] = typer.Option(None, "--expect-hcas", metavar="N", help="Expect N RDMA devices (sets expected_hcas; wins over --set and --config)."),
         min_rate: Optional[float] = typer.Option(None, "--min-rate", metavar="GBPS", help="Minimum rate of every port in Gb/s, e.g. 400 for NDR (sets min_rate_gbps)."),
