@@ -316,7 +316,7 @@ class NodePublisher(Publisher):
                 "in a pod, set NODE_NAME from the downward API: env: [{name: NODE_NAME, "
                 "valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]",
             )
-        if not _dns_subdomain(self.node):
+        if not L.is_dns_subdomain(self.node):
             raise PublishConfigError(f"--node {self.node!r} is not a valid Node name")
         self.prefix = normalize_prefix(prefix)
         self.do_labels = labels
@@ -478,9 +478,3 @@ class NodePublisher(Publisher):
 
     def close(self) -> None:
         self.api.close()
-
-
-def _dns_subdomain(name: str) -> bool:
-    import re
-
-    return len(name) <= 253 and re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", name) is not None

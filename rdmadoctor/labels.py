@@ -33,6 +33,11 @@ MAX_VALUE = 63
 MAX_PREFIX = 253
 
 
+def is_dns_subdomain(name: str) -> bool:
+    """A lowercase RFC 1123 subdomain (label key prefixes, Node names), at most 253 characters."""
+    return len(name) <= MAX_PREFIX and re.fullmatch(_SUBDOMAIN, name) is not None
+
+
 def key_error(key: object) -> str | None:
     """Why ``key`` is not a valid label key, or None when it is."""
     if not isinstance(key, str) or not key:
@@ -43,7 +48,7 @@ def key_error(key: object) -> str | None:
             return f"label key {key!r}: the prefix before '/' is empty"
         if len(prefix) > MAX_PREFIX:
             return f"label key {key!r}: the prefix is longer than {MAX_PREFIX} characters"
-        if not re.fullmatch(_SUBDOMAIN, prefix):
+        if not is_dns_subdomain(prefix):
             return f"label key {key!r}: the prefix {prefix!r} is not a lowercase DNS subdomain"
     if not name:
         return f"label key {key!r}: the name is empty"
