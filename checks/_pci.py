@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from rdmadoctor.record import field, record, replace
+from rdmadoctor.core.record import field, record, replace
 from functools import cached_property
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -291,7 +291,7 @@ def build_tree(host, hca_pcis: list[tuple[str, str]], warnings: list[str] | None
 
 
 def _rdma_pfs(ctx) -> tuple[list[tuple[str, str]], list[str]]:
-    from ._rdma import probe_inventory
+    from rdmadoctor.checks._rdma import probe_inventory
 
     try:
         inv = ctx.get(probe_inventory)

@@ -7,11 +7,11 @@ pasted outputs has no tree: then the recorded `nvidia-smi topo -m` is read.
 
 from __future__ import annotations
 
-from rdmadoctor.record import record
+from rdmadoctor.core.record import record
 
-from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
 
-from ._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
+from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
 
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",

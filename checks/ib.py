@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rdmadoctor.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need
 
-from ._rdma import RdmaInventory, ignored, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
 
 IB_NO_DEVICES = Code(
     "IB_NO_DEVICES",

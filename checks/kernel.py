@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
-from rdmadoctor.record import record
+from rdmadoctor.core.record import record
 
-from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
 
-from ._rdma import RdmaInventory, probe_inventory
-from .verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
+from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
 
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 # What the inventory lists: the modules an RDMA/GPU job depends on, when found.
@@ -141,7 +141,7 @@ def _osrelease(host) -> str | None:
 
 def _pci_scan(ctx) -> tuple[int | None, list[tuple[str, str]]]:
     """(NVIDIA GPUs, [(IB module, why)]) from the shared PCI probe (the one gpu.topology reads)."""
-    from ._pci import MELLANOX, NVIDIA, probe_pci
+    from rdmadoctor.checks._pci import MELLANOX, NVIDIA, probe_pci
 
     host = ctx.host
     tree = ctx.get(probe_pci)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rdmadoctor.record import record
+from rdmadoctor.core.record import record
 
-from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CAP_IPC_LOCK_BIT = 14  # include/uapi/linux/capability.h

@@ -1,7 +1,7 @@
 """node.labels: the labels this node should carry, from what the other checks found.
 
 The labels are computed by a pure function of plain inputs (ports, the other checks' statuses,
-GPUDirect, the GPU-NIC relation) and pass through rdmadoctor.labels.validate, the one place that
+GPUDirect, the GPU-NIC relation) and pass through rdmadoctor.core.labels.validate, the one place that
 refuses a key or value Kubernetes would refuse. When the bundle holds the Node object
 (``cmd/node.json``, `kubectl get node <name> -o json`), the labels it carries are compared.
 """
@@ -9,15 +9,15 @@ refuses a key or value Kubernetes would refuse. When the bundle holds the Node o
 from __future__ import annotations
 
 import json
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
-from rdmadoctor import labels as L
-from rdmadoctor.model import INFO, PASS, SKIP, UNKNOWN, WARN, WARNING, Check, Code, Finding
+from rdmadoctor.core import labels as L
+from rdmadoctor.core.model import INFO, PASS, SKIP, UNKNOWN, WARN, WARNING, Check, Code, Finding
 
-from ._rdma import RdmaInventory, ignored, probe_inventory
+from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 
 NODE_LABEL_MISSING = Code(
     "NODE_LABEL_MISSING",
@@ -282,7 +282,7 @@ def _other_builtin_ids() -> tuple[str, ...]:
     """Every other built-in check: node.labels reads their results, so it runs after all of them."""
     import importlib
 
-    from rdmadoctor.registry import BUILTIN
+    from rdmadoctor.engine.registry import BUILTIN
 
     ids: list[str] = []
     for mod in BUILTIN:

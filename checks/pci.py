@@ -7,11 +7,11 @@ config space for the bridges between a GPU and an HCA below the same root port.
 
 from __future__ import annotations
 
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 
-from rdmadoctor.model import ERROR, INFO, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, WARNING, Check, Code, Finding, Need
 
-from ._pci import (
+from rdmadoctor.checks._pci import (
     AMD,
     NVIDIA,
     PCI_DEVICES,

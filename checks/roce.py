@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from rdmadoctor.record import record
+from rdmadoctor.core.record import record
 
-from rdmadoctor.facts import Gid, Port, RdmaDevice
-from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.facts import Gid, Port, RdmaDevice
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
 
-from ._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
 
 ROCE_V2 = "RoCE v2"
 

@@ -34,8 +34,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import __version__
-from .host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
+from rdmadoctor import __version__
+from rdmadoctor.host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
 
 # Tools recorded besides host.COMMANDS (which the checks may run themselves).
 EXTRA_COMMANDS: dict[str, tuple[str, ...]] = {
@@ -570,7 +570,7 @@ def collect(output: str, root: str | None = None, timeout: float | None = None) 
         check_error = None
         check_status = None
         try:
-            from .runner import Options, diagnose
+            from rdmadoctor.runner import Options, diagnose
 
             diag = diagnose(Options(root=host.root, timeout=timeout), host=host)
             check_status = diag.report.get("status")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
-from . import engine, expectations, registry, report
-from .host import Host
+from rdmadoctor.engine import execute as engine
+from rdmadoctor.engine import expectations
+from rdmadoctor.engine import registry
+from rdmadoctor.engine import report
+from rdmadoctor.host import Host
 
 
 @record(frozen=False)
@@ -42,14 +45,14 @@ def split_ids(values: list[str]) -> list[str]:
 
 
 def open_target(opts: Options) -> Host:
-    from .host import HostError, open_host
+    from rdmadoctor.host import HostError, open_host
 
     given = [x for x in (opts.root, opts.bundle, opts.example) if x]
     if len(given) > 1:
         raise UsageError("--root, --bundle and --example are exclusive: give one")
     try:
         if opts.example:
-            from .examples import UnknownExample, example_path
+            from rdmadoctor.examples import UnknownExample, example_path
 
             try:
                 return open_host(bundle=example_path(opts.example))

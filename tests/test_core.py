@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from rdmadoctor import engine, expectations, registry
+from rdmadoctor.engine import execute as engine
+from rdmadoctor.engine import expectations
+from rdmadoctor.engine import registry
 from rdmadoctor.host import HostError, Link, mem_host, open_host
-from rdmadoctor.model import ERROR, UNKNOWN, Check, Finding, Need
+from rdmadoctor.core.model import ERROR, UNKNOWN, Check, Finding, Need
 
 # ---- Host -------------------------------------------------------------------------------
 
@@ -169,7 +171,7 @@ def test_plugins_load_refuse_duplicates_and_survive_breakage(tmp_path, monkeypat
     pkg = tmp_path / "site"
     (pkg / "myplug").mkdir(parents=True)
     (pkg / "myplug/__init__.py").write_text(
-        "from rdmadoctor.model import Check\n"
+        "from rdmadoctor.core.model import Check\n"
         "CHECKS = [Check(id='site.custom', title='t', probe=lambda c: 1, judge=lambda f, e: []),\n"
         "          Check(id='ib.ports', title='dup', probe=lambda c: 1, judge=lambda f, e: [])]\n"
     )
@@ -259,7 +261,7 @@ def test_json_report_round_trips():
 
     diag = diagnose(Options(), host=mem_host({"/sys/class/net/lo/operstate": b"unknown\n"}))
     rep = json.loads(json.dumps(diag.report))
-    assert rep["schema"] == "rdmadoctor.report/v1"
+    assert rep["schema"] == "rdmadoctor.engine.report/v1"
     assert rep["status"] in ("pass", "warn", "fail", "unknown")
     for key in ("rdma_devices", "gpus", "topology", "memlock_bytes", "shm_bytes"):
         assert key in rep["inventory"]

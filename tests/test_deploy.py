@@ -358,7 +358,7 @@ def test_agent_args_agree_with_the_pod() -> None:
 
 def test_node_selection_does_not_depend_on_rdmadoctor_labels() -> None:
     """The agent sets these labels: selecting on them would keep it off every node lacking them."""
-    from rdmadoctor import labels
+    from rdmadoctor.core import labels
 
     pod = daemonset("base")["spec"]["template"]["spec"]
     terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -817,7 +817,7 @@ def test_build_context_builds_the_package(tmp_path: Path) -> None:
 
     (whl,) = out.glob("rdmadoctor-*.whl")
     names = set(zipfile.ZipFile(whl).namelist())
-    assert "rdmadoctor/checks/ib.py" in names and "rdmadoctor/agent.py" in names
+    assert "rdmadoctor/checks/ib.py" in names and "rdmadoctor/agent/__init__.py" in names
     assert "rdmadoctor/examples/hgx-h100-ib.tar.gz" in names
     assert not [n for n in names if n.startswith("tests/")]
 

@@ -96,7 +96,7 @@ def test_recorded_ibstat_agrees_with_sysfs(name):
     """The example's recorded ibstat, ibdev2netdev and show_gids, read without /sys, give the ports
     sysfs gives (state, rate, LIDs, netdev and its state, the RoCE GID table)."""
     from rdmadoctor.checks._rdma import probe_inventory
-    from rdmadoctor.engine import Context
+    from rdmadoctor.engine.execute import Context
 
     tree = fixturegen.example_tree(name)
 

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REALWORLD, check_json
 from rdmadoctor.checks._pci import build_tree, chain_relation, numa_nodes, read_function, relation
-from rdmadoctor.facts import PORT_STATES
+from rdmadoctor.core.facts import PORT_STATES
 from rdmadoctor.host import open_host
 
 TARBALLS = (
@@ -278,7 +278,7 @@ def test_unlisted_bridge_is_read_from_its_path(snapshots):
     # The X722 NIC at 60:00.0 sits below 5f:03.0, which the snapshot left out of /sys/bus/pci/devices.
     # That port can only do 2.5 GT/s x1, so the NIC's 2.5 GT/s link (capable of 8) is not degraded.
     from rdmadoctor.checks.pci import _from_sysfs, judge_links
-    from rdmadoctor.expectations import BASE
+    from rdmadoctor.engine.expectations import BASE
 
     root = snapshots("32intel64-2p8co2t+8ve")
     host = open_host(root=str(root))

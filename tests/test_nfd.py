@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdmadoctor import labels as L
-from rdmadoctor import nfd
+from rdmadoctor.core import labels as L
+from rdmadoctor.publish import nfd
 from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher, node_labels, sanitize_key, sanitize_value
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
@@ -237,7 +237,7 @@ def test_property_many_long_labels_stay_under_64k(names):
 
 WRITER = r"""
 import sys, time
-from rdmadoctor import nfd
+from rdmadoctor.publish import nfd
 d = sys.argv[1]
 a = ("# +expiry-time=2030-01-01T00:00:00Z\n" + "rdmadoctor.io/a=" + "a" * 60 + "\n") * 900
 b = ("# +expiry-time=2030-01-01T00:00:00Z\n" + "rdmadoctor.io/b=" + "b" * 60 + "\n") * 900
@@ -295,7 +295,7 @@ def test_writer_killed_repeatedly_leaves_a_complete_file(tmp_path):
 # The writer stops half-way through its temp file, tells us, and waits to be killed.
 STALLED = r"""
 import os, sys, time
-from rdmadoctor import nfd
+from rdmadoctor.publish import nfd
 real_write = os.write
 def half_then_hang(fd, data):
     n = real_write(fd, bytes(data[: len(data) // 2]))

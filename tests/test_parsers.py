@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rdmadoctor.facts import Limits, Parsed
+from rdmadoctor.core.facts import Limits, Parsed
 from rdmadoctor.parsers.common import clean_lines, ipv4_of_gid, to_bytes
 from rdmadoctor.parsers.ibstat import parse_ibstat
 from rdmadoctor.parsers.ibv_devinfo import parse_ibv_devinfo

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdmadoctor.facts import (
+from rdmadoctor.core.facts import (
     DfRow,
     GidRow,
     Limits,

@@ -26,8 +26,8 @@ from rdmadoctor.checks.verbs import (
     provider_for,
     rdma_core_of,
 )
-from rdmadoctor.engine import Context, run_check
-from rdmadoctor.expectations import resolve
+from rdmadoctor.engine.execute import Context, run_check
+from rdmadoctor.engine.expectations import resolve
 from rdmadoctor.host import Link, mem_host, open_host
 
 from conftest import ROOT, sample_text

@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from rdmadoctor import conditions as C
-from rdmadoctor.kube import event_body
+from rdmadoctor.output import conditions as C
+from rdmadoctor.publish.kube import event_body
 from rdmadoctor.publish import PublishError, make_publisher
 
 from kubeapi import FakeKubeAPI, validate_event

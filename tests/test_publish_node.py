@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from rdmadoctor import conditions as C
-from rdmadoctor import labels as L
-from rdmadoctor.kube import label_patch
+from rdmadoctor.output import conditions as C
+from rdmadoctor.core import labels as L
+from rdmadoctor.publish.kube import label_patch
 from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
 
 from kubeapi import MERGE, STRATEGIC, FakeKubeAPI, merge_patch, strategic_merge_patch
@@ -282,7 +282,7 @@ def test_missing_lightkube_names_the_extra(monkeypatch):
 def test_publish_module_does_not_import_lightkube():
     import subprocess
 
-    code = "import sys, rdmadoctor.publish, rdmadoctor.nfd, rdmadoctor.kube, rdmadoctor.cli.label; print('lightkube' in sys.modules)"
+    code = "import sys, rdmadoctor.publish, rdmadoctor.publish.nfd, rdmadoctor.publish.kube, rdmadoctor.cli.label; print('lightkube' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

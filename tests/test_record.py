@@ -1,10 +1,10 @@
-"""rdmadoctor.record: the part of the dataclass contract the facts rely on, without its start-up cost."""
+"""rdmadoctor.core.record: the part of the dataclass contract the facts rely on, without its start-up cost."""
 
 from __future__ import annotations
 
 import pytest
 
-from rdmadoctor.record import FrozenRecordError, asdict, field, fields, record, replace
+from rdmadoctor.core.record import FrozenRecordError, asdict, field, fields, record, replace
 
 
 @record

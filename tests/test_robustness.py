@@ -136,7 +136,9 @@ def broken_trees(draw):
 
 def _traceback_of(check_id: str, tree: dict, profile: str) -> str:
     """Re-run one check outside the engine's guard, for a report with the real traceback."""
-    from rdmadoctor import engine, expectations, registry
+    from rdmadoctor.engine import execute as engine
+    from rdmadoctor.engine import expectations
+    from rdmadoctor.engine import registry
 
     checks, _ = registry.load_checks()
     defaults = {k: v for c in checks for k, v in c.defaults.items()}
@@ -155,7 +157,7 @@ def _traceback_of(check_id: str, tree: dict, profile: str) -> str:
 def assert_survives(tree: dict, profile: str = "generic") -> dict:
     from rich.console import Console
 
-    from rdmadoctor.render import render_report, render_topology
+    from rdmadoctor.output.text import render_report, render_topology
 
     diag = diagnose(Options(profile=profile), host=mem_host(tree))
     rep = diag.report

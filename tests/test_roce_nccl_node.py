@@ -11,12 +11,13 @@ from conftest import sample_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdmadoctor import engine, expectations
-from rdmadoctor import labels as L
+from rdmadoctor.engine import execute as engine
+from rdmadoctor.engine import expectations
+from rdmadoctor.core import labels as L
 from rdmadoctor.checks import nccl, node, roce
-from rdmadoctor.facts import Gid
+from rdmadoctor.core.facts import Gid
 from rdmadoctor.host import mem_host
-from rdmadoctor.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
 
 EXPECT = expectations.resolve({})
 
@@ -682,7 +683,7 @@ def test_node_object_in_sync_and_unreadable():
 
 
 def test_node_labels_runs_after_every_other_builtin_check():
-    from rdmadoctor.registry import load_checks
+    from rdmadoctor.engine.registry import load_checks
 
     checks, errors = load_checks(autoload=False)
     ids = [c.id for c in checks]

@@ -15,20 +15,20 @@ import sys
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     if args and args[0] == "check":
-        from .fast import parse
+        from rdmadoctor.cli.fast import parse
 
         parsed = parse(args[1:])
         if parsed is not None:
-            from .check import run_check
+            from rdmadoctor.cli.check import run_check
 
             raise SystemExit(run_check(**parsed))
     if args and args[0] == "preflight":
         # Every init container of every job runs it: the same typer-free path as `check`.
-        from ..preflight import parse_argv, run_preflight
+        from rdmadoctor.preflight import parse_argv, run_preflight
 
         parsed = parse_argv(args[1:])
         if parsed is not None:
             raise SystemExit(run_preflight(**parsed))
-    from .app import app
+    from rdmadoctor.cli.app import app
 
     app(args=args, prog_name="rdmadoctor")

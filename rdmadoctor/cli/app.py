@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from .. import __version__
+from rdmadoctor import __version__
 
 app = typer.Typer(
     name="rdmadoctor",
@@ -25,7 +25,7 @@ app = typer.Typer(
 RootOpt = typer.Option(None, "--root", metavar="DIR", help="Read the host mounted at DIR (DIR/sys, DIR/proc, DIR/etc, ...). Default: /. The DaemonSet mounts the node at /host.")
 BundleOpt = typer.Option(None, "--bundle", metavar="DIR|FILE.tar.gz", help="Analyse a bundle made by `rdmadoctor collect` (or a folder with cmd/ibstat.txt and other pasted outputs).")
 ExampleOpt = typer.Option(None, "--example", metavar="NAME", help="Analyse a bundle shipped with rdmadoctor; `rdmadoctor examples` lists them.")
-JsonOpt = typer.Option(False, "--json", help="Print the report as JSON (schema rdmadoctor.report/v1) instead of text.")
+JsonOpt = typer.Option(False, "--json", help="Print the report as JSON (schema rdmadoctor.engine.report/v1) instead of text.")
 ProfileOpt = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g.")
 ConfigOpt = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME]).")
 PoolOpt = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config.")
@@ -62,7 +62,7 @@ def check(
     scope: str = typer.Option("all", "--scope", metavar="all|node", help="all: this container on this node (default). node: the machine only, as the agent judges it; the checks of the process itself (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped. Use node with --root /host from a debug pod."),
 ) -> None:
     """Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown)."""
-    from .check import run_check
+    from rdmadoctor.cli.check import run_check
 
     raise typer.Exit(
         run_check(
@@ -80,7 +80,7 @@ def collect(
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
 ) -> None:
     """Write a bundle of everything the checks read here, for a ticket or for `check --bundle`."""
-    from .collect import run_collect
+    from rdmadoctor.cli.collect import run_collect
 
     raise typer.Exit(run_collect(output=output, root=root, timeout=timeout))
 
@@ -88,7 +88,7 @@ def collect(
 @app.command()
 def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. IB_PORT_DOWN.")) -> None:
     """Explain a finding code: what it means for a training job and how to fix it."""
-    from .info import run_explain
+    from rdmadoctor.cli.info import run_explain
 
     raise typer.Exit(run_explain(code))
 
@@ -96,7 +96,7 @@ def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code
 @app.command("list-checks")
 def list_checks(as_json: bool = JsonOpt) -> None:
     """List the checks, their codes, and where they come from."""
-    from .info import run_list_checks
+    from rdmadoctor.cli.info import run_list_checks
 
     raise typer.Exit(run_list_checks(as_json))
 
@@ -104,7 +104,7 @@ def list_checks(as_json: bool = JsonOpt) -> None:
 @app.command()
 def examples(as_json: bool = JsonOpt) -> None:
     """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
-    from .info import run_examples
+    from rdmadoctor.cli.info import run_examples
 
     raise typer.Exit(run_examples(as_json))
 
@@ -117,7 +117,7 @@ def topo(
     as_json: bool = JsonOpt,
 ) -> None:
     """Print the GPU/NIC PCIe matrix like `nvidia-smi topo -m`, computed from sysfs."""
-    from .info import run_topo
+    from rdmadoctor.cli.info import run_topo
 
     raise typer.Exit(run_topo(root=root, bundle=bundle, example=example, as_json=as_json))
 
@@ -125,7 +125,7 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate).
 def _register_more() -> None:
-    from . import agent, label, preflight
+    from rdmadoctor.cli import agent, label, preflight
 
     for mod in (label, agent, preflight):
         mod.register(app)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..runner import Options, UsageError, diagnose
-from .errors import fail_usage
+from rdmadoctor.runner import Options, UsageError, diagnose
+from rdmadoctor.cli.errors import fail_usage
 
 
 def run_check(
@@ -50,7 +50,7 @@ def run_check(
     if as_json:
         sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
     else:
-        from ..render import render_report
+        from rdmadoctor.output.text import render_report
 
         render_report(rep, verbose=verbose)
     return int(rep["exit_code"])

@@ -5,12 +5,12 @@ from __future__ import annotations
 import os
 import sys
 
-from .errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage
 
 
 def run_collect(*, output: str, root: str | None = None, timeout: float | None = None) -> int:
-    from ..collect import collect
-    from ..host import HostError
+    from rdmadoctor.collect import collect
+    from rdmadoctor.host import HostError
 
     if timeout is not None and timeout <= 0:
         return fail_usage(f"--timeout must be positive, got {timeout:g}")

@@ -5,18 +5,18 @@ from __future__ import annotations
 import json
 import sys
 
-from .errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage
 
 
 def _all_codes() -> dict:
-    from ..registry import load_checks
+    from rdmadoctor.engine.registry import load_checks
 
     checks, _ = load_checks()
     codes = {}
     for c in checks:
         for code in c.codes:
             codes.setdefault(code.code, (code, c.id))
-    from ..preflight import master_codes
+    from rdmadoctor.preflight import master_codes
 
     for code in master_codes():
         codes.setdefault(code.code, (code, "preflight --wait-for-master"))
@@ -47,7 +47,7 @@ def run_explain(code: str) -> int:
 
 
 def run_list_checks(as_json: bool) -> int:
-    from ..registry import load_checks
+    from rdmadoctor.engine.registry import load_checks
 
     checks, errors = load_checks()
     rows = [
@@ -81,7 +81,7 @@ def run_list_checks(as_json: bool) -> int:
 
 
 def run_examples(as_json: bool) -> int:
-    from ..examples import EXAMPLES
+    from rdmadoctor.examples import EXAMPLES
 
     if as_json:
         sys.stdout.write(json.dumps({"examples": EXAMPLES}, indent=2) + "\n")
@@ -93,7 +93,7 @@ def run_examples(as_json: bool) -> int:
 
 
 def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
-    from ..runner import Options, UsageError, diagnose
+    from rdmadoctor.runner import Options, UsageError, diagnose
 
     try:
         diag = diagnose(Options(root=root, bundle=bundle, example=example, only=["gpu.topology"]))
@@ -103,7 +103,7 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     if as_json:
         sys.stdout.write(json.dumps(topo, indent=2) + "\n")
         return 0
-    from ..render import render_topology
+    from rdmadoctor.output.text import render_topology
 
     render_topology(topo)
     res = diag.results[0] if diag.results else None

@@ -37,7 +37,7 @@ DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from .app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "label",
@@ -93,9 +93,9 @@ def run_label(
     conditions: bool = False,
     dry_run: bool = False,
 ) -> int:
-    from ..publish import DEFAULT_FEATURES_DIR, PublishConfigError, PublishError, make_publisher
-    from ..runner import Options, UsageError, diagnose
-    from .errors import fail_usage
+    from rdmadoctor.publish import DEFAULT_FEATURES_DIR, PublishConfigError, PublishError, make_publisher
+    from rdmadoctor.runner import Options, UsageError, diagnose
+    from rdmadoctor.cli.errors import fail_usage
 
     # Options first: a wrong flag should not cost a whole diagnosis.
     try:

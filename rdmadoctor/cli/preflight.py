@@ -20,7 +20,7 @@ def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
     import typer
 
-    from .app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "preflight",
@@ -57,8 +57,8 @@ def register(app) -> None:
         exec_: bool = typer.Option(False, "--exec", help="On GO, exec the command given after `--` in this process (same PID); on NO-GO do not run it. A command not found exits 127."),
         command: Optional[List[str]] = typer.Argument(None, metavar="-- CMD ARGS", help="The command for --exec, after `--`."),
     ) -> None:
-        from ..preflight import run_preflight
-        from .errors import fail_usage
+        from rdmadoctor.preflight import run_preflight
+        from rdmadoctor.cli.errors import fail_usage
 
         argv = list(command or [])
         if argv and not exec_:

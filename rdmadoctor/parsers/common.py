@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import PHYS_STATES, PORT_STATES
+from rdmadoctor.core.facts import PHYS_STATES, PORT_STATES
 
 # A shell prompt pasted along with the output: "$ ibstat", "user@host:~$ ibstat",
 # "[u@h ~]$ df -h", "((venv) ) [u@h ~]$ ...", "root@h:/# ...", "u@h ~ % ..." (zsh), and

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import Gid, Parsed, Port, RdmaDevice
+from rdmadoctor.core.facts import Gid, Parsed, Port, RdmaDevice
 from rdmadoctor.parsers.common import (
     add_warning,
     clean_lines,

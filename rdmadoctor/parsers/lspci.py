@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import LspciDevice, Parsed
+from rdmadoctor.core.facts import LspciDevice, Parsed
 from rdmadoctor.parsers.common import add_warning, clean_lines
 
 # A device block starts at column 0: "21:00.0 Ethernet controller: ..." or "0000:21:00.0 ...".

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import GidRow, NetLink, Parsed
+from rdmadoctor.core.facts import GidRow, NetLink, Parsed
 from rdmadoctor.parsers.common import clean_lines
 
 # "mlx5_0 port 1 ==> enp25s0np0 (Up)"; "-v" puts the PCI address first and the HCA model,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import Parsed, TopoMatrix
+from rdmadoctor.core.facts import Parsed, TopoMatrix
 from rdmadoctor.parsers.common import clean_lines
 
 _TAIL_NAMES = r"CPU Affinity|NUMA Affinity|GPU NUMA ID"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import PackageDb, Parsed
+from rdmadoctor.core.facts import PackageDb, Parsed
 from rdmadoctor.parsers.common import add_warning, clean_lines
 
 # "ii  libibverbs1:amd64  50mlnx1-1.50218  amd64  Library for ..."; the first letter is the

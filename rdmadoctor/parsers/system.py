@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.facts import DfRow, Limits, Parsed
+from rdmadoctor.core.facts import DfRow, Limits, Parsed
 from rdmadoctor.parsers.common import add_warning, clean_lines, is_noise, split_lines, to_bytes
 
 _LSMOD_ROW = r"^(\w+)\s+\d{1,19}\s+(?:\d{1,9}|-)"

@@ -17,7 +17,7 @@ import json
 import os
 import posixpath
 import time
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any

@@ -34,9 +34,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable
 
-from . import labels as L
-from .fsutil import write_atomic as _write_atomic
-from .publish import DEFAULT_FEATURES_DIR, FEATURE_FILE, Publisher, PublishError, node_labels
+from rdmadoctor.core import labels as L
+from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
+from rdmadoctor.publish import DEFAULT_FEATURES_DIR, FEATURE_FILE, Publisher, PublishError, node_labels
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
 MAX_FILE_BYTES = 65536

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .model import FAIL, PASS, SKIP, UNKNOWN, WARN
+from rdmadoctor.core.model import FAIL, PASS, SKIP, UNKNOWN, WARN
 
 # A check that passed or only warned still lets a job train; fail and unknown do not.
 CHECK_OK_VALUE = {PASS: 1.0, WARN: 1.0, FAIL: 0.0, UNKNOWN: 0.0}

@@ -1,6 +1,6 @@
 """Load checks from the ``rdmadoctor.checks`` entry-point group: built-in and third-party alike.
 
-Each entry point names a module or an object that is a list of :class:`~rdmadoctor.model.Check`
+Each entry point names a module or an object that is a list of :class:`~rdmadoctor.core.model.Check`
 (a module is read for its ``CHECKS``). ``RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD=1`` keeps only the
 checks shipped with rdmadoctor, for tests and for a node where a broken plugin must be ruled out.
 
@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from rdmadoctor.record import record
+from rdmadoctor.core.record import record
 
-from .model import Check
+from rdmadoctor.core.model import Check
 
 GROUP = "rdmadoctor.checks"
 AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"

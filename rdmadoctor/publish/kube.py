@@ -36,9 +36,9 @@ import threading
 import time
 from typing import IO, Callable
 
-from . import conditions as C
-from . import labels as L
-from .publish import Publisher, PublishConfigError, PublishError, node_labels, normalize_prefix, owned_annotation
+from rdmadoctor.output import conditions as C
+from rdmadoctor.core import labels as L
+from rdmadoctor.publish import Publisher, PublishConfigError, PublishError, node_labels, normalize_prefix, owned_annotation
 
 INSTALL_HINT = "pip install 'rdmadoctor[k8s]'"
 FIELD_MANAGER = "rdmadoctor"
@@ -53,13 +53,13 @@ MAX_BACKOFF = 8.0
 
 
 def _rfc3339(ts: float) -> str:
-    from .nfd import rfc3339
+    from rdmadoctor.publish.nfd import rfc3339
 
     return rfc3339(ts)
 
 
 def _parse_time(text: str) -> float | None:
-    from .nfd import parse_rfc3339
+    from rdmadoctor.publish.nfd import parse_rfc3339
 
     return parse_rfc3339(text) if text else None
 

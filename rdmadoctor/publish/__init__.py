@@ -26,7 +26,7 @@ import sys
 import time
 from typing import IO, Callable
 
-from . import labels as L
+from rdmadoctor.core import labels as L
 
 MODES = ("nfd", "node", "stdout")
 DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
@@ -276,14 +276,14 @@ def make_publisher(
     if mode == "stdout":
         return StdoutPublisher(prefix, out)
     if mode == "nfd":
-        from .nfd import NfdPublisher
+        from rdmadoctor.publish.nfd import NfdPublisher
 
         if expiry is None or expiry <= 0:
             raise PublishConfigError(f"--expiry must be a positive number of seconds, not {expiry!r}")
         nfd = NfdPublisher(features_dir or DEFAULT_FEATURES_DIR, expiry=expiry, prefix=prefix, dry_run=dry_run, out=out, clock=clock)
         if not conditions:
             return nfd
-        from .kube import NodePublisher
+        from rdmadoctor.publish.kube import NodePublisher
 
         status = NodePublisher(
             node=node, kubeconfig=kubeconfig, prefix=prefix, labels=False, conditions=True,
@@ -291,7 +291,7 @@ def make_publisher(
             timeout=timeout, clock=clock, cancel=cancel,
         )
         return _Composite([nfd, status])
-    from .kube import NodePublisher
+    from rdmadoctor.publish.kube import NodePublisher
 
     return NodePublisher(
         node=node, kubeconfig=kubeconfig, prefix=prefix, labels=True, conditions=conditions,

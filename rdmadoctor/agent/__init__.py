@@ -24,10 +24,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, TextIO
 
-from . import __version__
-from . import fsutil
-from .model import ERROR, UNKNOWN, WARNING
-from .runner import Options, UsageError, diagnose
+from rdmadoctor import __version__
+from rdmadoctor.publish import fsutil
+from rdmadoctor.core.model import ERROR, UNKNOWN, WARNING
+from rdmadoctor.runner import Options, UsageError, diagnose
 
 
 # ---- logging ----------------------------------------------------------------------------------
@@ -360,7 +360,7 @@ def run_agent(
     """The body of `rdmadoctor agent`; returns the exit code."""
     import signal
 
-    from .cli.errors import fail_usage
+    from rdmadoctor.cli.errors import fail_usage
 
     log = Log(log_format)
     if interval <= 0:
@@ -369,7 +369,7 @@ def run_agent(
         return fail_usage(f"--metrics-port must be 0..65535, got {metrics_port}")
     if report_file and not os.path.isdir(os.path.dirname(os.path.abspath(report_file))):
         return fail_usage(f"--report-file {report_file}: its directory does not exist", "mount a writable emptyDir there, or give another path")
-    from . import publish as publish_mod
+    from rdmadoctor import publish as publish_mod
 
     stop = threading.Event()
     try:
@@ -381,7 +381,7 @@ def run_agent(
     except (publish_mod.PublishError, UsageError, ValueError) as e:
         return fail_usage(str(e), getattr(e, "hint", ""))
 
-    from .metrics import AgentMetrics
+    from rdmadoctor.output.metrics import AgentMetrics
 
     # The targets this mode can write start at 0 in rdmadoctor_node_updates_total.
     targets = {"nfd": ["nfd"], "node": ["node"], "stdout": []}.get(publish_mode, [])
@@ -473,7 +473,7 @@ def _guarded(agent: Agent, log: Log, stop: threading.Event) -> Callable[[], None
 
 
 def _start_server(metrics: Any, agent: Agent, address: str, port: int) -> Any:
-    from .metrics import MetricsServer
+    from rdmadoctor.output.metrics import MetricsServer
 
     return MetricsServer(address, port, metrics.registry(), agent.health).start()
 

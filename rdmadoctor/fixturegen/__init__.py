@@ -28,7 +28,7 @@ import tarfile
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from .host import Link, Runtime
+from rdmadoctor.host import Link, Runtime
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 
@@ -783,7 +783,7 @@ _IBSTAT_PHYS = {"PhyTest": "Phy Test"}
 
 def ibstat_text(tree: dict[str, Any]) -> str:
     """What `ibstat` prints for the RDMA devices of ``tree`` (it reads the same sysfs files)."""
-    from .host import mem_host
+    from rdmadoctor.host import mem_host
 
     host = mem_host(tree)
     out = []
@@ -819,7 +819,7 @@ def ibstat_text(tree: dict[str, Any]) -> str:
 
 def ibdev2netdev_text(tree: dict[str, Any]) -> str:
     """mlnx-tools' `ibdev2netdev`: a shell script over the same sysfs files."""
-    from .host import mem_host
+    from rdmadoctor.host import mem_host
 
     host = mem_host(tree)
     out = []
@@ -834,7 +834,7 @@ def ibdev2netdev_text(tree: dict[str, Any]) -> str:
 
 def show_gids_text(tree: dict[str, Any]) -> str:
     """mlnx-tools' `show_gids`: every valid GID of every port, with its type and netdev."""
-    from .host import mem_host
+    from rdmadoctor.host import mem_host
 
     host = mem_host(tree)
     out = ["DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV", "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---"]

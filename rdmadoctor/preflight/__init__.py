@@ -57,7 +57,7 @@ GIB = 1024**3
 
 def master_codes() -> tuple:
     """The codes only preflight raises (the master wait), for `rdmadoctor explain`."""
-    from .model import Code
+    from rdmadoctor.core.model import Code
 
     return (
         Code(
@@ -255,7 +255,7 @@ def gate(
     min_rate: float | None = None,
     strict: bool = False,
 ) -> Gate:
-    from .runner import Options, UsageError, diagnose
+    from rdmadoctor.runner import Options, UsageError, diagnose
 
     if expect_hcas is not None and expect_hcas < 1:
         raise PreflightError(f"--expect-hcas must be at least 1, got {expect_hcas}")
@@ -713,7 +713,7 @@ def run_preflight(
     import json
     import signal
 
-    from .cli.errors import fail_usage
+    from rdmadoctor.cli.errors import fail_usage
 
     if timeout is None or timeout < 0:
         return fail_usage(f"--timeout must be zero or more seconds, got {timeout}")
@@ -880,7 +880,7 @@ FAST_OPTIONS: dict[str, tuple[str, str]] = {
 
 def parse_argv(args: list[str]) -> dict[str, Any] | None:
     """Keyword arguments for :func:`run_preflight`, or None to let typer handle (and explain) the line."""
-    from .cli.fast import parse
+    from rdmadoctor.cli.fast import parse
 
     out = parse(
         args,

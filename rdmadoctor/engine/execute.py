@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from .host import Host
-from .model import SEVERITY_STATUS, SKIP, UNKNOWN, Check, CheckResult, Finding, worst
+from rdmadoctor.host import Host
+from rdmadoctor.core.model import SEVERITY_STATUS, SKIP, UNKNOWN, Check, CheckResult, Finding, worst
 
 
 class ProbeUnknown(Exception):

@@ -5,7 +5,7 @@ Every field a source could not tell is ``None`` (or an empty tuple), never a gue
 
 from __future__ import annotations
 
-from rdmadoctor.record import field, record
+from rdmadoctor.core.record import field, record
 
 # Names as the kernel's sysfs ABI (Documentation/ABI/stable/sysfs-class-infiniband) spells them.
 PORT_STATES = ("NOP", "DOWN", "INIT", "ARMED", "ACTIVE", "ACTIVE_DEFER")
