@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.record import record
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, GPUDIRECT
 
 from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
 
@@ -323,6 +323,8 @@ def _inventory(topo: GpuTopology) -> dict:
 CHECKS = [
     Check(
         id="gpu.topology",
+        condition=GPUDIRECT,
+        gate=True,
         title="GPU to RDMA device topology",
         probe=lambda ctx: ctx.get(probe_topology),
         judge=judge_topology,

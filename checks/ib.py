@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need, LINK, PodChange
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
 
@@ -99,6 +99,7 @@ def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 "host",
                 f"no RDMA devices found ({where}); expected at least one HCA. Without one NCCL uses TCP sockets.",
                 IB_NO_DEVICES.fix,
+                pod=PodChange(rdma_device=True, whole=False),
             )
         ]
     want = expect.get("expected_hcas")
@@ -252,6 +253,8 @@ def _inventory_json(inv: RdmaInventory) -> dict:
 CHECKS = [
     Check(
         id="ib.devices",
+        condition=LINK,
+        gate=True,
         title="RDMA devices",
         probe=lambda ctx: ctx.get(probe_inventory),
         judge=judge_devices,
@@ -261,6 +264,8 @@ CHECKS = [
     ),
     Check(
         id="ib.ports",
+        condition=LINK,
+        gate=True,
         title="RDMA ports",
         probe=lambda ctx: ctx.get(probe_inventory),
         judge=judge_ports,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from rdmadoctor.core.record import record
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, GPUDIRECT
 
 from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
@@ -45,6 +45,7 @@ GDR_PEERMEM_MISSING = Code(
     "`echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`. With the GPU Operator: "
     "`helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set driver.rdma.enabled=true` "
     "(add `--set driver.rdma.useHostMofed=true` when MLNX_OFED is installed on the host).",
+    condition=GPUDIRECT,
 )
 GDR_DMABUF = Code(
     "GDR_DMABUF",
@@ -52,6 +53,7 @@ GDR_DMABUF = Code(
     "No nvidia_peermem, but the open NVIDIA kernel module on a kernel >= 5.12 exports GPU memory as "
     "dma-buf, which NCCL >= 2.19 uses for GPUDirect RDMA by default (NCCL_DMABUF_ENABLE=1).",
     "Nothing to do; if NCCL_DEBUG=INFO shows no 'GDRDMA', check NCCL_DMABUF_ENABLE is not 0, or load nvidia-peermem.",
+    condition=GPUDIRECT,
 )
 
 
@@ -312,6 +314,8 @@ def _inventory(f: KernelFacts) -> dict:
 CHECKS = [
     Check(
         id="kernel.modules",
+        condition=CONFIG,
+        gate=True,
         title="RDMA kernel modules and GPUDirect RDMA",
         probe=probe_kernel,
         judge=judge_kernel,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.record import record
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, PodChange
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CAP_IPC_LOCK_BIT = 14  # include/uapi/linux/capability.h
@@ -206,6 +206,9 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
                 f"memlock soft limit {fmt_bytes(f.soft)} (hard {hard}); expected {want_text}: {consequence}.",
                 remedy,
                 data={"memlock_soft": f.soft, "memlock_hard": f.hard if f.hard_known else "unknown", "source": f.source},
+                # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get):
+                # a pod can fix a low node default itself; raising the default is the other way.
+                pod=PodChange(ipc_lock=True, whole=False),
             )
         )
     if expect.get("require_ipc_lock", True):
@@ -223,6 +226,7 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
                     + (" (not needed while the memlock limit suffices)." if sev == WARNING else "."),
                     IPC_LOCK_REMEDY,
                     data={"cap_eff": f"{f.cap_eff:016x}"},
+                    pod=PodChange(ipc_lock=True),
                 )
             )
         elif cap is None:
@@ -298,6 +302,7 @@ def judge_shm(f: ShmFacts, expect: dict) -> list[Finding]:
                 "shared-memory transport fails with 'unhandled system error' / bus error.",
                 SHM_REMEDY,
                 data=data,
+                pod=PodChange(shm_min_bytes=want),
             )
         ]
     if f.free is not None and f.free < want // 2:
@@ -312,6 +317,7 @@ def judge_shm(f: ShmFacts, expect: dict) -> list[Finding]:
                 "Find and remove the leftovers: `ls -la /dev/shm` (`rm /dev/shm/nccl-*` when no job runs), "
                 "or restart the pod; if the space is really used, give /dev/shm a larger sizeLimit.\n" + SHM_REMEDY,
                 data=data,
+                pod=PodChange(shm_min_bytes=want, whole=False),
             )
         ]
     return []
@@ -325,6 +331,8 @@ CHECKS = [
     Check(
         scope="pod",
         id="limits.memlock",
+        condition=CONFIG,
+        gate=True,
         title="Locked-memory limit and CAP_IPC_LOCK",
         probe=probe_memlock,
         judge=judge_memlock,
@@ -336,6 +344,8 @@ CHECKS = [
     Check(
         scope="pod",
         id="shm.size",
+        condition=CONFIG,
+        gate=True,
         title="/dev/shm size",
         probe=probe_shm,
         judge=judge_shm,

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
 from rdmadoctor.core.facts import Gid
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, CONFIG, PodChange
 
 from rdmadoctor.checks._rdma import NET_CLASS, RdmaInventory, parse_int, probe_inventory
 
@@ -480,6 +480,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
         if fix_value
         else "This node has no ACTIVE RDMA port: fix the ports first (see ib.ports)."
     )
+    pod = PodChange(env=((subj, fix_value, note),)) if fix_value else None
     out: list[Finding] = []
     problems = [] if sel.lst.exclude else [(r, _entry_problem(r)) for r in sel.entries]
     problems = [(r, why) for r, why in problems if why]
@@ -500,6 +501,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
                 "NCCL will fall back to TCP sockets.",
                 remedy,
                 data={"active_ports": [p.subject for p in active]},
+                pod=pod,
             )
         )
     else:
@@ -512,6 +514,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
                     f"{shown}: {'; '.join(missing)}. ACTIVE ports: {active_txt}. Expected every entry to name a "
                     "device of this node.",
                     remedy,
+                    pod=pod,
                 )
             )
         down = [why for r, why in problems if r.devices]
@@ -635,7 +638,9 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
     if bad:
         if len(good_idx) == 1:
             remedy = _yaml_env(subj, str(next(iter(good_idx))))
+            pod = PodChange(env=((subj, str(next(iter(good_idx))), ""),))
         else:
+            pod = None
             remedy = "Remove NCCL_IB_GID_INDEX (NCCL 2.21+ picks the RoCE v2 IPv4 GID of each port), or give every port's netdev an IPv4 address so the index is the same on all."
         out.append(
             Finding(
@@ -644,6 +649,7 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
                 subj,
                 f"{shown}{read_as}: {'; '.join(bad)}. Expected a RoCE v2 GID with an IPv4 address on every port NCCL uses.",
                 remedy,
+                pod=pod,
             )
         )
     if unknown:
@@ -703,6 +709,11 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
             if candidates
             else "No interface other than loopback is up here: check the pod's network (CNI, Multus) first."
         )
+        pod = (
+            PodChange(env=((subj, "=" + candidates[0], f"an interface that is up here: {', '.join(candidates)}"),))
+            if candidates
+            else None
+        )
         return [
             Finding(
                 "NCCL_SOCKET_IFNAME_NO_MATCH",
@@ -711,6 +722,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
                 f"{shown} {seen}; expected at least one interface that is up. Up: "
                 f"{', '.join(i.name for i in up) or 'none'}{src}.",
                 remedy,
+                pod=pod,
                 data={"matched": [i.name for i in matched], "up": [i.name for i in up]},
             )
         ]
@@ -788,6 +800,8 @@ CHECKS = [
     Check(
         scope="pod",
         id="nccl.env",
+        condition=CONFIG,
+        gate=True,
         title="NCCL settings",
         probe=probe_nccl,
         judge=judge_nccl,

@@ -299,6 +299,8 @@ def _other_builtin_ids() -> tuple[str, ...]:
 CHECKS = [
     Check(
         id="node.labels",
+        condition=None,
+        gate=False,
         title="Node labels",
         probe=probe_node,
         judge=judge_node,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.record import field, record
 
-from rdmadoctor.core.model import ERROR, INFO, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, WARNING, Check, Code, Finding, Need, CONFIG
 
 from rdmadoctor.checks._pci import (
     AMD,
@@ -378,6 +378,8 @@ def _inventory(facts: PciLinkFacts) -> dict:
 CHECKS = [
     Check(
         id="pci.link",
+        condition=CONFIG,
+        gate=False,
         title="PCIe links and ACS",
         probe=lambda ctx: ctx.get(probe_links),
         judge=judge_links,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rdmadoctor.core.record import record
 
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, LINK
 
 from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
 
@@ -233,6 +233,8 @@ def _inventory_json(facts: RoceFacts) -> dict:
 CHECKS = [
     Check(
         id="roce.config",
+        condition=LINK,
+        gate=True,
         title="RoCE configuration",
         probe=probe_roce,
         judge=judge_roce,

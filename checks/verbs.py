@@ -13,7 +13,7 @@ import re
 from rdmadoctor.core.record import field, record
 
 from rdmadoctor.core.facts import RdmaDevice
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, PodChange
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES
@@ -664,6 +664,10 @@ def _judge_packages(f: VerbsFacts, expect: dict) -> list[Finding]:
     return out
 
 
+# The uverbs nodes come with the RDMA device plugin's resource; a node-side cause is the other way.
+DEV_POD = PodChange(rdma_device=True, whole=False)
+
+
 def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
     if not f.dev_known:
         return [
@@ -685,6 +689,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                 "no /dev/infiniband/uverbs* device nodes; expected one per RDMA device: the HCAs are visible in "
                 "/sys but cannot be opened (ibv_open_device fails, NCCL says 'NET/IB : No device found').",
                 DEV_REMEDY,
+                pod=DEV_POD,
             )
         )
     else:
@@ -702,6 +707,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                     "RDMA device: this container cannot use those (NCCL skips them).",
                     "If the pod should use every HCA, request them all from the device plugin (or mount all of "
                     "/dev/infiniband); if it should not, list them in ignore_ports.\n" + DEV_REMEDY,
+                    pod=DEV_POD,
                 )
             )
         for n in uverbs:
@@ -715,6 +721,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                         "the container's device cgroup does not allow it (mounted with hostPath but not granted "
                         "by a device plugin, or not privileged).",
                         DEV_REMEDY,
+                        pod=DEV_POD,
                     )
                 )
     cm = next((n for n in f.dev_nodes if n.path.endswith("/rdma_cm")), None)
@@ -739,6 +746,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                 cm.path,
                 f"{cm.path} exists but cannot be opened read-write ({cm.open_error}); librdmacm users (UCX, MPI) fail.",
                 DEV_REMEDY,
+                pod=DEV_POD,
             )
         )
     return out
@@ -794,6 +802,8 @@ CHECKS = [
     Check(
         scope="pod",
         id="verbs.userspace",
+        condition=CONFIG,
+        gate=True,
         title="RDMA userspace (libibverbs, providers, /dev/infiniband)",
         probe=probe_verbs,
         judge=judge_verbs,

@@ -198,7 +198,7 @@ def test_strict_turns_warnings_into_problems():
         "exit_code": 0,
         "checks": [{"id": "shm.size", "status": "warn", "findings": [
             {"code": "SHM_TOO_SMALL", "severity": "warning", "subject": "/dev/shm", "message": "m",
-             "remedy": "mount an emptyDir on /dev/shm"}]}],
+             "remedy": "mount an emptyDir on /dev/shm", "pod": {"shm_min_bytes": 1 << 30, "whole": False}}]}],
     }
     lenient = pf.Gate(report, {}, strict=False)
     assert lenient.verdict == "go" and lenient.problems == [] and len(lenient.warnings) == 1
@@ -218,13 +218,17 @@ def test_unknown_check_without_findings_is_listed():
     assert pf.render_text(g, g.verdict, colour=True).startswith("rdmadoctor preflight: \x1b[1;33mUNKNOWN\x1b[0m\n")
 
 
-def test_nccl_env_remedy_goes_into_the_yaml():
-    assert pf._env_from_remedy('env:\n- name: NCCL_IB_HCA\n  value: "=mlx5_0,mlx5_1"   # the ACTIVE devices') == (
-        "NCCL_IB_HCA", "=mlx5_0,mlx5_1", "the ACTIVE devices")
-    assert pf._env_from_remedy("Remove NCCL_IB_GID_INDEX") is None
-    fix = pf.PodFix()
-    how = pf.pod_fix_of({"code": "NCCL_IB_HCA_NO_MATCH", "remedy": 'env:\n- name: NCCL_IB_HCA\n  value: "=mlx5_0"'}, {}, fix)
-    assert how == "full"
+def test_nccl_env_pod_change_goes_into_the_yaml():
+    """The YAML comes from the finding's structured pod change, never from its remedy's prose."""
+    from rdmadoctor.core.model import Finding, PodChange
+    from rdmadoctor.output.podspec import PodFix
+
+    f = Finding("NCCL_IB_HCA_NO_MATCH", "error", "NCCL_IB_HCA", "selects no ACTIVE port", "prose that is not YAML",
+                pod=PodChange(env=(("NCCL_IB_HCA", "=mlx5_0", "the ACTIVE devices"),))).to_json()
+    fix = PodFix()
+    assert fix.add(f.get("pod")) == "full"
+    assert fix.add({"whole": True}) is None  # a pod change that changes nothing is no fix
+    assert PodFix().add(None) is None
     yaml = pytest.importorskip("yaml")
     c = yaml.safe_load(fix.yaml())["spec"]["containers"][0]
     assert c["env"] == [{"name": "NCCL_IB_HCA", "value": "=mlx5_0"}]

@@ -304,6 +304,9 @@ def test_hca_naming_a_missing_device_is_an_error_listing_active_ports():
     assert "'mlx5_20' matches no device" in f.message
     assert "mlx5_0/1, mlx5_1/1" in f.message and "mlx5_12/1" not in f.message.split("ACTIVE ports:")[1]
     assert 'name: NCCL_IB_HCA' in f.remedy and '"=mlx5_0,mlx5_1,mlx5_10' in f.remedy
+    # The pod-spec change is data on the finding (preflight's YAML is built from it, not from the prose).
+    ((name, value, why),) = f.pod.env
+    assert name == "NCCL_IB_HCA" and value.startswith("=mlx5_0,mlx5_1,mlx5_10") and "ACTIVE" in why
 
 
 def test_hca_remedy_keeps_the_compute_hcas_of_the_profile():

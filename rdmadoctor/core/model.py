@@ -23,6 +23,19 @@ def worst(statuses: list[str] | tuple[str, ...]) -> str:
     return PASS
 
 
+# What seeing a code means. A code has one kind for life: alerts and dashboards key on codes
+# (rdmadoctor_finding{code=...}), so "could not read the memlock limit" is never MEMLOCK_LIMITED.
+PROBLEM, COULD_NOT_DECIDE, INFORMATION = "problem", "unknown", "info"
+KINDS = (PROBLEM, COULD_NOT_DECIDE, INFORMATION)
+# The severities a finding of each kind may have.
+KIND_SEVERITIES = {PROBLEM: ("error", "warning"), COULD_NOT_DECIDE: ("unknown",), INFORMATION: ("info",)}
+
+# The NodeCondition a check's (or a code's) problems feed; None: no condition (third-party
+# checks unless they declare one, node.labels).
+LINK, CONFIG, GPUDIRECT = "link", "config", "gpudirect"
+CONDITIONS = (LINK, CONFIG, GPUDIRECT)
+
+
 @record
 class Code:
     """A stable finding code and what `rdmadoctor explain CODE` says about it."""
@@ -31,6 +44,34 @@ class Code:
     title: str
     meaning: str  # why it matters for a training job
     fix: str  # how to fix it, with commands or YAML
+    kind: str = PROBLEM  # problem | unknown | info (see KINDS)
+    condition: str | None = None  # overrides the check's condition for this code (GDR_* -> gpudirect)
+
+
+@record
+class PodChange:
+    """A change to the pod spec that fixes (``whole``) or helps fix a finding: data, not prose.
+
+    Preflight merges the changes of every problem into one YAML block; nothing parses remedies.
+    """
+
+    ipc_lock: bool = False  # securityContext.capabilities.add IPC_LOCK
+    rdma_device: bool = False  # resources.limits of the RDMA device plugin (rdma/hca)
+    shm_min_bytes: int | None = None  # an emptyDir medium: Memory on /dev/shm at least this big
+    env: tuple[tuple[str, str, str], ...] = ()  # (name, value, why)
+    whole: bool = True  # True: this change is the whole fix; False: one way among others
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"whole": self.whole}
+        if self.ipc_lock:
+            out["capabilities_add"] = ["IPC_LOCK"]
+        if self.rdma_device:
+            out["rdma_device"] = True
+        if self.shm_min_bytes:
+            out["shm_min_bytes"] = self.shm_min_bytes
+        if self.env:
+            out["env"] = [{"name": n, "value": v, "why": w} for n, v, w in self.env]
+        return out
 
 
 @record
@@ -41,6 +82,10 @@ class Finding:
     message: str  # what was seen, and what was expected
     remedy: str = ""  # the exact fix
     data: dict[str, Any] = field(default_factory=dict, compare=False)
+    pod: PodChange | None = field(default=None, compare=False)  # the pod-spec change it needs
+    # The code of the finding this one follows from (IB_NO_DEVICES for a MOD_MISSING on a host
+    # without RDMA): renderers fold it under its cause, one root cause, one headline.
+    cause: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -52,6 +97,10 @@ class Finding:
         }
         if self.data:
             out["data"] = self.data
+        if self.pod is not None:
+            out["pod"] = self.pod.to_json()
+        if self.cause:
+            out["cause"] = self.cause
         return out
 
 
@@ -73,7 +122,7 @@ class Check:
     needs: tuple[Need, ...] = ()
     # Expectations this check reads, with their defaults (merged into the profile).
     defaults: dict[str, Any] = field(default_factory=dict)
-    # Checks that must run before this one (node.labels reads every other result).
+    # Checks that must run before this one; "*": every other check, third-party ones included.
     after: tuple[str, ...] = ()
     # Facts that go into the report's "inventory": (facts) -> {key: json value}.
     inventory: Callable[[Any], dict[str, Any]] | None = None
@@ -82,6 +131,11 @@ class Check:
     # (its memlock, capabilities, /dev/shm, image userspace, job env). The agent and `label`
     # judge the node only: the agent pod's own limits say nothing about a training pod's.
     scope: str = "node"
+    # The NodeCondition its problems feed (LINK, CONFIG, GPUDIRECT; None: none).
+    condition: str | None = None
+    # Does `rdmadoctor preflight` (the pre-job gate) run it? Checks that judge node repairs only
+    # the agent should chase (PCIe links) or that are slow on every pod start say False.
+    gate: bool = False
 
 
 @record(frozen=False)

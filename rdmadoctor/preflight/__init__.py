@@ -80,7 +80,6 @@ def master_codes() -> tuple:
             "--timeout if rank 0 runs its own preflight or pulls a large image first.",
         ),
     )
-DEFAULT_SHM_LIMIT_GIB = 16
 
 
 class PreflightError(Exception):
@@ -95,105 +94,6 @@ class PreflightError(Exception):
 # 1. The gate: checks -> problems, warnings, and the pod-spec YAML
 
 
-class PodFix:
-    """What to add to the pod spec, merged from every problem that a pod-spec change fixes."""
-
-    def __init__(self) -> None:
-        self.ipc_lock = False
-        self.rdma_device = False
-        self.shm_gib: int | None = None
-        self.env: dict[str, tuple[str, str]] = {}  # name -> (value, comment)
-
-    def __bool__(self) -> bool:
-        return bool(self.ipc_lock or self.rdma_device or self.shm_gib or self.env)
-
-    def yaml(self) -> str:
-        """The lines to merge into the pod spec, as one document (valid YAML)."""
-        import json
-
-        c = ["spec:", "  containers:", "  - name: trainer   # your container's name"]
-        if self.ipc_lock:
-            c += [
-                "    securityContext:",
-                "      capabilities:",
-                '        add: ["IPC_LOCK"]   # lets RDMA pin memory past RLIMIT_MEMLOCK',
-            ]
-        if self.rdma_device:
-            c += [
-                "    resources:",
-                "      limits:",
-                "        rdma/hca: 1   # the resourceName of your RDMA device plugin",
-            ]
-        if self.env:
-            c.append("    env:")
-            for name in sorted(self.env):
-                value, comment = self.env[name]
-                c.append(f"    - name: {name}")
-                c.append(f"      value: {json.dumps(value)}" + (f"   # {comment}" if comment else ""))
-        if self.shm_gib:
-            c += ["    volumeMounts:", "    - {name: dshm, mountPath: /dev/shm}"]
-            c += [
-                "  volumes:",
-                "  - name: dshm",
-                f"    emptyDir: {{medium: Memory, sizeLimit: {self.shm_gib}Gi}}",
-            ]
-        return "\n".join(c) + "\n"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ipc_lock": self.ipc_lock,
-            "rdma_device": self.rdma_device,
-            "shm_size_limit": f"{self.shm_gib}Gi" if self.shm_gib else None,
-            "env": {k: v for k, (v, _) in sorted(self.env.items())},
-        }
-
-
-def _env_from_remedy(remedy: str) -> tuple[str, str, str] | None:
-    """nccl.env's remedies start with the env entry to set: ``env:\\n- name: X\\n  value: "V"   # why``."""
-    import re
-
-    m = re.match(r'env:\n- name: ([A-Za-z_][A-Za-z0-9_]*)\n  value: "([^"\n]*)"(?:[ \t]*#[ \t]*(.*))?\s*$', remedy)
-    return (m.group(1), m.group(2), (m.group(3) or "").strip()) if m else None
-
-
-# How a pod-spec change fixes a code. "full": the YAML is the whole fix, the finding's remedy is
-# not repeated; "part": the YAML helps and the remedy's other ways are printed too. The marker
-# must be in the finding's own remedy: the check decides that a pod-spec change applies (an
-# IB_NO_DEVICES for "10 HCAs, expected 12" is a node repair, not a missing rdma/hca request).
-POD_FIXES: dict[str, tuple[str, str, str]] = {
-    "CAP_IPC_LOCK_MISSING": ("ipc_lock", "full", "IPC_LOCK"),
-    # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get), so a pod
-    # can fix a low node default itself; raising the default is the other way.
-    "MEMLOCK_LIMITED": ("ipc_lock", "part", "IPC_LOCK"),
-    "SHM_TOO_SMALL": ("shm", "full", "/dev/shm"),
-    "DEV_UVERBS_MISSING": ("rdma_device", "part", "rdma/hca"),
-    "IB_NO_DEVICES": ("rdma_device", "part", "rdma/hca"),
-}
-
-
-def pod_fix_of(finding: dict[str, Any], expect: dict[str, Any], fix: PodFix) -> str | None:
-    """Record what ``finding`` needs in the pod spec; "full", "part" or None (no pod-spec fix)."""
-    kind = POD_FIXES.get(finding.get("code", ""))
-    if kind is not None and kind[2] in (finding.get("remedy") or ""):
-        what, how, _ = kind
-        if what == "ipc_lock":
-            fix.ipc_lock = True
-        elif what == "rdma_device":
-            fix.rdma_device = True
-        elif what == "shm":
-            want = expect.get("shm_min_bytes") or 0
-            gib = max(DEFAULT_SHM_LIMIT_GIB, -(-int(want) // GIB)) if isinstance(want, (int, float)) else DEFAULT_SHM_LIMIT_GIB
-            fix.shm_gib = max(fix.shm_gib or 0, gib)
-        return how
-    if str(finding.get("code", "")).startswith("NCCL_"):
-        env = _env_from_remedy(finding.get("remedy") or "")
-        if env is not None:
-            name, value, comment = env
-            fix.env[name] = (value, comment)
-            return "full"
-    return None
-
-
 class Gate:
     """The outcome of the checks: verdict, problems, warnings, what could not be established."""
 
@@ -203,6 +103,8 @@ class Gate:
         self.problems: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
         self.unknown: list[dict[str, Any]] = []
+        from rdmadoctor.output.podspec import PodFix
+
         self.fix = PodFix()
         for check in report.get("checks", []):
             listed = False
@@ -210,7 +112,7 @@ class Gate:
                 item = dict(f, check=check["id"])
                 sev = f.get("severity")
                 if sev == "error" or (sev == "warning" and strict):
-                    item["pod_fix"] = pod_fix_of(f, expect, self.fix)
+                    item["pod_fix"] = self.fix.add(f.get("pod"))
                     self.problems.append(item)
                 elif sev == "warning":
                     # Warnings do not block, so their fixes stay out of the YAML of a GO.
