@@ -86,7 +86,7 @@ class PubErr(Exception):
 
 def fake_diag(status="pass", labels=None, results=None):
     report = {
-        "schema": "rdmadoctor.engine.report/v1", "status": status, "exit_code": 0 if status == "pass" else 1,
+        "schema": "rdmadoctor.report/v1", "status": status, "exit_code": 0 if status == "pass" else 1,
         "summary": {}, "checks": [], "labels": dict(labels or {"rdmadoctor.io/ready": "true"}),
     }
     return SimpleNamespace(report=report, results=list(results or [result("ib.ports", status)]))
@@ -490,7 +490,7 @@ def test_agent_nfd_mode_scrape_health_report_and_sigterm(spawn, tmp_path):
     assert m[("rdmadoctor_api_errors_total", ())] == 0
 
     rep = json.loads(report_file.read_text())
-    assert rep["schema"] == "rdmadoctor.engine.report/v1" and rep["status"] == "fail"
+    assert rep["schema"] == "rdmadoctor.report/v1" and rep["status"] == "fail"
     assert rep["labels"]["rdmadoctor.io/ready"] == "false"
     nfd = (features / "rdmadoctor").read_text()
     assert nfd.startswith("# +expiry-time=") and "network-rdma.capable=true" in nfd

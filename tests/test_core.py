@@ -261,7 +261,7 @@ def test_json_report_round_trips():
 
     diag = diagnose(Options(), host=mem_host({"/sys/class/net/lo/operstate": b"unknown\n"}))
     rep = json.loads(json.dumps(diag.report))
-    assert rep["schema"] == "rdmadoctor.engine.report/v1"
+    assert rep["schema"] == "rdmadoctor.report/v1"
     assert rep["status"] in ("pass", "warn", "fail", "unknown")
     for key in ("rdma_devices", "gpus", "topology", "memlock_bytes", "shm_bytes"):
         assert key in rep["inventory"]

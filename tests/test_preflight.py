@@ -112,7 +112,7 @@ def test_json_verdict_runs_the_pod_checks_only():
     assert sorted(doc["checks"]) == sorted(pf.PREFLIGHT_CHECKS)
     assert "node.labels" not in doc["checks"] and "pci.link" not in doc["checks"]
     assert doc["problems"] == [] and doc["pod_spec_yaml"] is None and doc["master"] is None
-    assert doc["report"]["schema"] == "rdmadoctor.engine.report/v1"
+    assert doc["report"]["schema"] == "rdmadoctor.report/v1"
     assert doc["report"]["profile"] == "hgx-8gpu-ndr"
 
 

@@ -35,7 +35,7 @@ Logs go to stderr: one line at start, then only when the node's status or its pr
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from rdmadoctor.cli.app import BundleOpt, ExampleOpt, RootOpt
+    from rdmadoctor.cli.options import BundleOpt, ExampleOpt, RootOpt
 
     @app.command("agent", help=AGENT_HELP)
     def agent(
@@ -56,7 +56,7 @@ def register(app) -> None:
         interval: float = typer.Option(60.0, "--interval", metavar="SECONDS", help="Seconds between cycles; each wait is jittered by +-10% so a DaemonSet's pods spread their API calls. The first cycle runs at once."),
         metrics_port: int = typer.Option(9470, "--metrics-port", metavar="PORT", help="Serve /metrics and /healthz on this port; 0 turns the server off."),
         metrics_address: str = typer.Option("0.0.0.0", "--metrics-address", metavar="ADDR", help="Address to serve metrics on (127.0.0.1 keeps them inside the node; :: for IPv6)."),
-        report_file: Optional[str] = typer.Option(None, "--report-file", metavar="FILE", help="Write the last report (JSON, schema rdmadoctor.engine.report/v1) here after every cycle, atomically: a reader sees the old or the new report, never a part."),
+        report_file: Optional[str] = typer.Option(None, "--report-file", metavar="FILE", help="Write the last report (JSON, schema rdmadoctor.report/v1) here after every cycle, atomically: a reader sees the old or the new report, never a part."),
         log_format: str = typer.Option("text", "--log-format", metavar="text|json", help="Log lines on stderr as text, or as one JSON object a line (ts, level, msg, fields) for log pipelines."),
         once: bool = typer.Option(False, "--once", help="Run one cycle (check, publish, report file) and exit with check's codes: 0 healthy, 1 a problem, 2 unknown or the publish failed."),
     ) -> None:

@@ -37,7 +37,7 @@ DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from rdmadoctor.cli.app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "label",

@@ -20,7 +20,7 @@ def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
     import typer
 
-    from rdmadoctor.cli.app import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
         "preflight",

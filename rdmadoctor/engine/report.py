@@ -1,8 +1,8 @@
-"""The report: one dict, versioned (``rdmadoctor.engine.report/v1``), that every renderer consumes.
+"""The report: one dict, versioned (``rdmadoctor.report/v1``), that every renderer consumes.
 
 Schema (v1); every value a check could not establish is ``null``:
 
-- ``schema``: "rdmadoctor.engine.report/v1"; ``version``: rdmadoctor's version
+- ``schema``: "rdmadoctor.report/v1"; ``version``: rdmadoctor's version
 - ``status``: pass | warn | fail | unknown (worst of the checks; skipped checks do not count)
 - ``exit_code``: what ``rdmadoctor check`` exits with (0 healthy, 1 a problem, 2 unknown)
 - ``host``: {label, kind (live|root|bundle), hostname}; ``profile``: the expectations' profile
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 from rdmadoctor import __version__
 from rdmadoctor.core.model import ERROR, FAIL, PASS, SKIP, UNKNOWN, WARN, WARNING, CheckResult, worst
 
-SCHEMA = "rdmadoctor.engine.report/v1"
+SCHEMA = "rdmadoctor.report/v1"
 
 # Keys the schema promises in "inventory", null until a check fills them.
 INVENTORY_KEYS = ("rdma_devices", "gpus", "topology", "memlock_bytes", "shm_bytes")
