@@ -1,4 +1,13 @@
-"""limits.memlock and shm.size: what the pod's process may pin, and the room NCCL has in /dev/shm."""
+"""limits.memlock and shm.size: what the job's process may pin, and the room NCCL has in /dev/shm.
+
+Whether RLIMIT_MEMLOCK binds RDMA depends on the process, not only on the limit: ib_umem_get()
+(drivers/infiniband/core/umem.c, the pinning behind ibv_reg_mr) refuses a registration with
+ENOMEM only when ``new_pinned > lock_limit && !capable(CAP_IPC_LOCK)``, and its earlier
+``can_do_mlock()`` (mm/mlock.c) passes for a zero limit too when the process is capable. So a
+process with CAP_IPC_LOCK in its effective set is not limited, whatever `ulimit -l` says.
+``capable()`` asks the initial user namespace: in a user-namespaced pod (hostUsers: false) the
+CapEff bit does not count.
+"""
 
 from __future__ import annotations
 
@@ -9,36 +18,83 @@ from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Fi
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CAP_IPC_LOCK_BIT = 14  # include/uapi/linux/capability.h
 DOCKER_SHM_DEFAULT = 64 * MIB  # docker/containerd give every container a 64 MiB /dev/shm
+# /proc/self/uid_map of the initial user namespace: the whole uid range mapped onto itself.
+INIT_UID_MAP = ("0", "0", "4294967295")
 
-MEMLOCK_LIMITED = Code(
-    "MEMLOCK_LIMITED",
-    "Locked-memory limit (RLIMIT_MEMLOCK) too low",
-    "RDMA memory registration (ibv_reg_mr) pins pages, and the kernel counts them against "
-    "RLIMIT_MEMLOCK unless the process holds CAP_IPC_LOCK. A container's default (64 KiB or 8 MiB) "
-    "is exhausted at once: ibv_reg_mr fails with ENOMEM and NCCL reports 'Cannot allocate memory' "
-    "or 'ibv_reg_mr failed', or falls back to sockets.",
-    "Docker: `docker run --ulimit memlock=-1:-1 ...`. Kubernetes with containerd: pods inherit "
-    "containerd's own limit, so raise it on every node:\n"
+_IPC_LOCK_YAML = (
+    "securityContext:\n"
+    "  capabilities:\n"
+    "    add: [\"IPC_LOCK\"]\n"
+)
+_RAISE_DEFAULT = (
+    "Docker: `docker run --ulimit memlock=-1:-1 ...`. Kubernetes has no ulimit field: pods inherit "
+    "the container runtime's own limit, so raise it on every node. containerd:\n"
     "  mkdir -p /etc/systemd/system/containerd.service.d\n"
     "  printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/containerd.service.d/memlock.conf\n"
     "  systemctl daemon-reload && systemctl restart containerd\n"
     "CRI-O: in /etc/crio/crio.conf, [crio.runtime] default_ulimits = [\"memlock=-1:-1\"], then "
-    "`systemctl restart crio`. Also add IPC_LOCK to the container (the kernel then lets it pin "
-    "memory past the limit). If only the soft limit is low, `ulimit -l unlimited` in the "
-    "entrypoint before the launcher raises it.",
+    "`systemctl restart crio`."
+)
+
+MEMLOCK_LIMITED = Code(
+    "MEMLOCK_LIMITED",
+    "Locked-memory limit (RLIMIT_MEMLOCK) binds RDMA and is too low",
+    "RDMA memory registration (ibv_reg_mr) pins pages, and the kernel counts them against "
+    "RLIMIT_MEMLOCK for a process without CAP_IPC_LOCK. A container's default (64 KiB or 8 MiB) "
+    "is exhausted at once: ibv_reg_mr fails with ENOMEM and NCCL reports 'Cannot allocate memory' "
+    "or 'ibv_reg_mr failed', or falls back to sockets. Seen only when the job's process has a "
+    "finite limit below the expectation and does not hold CAP_IPC_LOCK.",
+    "Either fix is complete. In the pod, when the container runs as root: add IPC_LOCK, and the "
+    "kernel stops applying the limit to RDMA registrations:\n" + _IPC_LOCK_YAML
+    + "(Docker: `--cap-add IPC_LOCK`). A non-root container does not get added capabilities in its "
+    "effective set, so for it raise the limit instead. On the node, raise the runtime's default "
+    "for every pod:\n" + _RAISE_DEFAULT + "\nIf only the soft limit is low, `ulimit -l unlimited` in "
+    "the entrypoint before the launcher raises it.",
+    kind="problem",
+)
+MEMLOCK_UNREADABLE = Code(
+    "MEMLOCK_UNREADABLE",
+    "Locked-memory limit could not be read",
+    "Could not decide: neither /proc/self/limits, a recorded `ulimit -a` nor runtime.json gave "
+    "the memlock limit, and the process is not known to hold CAP_IPC_LOCK (which would make the "
+    "limit irrelevant for RDMA). Whether ibv_reg_mr can pin memory is unknown.",
+    "Run the check inside the training container (`rdmadoctor check --only limits`), or record "
+    "the bundle there with `rdmadoctor collect`, which keeps /proc/self/limits and /proc/self/status.",
+    kind="unknown",
+)
+MEMLOCK_BYPASSED_BY_IPC_LOCK = Code(
+    "MEMLOCK_BYPASSED_BY_IPC_LOCK",
+    "Memlock limit does not bind: the process holds CAP_IPC_LOCK",
+    "The memlock limit is below the expectation (or unreadable), but the process that runs the job "
+    "holds CAP_IPC_LOCK in its effective set: the kernel does not count RDMA registrations against "
+    "RLIMIT_MEMLOCK for it (ib_umem_get in drivers/infiniband/core/umem.c), so ibv_reg_mr is not "
+    "limited. This is the usual recipe for pods (IPC_LOCK added, the runtime's default limit kept).",
+    "Nothing to fix for RDMA. Keep IPC_LOCK in the pod spec; a process that drops it (another user, "
+    "`setpriv`, a non-root entrypoint) would be held to the limit.",
+    kind="info",
 )
 CAP_IPC_LOCK_MISSING = Code(
     "CAP_IPC_LOCK_MISSING",
     "CAP_IPC_LOCK not in the effective capabilities",
     "With CAP_IPC_LOCK the kernel lets RDMA pin memory past RLIMIT_MEMLOCK (ib_umem_get skips the "
     "limit for a capable process); without it every registration counts against the limit. It is "
-    "the capability the NVIDIA network operator and most RDMA pod examples add.",
-    "Add it to the container:\n"
-    "securityContext:\n"
-    "  capabilities:\n"
-    "    add: [\"IPC_LOCK\"]\n"
-    "(Docker: `--cap-add IPC_LOCK`). A non-root container only gets it in its effective set when "
+    "the capability the NVIDIA network operator and most RDMA pod examples add. Seen only when the "
+    "capabilities were read and the bit is not set (or the job runs as another user, who does not "
+    "inherit it).",
+    "Add it to the container:\n" + _IPC_LOCK_YAML
+    + "(Docker: `--cap-add IPC_LOCK`). A non-root container only gets it in its effective set when "
     "the process runs as root or the capability is made ambient.",
+    kind="problem",
+)
+CAPS_UNREADABLE = Code(
+    "CAPS_UNREADABLE",
+    "Capabilities could not be read",
+    "Could not decide: the memlock limit is low (or unknown), and whether it binds RDMA depends on "
+    "CAP_IPC_LOCK, but no CapEff was found in /proc/self/status or runtime.json (or, for a job that "
+    "runs as root under a non-root check, no CapBnd).",
+    "Run the check inside the training container, or record the bundle there with `rdmadoctor "
+    "collect`, which keeps /proc/self/status.",
+    kind="unknown",
 )
 SHM_TOO_SMALL = Code(
     "SHM_TOO_SMALL",
@@ -54,6 +110,27 @@ SHM_TOO_SMALL = Code(
     "- volumeMounts:\n"
     "  - {name: dshm, mountPath: /dev/shm}\n"
     "(Docker: `--shm-size=16g` or `--ipc=host`).",
+    kind="problem",
+)
+SHM_NEARLY_FULL = Code(
+    "SHM_NEARLY_FULL",
+    "/dev/shm nearly full",
+    "/dev/shm is big enough but less than half of the expected size is free: files left by earlier "
+    "jobs (NCCL segments, DataLoader tensors) fill it, and the next job's shm_open/posix_fallocate "
+    "fails with ENOSPC: 'unhandled system error' or a bus error.",
+    "Find and remove the leftovers: `ls -la /dev/shm` (`rm /dev/shm/nccl-*` when no job runs), or "
+    "restart the pod; if the space is really used, give /dev/shm a larger sizeLimit in the pod spec.",
+    kind="problem",
+)
+SHM_UNREADABLE = Code(
+    "SHM_UNREADABLE",
+    "/dev/shm size could not be read",
+    "Could not decide: /dev/shm is not mounted in this process, or the bundle has neither a shm_size "
+    "in runtime.json nor a recorded `df /dev/shm`. Whether NCCL's shared-memory transport has room "
+    "is unknown.",
+    "Run the check inside the training container, or record the bundle there with `rdmadoctor "
+    "collect`; a pasted bundle needs `df -h /dev/shm > cmd/df-shm.txt`.",
+    kind="unknown",
 )
 
 SHM_REMEDY = (
@@ -66,13 +143,7 @@ SHM_REMEDY = (
     "  - {name: dshm, mountPath: /dev/shm}\n"
     "(Docker: `--shm-size=16g` or `--ipc=host`)."
 )
-IPC_LOCK_REMEDY = (
-    "Add to the container in the pod spec:\n"
-    "securityContext:\n"
-    "  capabilities:\n"
-    "    add: [\"IPC_LOCK\"]\n"
-    "(Docker: `--cap-add IPC_LOCK`)."
-)
+IPC_LOCK_REMEDY = "Add to the container in the pod spec:\n" + _IPC_LOCK_YAML + "(Docker: `--cap-add IPC_LOCK`)."
 
 
 def fmt_bytes(n: int | None) -> str:
@@ -90,6 +161,35 @@ def _nonneg_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
+def _status_field(text: str | None, key: str) -> str | None:
+    """The value of one ``Key:`` line of /proc/<pid>/status."""
+    for line in (text or "").splitlines():
+        if line.startswith(key + ":"):
+            return line[len(key) + 1 :].strip()
+    return None
+
+
+def parse_status_uid(text: str | None) -> int | None:
+    """The effective uid (second field of ``Uid:``): the one capabilities follow."""
+    words = (_status_field(text, "Uid") or "").split()
+    return int(words[1]) if len(words) >= 2 and words[1].isdigit() else None
+
+
+def parse_status_caps(text: str | None, key: str) -> int | None:
+    value = _status_field(text, key)
+    try:
+        return int(value, 16) if value else None
+    except ValueError:
+        return None
+
+
+def in_user_namespace(uid_map: str | None) -> bool | None:
+    """/proc/self/uid_map -> True in a user namespace, False in the initial one, None unknown."""
+    if uid_map is None:
+        return None
+    return [line.split() for line in uid_map.splitlines() if line.strip()] != [list(INIT_UID_MAP)]
+
+
 # ---- limits.memlock ---------------------------------------------------------------------
 
 
@@ -103,6 +203,9 @@ class MemlockFacts:
     cap_eff: int | None  # CapEff bits; None = unknown
     cap_source: str | None
     notes: tuple[str, ...] = ()
+    uid: int | None = None  # effective uid of the checking process; None = unknown
+    cap_bnd: int | None = None  # CapBnd: what a root process started in this container gets
+    userns: bool | None = None  # in a user namespace (capabilities do not count for capable())
 
     @property
     def cap_ipc_lock(self) -> bool | None:
@@ -118,6 +221,7 @@ def probe_memlock(ctx) -> MemlockFacts:
     source = None
     cap_eff = None
     cap_source = None
+    status = None
     rt = host.runtime
     if host.live_process:
         if rt.memlock_soft != "unknown":
@@ -126,6 +230,9 @@ def probe_memlock(ctx) -> MemlockFacts:
             hard, hard_known = rt.memlock_hard, True
         if rt.cap_eff is not None:
             cap_eff, cap_source = rt.cap_eff, "process"
+        # Under --root, /proc/self of the mounted tree is not this process.
+        if host.kind == "live":
+            status = host.read_text("/proc/self/status")
     else:
         from rdmadoctor.parsers.system import parse_proc_limits, parse_proc_status_capeff, parse_ulimit
 
@@ -148,14 +255,18 @@ def probe_memlock(ctx) -> MemlockFacts:
             soft, known, source = rt.memlock_soft, True, "runtime.json"
             if rt.memlock_hard != "unknown":
                 hard, hard_known = rt.memlock_hard, True
-        text = host.read_text("/proc/self/status")
-        if text is not None:
-            parsed_cap = parse_proc_status_capeff(text)
+        status = host.read_text("/proc/self/status")
+        if status is not None:
+            parsed_cap = parse_proc_status_capeff(status)
             notes.extend(f"proc/self/status: {w}" for w in parsed_cap.warnings)
             if parsed_cap.value is not None:
                 cap_eff, cap_source = parsed_cap.value, "proc/self/status"
         if cap_eff is None and rt.cap_eff is not None:
             cap_eff, cap_source = rt.cap_eff, "runtime.json"
+    uid = parse_status_uid(status)
+    if uid is None:
+        uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", when the bundle has it
+    userns = in_user_namespace(host.read_text("/proc/self/uid_map")) if host.kind != "root" else None
     return MemlockFacts(
         soft=_nonneg_int(soft) if known else None,
         hard=_nonneg_int(hard) if hard_known else None,
@@ -165,81 +276,177 @@ def probe_memlock(ctx) -> MemlockFacts:
         cap_eff=_nonneg_int(cap_eff),
         cap_source=cap_source,
         notes=tuple(notes),
+        uid=uid,
+        cap_bnd=parse_status_caps(status, "CapBnd"),
+        userns=userns,
     )
+
+
+@record
+class JobProcess:
+    """Whose capabilities the memlock verdict rests on."""
+
+    uid: int | None  # the uid the verdict holds for; None = unknown
+    other: bool  # the job runs as another user than this check (expectation job_uid)
+    cap_ipc_lock: bool | None  # does the job's process hold CAP_IPC_LOCK effective; None = unknown
+    why: str = ""  # how that was decided when it is not this process's CapEff
+
+    @property
+    def who(self) -> str:
+        if self.other:
+            return f"the job (uid {self.uid})"
+        return "this process" + (f" (uid {self.uid})" if self.uid is not None else "")
+
+
+def job_process(f: MemlockFacts, expect: dict) -> JobProcess:
+    job_uid = _nonneg_int(expect.get("job_uid"))
+    if job_uid is None or job_uid == f.uid:
+        job = JobProcess(f.uid, False, f.cap_ipc_lock)
+    else:
+        me = f"uid {f.uid}" if f.uid is not None else "a uid that could not be read"
+        if job_uid == 0:
+            # A root process started in this container gets the bounding set in its effective set.
+            if f.cap_bnd is None:
+                job = JobProcess(0, True, None, f"this check runs as {me}, and the bounding set a root job would get (CapBnd) could not be read")
+            else:
+                has = bool(f.cap_bnd >> CAP_IPC_LOCK_BIT & 1)
+                job = JobProcess(0, True, has, f"this check runs as {me}; a root job gets this container's bounding set, which {'holds' if has else 'lacks'} CAP_IPC_LOCK")
+        else:
+            # execve() by a non-root user clears the permitted and effective sets, except for
+            # ambient or file capabilities (capabilities(7)); Kubernetes sets neither.
+            job = JobProcess(
+                job_uid,
+                True,
+                False,
+                f"this check runs as {me}; a non-root job does not keep capabilities across exec (only ambient or file "
+                "capabilities would), so it is judged without CAP_IPC_LOCK",
+            )
+    if job.cap_ipc_lock and f.userns:
+        why = "the pod runs in a user namespace (/proc/self/uid_map), where CAP_IPC_LOCK does not count: capable() asks the initial namespace"
+        job = JobProcess(job.uid, job.other, False, why)
+    return job
 
 
 def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     want = _nonneg_int(expect.get("memlock_min_bytes"))  # None: unlimited required
     want_text = "unlimited" if want is None else f"at least {fmt_bytes(want)}"
-    cap = f.cap_ipc_lock
+    job = job_process(f, expect)
+    cap = job.cap_ipc_lock
+    why = f" ({job.why})" if job.why else ""
     limited: bool | None = None
-    if not f.known:
-        why = "; ".join(f.notes) or "no /proc/self/limits, cmd/ulimit.txt or memlock value in runtime.json"
-        out.append(Finding("MEMLOCK_LIMITED", UNKNOWN, "memlock", f"the memlock limit could not be read ({why})."))
-    else:
+    if f.known:
         limited = f.soft is not None and (want is None or f.soft < want)
-    if limited:
-        hard = fmt_bytes(f.hard) if f.hard_known else "unknown"
-        consequence = "RDMA memory registration (ibv_reg_mr) fails or NCCL errors with 'Cannot allocate memory'"
-        if cap:
-            # ib_umem_get() skips the limit for a CAP_IPC_LOCK process, so this process would get
-            # by; but the checker often runs with more capabilities than the job (a root agent,
-            # an init container): a job without the capability fails, so it stays an error.
-            consequence += (
-                " (this process holds CAP_IPC_LOCK and may pin past the limit; a job process without "
-                "it, e.g. a non-root one, cannot)"
-            )
-        sev = ERROR
-        remedy = MEMLOCK_LIMITED.fix
-        if f.hard_known and f.hard is None:
-            remedy = (
-                "The hard limit is unlimited: run `ulimit -l unlimited` in the entrypoint before the "
-                "launcher (e.g. `command: [\"bash\", \"-c\", \"ulimit -l unlimited && exec torchrun ...\"]`). "
-                "Better, fix the default for every pod: " + MEMLOCK_LIMITED.fix
-            )
+    hard = fmt_bytes(f.hard) if f.hard_known else "unknown"
+    seen = f"memlock soft limit {fmt_bytes(f.soft)} (hard {hard})"
+    data = {"memlock_soft": f.soft, "memlock_hard": f.hard if f.hard_known else "unknown", "source": f.source, "uid": job.uid}
+    if cap and limited is not False:
+        what = f"{seen} is below the expected {want_text}" if f.known else "the memlock limit could not be read"
         out.append(
             Finding(
-                "MEMLOCK_LIMITED",
-                sev,
+                MEMLOCK_BYPASSED_BY_IPC_LOCK.code,
+                INFO,
                 "memlock",
-                f"memlock soft limit {fmt_bytes(f.soft)} (hard {hard}); expected {want_text}: {consequence}.",
-                remedy,
-                data={"memlock_soft": f.soft, "memlock_hard": f.hard if f.hard_known else "unknown", "source": f.source},
-                # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get):
-                # a pod can fix a low node default itself; raising the default is the other way.
-                pod=PodChange(ipc_lock=True, whole=False),
+                f"{what}, but it does not bind RDMA: {job.who} holds CAP_IPC_LOCK, and the kernel does not count "
+                f"RDMA registrations (ibv_reg_mr) against RLIMIT_MEMLOCK for it{why}.",
+                data=data,
             )
         )
-    if expect.get("require_ipc_lock", True):
-        if cap is False:
-            # When memlock already suffices the capability changes nothing for RDMA:
-            # a missing one is then worth a warning, not a failed pod.
-            sev = WARNING if limited is False else ERROR
-            out.append(
-                Finding(
-                    "CAP_IPC_LOCK_MISSING",
-                    sev,
-                    "CAP_IPC_LOCK",
-                    f"CapEff {f.cap_eff:016x} lacks CAP_IPC_LOCK (bit {CAP_IPC_LOCK_BIT}); expected it in the "
-                    "effective set so RDMA can pin memory regardless of the memlock limit"
-                    + (" (not needed while the memlock limit suffices)." if sev == WARNING else "."),
-                    IPC_LOCK_REMEDY,
-                    data={"cap_eff": f"{f.cap_eff:016x}"},
-                    pod=PodChange(ipc_lock=True),
-                )
+    elif limited is None:
+        notes = "; ".join(f.notes) or "no /proc/self/limits, cmd/ulimit.txt or memlock value in runtime.json"
+        out.append(
+            Finding(
+                MEMLOCK_UNREADABLE.code,
+                UNKNOWN,
+                "memlock",
+                f"the memlock limit could not be read ({notes}), and {job.who} is not known to hold CAP_IPC_LOCK: "
+                "whether RDMA registration is limited is unknown.",
             )
-        elif cap is None:
-            sev = INFO if limited is False else UNKNOWN
-            out.append(
-                Finding(
-                    "CAP_IPC_LOCK_MISSING",
-                    sev,
-                    "CAP_IPC_LOCK",
-                    "the effective capabilities could not be read (no CapEff in /proc/self/status or runtime.json).",
-                )
+        )
+    elif limited and cap is None:
+        caps_why = job.why or "no CapEff in /proc/self/status or runtime.json"
+        out.append(
+            Finding(
+                CAPS_UNREADABLE.code,
+                UNKNOWN,
+                "CAP_IPC_LOCK",
+                f"{seen} is below the expected {want_text}; it binds RDMA only when {job.who} lacks CAP_IPC_LOCK, "
+                f"and the capabilities could not be read ({caps_why}).",
+                data=data,
             )
+        )
+    elif limited:
+        out.append(_memlock_limited(f, job, seen, want_text, data))
+    if cap is None and limited is None:
+        out.append(
+            Finding(
+                CAPS_UNREADABLE.code,
+                UNKNOWN,
+                "CAP_IPC_LOCK",
+                f"the capabilities of {job.who} could not be read ({job.why or 'no CapEff in /proc/self/status or runtime.json'}).",
+            )
+        )
+    if expect.get("require_ipc_lock", True) and cap is False:
+        # When memlock already suffices the capability changes nothing for RDMA:
+        # a missing one is then worth a warning, not a failed pod.
+        sev = WARNING if limited is False else ERROR
+        have = f"CapEff {f.cap_eff:016x} lacks CAP_IPC_LOCK (bit {CAP_IPC_LOCK_BIT})" if f.cap_eff is not None else "no CapEff"
+        seen_cap = have if not job.other and not job.why else f"{job.who} lacks CAP_IPC_LOCK ({job.why})"
+        remedy, pod = IPC_LOCK_REMEDY, PodChange(ipc_lock=True)
+        if job.uid is not None and job.uid != 0:
+            # Kubernetes puts added capabilities in a non-root container's bounding set only.
+            remedy = (
+                f"uid {job.uid} is not root: IPC_LOCK added in the pod spec does not reach its effective set. Run the "
+                "job as root with IPC_LOCK added, or raise the memlock limit (see MEMLOCK_LIMITED) and set "
+                "require_ipc_lock = false."
+            )
+            pod = None
+        out.append(
+            Finding(
+                CAP_IPC_LOCK_MISSING.code,
+                sev,
+                "CAP_IPC_LOCK",
+                f"{seen_cap}; expected it in the effective set so RDMA can pin memory regardless of the memlock limit"
+                + (" (not needed while the memlock limit suffices)." if sev == WARNING else "."),
+                remedy,
+                data={"cap_eff": f"{f.cap_eff:016x}" if f.cap_eff is not None else None, "uid": job.uid},
+                pod=pod,
+            )
+        )
     return out
+
+
+def _memlock_limited(f: MemlockFacts, job: JobProcess, seen: str, want_text: str, data: dict) -> Finding:
+    nonroot = job.uid is not None and job.uid != 0
+    for_whom = f" for {job.who}" if job.other else ""
+    lacks = f"{job.who} lacks CAP_IPC_LOCK{f' ({job.why})' if job.why else ''}"
+    message = (
+        f"{seen}{for_whom}; expected {want_text}, or CAP_IPC_LOCK: {lacks}, so RDMA memory registration "
+        "(ibv_reg_mr) fails or NCCL errors with 'Cannot allocate memory'."
+    )
+    if nonroot:
+        # Capabilities added in the pod spec are not effective for a non-root user: only a
+        # higher limit helps.
+        remedy = (
+            f"uid {job.uid} is not root: IPC_LOCK added in the pod spec does not reach its effective set, so raise "
+            "the limit. " + _RAISE_DEFAULT
+        )
+        pod = None
+    else:
+        remedy = (
+            "Add IPC_LOCK to the container (a complete fix for RDMA: the kernel then does not apply the limit to "
+            "its registrations):\n" + _IPC_LOCK_YAML + "(Docker: `--cap-add IPC_LOCK`). Or raise the runtime's "
+            "default limit on every node: " + _RAISE_DEFAULT
+        )
+        # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get):
+        # a pod can fix a low node default itself; raising the default is the other way.
+        pod = PodChange(ipc_lock=True, whole=False)
+    if f.hard_known and f.hard is None:
+        remedy = (
+            "The hard limit is unlimited: run `ulimit -l unlimited` in the entrypoint before the launcher "
+            "(e.g. `command: [\"bash\", \"-c\", \"ulimit -l unlimited && exec torchrun ...\"]`). Or: " + remedy
+        )
+    return Finding(MEMLOCK_LIMITED.code, ERROR, "memlock", message, remedy, data=data, pod=pod)
 
 
 def _memlock_inventory(f: MemlockFacts) -> dict:
@@ -289,13 +496,13 @@ def judge_shm(f: ShmFacts, expect: dict) -> list[Finding]:
         want = GIB
     if f.size is None:
         why = "; ".join(f.notes) or "no shm_size in runtime.json and no cmd/df-shm.txt"
-        return [Finding("SHM_TOO_SMALL", UNKNOWN, "/dev/shm", f"the size of /dev/shm could not be read ({why}).")]
+        return [Finding(SHM_UNREADABLE.code, UNKNOWN, "/dev/shm", f"the size of /dev/shm could not be read ({why}).")]
     data = {"shm_bytes": f.size, "shm_free_bytes": f.free, "shm_min_bytes": want}
     if f.size < want:
         default = " (the container default)" if f.size == DOCKER_SHM_DEFAULT else ""
         return [
             Finding(
-                "SHM_TOO_SMALL",
+                SHM_TOO_SMALL.code,
                 ERROR,
                 "/dev/shm",
                 f"/dev/shm is {fmt_bytes(f.size)}{default}; expected at least {fmt_bytes(want)}: NCCL's "
@@ -308,14 +515,13 @@ def judge_shm(f: ShmFacts, expect: dict) -> list[Finding]:
     if f.free is not None and f.free < want // 2:
         return [
             Finding(
-                "SHM_TOO_SMALL",
+                SHM_NEARLY_FULL.code,
                 WARNING,
                 "/dev/shm",
                 f"/dev/shm has {fmt_bytes(f.free)} free of {fmt_bytes(f.size)}; expected at least "
                 f"{fmt_bytes(want // 2)} free: files left by earlier jobs (NCCL segments, DataLoader "
                 "tensors) fill it and the next job fails with 'unhandled system error'.",
-                "Find and remove the leftovers: `ls -la /dev/shm` (`rm /dev/shm/nccl-*` when no job runs), "
-                "or restart the pod; if the space is really used, give /dev/shm a larger sizeLimit.\n" + SHM_REMEDY,
+                SHM_NEARLY_FULL.fix + "\n" + SHM_REMEDY,
                 data=data,
                 pod=PodChange(shm_min_bytes=want, whole=False),
             )
@@ -336,10 +542,13 @@ CHECKS = [
         title="Locked-memory limit and CAP_IPC_LOCK",
         probe=probe_memlock,
         judge=judge_memlock,
-        codes=(MEMLOCK_LIMITED, CAP_IPC_LOCK_MISSING),
+        codes=(MEMLOCK_LIMITED, MEMLOCK_UNREADABLE, MEMLOCK_BYPASSED_BY_IPC_LOCK, CAP_IPC_LOCK_MISSING, CAPS_UNREADABLE),
+        # job_uid: the uid the training process runs as, when it is not this check's (an init
+        # container running as root for a non-root job); None: the job runs as this process.
+        defaults={"job_uid": None},
         inventory=_memlock_inventory,
-        description="RLIMIT_MEMLOCK (soft and hard) of this process and CAP_IPC_LOCK in its effective "
-        "capabilities: what RDMA memory registration needs.",
+        description="RLIMIT_MEMLOCK (soft and hard) of the job's process and CAP_IPC_LOCK in its effective "
+        "capabilities, which lifts the limit for RDMA memory registration.",
     ),
     Check(
         scope="pod",
@@ -349,7 +558,7 @@ CHECKS = [
         title="/dev/shm size",
         probe=probe_shm,
         judge=judge_shm,
-        codes=(SHM_TOO_SMALL,),
+        codes=(SHM_TOO_SMALL, SHM_NEARLY_FULL, SHM_UNREADABLE),
         inventory=_shm_inventory,
         description="Size and free space of /dev/shm, where NCCL's shared-memory transport lives.",
     ),
