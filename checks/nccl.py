@@ -39,13 +39,15 @@ NCCL_IB_HCA_NO_MATCH = Code(
     "Name the ACTIVE ports this node has (see `ibstat` / `rdma link`), exactly, in the pod spec:\n"
     "  env:\n  - name: NCCL_IB_HCA\n    value: \"=mlx5_0,mlx5_1\"\n"
     "A leading `=` makes NCCL match names exactly; `^` excludes; `dev:port` picks one port.",
+    kind="problem",
 )
 NCCL_IB_HCA_PREFIX = Code(
     "NCCL_IB_HCA_PREFIX",
     "NCCL_IB_HCA entry is a prefix of other devices",
-    "Without a leading `=`, NCCL matches NCCL_IB_HCA entries as prefixes: `mlx5_1` also selects (or with "
+    "Information: without a leading `=`, NCCL matches NCCL_IB_HCA entries as prefixes: `mlx5_1` also selects (or with "
     "`^` also excludes) mlx5_10, mlx5_11, ... which is rarely what was meant on a node with 10+ HCAs.",
     "Write exact names: `NCCL_IB_HCA==mlx5_0,mlx5_1` (or `^=mlx5_1` to exclude only mlx5_1).",
+    kind="info",
 )
 NCCL_SOCKET_IFNAME_NO_MATCH = Code(
     "NCCL_SOCKET_IFNAME_NO_MATCH",
@@ -55,6 +57,7 @@ NCCL_SOCKET_IFNAME_NO_MATCH = Code(
     "Set it to an interface that exists and is up in the job's network namespace (`ip -br link`); in a pod "
     "without hostNetwork that is usually eth0 (or net1 for a Multus network):\n"
     "  env:\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=eth0\"",
+    kind="problem",
 )
 NCCL_SOCKET_IFNAME_NO_ADDR = Code(
     "NCCL_SOCKET_IFNAME_NO_ADDR",
@@ -63,6 +66,7 @@ NCCL_SOCKET_IFNAME_NO_ADDR = Code(
     "is skipped, and NCCL fails with `Bootstrap : no socket interface found`.",
     "Give the interface an address (`ip addr add <ip>/<prefix> dev <if>`, or the CNI / Multus "
     "NetworkAttachmentDefinition's IPAM), or point NCCL_SOCKET_IFNAME at one that has an address.",
+    kind="problem",
 )
 NCCL_IB_DISABLED_BY_ENV = Code(
     "NCCL_IB_DISABLED_BY_ENV",
@@ -71,6 +75,7 @@ NCCL_IB_DISABLED_BY_ENV = Code(
     "RDMA ports: collectives run at a fraction of the bandwidth. It is often left over from debugging.",
     "Remove NCCL_IB_DISABLE (and NCCL_NET=Socket) from the job's environment, the image (/etc/nccl.conf) "
     "and the launcher scripts.",
+    kind="problem",
 )
 NCCL_IB_GID_INDEX_BAD = Code(
     "NCCL_IB_GID_INDEX_BAD",
@@ -80,6 +85,7 @@ NCCL_IB_GID_INDEX_BAD = Code(
     "one L2 segment. Indexes differ between hosts when the netdevs' addresses differ.",
     "Set the index of the RoCE v2 GID with the IPv4 address (`show_gids`), or leave NCCL_IB_GID_INDEX unset "
     "on NCCL 2.21+, which picks that GID per port by itself.",
+    kind="problem",
 )
 NCCL_ENV_INVALID = Code(
     "NCCL_ENV_INVALID",
@@ -87,6 +93,7 @@ NCCL_ENV_INVALID = Code(
     "NCCL parses numeric settings with strtoll: `NCCL_IB_DISABLE=true` is read as 0 and does nothing, "
     "and a value with a trailing unit or typo is cut at the first non-digit.",
     "Write numbers: NCCL_IB_DISABLE=1 or 0.",
+    kind="problem",
 )
 NCCL_MASTER_ADDR_BAD = Code(
     "NCCL_MASTER_ADDR_BAD",
@@ -95,12 +102,41 @@ NCCL_MASTER_ADDR_BAD = Code(
     "empty or malformed value fails at rendezvous on every rank.",
     "Set MASTER_ADDR to the rank-0 pod's hostname or IP (e.g. the headless service name "
     "`job-master-0.job`) and MASTER_PORT to a port number (1-65535).",
+    kind="problem",
 )
 NCCL_ENV_INFO = Code(
     "NCCL_ENV_INFO",
     "NCCL settings",
     "What NCCL will use on this node with the job's settings.",
     "Nothing to fix.",
+    kind="info",
+)
+
+NCCL_IB_HCA_UNKNOWN = Code(
+    "NCCL_IB_HCA_UNKNOWN",
+    "What NCCL_IB_HCA selects is unknown",
+    "Could not decide: NCCL_IB_HCA is set but the node's RDMA devices and port states could not be read, so "
+    "whether it selects an ACTIVE port is unknown.",
+    "Run the check on the node (or in the pod) where /sys/class/infiniband is visible, or record the bundle "
+    "with `rdmadoctor collect`.",
+    kind="unknown",
+)
+NCCL_SOCKET_IFNAME_UNKNOWN = Code(
+    "NCCL_SOCKET_IFNAME_UNKNOWN",
+    "What NCCL_SOCKET_IFNAME selects is unknown",
+    "Could not decide: the network interfaces (or the state of the ones NCCL_SOCKET_IFNAME matches) could not "
+    "be read, so whether NCCL finds a socket interface that is up is unknown.",
+    "Run the check in the job's network namespace (inside the pod), or record the bundle there with "
+    "`rdmadoctor collect`.",
+    kind="unknown",
+)
+NCCL_IB_GID_INDEX_UNKNOWN = Code(
+    "NCCL_IB_GID_INDEX_UNKNOWN",
+    "What NCCL_IB_GID_INDEX points at is unknown",
+    "Could not decide: NCCL_IB_GID_INDEX is set but the RDMA devices or the GID tables of the RoCE ports NCCL "
+    "uses were not recorded, so whether that index is a RoCE v2 GID is unknown.",
+    "Record the GID tables: `show_gids > cmd/show_gids.txt` in the bundle, or use `rdmadoctor collect`.",
+    kind="unknown",
 )
 
 
@@ -463,7 +499,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
     subj = "NCCL_IB_HCA"
     shown = _shown(facts, subj)
     if facts.ports is None:
-        return [Finding("NCCL_IB_HCA_NO_MATCH", UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so what it selects is unknown.")]
+        return [Finding(NCCL_IB_HCA_UNKNOWN.code, UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so what it selects is unknown.")]
     sel = select_hcas(value, facts.ports)
     active = [p for p in facts.ports if p.active]
     active_txt = ", ".join(p.subject for p in active) or "none"
@@ -494,7 +530,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
             why = "; ".join(w for _, w in problems) or "no entry matches an ACTIVE port"
         out.append(
             Finding(
-                "NCCL_IB_HCA_NO_MATCH",
+                NCCL_IB_HCA_NO_MATCH.code,
                 ERROR,
                 subj,
                 f"{shown} selects no ACTIVE port: {why}. ACTIVE ports: {active_txt}. Expected at least one; "
@@ -508,7 +544,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
         if missing:
             out.append(
                 Finding(
-                    "NCCL_IB_HCA_NO_MATCH",
+                    NCCL_IB_HCA_NO_MATCH.code,
                     ERROR,
                     subj,
                     f"{shown}: {'; '.join(missing)}. ACTIVE ports: {active_txt}. Expected every entry to name a "
@@ -521,7 +557,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
         if down:
             out.append(
                 Finding(
-                    "NCCL_IB_HCA_NO_MATCH",
+                    NCCL_IB_HCA_NO_MATCH.code,
                     WARNING,
                     subj,
                     f"{shown}: {'; '.join(down)}: NCCL skips it and runs on "
@@ -532,14 +568,14 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
     if sel.lst.exclude:
         for r in sel.entries:
             if not r.devices:
-                out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: the exclusion '{r.entry.text()}' matches no device and excludes nothing."))
+                out.append(Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: the exclusion '{r.entry.text()}' matches no device and excludes nothing."))
     for r in sel.entries:
         if r.others:
             verb = "excludes" if sel.lst.exclude else "selects"
             exact = ("^=" if sel.lst.exclude else "=") + ",".join(x.entry.text() for x in sel.entries)
             out.append(
                 Finding(
-                    "NCCL_IB_HCA_PREFIX",
+                    NCCL_IB_HCA_PREFIX.code,
                     INFO,
                     subj,
                     f"{shown}: NCCL prefix-matches, so '{r.entry.text()}' also {verb} {', '.join(r.others)}.",
@@ -547,7 +583,7 @@ def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> lis
                 )
             )
     if sel.selected:
-        out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL will use {', '.join(p.subject for p in sel.selected)}."))
+        out.append(Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {', '.join(p.subject for p in sel.selected)}."))
     return out
 
 
@@ -571,7 +607,7 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
         if not numeric_exact(raw):
             out.append(
                 Finding(
-                    "NCCL_ENV_INVALID",
+                    NCCL_ENV_INVALID.code,
                     WARNING,
                     "NCCL_IB_DISABLE",
                     f"{_shown(facts, 'NCCL_IB_DISABLE')} is not a number; NCCL reads it as {v if v is not None else 'its default'}"
@@ -589,7 +625,7 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
     if active:
         out.append(
             Finding(
-                "NCCL_IB_DISABLED_BY_ENV",
+                NCCL_IB_DISABLED_BY_ENV.code,
                 ERROR,
                 disabled_by[0].split("=")[0],
                 f"{what}: NCCL will use TCP sockets although {len(active)} RDMA port(s) are ACTIVE "
@@ -599,7 +635,7 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
             )
         )
     else:
-        out.append(Finding("NCCL_ENV_INFO", INFO, disabled_by[0].split("=")[0], f"{what}: NCCL uses TCP sockets (no ACTIVE RDMA port here anyway)."))
+        out.append(Finding(NCCL_ENV_INFO.code, INFO, disabled_by[0].split("=")[0], f"{what}: NCCL uses TCP sockets (no ACTIVE RDMA port here anyway)."))
     return out, True
 
 
@@ -611,12 +647,12 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
     shown = _shown(facts, subj)
     idx = c_strtoll(raw)
     if idx is None or idx < 0:
-        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL picks the GID itself (NCCL 2.21+).")]
+        return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL picks the GID itself (NCCL 2.21+).")]
     roce = [p for p in _used_ports(facts) if p.link_layer == "Ethernet"]
     if facts.ports is None:
-        return [Finding("NCCL_IB_GID_INDEX_BAD", UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so the GID cannot be checked.")]
+        return [Finding(NCCL_IB_GID_INDEX_UNKNOWN.code, UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so the GID cannot be checked.")]
     if not roce:
-        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown} has no effect here: NCCL uses no RoCE port on this node.")]
+        return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown} has no effect here: NCCL uses no RoCE port on this node.")]
     read_as = "" if numeric_exact(raw) else f" (NCCL reads '{raw}' as {idx})"
     bad, unknown = [], []
     good_idx: set[int] = set()
@@ -644,7 +680,7 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
             remedy = "Remove NCCL_IB_GID_INDEX (NCCL 2.21+ picks the RoCE v2 IPv4 GID of each port), or give every port's netdev an IPv4 address so the index is the same on all."
         out.append(
             Finding(
-                "NCCL_IB_GID_INDEX_BAD",
+                NCCL_IB_GID_INDEX_BAD.code,
                 ERROR,
                 subj,
                 f"{shown}{read_as}: {'; '.join(bad)}. Expected a RoCE v2 GID with an IPv4 address on every port NCCL uses.",
@@ -655,7 +691,7 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
     if unknown:
         out.append(
             Finding(
-                "NCCL_IB_GID_INDEX_BAD",
+                NCCL_IB_GID_INDEX_UNKNOWN.code,
                 UNKNOWN,
                 subj,
                 f"{shown}: the GID tables of {', '.join(unknown)} were not recorded; whether GID {idx} is RoCE v2 is unknown.",
@@ -663,7 +699,7 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
             )
         )
     if not out:
-        out.append(Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: RoCE v2 with IPv4 on {', '.join(p.subject for p in roce)}."))
+        out.append(Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: RoCE v2 with IPv4 on {', '.join(p.subject for p in roce)}."))
     return out
 
 
@@ -674,11 +710,11 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
         return []
     shown = _shown(facts, subj)
     if len(value) <= 1:
-        return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown} is ignored by NCCL (it needs more than 1 character); NCCL picks the interface itself.")]
+        return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown} is ignored by NCCL (it needs more than 1 character); NCCL picks the interface itself.")]
     if facts.interfaces is None:
         return [
             Finding(
-                "NCCL_SOCKET_IFNAME_NO_MATCH",
+                NCCL_SOCKET_IFNAME_UNKNOWN.code,
                 UNKNOWN,
                 subj,
                 f"{shown}: the network interfaces are unknown ({facts.interfaces_source or 'not read'}).",
@@ -692,7 +728,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
         if undecided:
             return [
                 Finding(
-                    "NCCL_SOCKET_IFNAME_NO_MATCH",
+                    NCCL_SOCKET_IFNAME_UNKNOWN.code,
                     UNKNOWN,
                     subj,
                     f"{shown} matches {', '.join(i.name for i in undecided)}, whose state is unknown{src}.",
@@ -716,7 +752,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
         )
         return [
             Finding(
-                "NCCL_SOCKET_IFNAME_NO_MATCH",
+                NCCL_SOCKET_IFNAME_NO_MATCH.code,
                 ERROR,
                 subj,
                 f"{shown} {seen}; expected at least one interface that is up. Up: "
@@ -729,7 +765,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
     if all(i.addresses is not None for i in running) and not any(i.addresses for i in running):
         return [
             Finding(
-                "NCCL_SOCKET_IFNAME_NO_ADDR",
+                NCCL_SOCKET_IFNAME_NO_ADDR.code,
                 ERROR,
                 subj,
                 f"{shown} matches {', '.join(i.name for i in running)} (up) but none has an IP address; "
@@ -738,7 +774,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
             )
         ]
     used = ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in running if i.addresses is None or i.addresses)
-    return [Finding("NCCL_ENV_INFO", INFO, subj, f"{shown}: NCCL will use {used}{src}.")]
+    return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {used}{src}.")]
 
 
 def _judge_master(facts: NcclFacts) -> list[Finding]:
@@ -749,7 +785,7 @@ def _judge_master(facts: NcclFacts) -> list[Finding]:
         if why:
             out.append(
                 Finding(
-                    "NCCL_MASTER_ADDR_BAD",
+                    NCCL_MASTER_ADDR_BAD.code,
                     ERROR,
                     "MASTER_ADDR",
                     f"MASTER_ADDR={addr!r} {why}; expected the hostname or IP of rank 0.",
@@ -760,7 +796,7 @@ def _judge_master(facts: NcclFacts) -> list[Finding]:
     if port is not None and not (re.fullmatch(r"[0-9]{1,5}", port) and 1 <= int(port) <= 65535):
         out.append(
             Finding(
-                "NCCL_MASTER_ADDR_BAD",
+                NCCL_MASTER_ADDR_BAD.code,
                 ERROR,
                 "MASTER_PORT",
                 f"MASTER_PORT={port!r} is not a port number; expected 1-65535.",
@@ -773,12 +809,12 @@ def _judge_master(facts: NcclFacts) -> list[Finding]:
 def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     for why in facts.conf_problems:
-        out.append(Finding("NCCL_ENV_INVALID", WARNING, "nccl.conf", why, "Write KEY=VALUE with nothing around '='."))
+        out.append(Finding(NCCL_ENV_INVALID.code, WARNING, "nccl.conf", why, "Write KEY=VALUE with nothing around '='."))
     nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
     if not nccl:
         active = [p.subject for p in facts.ports or () if p.active]
         what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
-        out.append(Finding("NCCL_ENV_INFO", INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
+        out.append(Finding(NCCL_ENV_INFO.code, INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
     else:
         disable, ib_off = _judge_disable(facts)
         out.extend(disable)
@@ -807,11 +843,14 @@ CHECKS = [
         judge=judge_nccl,
         codes=(
             NCCL_IB_HCA_NO_MATCH,
+            NCCL_IB_HCA_UNKNOWN,
             NCCL_IB_HCA_PREFIX,
             NCCL_SOCKET_IFNAME_NO_MATCH,
             NCCL_SOCKET_IFNAME_NO_ADDR,
+            NCCL_SOCKET_IFNAME_UNKNOWN,
             NCCL_IB_DISABLED_BY_ENV,
             NCCL_IB_GID_INDEX_BAD,
+            NCCL_IB_GID_INDEX_UNKNOWN,
             NCCL_ENV_INVALID,
             NCCL_MASTER_ADDR_BAD,
             NCCL_ENV_INFO,

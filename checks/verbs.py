@@ -103,6 +103,7 @@ VERBS_LIB_MISSING = Code(
     "In the image: `apt-get install -y libibverbs1 ibverbs-providers` (Debian/Ubuntu) or "
     "`dnf install -y rdma-core libibverbs` (RHEL/Fedora). NVIDIA's NGC images (nvcr.io/nvidia/pytorch) "
     "ship them.",
+    kind="problem",
 )
 VERBS_PROVIDER_MISSING = Code(
     "VERBS_PROVIDER_MISSING",
@@ -113,6 +114,7 @@ VERBS_PROVIDER_MISSING = Code(
     "ibv_devices lists nothing and NCCL uses sockets.",
     "In the image: `apt-get install -y ibverbs-providers` (Debian/Ubuntu) or `dnf install -y libibverbs` "
     "(RHEL/Fedora); with MLNX_OFED / DOCA-OFED userspace, install its ibverbs-providers (or mlnx-ofed-all).",
+    kind="problem",
 )
 VERBS_ABI_MISMATCH = Code(
     "VERBS_ABI_MISMATCH",
@@ -125,6 +127,7 @@ VERBS_ABI_MISMATCH = Code(
     "--reinstall libibverbs1 ibverbs-providers`) or all MLNX_OFED/DOCA packages; remove the other set "
     "(`dpkg -l | grep -e mlnx -e rdma`, `rpm -qa | grep -e mlnx -e rdma`). Never rename or symlink a "
     "provider to another -rdmavN suffix.",
+    kind="problem",
 )
 VERBS_PKG_MISSING = Code(
     "VERBS_PKG_MISSING",
@@ -134,11 +137,12 @@ VERBS_PKG_MISSING = Code(
     "Debian/Ubuntu: `apt-get install -y libibverbs1 ibverbs-providers librdmacm1 libibumad3 "
     "infiniband-diags perftest`; RHEL/Fedora: `dnf install -y rdma-core libibverbs librdmacm libibumad "
     "infiniband-diags perftest`.",
+    kind="problem",
 )
 DEV_UVERBS_MISSING = Code(
     "DEV_UVERBS_MISSING",
-    "/dev/infiniband device nodes missing or not usable",
-    "Userspace reaches an RDMA device only through /dev/infiniband/uverbsN (and rdma_cm for librdmacm). "
+    "/dev/infiniband/uverbs* device nodes missing or not usable",
+    "Userspace reaches an RDMA device only through /dev/infiniband/uverbsN (rdma_cm is DEV_RDMA_CM_MISSING). "
     "A pod without them sees the HCAs in /sys but ibv_open_device fails: NCCL reports "
     "'NET/IB : No device found' and uses sockets.",
     "Request the device in the pod spec. With the RDMA shared device plugin "
@@ -149,6 +153,55 @@ DEV_UVERBS_MISSING = Code(
     "With the SR-IOV network device plugin: request the VF resource (e.g. nvidia.com/sriov_rdma_vf: 1) "
     "and attach the network with the k8s.v1.cni.cncf.io/networks annotation. Without a plugin: "
     "privileged: true and a hostPath volume of /dev/infiniband.",
+    kind="problem",
+)
+
+VERBS_LIB_UNKNOWN = Code(
+    "VERBS_LIB_UNKNOWN",
+    "RDMA userspace not recorded",
+    "Could not decide: the bundle holds no library folder (/usr/lib, /lib, ...), e.g. a pasted ibstat or a "
+    "/sys snapshot, so whether libibverbs and its providers are installed is unknown.",
+    "Record the bundle inside the training container with `rdmadoctor collect`, which keeps the library "
+    "folders' listings, or run `rdmadoctor check` there.",
+    kind="unknown",
+)
+VERBS_DRIVER_UNKNOWN = Code(
+    "VERBS_DRIVER_UNKNOWN",
+    "Kernel driver without a known libibverbs provider",
+    "Could not decide: the device's kernel driver is not in rdmadoctor's table of drivers and their "
+    "libibverbs providers, so which provider library it needs cannot be told.",
+    "Check by hand that `ibv_devices` lists the device inside the container; if it does not, install the "
+    "vendor's libibverbs provider. Report the driver name to rdmadoctor so the table learns it.",
+    kind="unknown",
+)
+VERBS_PKG_UNCHECKED = Code(
+    "VERBS_PKG_UNCHECKED",
+    "Installed packages not listed",
+    "Information: no package database (/var/lib/dpkg/status) and no recorded `dpkg -l`, `rpm -qa` or "
+    "`ofed_info` package list, so the recommended RDMA packages were not checked. The libraries themselves "
+    "are judged from the files.",
+    "Nothing to fix for the job. To have the packages checked, record `dpkg -l > cmd/dpkg-l.txt` or "
+    "`rpm -qa > cmd/rpm-qa.txt` in the bundle, or use `rdmadoctor collect`.",
+    kind="info",
+)
+DEV_INFINIBAND_UNKNOWN = Code(
+    "DEV_INFINIBAND_UNKNOWN",
+    "/dev/infiniband not recorded",
+    "Could not decide: the bundle has no /dev, so whether the container has /dev/infiniband/uverbs* "
+    "(without which ibv_open_device fails) is unknown.",
+    "Record the bundle inside the training container with `rdmadoctor collect`, or run `rdmadoctor check` "
+    "there.",
+    kind="unknown",
+)
+DEV_RDMA_CM_MISSING = Code(
+    "DEV_RDMA_CM_MISSING",
+    "/dev/infiniband/rdma_cm missing or not usable",
+    "librdmacm (UCX, MPI, `ib_write_bw -R`) opens /dev/infiniband/rdma_cm to set up connections; without it "
+    "they fail with 'rdma_create_event_channel: No such device'. NCCL's own IB transport exchanges QP numbers "
+    "over sockets and does not need it, so this is a warning.",
+    "On the node: `modprobe rdma_ucm`. In the pod: the RDMA device plugins add rdma_cm with the uverbs "
+    "nodes; with a hostPath mount, mount all of /dev/infiniband.",
+    kind="problem",
 )
 
 DEV_REMEDY = (
@@ -478,7 +531,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
         if dev.provider is None:
             out.append(
                 Finding(
-                    "VERBS_PROVIDER_MISSING",
+                    VERBS_DRIVER_UNKNOWN.code,
                     UNKNOWN,
                     dev.name,
                     f"{dev.name}: kernel driver {dev.driver or 'unknown'} is not one rdmadoctor knows; which "
@@ -496,7 +549,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
         if not files:
             out.append(
                 Finding(
-                    "VERBS_PROVIDER_MISSING",
+                    VERBS_PROVIDER_MISSING.code,
                     ERROR,
                     users,
                     f"no lib{p}-rdmav*.so provider for {users} (kernel driver {dev.driver or 'unknown'}); "
@@ -510,7 +563,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
         if not _configured(f, p):
             out.append(
                 Finding(
-                    "VERBS_PROVIDER_MISSING",
+                    VERBS_PROVIDER_MISSING.code,
                     ERROR,
                     users,
                     f"{files[0].path} exists but no file in {CONFIG_DIR}/ says 'driver {p}'; expected "
@@ -529,7 +582,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
                 found = ", ".join(sorted({posixpath.basename(x.path) for x in files}))
                 out.append(
                     Finding(
-                        "VERBS_ABI_MISMATCH",
+                        VERBS_ABI_MISMATCH.code,
                         ERROR,
                         users,
                         f"found {found} but {lib_text} loads lib{p}-rdmav{f.pabi}.so (provider ABI {f.pabi}): "
@@ -544,7 +597,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
             if bad and len(bad) == len(good):
                 out.append(
                     Finding(
-                        "VERBS_ABI_MISMATCH",
+                        VERBS_ABI_MISMATCH.code,
                         ERROR,
                         users,
                         f"{bad[0].path} is named for provider ABI {f.pabi} but was built for {bad[0].private_abi} "
@@ -562,7 +615,7 @@ def _judge_providers(f: VerbsFacts, expect: dict) -> list[Finding]:
                 found = ", ".join(sorted({posixpath.basename(x.path) for x in files}))
                 out.append(
                     Finding(
-                        "VERBS_ABI_MISMATCH",
+                        VERBS_ABI_MISMATCH.code,
                         ERROR,
                         users,
                         f"found {found}, newer than {lib_text} (its provider ABI is at most {f.rdma_core}): the "
@@ -581,10 +634,10 @@ def _base_version(v: str | None) -> str:
 def _judge_packages(f: VerbsFacts, expect: dict) -> list[Finding]:
     if f.packages is None:
         if f.ofed_version:
-            return [Finding("VERBS_PKG_MISSING", INFO, "packages", f"{f.ofed_version} is installed; its packages were not listed.")]
+            return [Finding(VERBS_PKG_UNCHECKED.code, INFO, "packages", f"{f.ofed_version} is installed; its packages were not listed.")]
         return [
             Finding(
-                "VERBS_PKG_MISSING",
+                VERBS_PKG_UNCHECKED.code,
                 INFO,
                 "packages",
                 "installed packages not checked: no /var/lib/dpkg/status and no recorded dpkg -l, rpm -qa or ofed_info output.",
@@ -620,7 +673,7 @@ def _judge_packages(f: VerbsFacts, expect: dict) -> list[Finding]:
     for name in missing:
         out.append(
             Finding(
-                "VERBS_PKG_MISSING",
+                VERBS_PKG_MISSING.code,
                 WARNING,
                 name,
                 f"package {name} is not installed ({f.packages_source}); expected the recommended RDMA packages.",
@@ -631,7 +684,7 @@ def _judge_packages(f: VerbsFacts, expect: dict) -> list[Finding]:
     for name, (version, state) in broken:
         out.append(
             Finding(
-                "VERBS_PKG_MISSING",
+                VERBS_PKG_MISSING.code,
                 WARNING,
                 name,
                 f"package {name} {version or ''} is {state} in the dpkg database, not installed; expected a "
@@ -651,7 +704,7 @@ def _judge_packages(f: VerbsFacts, expect: dict) -> list[Finding]:
         mofed = any("mlnx" in v.lower() for v in versions.values())
         out.append(
             Finding(
-                "VERBS_ABI_MISMATCH",
+                VERBS_ABI_MISMATCH.code,
                 WARNING,
                 "packages",
                 f"rdma-core packages from different builds: {listed}; expected one version"
@@ -672,7 +725,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
     if not f.dev_known:
         return [
             Finding(
-                "DEV_UVERBS_MISSING",
+                DEV_INFINIBAND_UNKNOWN.code,
                 UNKNOWN,
                 "/dev/infiniband",
                 "the bundle has no /dev: whether /dev/infiniband/uverbs* exist is unknown.",
@@ -683,7 +736,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
     if not uverbs:
         out.append(
             Finding(
-                "DEV_UVERBS_MISSING",
+                DEV_UVERBS_MISSING.code,
                 ERROR,
                 "/dev/infiniband",
                 "no /dev/infiniband/uverbs* device nodes; expected one per RDMA device: the HCAs are visible in "
@@ -700,7 +753,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
         if lacking:
             out.append(
                 Finding(
-                    "DEV_UVERBS_MISSING",
+                    DEV_UVERBS_MISSING.code,
                     WARNING,
                     ", ".join(lacking),
                     f"{len(uverbs)} uverbs node(s) in /dev/infiniband, none for {', '.join(lacking)}; expected one per "
@@ -714,7 +767,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
             if n.checked and n.open_error:
                 out.append(
                     Finding(
-                        "DEV_UVERBS_MISSING",
+                        DEV_UVERBS_MISSING.code,
                         ERROR,
                         n.path,
                         f"{n.path} exists but cannot be opened read-write ({n.open_error}); expected it to open: "
@@ -730,18 +783,17 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
     if cm is not None and not cm.exists:
         out.append(
             Finding(
-                "DEV_UVERBS_MISSING",
+                DEV_RDMA_CM_MISSING.code,
                 WARNING,
                 "/dev/infiniband/rdma_cm",
                 "/dev/infiniband/rdma_cm is absent; expected for librdmacm (UCX, MPI, perftest -R). NCCL does not need it.",
-                "On the node: `modprobe rdma_ucm`. In the pod: the RDMA device plugins add rdma_cm with the uverbs "
-                "nodes; with a hostPath mount, mount all of /dev/infiniband.",
+                DEV_RDMA_CM_MISSING.fix,
             )
         )
     elif cm is not None and cm.checked and cm.open_error:
         out.append(
             Finding(
-                "DEV_UVERBS_MISSING",
+                DEV_RDMA_CM_MISSING.code,
                 WARNING,
                 cm.path,
                 f"{cm.path} exists but cannot be opened read-write ({cm.open_error}); librdmacm users (UCX, MPI) fail.",
@@ -761,7 +813,7 @@ def judge_verbs(f: VerbsFacts, expect: dict) -> list[Finding]:
     if not f.libs_known:
         out.append(
             Finding(
-                "VERBS_LIB_MISSING",
+                VERBS_LIB_UNKNOWN.code,
                 UNKNOWN,
                 "libibverbs",
                 "the bundle holds no library folder (/usr/lib, /lib, ...): whether libibverbs and the providers "
@@ -771,7 +823,7 @@ def judge_verbs(f: VerbsFacts, expect: dict) -> list[Finding]:
     elif f.libibverbs is None:
         out.append(
             Finding(
-                "VERBS_LIB_MISSING",
+                VERBS_LIB_MISSING.code,
                 ERROR,
                 "libibverbs",
                 f"libibverbs.so.1 not found in {', '.join(LIB_DIRS[:5])}, ...; expected the RDMA userspace library: "
@@ -807,7 +859,18 @@ CHECKS = [
         title="RDMA userspace (libibverbs, providers, /dev/infiniband)",
         probe=probe_verbs,
         judge=judge_verbs,
-        codes=(VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING, VERBS_ABI_MISMATCH, VERBS_PKG_MISSING, DEV_UVERBS_MISSING),
+        codes=(
+            VERBS_LIB_MISSING,
+            VERBS_LIB_UNKNOWN,
+            VERBS_PROVIDER_MISSING,
+            VERBS_DRIVER_UNKNOWN,
+            VERBS_ABI_MISMATCH,
+            VERBS_PKG_MISSING,
+            VERBS_PKG_UNCHECKED,
+            DEV_UVERBS_MISSING,
+            DEV_RDMA_CM_MISSING,
+            DEV_INFINIBAND_UNKNOWN,
+        ),
         needs=(HAS_DEVICES,),
         inventory=_inventory,
         description="libibverbs.so.1, a provider of the right ABI for every device's kernel driver, "
