@@ -433,10 +433,11 @@ def _memlock_limited(f: MemlockFacts, job: JobProcess, seen: str, want_text: str
         )
         pod = None
     else:
+        # The YAML itself comes from `pod` (preflight prints it once for every finding).
         remedy = (
-            "Add IPC_LOCK to the container (a complete fix for RDMA: the kernel then does not apply the limit to "
-            "its registrations):\n" + _IPC_LOCK_YAML + "(Docker: `--cap-add IPC_LOCK`). Or raise the runtime's "
-            "default limit on every node: " + _RAISE_DEFAULT
+            "Add IPC_LOCK to the container's securityContext.capabilities (Docker: `--cap-add IPC_LOCK`): a "
+            "complete fix for RDMA, the kernel then does not apply the limit to its registrations. Or raise the "
+            "runtime's default limit on every node: " + _RAISE_DEFAULT
         )
         # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get):
         # a pod can fix a low node default itself; raising the default is the other way.
