@@ -935,3 +935,11 @@ def test_cli_ipc_lock_recipe_is_ready_and_job_uid_is_heard(tmp_path):
     # Without the capability, the same pod fails on its own.
     code, rep = check_json(["--bundle", _pod_bundle(tmp_path / "b", DOCKER_CAPS), "--only", "limits"])
     assert code == 1 and {"MEMLOCK_LIMITED", "CAP_IPC_LOCK_MISSING"} <= {f["code"] for f in rep["checks"][0]["findings"]}
+
+
+def test_memlock_64k_fixture_holds_ipc_lock_so_the_limit_does_not_bind():
+    from conftest import FIXTURES
+
+    r = run("limits.memlock", open_host(bundle=str(FIXTURES / "memlock-64k")))
+    assert r.facts.soft == 65536 and r.facts.cap_ipc_lock is True
+    assert r.status == "pass" and [(f.code, f.severity) for f in r.findings] == [("MEMLOCK_BYPASSED_BY_IPC_LOCK", "info")]

@@ -367,7 +367,10 @@ def test_hca_exclusion_leaving_nothing_and_excluding_nothing():
 def test_hca_with_no_rdma_devices_and_unknown_devices():
     (f,) = by_code(judge({"NCCL_IB_HCA": "mlx5_0"}, ports=()), "NCCL_IB_HCA_NO_MATCH", ERROR)
     assert "ACTIVE ports: none" in f.message and "no ACTIVE RDMA port" in f.remedy
-    (u,) = by_code(judge({"NCCL_IB_HCA": "mlx5_0"}, ports=None), "NCCL_IB_HCA_NO_MATCH")
+    # Unknown devices: a code of its own, never the problem's.
+    out = judge({"NCCL_IB_HCA": "mlx5_0"}, ports=None)
+    assert not by_code(out, "NCCL_IB_HCA_NO_MATCH")
+    (u,) = by_code(out, "NCCL_IB_HCA_UNKNOWN")
     assert u.severity == UNKNOWN
 
 
@@ -427,7 +430,11 @@ def test_gid_index_on_roce_ports():
 def test_gid_index_auto_unknown_and_irrelevant():
     assert not [f for f in judge({"NCCL_IB_GID_INDEX": "-1"}, ports=ROCE_PORTS) if f.severity != INFO]
     unknown = (hp("mlx5_0", ll="Ethernet", known=False),)
-    (u,) = by_code(judge({"NCCL_IB_GID_INDEX": "3"}, ports=unknown), "NCCL_IB_GID_INDEX_BAD")
+    out = judge({"NCCL_IB_GID_INDEX": "3"}, ports=unknown)
+    assert not by_code(out, "NCCL_IB_GID_INDEX_BAD")
+    (u,) = by_code(out, "NCCL_IB_GID_INDEX_UNKNOWN")
+    assert u.severity == UNKNOWN
+    (u,) = by_code(judge({"NCCL_IB_GID_INDEX": "3"}, ports=None), "NCCL_IB_GID_INDEX_UNKNOWN")
     assert u.severity == UNKNOWN
     out = judge({"NCCL_IB_GID_INDEX": "3"})  # InfiniBand only
     assert any("has no effect here" in f.message for f in out)
@@ -466,12 +473,12 @@ def test_socket_ifname_edge_cases():
     (one,) = sock("e")
     assert one.severity == INFO and "ignored by NCCL" in one.message
     (u,) = sock("eth0", interfaces=None, if_source="no /sys/class/net in bundle")
-    assert u.severity == UNKNOWN
+    assert u.severity == UNKNOWN and u.code == "NCCL_SOCKET_IFNAME_UNKNOWN"
     # sysfs does not show addresses: an up interface is enough
     (s,) = sock("net1", interfaces=(nccl.NetIf("net1", True, 9000, None),), if_source="sysfs")
     assert s.severity == INFO
     (d,) = sock("net1", interfaces=(nccl.NetIf("net1", None, 9000, None),), if_source="sysfs")
-    assert d.severity == UNKNOWN
+    assert d.severity == UNKNOWN and d.code == "NCCL_SOCKET_IFNAME_UNKNOWN"
 
 
 def test_master_addr_and_port_findings():
