@@ -27,13 +27,13 @@ _IPC_LOCK_YAML = (
     "    add: [\"IPC_LOCK\"]\n"
 )
 _RAISE_DEFAULT = (
-    "Docker: `docker run --ulimit memlock=-1:-1 ...`. Kubernetes has no ulimit field: pods inherit "
-    "the container runtime's own limit, so raise it on every node. containerd:\n"
+    "Kubernetes has no ulimit field: pods inherit the container runtime's own limit, so raise it on "
+    "every node. containerd:\n"
     "  mkdir -p /etc/systemd/system/containerd.service.d\n"
     "  printf '[Service]\\nLimitMEMLOCK=infinity\\n' > /etc/systemd/system/containerd.service.d/memlock.conf\n"
     "  systemctl daemon-reload && systemctl restart containerd\n"
     "CRI-O: in /etc/crio/crio.conf, [crio.runtime] default_ulimits = [\"memlock=-1:-1\"], then "
-    "`systemctl restart crio`."
+    "`systemctl restart crio`. Docker: `docker run --ulimit memlock=-1:-1 ...`."
 )
 
 MEMLOCK_LIMITED = Code(
@@ -47,8 +47,7 @@ MEMLOCK_LIMITED = Code(
     "Either fix is complete. In the pod, when the container runs as root: add IPC_LOCK, and the "
     "kernel stops applying the limit to RDMA registrations:\n" + _IPC_LOCK_YAML
     + "(Docker: `--cap-add IPC_LOCK`). A non-root container does not get added capabilities in its "
-    "effective set, so for it raise the limit instead. On the node, raise the runtime's default "
-    "for every pod:\n" + _RAISE_DEFAULT + "\nIf only the soft limit is low, `ulimit -l unlimited` in "
+    "effective set, so for it raise the limit instead. " + _RAISE_DEFAULT + "\nIf only the soft limit is low, `ulimit -l unlimited` in "
     "the entrypoint before the launcher raises it.",
     kind="problem",
 )
@@ -419,10 +418,10 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
 def _memlock_limited(f: MemlockFacts, job: JobProcess, seen: str, want_text: str, data: dict) -> Finding:
     nonroot = job.uid is not None and job.uid != 0
     for_whom = f" for {job.who}" if job.other else ""
-    lacks = f"{job.who} lacks CAP_IPC_LOCK{f' ({job.why})' if job.why else ''}"
+    why = f" ({job.why})" if job.why else ""
     message = (
-        f"{seen}{for_whom}; expected {want_text}, or CAP_IPC_LOCK: {lacks}, so RDMA memory registration "
-        "(ibv_reg_mr) fails or NCCL errors with 'Cannot allocate memory'."
+        f"{seen}{for_whom}; expected {want_text}, or CAP_IPC_LOCK to lift it for RDMA, which {job.who} lacks{why}: "
+        "RDMA memory registration (ibv_reg_mr) fails or NCCL errors with 'Cannot allocate memory'."
     )
     if nonroot:
         # Capabilities added in the pod spec are not effective for a non-root user: only a
@@ -437,7 +436,7 @@ def _memlock_limited(f: MemlockFacts, job: JobProcess, seen: str, want_text: str
         remedy = (
             "Add IPC_LOCK to the container's securityContext.capabilities (Docker: `--cap-add IPC_LOCK`): a "
             "complete fix for RDMA, the kernel then does not apply the limit to its registrations. Or raise the "
-            "runtime's default limit on every node: " + _RAISE_DEFAULT
+            "limit. " + _RAISE_DEFAULT
         )
         # With IPC_LOCK the kernel skips RLIMIT_MEMLOCK for RDMA registrations (ib_umem_get):
         # a pod can fix a low node default itself; raising the default is the other way.
