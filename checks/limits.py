@@ -265,6 +265,10 @@ def probe_memlock(ctx) -> MemlockFacts:
     uid = parse_status_uid(status)
     if uid is None:
         uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", when the bundle has it
+    if uid is None and host.live_process:
+        import os  # the uid is this process's, as its rlimits are (Runtime has no uid field yet)
+
+        uid = os.geteuid()
     userns = in_user_namespace(host.read_text("/proc/self/uid_map")) if host.kind != "root" else None
     return MemlockFacts(
         soft=_nonneg_int(soft) if known else None,
@@ -321,7 +325,7 @@ def job_process(f: MemlockFacts, expect: dict) -> JobProcess:
                 "capabilities would), so it is judged without CAP_IPC_LOCK",
             )
     if job.cap_ipc_lock and f.userns:
-        why = "the pod runs in a user namespace (/proc/self/uid_map), where CAP_IPC_LOCK does not count: capable() asks the initial namespace"
+        why = "its CAP_IPC_LOCK is held in a user namespace (/proc/self/uid_map) and does not count: capable() asks the initial namespace"
         job = JobProcess(job.uid, job.other, False, why)
     return job
 
@@ -358,8 +362,9 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
                 MEMLOCK_UNREADABLE.code,
                 UNKNOWN,
                 "memlock",
-                f"the memlock limit could not be read ({notes}), and {job.who} is not known to hold CAP_IPC_LOCK: "
-                "whether RDMA registration is limited is unknown.",
+                f"the memlock limit could not be read ({notes}), and {job.who} "
+                + ("lacks" if cap is False else "is not known to hold")
+                + " CAP_IPC_LOCK: whether RDMA registration is limited is unknown.",
             )
         )
     elif limited and cap is None:
@@ -393,7 +398,7 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
         seen_cap = have if not job.other and not job.why else f"{job.who} lacks CAP_IPC_LOCK ({job.why})"
         remedy, pod = IPC_LOCK_REMEDY, PodChange(ipc_lock=True)
         if job.uid is not None and job.uid != 0:
-            # Kubernetes puts added capabilities in a non-root container's bounding set only.
+            # Container runtimes put capabilities added for a non-root user in its bounding set only.
             remedy = (
                 f"uid {job.uid} is not root: IPC_LOCK added in the pod spec does not reach its effective set. Run the "
                 "job as root with IPC_LOCK added, or raise the memlock limit (see MEMLOCK_LIMITED) and set "
