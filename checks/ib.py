@@ -293,11 +293,12 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
     want_active = expect.get("expected_active_ports")
     if isinstance(want_active, int) and active < want_active:
         # The shortfall follows from the ports found down or waiting, or from missing HCAs.
-        seen = {f.code for f in out if f.severity == ERROR and f.cause is None}
+        roots = {f.cause or f.code for f in out if f.severity == ERROR}
         want_hcas = expect.get("expected_hcas")
         if isinstance(want_hcas, int) and len(inv.pfs()) < want_hcas:
-            seen.add("IB_DEVICE_COUNT_LOW")
-        cause = next((c for c in ("IB_PORT_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IB_DEVICE_COUNT_LOW") if c in seen), None)
+            roots.add("IB_DEVICE_COUNT_LOW")
+        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IB_DEVICE_COUNT_LOW")
+        cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(
                 "IB_ACTIVE_PORTS_LOW",

@@ -178,3 +178,11 @@ def test_an_hca_waiting_for_its_ib_driver_is_a_root_cause():
     by = {x.subject: x for x in judge_kernel(f, REQUIRED)}
     assert by["mlx5_ib"].cause is None and by["mlx5_ib"].severity == ERROR
     assert by["ib_uverbs"].cause == "IB_NO_DEVICES"
+
+
+def test_too_few_active_ports_behind_a_down_netdev_follow_from_it():
+    # A RoCE port down because its netdev is down: both the port and the shortfall fold under it.
+    down = Port(1, state="DOWN", phys_state="Disabled", link_layer="Ethernet", netdev="eth2", netdev_up=False)
+    inv = RdmaInventory((_dev("mlx5_0", down),), "sysfs", sysfs=True)
+    got = {(f.code, f.cause) for f in judge_ports(inv, {"expected_active_ports": 1})}
+    assert got == {("IB_PORT_DOWN", "ROCE_NETDEV_DOWN"), ("IB_ACTIVE_PORTS_LOW", "ROCE_NETDEV_DOWN")}
