@@ -209,29 +209,22 @@ def probe_topology(ctx) -> GpuTopology:
 
 def _needs_gpus(ctx) -> str | None:
     topo: GpuTopology = ctx.get(probe_topology)
-    if topo.gpus or topo.parse_error:
-        return None
     want = ctx.expect.get("expected_gpus")
     if isinstance(want, int) and not isinstance(want, bool) and want > 0:
-        return None  # no GPU where the profile expects some: GPU_COUNT_LOW, not a skip
-    if topo.source == "none":
-        return "no GPUs found (no PCI tree in /sys and no recorded nvidia-smi topo -m)"
-    return "no GPUs found"
-
-
-def _needs_gpus_and_nics(ctx) -> str | None:
-    why = _needs_gpus(ctx)
-    if why is not None:
-        return why
-    topo: GpuTopology = ctx.get(probe_topology)
-    want = ctx.expect.get("expected_gpus")
-    if topo.gpus and not topo.nics and not topo.parse_error and not (isinstance(want, int) and not isinstance(want, bool) and want > 0):
-        # No RDMA device to pair with: ib.devices says so (IB_NO_DEVICES), nothing to judge here.
+        return None  # no GPU (or no NIC) where the profile expects GPUs: GPU_COUNT_LOW is judged
+    if topo.parse_error:
+        return None
+    if not topo.gpus:
+        if topo.source == "none":
+            return "no GPUs found (no PCI tree in /sys and no recorded nvidia-smi topo -m)"
+        return "no GPUs found"
+    if not topo.nics:
+        # Nothing to pair them with: ib.devices says so (IB_NO_DEVICES), the one headline.
         return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with (see ib.devices)"
     return None
 
 
-GPUS_PRESENT = Need("gpus", _needs_gpus_and_nics)
+GPUS_PRESENT = Need("gpus", _needs_gpus)
 
 
 def _wanted_nics(topo: GpuTopology, expect: dict) -> list[int]:
