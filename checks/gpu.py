@@ -9,7 +9,20 @@ from __future__ import annotations
 
 from rdmadoctor.core.record import record
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, GPUDIRECT
+from rdmadoctor.core.model import (
+    COULD_NOT_DECIDE,
+    ERROR,
+    GPUDIRECT,
+    INFO,
+    INFORMATION,
+    PROBLEM,
+    UNKNOWN,
+    WARNING,
+    Check,
+    Code,
+    Finding,
+    Need,
+)
 
 from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
 
@@ -26,6 +39,7 @@ GPU_NIC_FAR = Code(
     "pairs (the vendor's PCIe topology or riser map); `rdmadoctor topo` prints the matrix. Make sure "
     "NCCL_IB_HCA does not exclude the near HCA. If the layout is intended (a PCIe server with one NIC per "
     "socket), accept it in the config: gpu_nic_max = \"NODE\" (or \"SYS\").",
+    kind=PROBLEM,
 )
 GPU_COUNT_LOW = Code(
     "GPU_COUNT_LOW",
@@ -37,6 +51,7 @@ GPU_COUNT_LOW = Code(
     "`dmesg | grep -i -e NVRM -e Xid` shows a GPU that fell off the bus (Xid 79). Try `nvidia-smi -r -i <n>` "
     "or a node reboot; if it stays missing, drain the node for hardware service. If the node really has "
     "fewer GPUs, set expected_gpus in the config.",
+    kind=PROBLEM,
 )
 TOPO_PARSE_ERROR = Code(
     "TOPO_PARSE_ERROR",
@@ -45,6 +60,43 @@ TOPO_PARSE_ERROR = Code(
     "lengths): reading it anyway could pair a GPU with the wrong NIC, so it is not used.",
     "Record it again in full: `nvidia-smi topo -m > cmd/nvidia-smi-topo.txt`, or better collect a bundle "
     "with `rdmadoctor collect` (it keeps /sys, from which the matrix is computed).",
+    kind=PROBLEM,
+)
+GPU_COUNT_UNKNOWN = Code(
+    "GPU_COUNT_UNKNOWN",
+    "GPU count could not be established",
+    "The profile expects a number of GPUs (expected_gpus), but the input has no PCI tree in /sys and no "
+    "readable `nvidia-smi topo -m`, so how many GPUs the node has cannot be decided.",
+    "On the node: `nvidia-smi -L` (AMD: `rocm-smi --showid`) or `lspci -d 10de:`. In a bundle: collect it "
+    "with `rdmadoctor collect` (it keeps /sys), or add `nvidia-smi topo -m` as cmd/nvidia-smi-topo.txt.",
+    kind=COULD_NOT_DECIDE,
+)
+GPU_NIC_UNKNOWN = Code(
+    "GPU_NIC_UNKNOWN",
+    "GPU to RDMA device distance could not be decided",
+    "The GPU and the RDMA devices sit below different PCIe host bridges and the platform does not report "
+    "their NUMA node (numa_node -1, common in VMs and on some single-socket boards), so NODE (same socket) "
+    "and SYS (across sockets) cannot be told apart, and gpu_nic_max (NODE) cannot be judged.",
+    "`nvidia-smi topo -m` on the node says NODE or SYS; `cat /sys/bus/pci/devices/<bdf>/numa_node` shows "
+    "what the platform reports (enable NUMA / SRAT in the BIOS, or give the VM a NUMA topology). If either "
+    "is acceptable, set gpu_nic_max = \"SYS\" in the config.",
+    kind=COULD_NOT_DECIDE,
+)
+GPU_NIC_MAX_INVALID = Code(
+    "GPU_NIC_MAX_INVALID",
+    "gpu_nic_max is not a topology level",
+    "The expectation gpu_nic_max must be one of PIX, PXB, PHB, NODE, SYS (`nvidia-smi topo -m` terms); "
+    "with another value the GPU to RDMA device distance cannot be judged.",
+    "Fix gpu_nic_max in the config or the --set value, e.g. gpu_nic_max = \"PXB\".",
+    kind=COULD_NOT_DECIDE,
+)
+GPU_NIC_NEAR = Code(
+    "GPU_NIC_NEAR",
+    "Every GPU has a near RDMA device",
+    "Each GPU has an RDMA device at gpu_nic_max (PXB by default) or nearer: GPUDirect RDMA can move data "
+    "between GPU memory and the network without crossing the CPU.",
+    "Nothing to fix.",
+    kind=INFORMATION,
 )
 
 _MEANING = {
@@ -157,14 +209,19 @@ def probe_topology(ctx) -> GpuTopology:
 
 def _needs_gpus(ctx) -> str | None:
     topo: GpuTopology = ctx.get(probe_topology)
-    if topo.gpus or topo.parse_error:
-        return None
     want = ctx.expect.get("expected_gpus")
     if isinstance(want, int) and not isinstance(want, bool) and want > 0:
-        return None  # no GPU where the profile expects some: GPU_COUNT_LOW, not a skip
-    if topo.source == "none":
-        return "no GPUs found (no PCI tree in /sys and no recorded nvidia-smi topo -m)"
-    return "no GPUs found"
+        return None  # no GPU (or no NIC) where the profile expects GPUs: GPU_COUNT_LOW is judged
+    if topo.parse_error:
+        return None
+    if not topo.gpus:
+        if topo.source == "none":
+            return "no GPUs found (no PCI tree in /sys and no recorded nvidia-smi topo -m)"
+        return "no GPUs found"
+    if not topo.nics:
+        # Nothing to pair them with: ib.devices says so (IB_NO_DEVICES), the one headline.
+        return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with (see ib.devices)"
+    return None
 
 
 GPUS_PRESENT = Need("gpus", _needs_gpus)
@@ -218,11 +275,12 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
         if not known:
             out.append(
                 Finding(
-                    "GPU_COUNT_LOW",
+                    "GPU_COUNT_UNKNOWN",
                     UNKNOWN,
                     "host",
                     f"the GPU count cannot be established (no PCI tree in /sys, no readable nvidia-smi topo -m); "
                     f"the profile expects {want}.",
+                    GPU_COUNT_UNKNOWN.fix,
                 )
             )
         elif len(topo.gpus) < want:
@@ -242,7 +300,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
     if limit_rank is None:
         out.append(
             Finding(
-                "GPU_NIC_FAR",
+                "GPU_NIC_MAX_INVALID",
                 UNKNOWN,
                 "gpu_nic_max",
                 f"gpu_nic_max is {limit!r}; expected one of {', '.join(RELATION_ORDER)}.",
@@ -279,11 +337,12 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
             if limit_rank >= node_rank:
                 out.append(
                     Finding(
-                        "GPU_NIC_FAR",
+                        "GPU_NIC_UNKNOWN",
                         UNKNOWN,
                         _gpu_subject(gpu),
                         f"{_gpu_where(gpu)}: {', '.join(unknown)} are on other host bridges and the NUMA node is "
                         f"not reported, so NODE and SYS cannot be told apart{nearest_known}; expected {limit} or nearer.",
+                        GPU_NIC_UNKNOWN.fix,
                     )
                 )
                 continue
@@ -296,7 +355,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
     if not out and topo.gpus:
         out.append(
             Finding(
-                "GPU_NIC_FAR",
+                "GPU_NIC_NEAR",
                 INFO,
                 "host",
                 f"{len(topo.gpus)} GPU(s), each with an RDMA device at {limit} or nearer ({topo.source}).",
@@ -328,7 +387,7 @@ CHECKS = [
         title="GPU to RDMA device topology",
         probe=lambda ctx: ctx.get(probe_topology),
         judge=judge_topology,
-        codes=(GPU_NIC_FAR, GPU_COUNT_LOW, TOPO_PARSE_ERROR),
+        codes=(GPU_NIC_FAR, GPU_COUNT_LOW, TOPO_PARSE_ERROR, GPU_COUNT_UNKNOWN, GPU_NIC_UNKNOWN, GPU_NIC_MAX_INVALID, GPU_NIC_NEAR),
         needs=(GPUS_PRESENT,),
         defaults={"expected_gpus": None, "gpu_nic_max": "PXB", "gpudirect_required": False},
         inventory=_inventory,

@@ -2,7 +2,21 @@
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, UNKNOWN, WARNING, Check, Code, Finding, Need, LINK, PodChange
+from rdmadoctor.core.model import (
+    COULD_NOT_DECIDE,
+    ERROR,
+    LINK,
+    PROBLEM,
+    UNKNOWN,
+    WARNING,
+    Check,
+    Code,
+    Finding,
+    Need,
+    PodChange,
+)
+
+from rdmadoctor.core.record import replace
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
 
@@ -15,6 +29,30 @@ IB_NO_DEVICES = Code(
     "loaded (`modprobe mlx5_ib`, or install MLNX_OFED / DOCA-OFED). In a pod: request the device "
     "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
     "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
+    kind=PROBLEM,
+)
+IB_DEVICE_COUNT_LOW = Code(
+    "IB_DEVICE_COUNT_LOW",
+    "Fewer RDMA devices than expected",
+    "The node has RDMA devices, but fewer than its profile expects (expected_hcas): an HCA fell off the "
+    "bus, failed a firmware update, or is not bound to its driver. NCCL uses the ones it finds, so the "
+    "job runs with less inter-node bandwidth, and ranks whose GPU lost its near HCA go through the CPU.",
+    "Count them: `lspci -d 15b3:` (every ConnectX function) against `ls /sys/class/infiniband`. A function "
+    "without its driver: `dmesg | grep mlx5` (firmware or PCIe errors), `mlxfwmanager --query`; try "
+    "`echo 1 > /sys/bus/pci/devices/<bdf>/remove; echo 1 > /sys/bus/pci/rescan` or a cold boot; an HCA "
+    "missing from lspci needs hardware service (drain the node). If the node really has fewer HCAs, set "
+    "expected_hcas in the config.",
+    kind=PROBLEM,
+)
+RDMA_INVENTORY_UNKNOWN = Code(
+    "RDMA_INVENTORY_UNKNOWN",
+    "RDMA devices could not be established",
+    "The input has no /sys and no recorded ibstat or ibv_devinfo output, so whether the node has RDMA "
+    "devices, and what state their ports are in, cannot be decided. This is not a finding about the node: "
+    "the evidence is missing.",
+    "Collect a bundle on the node with `rdmadoctor collect` (it keeps /sys/class/infiniband), or add the "
+    "output of `ibstat` as cmd/ibstat.txt (or `ibv_devinfo -v` as cmd/ibv_devinfo.txt) to the bundle.",
+    kind=COULD_NOT_DECIDE,
 )
 IB_PORT_DOWN = Code(
     "IB_PORT_DOWN",
@@ -25,6 +63,7 @@ IB_PORT_DOWN = Code(
     "cable, look at the switch port. Disabled: the port was disabled by software "
     "(`ibportstate <lid> <port> enable`, or `mlxlink -d <dev> -a UP`). Or exclude the port with "
     "ignore_ports in the rdmadoctor config if it is unused.",
+    kind=PROBLEM,
 )
 IB_PORT_INIT = Code(
     "IB_PORT_INIT",
@@ -34,6 +73,7 @@ IB_PORT_INIT = Code(
     "Make sure a subnet manager runs on the fabric (`sminfo`; on a UFM-managed fabric check UFM; on a "
     "small fabric `systemctl start opensm` on one node). If the SM runs, check the port is not "
     "excluded by its partition or policy configuration.",
+    kind=PROBLEM,
 )
 IB_PORT_RATE_LOW = Code(
     "IB_PORT_RATE_LOW",
@@ -42,6 +82,7 @@ IB_PORT_RATE_LOW = Code(
     "back to fewer lanes or a lower speed, an HDR switch in an NDR fabric): bandwidth drops by the same factor.",
     "Check the cable and the switch port: `ibstat` (Rate), `mlxlink -d <dev> -m` (eye/BER), "
     "`mlxlink -d <dev> --show_module`. If the lower rate is intended, set min_rate_gbps in the config.",
+    kind=PROBLEM,
 )
 IB_NO_SM = Code(
     "IB_NO_SM",
@@ -49,6 +90,7 @@ IB_NO_SM = Code(
     "Every InfiniBand port with a physical link is waiting for a subnet manager (sm_lid 0, state INIT).",
     "Start a subnet manager: the switches' embedded SM, UFM, or `opensm` on one host "
     "(`apt install opensm && systemctl enable --now opensm`). `sminfo` shows whether one answers.",
+    kind=PROBLEM,
 )
 
 IB_LINK_LAYER_MISMATCH = Code(
@@ -58,6 +100,7 @@ IB_LINK_LAYER_MISMATCH = Code(
     "GID index and subnet manager needs differ between the two.",
     "Set the port type with `mlxconfig -d <pci> set LINK_TYPE_P1=1` (1 = InfiniBand, 2 = Ethernet) and "
     "reboot, or pick the profile that matches this fabric (--profile).",
+    kind=PROBLEM,
 )
 IB_PARSE_WARNING = Code(
     "IB_PARSE_WARNING",
@@ -65,6 +108,27 @@ IB_PARSE_WARNING = Code(
     "A recorded tool output (ibstat, ibv_devinfo, ...) was cut off or contained errors; what was read is "
     "reported, what was not is unknown.",
     "Re-run the tool and attach its full output, or better, a bundle from `rdmadoctor collect`.",
+    kind=PROBLEM,
+)
+IB_PORT_STATE_UNKNOWN = Code(
+    "IB_PORT_STATE_UNKNOWN",
+    "RDMA port state could not be read",
+    "The device lists no ports, or a port's state and physical state could not be read (sysfs files "
+    "missing, a tool output without them): whether the port can carry traffic cannot be decided.",
+    "On the node: `cat /sys/class/infiniband/<dev>/ports/*/state` and `ibstat <dev>`. In a bundle: collect "
+    "it again with `rdmadoctor collect`, or add the full `ibstat` output as cmd/ibstat.txt.",
+    kind=COULD_NOT_DECIDE,
+)
+IB_ACTIVE_PORTS_LOW = Code(
+    "IB_ACTIVE_PORTS_LOW",
+    "Fewer ACTIVE ports than expected",
+    "The node has fewer ACTIVE RDMA ports than its profile expects (expected_active_ports): NCCL spreads "
+    "the traffic over the ports it finds, so the job runs with a fraction of the node's network bandwidth, "
+    "or hangs when NCCL_IB_HCA names a port that is not up. Usually the port findings beside it "
+    "(IB_PORT_DOWN, IB_PORT_INIT) say which ports and why.",
+    "Bring up the ports named in the port findings (`rdmadoctor explain IB_PORT_DOWN`). If the node has "
+    "fewer cabled ports by design, lower expected_active_ports in the config.",
+    kind=PROBLEM,
 )
 
 _NO_INVENTORY = (
@@ -86,7 +150,7 @@ HAS_DEVICES = Need("rdma devices", _has_devices)
 def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     if inv.source == "none":
-        return [Finding("IB_NO_DEVICES", UNKNOWN, "host", _NO_INVENTORY)]
+        return [Finding("RDMA_INVENTORY_UNKNOWN", UNKNOWN, "host", _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix)]
     for w in inv.warnings:
         out.append(Finding("IB_PARSE_WARNING", WARNING, inv.source, w, "Send the full, unedited tool output."))
     pfs = inv.pfs()
@@ -107,7 +171,7 @@ def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
         names = ", ".join(d.name for d in pfs)
         out.append(
             Finding(
-                "IB_NO_DEVICES",
+                "IB_DEVICE_COUNT_LOW",
                 ERROR,
                 "host",
                 f"{len(pfs)} RDMA device(s) found ({names}); the profile expects {want}.",
@@ -125,7 +189,15 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
     ib_linkup, ib_waiting, active = 0, [], 0
     for dev in inv.devices:
         if not dev.ports and not dev.is_vf:
-            out.append(Finding("IB_PORT_DOWN", UNKNOWN, dev.name, f"{dev.name} lists no ports ({inv.source}); their state is unknown."))
+            out.append(
+                Finding(
+                    "IB_PORT_STATE_UNKNOWN",
+                    UNKNOWN,
+                    dev.name,
+                    f"{dev.name} lists no ports ({inv.source}); their state is unknown.",
+                    IB_PORT_STATE_UNKNOWN.fix,
+                )
+            )
         for port in dev.ports:
             if ignored(dev, port, expect):
                 continue
@@ -145,7 +217,15 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                     )
                 )
             if state is None and phys is None:
-                out.append(Finding("IB_PORT_DOWN", UNKNOWN, subj, f"the state of {subj} could not be read ({inv.source})."))
+                out.append(
+                    Finding(
+                        "IB_PORT_STATE_UNKNOWN",
+                        UNKNOWN,
+                        subj,
+                        f"the state of {subj} could not be read ({inv.source}).",
+                        IB_PORT_STATE_UNKNOWN.fix,
+                    )
+                )
                 continue
             if state == "DOWN" or phys in ("Polling", "Disabled", "Sleep"):
                 why = {
@@ -153,14 +233,19 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                     "Disabled": "the port is disabled by software",
                     "Sleep": "the port is asleep",
                 }.get(phys or "", "no link")
+                # A RoCE port follows its netdev: with the netdev down, roce.config's
+                # ROCE_NETDEV_DOWN is the root cause and names the command that brings it back.
+                netdev_down = ll == "Ethernet" and port.netdev_up is False
                 out.append(
                     Finding(
                         "IB_PORT_DOWN",
                         ERROR,
                         subj,
-                        f"{seen}: {why}; expected ACTIVE / LinkUp.",
+                        f"{seen}: {why}; expected ACTIVE / LinkUp."
+                        + (f" Its netdev {port.netdev} is down." if netdev_down else ""),
                         IB_PORT_DOWN.fix,
                         data={"state": state, "phys_state": phys},
+                        cause="ROCE_NETDEV_DOWN" if netdev_down else None,
                     )
                 )
                 continue
@@ -193,6 +278,8 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                     )
                 )
     if ib_waiting and len(ib_waiting) == ib_linkup:
+        # The ports wait because nobody configures them: one root cause, the ports fold under it.
+        out = [replace(f, cause="IB_NO_SM") if f.code == "IB_PORT_INIT" else f for f in out]
         out.append(
             Finding(
                 "IB_NO_SM",
@@ -205,13 +292,22 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         )
     want_active = expect.get("expected_active_ports")
     if isinstance(want_active, int) and active < want_active:
+        # The shortfall follows from the ports found down or waiting, or from missing HCAs.
+        roots = {f.cause or f.code for f in out if f.severity == ERROR}
+        want_hcas = expect.get("expected_hcas")
+        if isinstance(want_hcas, int) and len(inv.pfs()) < want_hcas:
+            roots.add("IB_DEVICE_COUNT_LOW")
+        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IB_DEVICE_COUNT_LOW")
+        cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(
-                "IB_PORT_DOWN",
+                "IB_ACTIVE_PORTS_LOW",
                 ERROR,
                 "host",
                 f"{active} ACTIVE port(s); the profile expects {want_active}.",
                 "Bring up the missing ports (see the port findings above), or lower expected_active_ports in the config.",
+                data={"active": active, "expected": want_active},
+                cause=cause,
             )
         )
     return out
@@ -258,7 +354,7 @@ CHECKS = [
         title="RDMA devices",
         probe=lambda ctx: ctx.get(probe_inventory),
         judge=judge_devices,
-        codes=(IB_NO_DEVICES, IB_PARSE_WARNING),
+        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING),
         inventory=_inventory_json,
         description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
     ),
@@ -269,7 +365,15 @@ CHECKS = [
         title="RDMA ports",
         probe=lambda ctx: ctx.get(probe_inventory),
         judge=judge_ports,
-        codes=(IB_PORT_DOWN, IB_PORT_INIT, IB_PORT_RATE_LOW, IB_NO_SM, IB_LINK_LAYER_MISMATCH),
+        codes=(
+            IB_PORT_DOWN,
+            IB_PORT_INIT,
+            IB_PORT_RATE_LOW,
+            IB_NO_SM,
+            IB_LINK_LAYER_MISMATCH,
+            IB_ACTIVE_PORTS_LOW,
+            IB_PORT_STATE_UNKNOWN,
+        ),
         needs=(HAS_DEVICES,),
         description="Every port of every device: state, physical state, rate, link layer, LID / SM LID, netdev.",
     ),

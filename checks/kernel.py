@@ -5,7 +5,20 @@ from __future__ import annotations
 import re
 from rdmadoctor.core.record import record
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, GPUDIRECT
+from rdmadoctor.core.model import (
+    CONFIG,
+    COULD_NOT_DECIDE,
+    ERROR,
+    GPUDIRECT,
+    INFO,
+    INFORMATION,
+    PROBLEM,
+    UNKNOWN,
+    WARNING,
+    Check,
+    Code,
+    Finding,
+)
 
 from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
@@ -34,6 +47,7 @@ MOD_MISSING = Code(
     "  echo <module> >> /etc/modules-load.d/rdma.conf\n"
     "With MLNX_OFED / DOCA-OFED: `/etc/init.d/openibd restart`. With the NVIDIA network operator, its "
     "MOFED driver container loads them: check its pod on the node.",
+    kind=PROBLEM,
 )
 GDR_PEERMEM_MISSING = Code(
     "GDR_PEERMEM_MISSING",
@@ -46,6 +60,7 @@ GDR_PEERMEM_MISSING = Code(
     "`helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set driver.rdma.enabled=true` "
     "(add `--set driver.rdma.useHostMofed=true` when MLNX_OFED is installed on the host).",
     condition=GPUDIRECT,
+    kind=PROBLEM,
 )
 GDR_DMABUF = Code(
     "GDR_DMABUF",
@@ -54,6 +69,17 @@ GDR_DMABUF = Code(
     "dma-buf, which NCCL >= 2.19 uses for GPUDirect RDMA by default (NCCL_DMABUF_ENABLE=1).",
     "Nothing to do; if NCCL_DEBUG=INFO shows no 'GDRDMA', check NCCL_DMABUF_ENABLE is not 0, or load nvidia-peermem.",
     condition=GPUDIRECT,
+    kind=INFORMATION,
+)
+MODULES_UNKNOWN = Code(
+    "MODULES_UNKNOWN",
+    "Loaded kernel modules could not be read",
+    "Neither /proc/modules, a recorded lsmod nor /sys/module could be read, so whether the RDMA modules "
+    "(ib_core, ib_uverbs, rdma_ucm, the HCA's IB driver) and GPUDirect RDMA (nvidia_peermem) are loaded "
+    "cannot be decided. This is missing evidence, not a finding about the node.",
+    "On the node: `lsmod | grep -e ib_ -e rdma -e mlx -e peermem`. In a bundle: add `lsmod` as "
+    "cmd/lsmod.txt, or collect it with `rdmadoctor collect` (it keeps /proc/modules).",
+    kind=COULD_NOT_DECIDE,
 )
 
 
@@ -72,6 +98,9 @@ class KernelFacts:
     nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
     dmabuf_possible: bool = False
     gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs present
+    # Does the RDMA inventory list a device? False: it was read and is empty (ib.devices reports
+    # IB_NO_DEVICES, the root cause the module findings then follow from); None: unknown.
+    rdma_devices: bool | None = None
     notes: tuple[str, ...] = ()
 
     def has(self, module: str) -> bool:
@@ -185,6 +214,7 @@ def probe_kernel(ctx) -> KernelFacts:
     except Exception as e:  # noqa: BLE001 - the device list is a hint here, not a need
         inv = None
         notes.append(f"RDMA devices unknown: {e}")
+    rdma_devices = None if inv is None or inv.source == "none" else bool(inv.pfs())
     present = set()
     for dev in inv.devices if inv is not None and inv.source == "sysfs" else ():
         row = rdma_driver_entry(dev.driver, dev.name)
@@ -225,6 +255,7 @@ def probe_kernel(ctx) -> KernelFacts:
         nvidia_open=nvidia_open,
         dmabuf_possible=dmabuf,
         gpudirect=gpudirect,
+        rdma_devices=rdma_devices,
         notes=tuple(notes),
     )
 
@@ -242,7 +273,15 @@ def _remedy(module: str) -> str:
 def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
     if f.modules is None:
         why = "; ".join(f.notes) or "no /proc/modules, cmd/lsmod.txt or /sys/module"
-        return [Finding("MOD_MISSING", UNKNOWN, "kernel", f"the loaded kernel modules could not be read ({why}).")]
+        return [
+            Finding(
+                "MODULES_UNKNOWN",
+                UNKNOWN,
+                "kernel",
+                f"the loaded kernel modules could not be read ({why}).",
+                MODULES_UNKNOWN.fix,
+            )
+        ]
     out: list[Finding] = []
     required = expect.get("required_modules") or []
     if isinstance(required, str):
@@ -253,16 +292,23 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
             wanted.setdefault(m.strip().replace("-", "_"), MODULE_WHY.get(m.strip(), "required by the profile"))
     for m, why in f.hca_needs:
         wanted.setdefault(m, why)
+    # No RDMA device at all: nothing has loaded the RDMA core modules, which follows from the
+    # missing device (IB_NO_DEVICES), the one headline. An HCA waiting for its IB driver is
+    # different: that missing module is why there is no device, so it stays a root cause.
+    hca_modules = {m for m, _ in f.hca_needs}
     for m, why in wanted.items():
         if f.has(m):
             continue
+        follows = f.rdma_devices is False and m not in hca_modules
         out.append(
             Finding(
                 "MOD_MISSING",
                 ERROR,
                 m,
-                f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}.",
+                f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}."
+                + (" There is no RDMA device on this host, so nothing has loaded it." if follows else ""),
                 _remedy(m),
+                cause="IB_NO_DEVICES" if follows else None,
             )
         )
     if f.gpus_present:
@@ -288,15 +334,19 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
             if kv is not None and kv < (5, 12):
                 why.append(f"kernel {f.osrelease} is older than 5.12 (no dma-buf for RDMA)")
             tail = f" ({'; '.join(why)})" if why else ""
+            # Without an RDMA device there is no GPUDirect RDMA to have; still true, folded under it.
+            no_nic = f.rdma_devices is False
             out.append(
                 Finding(
                     "GDR_PEERMEM_MISSING",
                     sev,
                     "GPUDirect RDMA",
                     f"{gpus} present but neither nvidia_peermem nor nv_peer_mem is loaded and no dma-buf path{tail}; "
-                    "expected GPUDirect RDMA: NCCL stages every transfer through host memory.",
+                    "expected GPUDirect RDMA: NCCL stages every transfer through host memory."
+                    + (" (There is no RDMA device on this host yet: fix that first.)" if no_nic else ""),
                     GDR_PEERMEM_MISSING.fix,
                     data={"gpus": f.gpu_count, "osrelease": f.osrelease, "nvidia_open": f.nvidia_open},
+                    cause="IB_NO_DEVICES" if no_nic else None,
                 )
             )
     return out
@@ -319,7 +369,7 @@ CHECKS = [
         title="RDMA kernel modules and GPUDirect RDMA",
         probe=probe_kernel,
         judge=judge_kernel,
-        codes=(MOD_MISSING, GDR_PEERMEM_MISSING, GDR_DMABUF),
+        codes=(MOD_MISSING, GDR_PEERMEM_MISSING, GDR_DMABUF, MODULES_UNKNOWN),
         inventory=_inventory,
         description="ib_core, ib_uverbs, rdma_ucm and each HCA's IB driver (mlx5_ib, ...) loaded or built in; "
         "with NVIDIA GPUs, nvidia_peermem (or the dma-buf path of the open kernel module).",

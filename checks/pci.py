@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.record import field, record
 
-from rdmadoctor.core.model import ERROR, INFO, WARNING, Check, Code, Finding, Need, CONFIG
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
 
 from rdmadoctor.checks._pci import (
     AMD,
@@ -36,6 +36,7 @@ PCIE_LINK_DEGRADED = Code(
     "BIOS. A lower speed: the BIOS slot speed setting, a retimer, or signal errors (`dmesg | grep -i aer`); "
     "for an HCA `mlxlink -d <bdf> --port_type PCIE` shows the link's eye and errors. A link that is "
     "still degraded after a cold boot needs hardware service.",
+    kind=PROBLEM,
 )
 PCIE_ACS_ENABLED = Code(
     "PCIE_ACS_ENABLED",
@@ -49,6 +50,26 @@ PCIE_ACS_ENABLED = Code(
     "boot Linux (>= 5.1) with `pci=disable_acs_redir=<bdf>;<bdf>` naming the bridges; the kernel enables "
     "ACS redirect when the IOMMU is on, so bare-metal training nodes usually also run with the IOMMU off "
     "or in passthrough (`intel_iommu=off` / `amd_iommu=off`, or `iommu=pt`).",
+    kind=PROBLEM,
+)
+
+PCIE_GPU_LINK_IDLE = Code(
+    "PCIE_GPU_LINK_IDLE",
+    "GPU link at a lower speed while idle",
+    "The GPU's PCIe link runs below its maximum speed with all its lanes: GPUs (NVIDIA and AMD) lower "
+    "the link speed when idle to save power and raise it under load. This is normal and costs nothing.",
+    "Nothing to fix. To see the speed under load: `nvidia-smi -q -d PCIE` while a job runs (Link Gen "
+    "Current), or `lspci -s <bdf> -vv | grep LnkSta`.",
+    kind=INFORMATION,
+)
+PCIE_ACS_NO_PEERS = Code(
+    "PCIE_ACS_NO_PEERS",
+    "ACS redirect on a bridge, with no GPU and HCA pair to affect",
+    "A recorded lspci shows ACS request/completion redirect on a PCIe bridge, but the listing has no GPU "
+    "and RDMA device pair whose peer-to-peer traffic it could send up to the root complex, so it does "
+    "not slow GPUDirect RDMA on this node.",
+    "Nothing to fix for RDMA. If GPUs or HCAs are added, see `rdmadoctor explain PCIE_ACS_ENABLED`.",
+    kind=INFORMATION,
 )
 
 
@@ -293,7 +314,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
         if lk.child_kind == "gpu" and lk.child_vendor in (NVIDIA, AMD) and not narrow:
             out.append(
                 Finding(
-                    "PCIE_LINK_DEGRADED",
+                    "PCIE_GPU_LINK_IDLE",
                     INFO,
                     lk.child,
                     f"{where}: seen {seen}, capable of {want}; a GPU lowers its link speed when idle "
@@ -328,6 +349,18 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
             # Unplaced: still a warning unless the listing shows there is no GPU-HCA pair to hurt.
             severity = WARNING if not facts.listing or (facts.has_gpus and facts.has_hcas) else INFO
         target = st.bdf if st.bdf != "?" else "<bdf>"
+        if severity == INFO:
+            out.append(
+                Finding(
+                    "PCIE_ACS_NO_PEERS",
+                    INFO,
+                    st.bdf if st.bdf != "?" else "lspci",
+                    f"ACS on {where}: {flags} (from {st.source}); the listing has no GPU and RDMA device pair "
+                    "whose peer-to-peer traffic it could redirect.",
+                    data={"bdf": st.bdf, "acsctl": st.ctl, "between": list(st.between)},
+                )
+            )
+            continue
         out.append(
             Finding(
                 "PCIE_ACS_ENABLED",
@@ -383,7 +416,7 @@ CHECKS = [
         title="PCIe links and ACS",
         probe=lambda ctx: ctx.get(probe_links),
         judge=judge_links,
-        codes=(PCIE_LINK_DEGRADED, PCIE_ACS_ENABLED),
+        codes=(PCIE_LINK_DEGRADED, PCIE_ACS_ENABLED, PCIE_GPU_LINK_IDLE, PCIE_ACS_NO_PEERS),
         needs=(HAS_PCI_DEVICES,),
         defaults={"pcie_check_bridges": True},
         inventory=_inventory,

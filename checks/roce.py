@@ -5,7 +5,20 @@ from __future__ import annotations
 from rdmadoctor.core.record import record
 
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, LINK
+from rdmadoctor.core.model import (
+    COULD_NOT_DECIDE,
+    ERROR,
+    INFO,
+    INFORMATION,
+    LINK,
+    PROBLEM,
+    UNKNOWN,
+    WARNING,
+    Check,
+    Code,
+    Finding,
+    Need,
+)
 
 from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
 
@@ -22,6 +35,7 @@ ROCE_NO_V2_GID = Code(
     "`show_gids` or `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*`. If only RoCE v1 GIDs "
     "appear, the RDMA CM default was changed: `cat /sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` "
     "should say `RoCE v2` (`cma_roce_mode -d <dev> -p <port> -m 2`).",
+    kind=PROBLEM,
 )
 ROCE_NETDEV_DOWN = Code(
     "ROCE_NETDEV_DOWN",
@@ -30,6 +44,7 @@ ROCE_NETDEV_DOWN = Code(
     "port is DOWN and NCCL cannot use it.",
     "`ip link set dev <netdev> up`; if it stays down (NO-CARRIER), check the cable and the switch port "
     "(`ethtool <netdev>`, `mlxlink -d <dev>`).",
+    kind=PROBLEM,
 )
 NET_MTU_LOW = Code(
     "NET_MTU_LOW",
@@ -40,6 +55,7 @@ NET_MTU_LOW = Code(
     "Set the netdev MTU to 9000 (`ip link set dev <netdev> mtu 9000`, persistently in netplan / "
     "NetworkManager) and make sure every switch port on the path allows jumbo frames (9216). Then "
     "`ibv_devinfo -d <dev>` shows active_mtu 4096.",
+    kind=PROBLEM,
 )
 ROCE_V2_GID = Code(
     "ROCE_V2_GID",
@@ -48,6 +64,30 @@ ROCE_V2_GID = Code(
     "NCCL_IB_GID_INDEX should take when it is set.",
     "Nothing to fix. Set NCCL_IB_GID_INDEX to the index with the IPv4 address, or leave it unset on "
     "NCCL 2.21+, which picks a RoCE v2 IPv4 GID itself.",
+    kind=INFORMATION,
+)
+
+ROCE_GIDS_UNKNOWN = Code(
+    "ROCE_GIDS_UNKNOWN",
+    "RoCE GID table not recorded",
+    "The input lists the RoCE port but not its GID table (an `ibstat` or plain `ibv_devinfo` without -v, "
+    "or a kernel older than 4.5 without gid_attrs/types): whether the port has a routable RoCE v2 GID, "
+    "and which NCCL_IB_GID_INDEX to use, cannot be decided.",
+    "Record the table: `show_gids > cmd/show_gids.txt` or `ibv_devinfo -v > cmd/ibv_devinfo.txt`, or "
+    "collect a bundle with `rdmadoctor collect`. On the node: "
+    "`grep . /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/* 2>/dev/null`.",
+    kind=COULD_NOT_DECIDE,
+)
+ROCE_NETDEV_NOT_SEEN = Code(
+    "ROCE_NETDEV_NOT_SEEN",
+    "RoCE netdev not visible",
+    "The RoCE port's Ethernet netdev, or its state, is not visible here: in a pod it usually lives in "
+    "the host's (or another) network namespace, and a pasted tool output may not name it. The port "
+    "state judged by ib.ports already says whether the link is up (a RoCE port is ACTIVE only while its "
+    "netdev is up), so this is information, not a problem.",
+    "Nothing to fix. To see it: on the node `rdma link show` names the netdev of each port, and "
+    "`ip link show <netdev>` its state; in a bundle add `ibdev2netdev` as cmd/ibdev2netdev.txt.",
+    kind=INFORMATION,
 )
 
 
@@ -79,7 +119,7 @@ def _has_ethernet(ctx) -> str | None:
     if inv.source == "none":
         return "the RDMA devices are unknown (no /sys and no recorded ibstat / ibv_devinfo)"
     if not inv.devices:
-        return "no RDMA devices"
+        return "no RDMA devices (see ib.devices)"
     if not _ethernet_ports(inv, ctx.expect):
         lls = sorted({p.link_layer or "unknown" for d in inv.devices for p in d.ports})
         return f"no Ethernet (RoCE) RDMA port to judge (link layers: {', '.join(lls) or 'no ports'})"
@@ -138,7 +178,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
             where = f"netdev {port.netdev}" if port.netdev else "no netdev"
             out.append(
                 Finding(
-                    "ROCE_NETDEV_DOWN",
+                    "ROCE_NETDEV_NOT_SEEN",
                     INFO,
                     subj,
                     f"{where} found for this RoCE port, its state is unknown ({facts.source}); in a pod the "
@@ -148,7 +188,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
         if not rp.gids_known:
             out.append(
                 Finding(
-                    "ROCE_NO_V2_GID",
+                    "ROCE_GIDS_UNKNOWN",
                     UNKNOWN,
                     subj,
                     f"the GID table of {subj} was not recorded ({facts.source} without GIDs); whether it has a "
@@ -238,7 +278,7 @@ CHECKS = [
         title="RoCE configuration",
         probe=probe_roce,
         judge=judge_roce,
-        codes=(ROCE_NO_V2_GID, ROCE_NETDEV_DOWN, NET_MTU_LOW, ROCE_V2_GID),
+        codes=(ROCE_NO_V2_GID, ROCE_NETDEV_DOWN, NET_MTU_LOW, ROCE_V2_GID, ROCE_GIDS_UNKNOWN, ROCE_NETDEV_NOT_SEEN),
         needs=(HAS_ROCE,),
         inventory=_inventory_json,
         description="Every Ethernet (RoCE) RDMA port: a routable RoCE v2 GID (and its index for NCCL_IB_GID_INDEX), "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from conftest import check_json, codes_of, run_cli, sample_text
@@ -13,6 +12,7 @@ from rdmadoctor.checks import _pci, gpu, pci
 from rdmadoctor.checks._pci import acs_from_config, chain_relation, probe_pci
 from rdmadoctor.checks.gpu import Gpu, GpuTopology, judge_topology, probe_topology
 from rdmadoctor.checks.pci import AcsState, PciLink, PciLinkFacts, judge_links
+from rdmadoctor.core.record import replace
 from rdmadoctor.engine.expectations import BASE
 from rdmadoctor.host import Link, mem_host, open_host
 
@@ -351,6 +351,7 @@ def test_gpu_idle_link_speed_is_info_but_narrow_gpu_warns():
     res, _ = run_checks(t.host(), PCI_CHECK)
     by = {f.subject: f for f in res["pci.link"].findings}
     assert by["0000:01:00.0"].severity == "info" and "idle" in by["0000:01:00.0"].message
+    assert by["0000:01:00.0"].code == "PCIE_GPU_LINK_IDLE" and by["0000:02:00.0"].code == "PCIE_LINK_DEGRADED"
     assert by["0000:02:00.0"].severity == "warning"
     assert res["pci.link"].status == "warn"
 
@@ -471,6 +472,8 @@ def test_unknown_numa_on_multi_node_host_is_not_guessed():
     assert far["GPU4"].severity == "warning" and "NODE or SYS" in far["GPU4"].message
     res, _ = run_checks(t.host(), GPU_CHECK, gpu_nic_max="NODE")
     assert res["gpu.topology"].status == "unknown"
+    # NODE or SYS undecided is its own code: GPU_NIC_FAR only when a GPU is seen to be far.
+    assert {(f.code, f.severity) for f in res["gpu.topology"].findings} == {("GPU_NIC_UNKNOWN", "unknown")}
 
 
 # ---- garbage ----------------------------------------------------------------------------------
@@ -519,9 +522,10 @@ def test_judge_topology_limits():
     t = topo([("PIX", "SYS"), ("PHB", "NODE")])
     (f,) = judge_topology(t, exp)
     assert f.code == "GPU_NIC_FAR" and f.subject == "GPU1" and f.data == {"nearest": "mlx5_0", "relation": "PHB", "limit": "PXB"}
-    assert judge_topology(t, {**exp, "gpu_nic_max": "PHB"})[0].severity == "info"
+    # A code is one meaning: "all near" and "bad setting" are not GPU_NIC_FAR.
+    assert [(f.code, f.severity) for f in judge_topology(t, {**exp, "gpu_nic_max": "PHB"})] == [("GPU_NIC_NEAR", "info")]
     bad = judge_topology(t, {**exp, "gpu_nic_max": "CLOSE"})
-    assert bad[0].severity == "unknown"
+    assert [(f.code, f.severity) for f in bad] == [("GPU_NIC_MAX_INVALID", "unknown")]
     # No RDMA device: nothing to pair, no finding.
     assert judge_topology(topo([(), ()], nics=()), exp) == []
 
@@ -530,7 +534,8 @@ def test_judge_topology_parse_error():
     exp = dict(BASE)
     t = GpuTopology((), source="none", parse_error="row GPU1: expected 4 relation cells, found 3", recorded="bundle:cmd/nvidia-smi-topo.txt")
     fs = judge_topology(t, {**exp, "expected_gpus": 8})
-    assert [(f.code, f.severity) for f in fs] == [("TOPO_PARSE_ERROR", "warning"), ("GPU_COUNT_LOW", "unknown")]
+    # Not knowing the count is not having too few GPUs: GPU_COUNT_LOW only when fewer were seen.
+    assert [(f.code, f.severity) for f in fs] == [("TOPO_PARSE_ERROR", "warning"), ("GPU_COUNT_UNKNOWN", "unknown")]
     t2 = topo([("PIX",)], nics=("mlx5_0",), parse_error="cut off", recorded="bundle:cmd/nvidia-smi-topo.txt")
     (f,) = [f for f in judge_topology(t2, exp) if f.code == "TOPO_PARSE_ERROR"]
     assert "taken from sysfs" in f.message
@@ -548,12 +553,40 @@ def test_judge_links_from_facts():
     facts = PciLinkFacts("sysfs", (gpu_idle, gpu_amd_idle, hca_slow, hca_x2, unknown), (acs_off, acs_cmplt, acs_unknown), (), True, True)
     got = {(f.subject, f.code): f.severity for f in judge_links(facts, dict(BASE))}
     assert got == {
-        ("0000:01:00.0", "PCIE_LINK_DEGRADED"): "info",
-        ("0000:02:00.0", "PCIE_LINK_DEGRADED"): "info",
+        # An idle GPU's lower link speed is normal: its own info code, never PCIE_LINK_DEGRADED.
+        ("0000:01:00.0", "PCIE_GPU_LINK_IDLE"): "info",
+        ("0000:02:00.0", "PCIE_GPU_LINK_IDLE"): "info",
         ("0000:03:00.0", "PCIE_LINK_DEGRADED"): "warning",
         ("0000:04:00.0", "PCIE_LINK_DEGRADED"): "error",
         ("0000:07:00.0", "PCIE_ACS_ENABLED"): "warning",
     }
+
+
+def test_acs_with_no_gpu_hca_pair_is_its_own_info_code():
+    # A listing with a bridge's ACS redirect on but no GPU at all: nothing to hurt, and not
+    # PCIE_ACS_ENABLED (alerts on that code mean GPUDirect RDMA is at risk).
+    acs = AcsState("0000:10:01.0", (), {"ReqRedir": True, "CmpltRedir": True}, "lspci")
+    hca = PciLink(None, "0000:11:00.0", 16.0, 16, 16.0, 16, ("0000:11:00.0",), "hca", None, "lspci")
+    facts = PciLinkFacts("lspci", (hca,), (acs,), (), has_gpus=False, has_hcas=True, listing=True)
+    (f,) = judge_links(facts, dict(BASE))
+    assert (f.code, f.severity) == ("PCIE_ACS_NO_PEERS", "info")
+    # The same bridge on a listing that has both: the problem.
+    (f,) = judge_links(replace(facts, has_gpus=True), dict(BASE))
+    assert (f.code, f.severity) == ("PCIE_ACS_ENABLED", "warning")
+
+
+def test_gpus_without_any_rdma_device_skip_the_topology_check():
+    # GPUs and no HCA: ib.devices says IB_NO_DEVICES; gpu.topology has nothing to pair and says
+    # why it did not judge, instead of passing as if every GPU had a near NIC.
+    t = SysTree(1)
+    t.fn(["pci0000:00", "0000:00:01.0"], ROOT_PORT, driver="pcieport")
+    t.fn(["pci0000:00", "0000:00:01.0", "0000:01:00.0"], NVIDIA_GPU, driver="nvidia")
+    res, _ = run_checks(t.host(), GPU_CHECK)
+    r = res["gpu.topology"]
+    assert r.status == "skip" and "no RDMA device" in r.reason and "ib.devices" in r.reason
+    # A GPU count to check still runs it: fewer GPUs than expected is a problem of its own.
+    res, _ = run_checks(t.host(), GPU_CHECK, expected_gpus=8)
+    assert [(f.code, f.severity) for f in res["gpu.topology"].findings] == [("GPU_COUNT_LOW", "error")]
 
 
 # ---- recorded nvidia-smi topo -m, the CLI, speed ---------------------------------------------------
@@ -617,14 +650,13 @@ def test_512_vfs_probe_fast(tmp_path):
         t.fn(base + [bdf], CX7_IB, speed="Unknown", width=0, physfn=True, driver="mlx5_core")
     root = t.write(tmp_path / "node")
     host = open_host(bundle=str(root))
-    start = time.perf_counter()
     res, ctx = run_checks(host, GPU_CHECK, PCI_CHECK)
-    took = time.perf_counter() - start
     tree = ctx.get(probe_pci)
     assert len(tree.functions) > 512 + 8 * 6
+    # What keeps it fast, asserted as behaviour (bench/run.py measures the time): only the GPUs,
+    # the HCAs and the bridges above them are read in detail, never the 512 VFs.
     assert sum(f.detailed for f in tree.functions) == 8 + 8 + 8 * 3 + 8  # GPUs, HCAs, root ports, up/down ports
     assert res["gpu.topology"].status == "pass"
-    assert took < 0.5, f"gpu.topology + pci.link took {took:.2f} s on 512 VFs"
 
 
 def test_grep_of_acsctl_lines(realworld):

@@ -255,6 +255,9 @@ def test_ports_are_init_without_sm_and_active_after_opensm(sim, tmp_path):
     assert p["link_layer"] == "InfiniBand" and p["rate_gbps"] == 40.0, p
     assert {"IB_PORT_INIT", "IB_NO_SM"} <= codes_of(rep, "ib.ports"), rep["checks"]
     assert [f["subject"] for f in findings(rep, "IB_PORT_INIT")] == ["ibsim0/1"]
+    # One root cause: the port waits because no SM runs; it folds under IB_NO_SM, still an error.
+    assert [(f["severity"], f.get("cause")) for f in findings(rep, "IB_PORT_INIT")] == [("error", "IB_NO_SM")]
+    assert [f.get("cause") for f in findings(rep, "IB_NO_SM")] == [None]
     assert code == 1 and ib_ports_status(rep) == "fail"
 
     scode, srep = read_sysfs(sim, HOST, tmp_path / "before")
@@ -265,6 +268,7 @@ def test_ports_are_init_without_sm_and_active_after_opensm(sim, tmp_path):
     # ibstatus then assume InfiniBand, and so must we, or an INIT port goes unreported.
     assert sp["link_layer"] == "InfiniBand", sp
     assert {"IB_PORT_INIT", "IB_NO_SM"} <= codes_of(srep, "ib.ports"), srep["checks"]
+    assert [f.get("cause") for f in findings(srep, "IB_PORT_INIT")] == ["IB_NO_SM"]
     assert scode == 1
 
     sim.opensm_once("H-sm")

@@ -153,6 +153,39 @@ def test_roce_netdev_down():
     assert "enp1s0f0np0 is down" in f.message and f.remedy.startswith("ip link set dev enp1s0f0np0 up")
 
 
+def test_roce_netdev_down_is_the_root_cause_of_the_port_down():
+    # One root cause, one headline: ib.ports' IB_PORT_DOWN for the port follows from its netdev.
+    from rdmadoctor.checks import ib
+
+    host = mem_host(roce_tree(operstate="down", carrier="0", state="1: DOWN"))
+    (f,) = by_code(run(ib.CHECKS[1], host).findings, "IB_PORT_DOWN", ERROR)
+    assert f.cause == "ROCE_NETDEV_DOWN" and "netdev enp1s0f0np0 is down" in f.message
+    (root,) = by_code(run(ROCE, host).findings, "ROCE_NETDEV_DOWN", ERROR)
+    assert root.cause is None
+    # A port down with its netdev up (a cable on the switch side) is a root cause of its own.
+    host = mem_host(roce_tree(state="1: DOWN"))
+    (f,) = by_code(run(ib.CHECKS[1], host).findings, "IB_PORT_DOWN", ERROR)
+    assert f.cause is None
+
+
+def test_roce_gid_table_not_in_sysfs_is_unknown_not_no_v2_gid():
+    # A kernel before 4.5 has no gid_attrs/types: which GIDs are v2 cannot be told. That is
+    # ROCE_GIDS_UNKNOWN; ROCE_NO_V2_GID is only said when the table was read and has none.
+    tree = {k: v for k, v in roce_tree(gids=()).items() if "/gid_attrs/" not in k and "/gids/" not in k}
+    res = run(ROCE, mem_host(tree))
+    assert [(f.code, f.severity) for f in res.findings] == [("ROCE_GIDS_UNKNOWN", UNKNOWN)]
+    assert res.status == "unknown"
+
+
+def test_roce_netdev_not_visible_is_information():
+    # In a pod the netdev lives in the host's namespace: not ROCE_NETDEV_DOWN in any severity.
+    tree = {k: v for k, v in roce_tree().items() if not k.startswith("/sys/class/net/")}
+    res = run(ROCE, mem_host(tree))
+    assert res.status == "pass"
+    (f,) = by_code(res.findings, "ROCE_NETDEV_NOT_SEEN", INFO)
+    assert f.subject == "mlx5_0/1" and not by_code(res.findings, "ROCE_NETDEV_DOWN")
+
+
 def test_roce_no_carrier_is_down_too():
     res = run(ROCE, mem_host(roce_tree(operstate="up", carrier="0")))
     assert by_code(res.findings, "ROCE_NETDEV_DOWN", ERROR)
@@ -180,7 +213,8 @@ def test_roce_from_real_ibv_devinfo_mtu_1024_and_unknown_gids(realworld, tmp_pat
     mtu = by_code(res.findings, "NET_MTU_LOW", WARNING)
     assert sorted(f.subject for f in mtu) == ["roceP2p1s0f0/1", "roceP2p1s0f1/1", "rocep1s0f0/1", "rocep1s0f1/1"]
     assert all("active MTU 1024 (netdev MTU unknown)" in f.message for f in mtu)
-    assert len(by_code(res.findings, "ROCE_NO_V2_GID", UNKNOWN)) == 4
+    assert len(by_code(res.findings, "ROCE_GIDS_UNKNOWN", UNKNOWN)) == 4
+    assert not by_code(res.findings, "ROCE_NO_V2_GID")
     assert res.status == "unknown"
 
 

@@ -25,7 +25,7 @@ TOOLS_ONLY_UNKNOWN = {
     U + "MEMLOCK_UNREADABLE",
     U + "CAPS_UNREADABLE",
     U + "SHM_UNREADABLE",
-    U + "MOD_MISSING",
+    U + "MODULES_UNKNOWN",
 }
 READY = "rdmadoctor.io/ready"
 LL = "rdmadoctor.io/link-layer"
@@ -125,3 +125,44 @@ def test_fixture_symlinks_are_relative_and_resolve_inside(name):
             real = os.path.realpath(path)
             assert real.startswith(root + os.sep), f"{path} -> {target} leaves the fixture"
             assert os.path.exists(real), f"{path} -> {target} is broken"
+
+
+def _non_info(rep: dict) -> list[dict]:
+    return [f for c in rep["checks"] for f in c["findings"] if f["severity"] != "info"]
+
+
+def test_no_rdma_is_one_root_cause():
+    # A GPU node without any HCA: one headline (IB_NO_DEVICES); the RDMA modules nobody loaded
+    # and the missing GPUDirect RDMA follow from it and say so, with their severity kept.
+    code, rep = check_json(["--bundle", str(FIXTURES / "no-devices")])
+    found = _non_info(rep)
+    roots = [f for f in found if not f.get("cause")]
+    assert [(f["code"], f["severity"]) for f in roots] == [("IB_NO_DEVICES", "error")]
+    follows = {(f["code"], f["severity"], f["subject"]) for f in found if f.get("cause") == "IB_NO_DEVICES"}
+    assert follows == {
+        ("MOD_MISSING", "error", "ib_core"),
+        ("MOD_MISSING", "error", "ib_uverbs"),
+        ("MOD_MISSING", "error", "rdma_ucm"),
+        ("GDR_PEERMEM_MISSING", "warning", "GPUDirect RDMA"),
+    }
+    assert len(follows) + len(roots) == len(found)
+    # The GPUs have nothing to pair with: gpu.topology says why it did not judge.
+    (topo,) = [c for c in rep["checks"] if c["id"] == "gpu.topology"]
+    assert topo["status"] == "skip" and "ib.devices" in topo["reason"]
+
+
+def test_ports_waiting_for_a_subnet_manager_fold_under_it():
+    code, rep = check_json(["--bundle", str(FIXTURES / "port-init-no-sm")])
+    ports = [f for c in rep["checks"] if c["id"] == "ib.ports" for f in c["findings"]]
+    assert {(f["code"], f.get("cause")) for f in ports} == {("IB_PORT_INIT", "IB_NO_SM"), ("IB_NO_SM", None)}
+    assert all(f["severity"] == "error" for f in ports)
+
+
+@pytest.mark.parametrize("name", list(fixturegen.SCENARIOS))
+def test_every_cause_names_a_root_finding_of_the_report(name):
+    # A renderer folds a finding under its cause: the cause must be in the report, and be a root.
+    code, rep = check_json(["--bundle", str(FIXTURES / name)])
+    findings = [f for c in rep["checks"] for f in c["findings"]]
+    roots = {f["code"] for f in findings if not f.get("cause")}
+    for f in findings:
+        assert not f.get("cause") or f["cause"] in roots, f
