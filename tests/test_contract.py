@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import tomllib
-
 import pytest
 from conftest import FIXTURES, ROOT, run_cli
 
@@ -19,6 +17,11 @@ from rdmadoctor.core.model import CONDITIONS, KIND_SEVERITIES, KINDS
 from rdmadoctor.engine import registry
 from rdmadoctor.examples import EXAMPLES
 from rdmadoctor.runner import Options, diagnose
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the tomli backport, a dependency there
+    import tomli as tomllib
 
 CHECKS, LOAD_ERRORS = registry.load_checks(autoload=False)
 DECLARED = {c.id: {k.code: k for k in c.codes} for c in CHECKS}

@@ -206,6 +206,42 @@ def test_node_labels_compares_the_labels_the_report_publishes():
     assert shown in f["message"] and rep["labels"][L.READY] == "false"
 
 
+def test_node_labels_compares_the_node_object_with_the_report_labels(tmp_path):
+    import tarfile
+
+    from rdmadoctor.examples import example_path
+
+    with tarfile.open(example_path("hgx-h100-ib")) as tf:
+        tf.extractall(tmp_path, **({"filter": "tar"} if hasattr(tarfile, "tar_filter") else {}))
+    on_node = {"kubernetes.io/hostname": "gpu-node-7", L.RDMA_CAPABLE: "true", L.ACTIVE_PORTS: "8", L.GPU_NIC: "PIX"}
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7", "labels": on_node}}
+    (tmp_path / "cmd/node.json").write_text(json.dumps(node))
+    # Only the ib checks and node.labels: the labels follow what ran (no GPU facts: no gpu-nic).
+    code, rep = check_json(["--bundle", str(tmp_path), "--profile", "hgx-8gpu-ndr", "--only", "ib,node"])
+    (res,) = [c for c in rep["checks"] if c["id"] == "node.labels"]
+    assert res["status"] == "warn"
+    missing = {f["subject"]: f for f in res["findings"] if f["code"] == "NODE_LABEL_MISSING"}
+    stale = {f["subject"]: f for f in res["findings"] if f["code"] == "NODE_LABEL_STALE"}
+    assert set(missing) == {L.LINK_LAYER, L.MIN_RATE_GBPS, L.READY}
+    assert missing[L.READY]["remedy"] == "kubectl label node gpu-node-7 rdmadoctor.io/ready=true --overwrite"
+    assert set(stale) == {L.ACTIVE_PORTS, L.GPU_NIC}
+    assert stale[L.ACTIVE_PORTS]["remedy"] == "kubectl label node gpu-node-7 rdmadoctor.io/active-ports=10 --overwrite"
+    assert stale[L.GPU_NIC]["remedy"] == "kubectl label node gpu-node-7 rdmadoctor.io/gpu-nic-"
+    # node.labels warns about the Node, not about this node's readiness.
+    assert rep["labels"][L.READY] == "true" and rep["labels"][L.ACTIVE_PORTS] == "10"
+    # In step: the node carries exactly the report's labels.
+    node["metadata"]["labels"] = dict(rep["labels"])
+    (tmp_path / "cmd/node.json").write_text(json.dumps(node))
+    code, again = check_json(["--bundle", str(tmp_path), "--profile", "hgx-8gpu-ndr", "--only", "ib,node"])
+    (res,) = [c for c in again["checks"] if c["id"] == "node.labels"]
+    assert res["status"] == "pass" and "carries all 5 label(s)" in res["findings"][0]["message"]
+    # An unreadable Node object makes node.labels unknown, and the labels it compares unchanged.
+    (tmp_path / "cmd/node.json").write_text("{not json")
+    code, bad = check_json(["--bundle", str(tmp_path), "--profile", "hgx-8gpu-ndr", "--only", "ib,node"])
+    assert [c["status"] for c in bad["checks"] if c["id"] == "node.labels"] == ["unknown"]
+    assert bad["labels"] == rep["labels"]
+
+
 def test_ignored_ports_are_marked_and_not_counted():
     code, rep = check_json([*HGX, "--set", 'ignore_ports=["mlx5_0", "mlx5_1/1"]'])
     flags = {f"{d['name']}/{p['port']}": p["ignored"] for d in rep["inventory"]["rdma_devices"] for p in d["ports"]}
