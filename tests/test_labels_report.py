@@ -259,6 +259,22 @@ def test_mark_ignored_rule():
     R.mark_ignored({"rdma_devices": None}, {})  # no devices known: nothing to mark
 
 
+@pytest.mark.parametrize(
+    "expect",
+    [{}, {"ignore_vfs": False}, {"ignore_ports": ["a"]}, {"ignore_ports": ["a/2", "v/1"], "ignore_vfs": False}, {"ignore_ports": ["b/1"]}],
+)
+def test_mark_ignored_agrees_with_the_checks_rule(expect):
+    # The report marks ports with the rule the checks judge by (checks/_rdma.ignored): one answer.
+    from rdmadoctor.checks._rdma import ignored
+    from rdmadoctor.core.facts import Port, RdmaDevice
+
+    devices = [RdmaDevice("a", ports=(Port(1), Port(2))), RdmaDevice("b", ports=(Port(1),)), RdmaDevice("v", ports=(Port(1),), is_vf=True)]
+    inv = {"rdma_devices": [dev(d.name, *(port(p.port) for p in d.ports), is_vf=d.is_vf) for d in devices]}
+    R.mark_ignored(inv, expect)
+    marked = [p["ignored"] for d in inv["rdma_devices"] for p in d["ports"]]
+    assert marked == [ignored(d, p, expect) for d in devices for p in d.ports]
+
+
 def test_report_has_an_rfc3339_utc_time():
     before = int(time.time())
     code, rep = check_json(HGX)
