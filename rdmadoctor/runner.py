@@ -30,6 +30,9 @@ class Options:
     # "all" (check, preflight: this container on this node) or "node" (agent, label: the
     # machine only; pod-scope checks are skipped with the reason).
     scope: str = "all"
+    # Only the checks that declare gate=True (what `rdmadoctor preflight` gates a job on),
+    # before only/skip apply.
+    gate_only: bool = False
 
 
 class UsageError(Exception):
@@ -82,6 +85,8 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     for pat in only + skip:
         if not any(cid == pat or cid.startswith(pat + ".") for cid in known):
             raise UsageError(f"no check matches {pat!r}", "list them with `rdmadoctor list-checks`")
+    if not engine.select(checks, only, skip, opts.gate_only):
+        raise UsageError(_nothing_selected(only, skip, opts.gate_only), _NOTHING_SELECTED_HINT)
     defaults: dict[str, Any] = {}
     for c in checks:
         defaults.update(c.defaults)
@@ -96,9 +101,23 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     if opts.timeout is not None:
         host.timeout = opts.timeout
     ctx = engine.Context(host=host, expect=expect)
-    results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope)
+    results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope, gate_only=opts.gate_only)
     rep = report.build(
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
     )
     rep["scope"] = opts.scope
     return Diagnosis(rep, results, ctx)
+
+
+_NOTHING_SELECTED_HINT = "--skip wins over --only; `rdmadoctor list-checks` lists the checks"
+
+
+def _nothing_selected(only: list[str], skip: list[str], gate_only: bool) -> str:
+    given = []
+    if gate_only:
+        given.append("the checks preflight gates on")
+    if only:
+        given.append("--only " + ",".join(only))
+    if skip:
+        given.append("--skip " + ",".join(skip))
+    return f"no check left to run ({', '.join(given) or 'no checks installed'})"

@@ -8,8 +8,9 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from rdmadoctor.host import Host
 from rdmadoctor.core.model import SEVERITY_STATUS, SKIP, UNKNOWN, Check, CheckResult, Finding, worst
+from rdmadoctor.engine import report
+from rdmadoctor.host import Host
 
 
 class ProbeUnknown(Exception):
@@ -24,7 +25,17 @@ class Context:
     host: Host
     expect: dict[str, Any]
     results: dict[str, CheckResult] = field(default_factory=dict)
+    # Every check of this run by id (run() fills it): what the report needs of each (inventory, codes).
+    checks: dict[str, Check] = field(default_factory=dict)
     _memo: dict[Any, Any] = field(default_factory=dict)
+
+    def partial_report(self) -> dict:
+        """The report of the checks that ran so far, as :func:`report.build` makes it.
+
+        A check that runs ``after=("*",)`` (node.labels) reads the whole run through this,
+        labels included, without importing the engine.
+        """
+        return report.build(list(self.results.values()), self.checks, self.host, self.expect)
 
     def get(self, probe: Callable[["Context"], Any]) -> Any:
         """The facts of a shared probe, computed once per run (devices, PCI tree, ...).
@@ -42,23 +53,34 @@ class Context:
         return value
 
 
+EVERY = "*"  # in ``after``: after every other check, third-party ones included
+
+
 def order_checks(checks: list[Check]) -> list[Check]:
-    """Keep the given order, but run a check after the ones it names in ``after``."""
-    by_id = {c.id: c for c in checks}
-    done: set[str] = set()
+    """Keep the given order, but run a check after the ones it names in ``after``.
+
+    A check whose ``after`` holds ``"*"`` runs after every check that does not; among such
+    checks the given order and their named ``after`` hold. A check cannot run after a ``"*"``
+    one (it would have to be both earlier and later): that name is passed over.
+    """
+    last = [c for c in checks if EVERY in c.after]
+    first = [c for c in checks if EVERY not in c.after]
     out: list[Check] = []
+    for group in (first, last):
+        by_id = {c.id: c for c in group}
+        done: set[str] = set()
 
-    def visit(c: Check, stack: tuple[str, ...]) -> None:
-        if c.id in done or c.id in stack:
-            return
-        for dep in c.after:
-            if dep in by_id:
-                visit(by_id[dep], stack + (c.id,))
-        done.add(c.id)
-        out.append(c)
+        def visit(c: Check, stack: tuple[str, ...]) -> None:
+            if c.id in done or c.id in stack:
+                return
+            for dep in c.after:
+                if dep in by_id:
+                    visit(by_id[dep], stack + (c.id,))
+            done.add(c.id)
+            out.append(c)
 
-    for c in checks:
-        visit(c, ())
+        for c in group:
+            visit(c, ())
     return out
 
 
@@ -99,20 +121,36 @@ def run_check(check: Check, ctx: Context) -> CheckResult:
 POD_SCOPE_REASON = "judges the container that runs it, not the node; `rdmadoctor preflight` judges it in the job's pods"
 
 
+def select(
+    checks: list[Check],
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    gate_only: bool = False,
+) -> list[Check]:
+    """The checks a run takes: ``only`` (all when empty) minus ``skip``; with ``gate_only``,
+    only those preflight gates on (``Check.gate``). Given order kept."""
+    return [
+        c
+        for c in checks
+        if (not only or _selected(c.id, only))
+        and not (skip and _selected(c.id, skip))
+        and (not gate_only or c.gate)
+    ]
+
+
 def run(
     checks: list[Check],
     ctx: Context,
     only: list[str] | None = None,
     skip: list[str] | None = None,
     scope: str = "all",
+    gate_only: bool = False,
 ) -> list[CheckResult]:
     """Run the selected checks in dependency order. ``scope="node"`` skips pod-scope checks."""
     results: list[CheckResult] = []
-    for check in order_checks(checks):
-        if only and not _selected(check.id, only):
-            continue
-        if skip and _selected(check.id, skip):
-            continue
+    chosen = select(checks, only, skip, gate_only)
+    ctx.checks.update((c.id, c) for c in chosen)
+    for check in order_checks(chosen):
         if scope == "node" and getattr(check, "scope", "node") == "pod":
             r = CheckResult(check.id, check.title, SKIP, reason=POD_SCOPE_REASON)
             ctx.results[check.id] = r

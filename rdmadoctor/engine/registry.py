@@ -20,9 +20,20 @@ from rdmadoctor.core.model import Check
 
 GROUP = "rdmadoctor.checks"
 AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"
-# The built-in modules, in report order; used when rdmadoctor runs from a source tree
-# that was never installed (no dist-info to read).
-BUILTIN = ("ib", "roce", "verbs", "limits", "kernel", "gpu", "pci", "nccl", "node")
+# The built-in entry points, in report order: pyproject.toml's [project.entry-points."rdmadoctor.checks"]
+# table, read here only when rdmadoctor runs from a source tree that was never installed (no
+# dist-info to read). tests/test_contract.py keeps the two equal.
+BUILTIN = {
+    "ib": "rdmadoctor.checks.ib:CHECKS",
+    "roce": "rdmadoctor.checks.roce:CHECKS",
+    "verbs": "rdmadoctor.checks.verbs:CHECKS",
+    "limits": "rdmadoctor.checks.limits:CHECKS",
+    "kernel": "rdmadoctor.checks.kernel:CHECKS",
+    "gpu": "rdmadoctor.checks.gpu:CHECKS",
+    "pci": "rdmadoctor.checks.pci:CHECKS",
+    "nccl": "rdmadoctor.checks.nccl:CHECKS",
+    "node": "rdmadoctor.checks.node:CHECKS",
+}
 
 
 @record
@@ -95,7 +106,7 @@ def load_checks(autoload: bool | None = None) -> tuple[list[Check], list[str]]:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0", "false", "no")
     eps = [ep for ep in entry_points() if autoload or ep.dist == "rdmadoctor"]
     if not any(ep.dist == "rdmadoctor" for ep in eps):
-        eps = [EntryPoint(m, f"rdmadoctor.checks.{m}", "rdmadoctor") for m in BUILTIN] + eps
+        eps = [EntryPoint(name, value, "rdmadoctor") for name, value in BUILTIN.items()] + eps
     order = {m: i for i, m in enumerate(BUILTIN)}
     eps.sort(key=lambda ep: (ep.dist != "rdmadoctor", order.get(ep.name, 99), ep.name))
     checks: list[Check] = []

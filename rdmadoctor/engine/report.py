@@ -2,28 +2,37 @@
 
 Schema (v1); every value a check could not establish is ``null``:
 
-- ``schema``: "rdmadoctor.report/v1"; ``version``: rdmadoctor's version
+- ``schema``: "rdmadoctor.report/v1"; ``version``: rdmadoctor's version; ``time``: when the
+  report was made, RFC 3339 UTC ("2026-11-23T20:31:53Z")
 - ``status``: pass | warn | fail | unknown (worst of the checks; skipped checks do not count)
 - ``exit_code``: what ``rdmadoctor check`` exits with (0 healthy, 1 a problem, 2 unknown)
 - ``host``: {label, kind (live|root|bundle), hostname}; ``profile``: the expectations' profile
 - ``scope``: all (this container on this node) | node (the machine only: the agent, `label`)
 - ``summary``: {checks, pass, warn, fail, unknown, skip, errors, warnings}
-- ``checks``: [{id, title, status, reason?, findings: [{code, severity, subject, message, remedy, data?}]}]
+- ``checks``: [{id, title, status, reason?, condition, findings: [{code, severity, subject, message,
+  remedy, kind, condition?, data?, pod?, cause?}]}]. ``condition`` is the NodeCondition family the
+  check declares (link | config | gpudirect | null); a finding carries its own when its code
+  overrides the check's. ``kind`` is its code's kind (problem | unknown | info), null when the
+  check did not declare the code.
 - ``inventory``: rdma_source, rdma_devices [{name, driver, pci, numa_node, fw_ver, board_id,
   node_type, is_vf, ports [{port, state, phys_state, rate_gbps, link_layer, lid, sm_lid, netdev,
-  active_mtu}]}], gpus, topology {gpus, nics, gpu_nic, source}, memlock_bytes (null: unlimited),
+  active_mtu, ignored}]}], gpus, topology {gpus, nics, gpu_nic, source}, memlock_bytes (null: unlimited),
   memlock_known, cap_ipc_lock, shm_bytes, shm_free_bytes, kernel_modules, packages, nccl_env ...
-- ``labels``: the node labels rdmadoctor would set ({} when node.labels did not run)
+- ``labels``: the node labels rdmadoctor would set, computed from this report by
+  :func:`rdmadoctor.core.labels.compute` whichever checks ran (a failing plugin makes ready=false)
 - ``plugin_errors``: checks that failed to load
 """
 
 from __future__ import annotations
+
+import time
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
 from rdmadoctor import __version__
+from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import ERROR, FAIL, PASS, SKIP, UNKNOWN, WARN, WARNING, CheckResult, worst
 
 SCHEMA = "rdmadoctor.report/v1"
@@ -42,10 +51,56 @@ def exit_code(status: str, strict: bool = False) -> int:
     return 0
 
 
-def build(results: list[CheckResult], checks: dict, host: Any, expect: dict, *, strict: bool = False, plugin_errors: list[str] | None = None) -> dict:
+def rfc3339(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
+def mark_ignored(inventory: dict, expect: dict) -> None:
+    """Set ``ignored`` on every port of ``inventory["rdma_devices"]`` that the expectations leave out.
+
+    ``ignore_ports`` names devices ("mlx5_4") or ports ("mlx5_4/1"); ``ignore_vfs`` (default true)
+    leaves out every port of a virtual function. The checks judge with the same rule
+    (rdmadoctor.checks._rdma.ignored); a port the inventory already marks keeps its mark.
+    """
+    devices = inventory.get("rdma_devices")
+    if not isinstance(devices, list):
+        return
+    names = {str(n) for n in (expect.get("ignore_ports") or ())}
+    vfs = bool(expect.get("ignore_vfs", True))
+    for d in devices:
+        if not isinstance(d, dict):
+            continue
+        whole = d.get("name") in names or bool(d.get("is_vf") and vfs)
+        for p in d.get("ports") or ():
+            if isinstance(p, dict):
+                p.setdefault("ignored", whole or f"{d.get('name')}/{p.get('port')}" in names)
+
+
+def _check_json(r: CheckResult, check: Any) -> dict:
+    """A result as the report shows it, with what its check declares (condition, codes' kinds)."""
+    out = r.to_json()
+    out["condition"] = getattr(check, "condition", None)
+    codes = {k.code: k for k in getattr(check, "codes", ()) or ()}
+    for f in out["findings"]:
+        code = codes.get(f["code"])
+        f["kind"] = code.kind if code is not None else None
+        if code is not None and code.condition is not None:
+            f["condition"] = code.condition
+    return out
+
+
+def build(
+    results: list[CheckResult],
+    checks: dict,
+    host: Any,
+    expect: dict,
+    *,
+    strict: bool = False,
+    plugin_errors: list[str] | None = None,
+    now: float | None = None,
+) -> dict:
     status = worst([r.status for r in results if r.status != SKIP]) if results else UNKNOWN
     inventory: dict[str, Any] = {k: None for k in INVENTORY_KEYS}
-    labels: dict[str, str] = {}
     for r in results:
         check = checks.get(r.id)
         if check is None or check.inventory is None or r.facts is None:
@@ -54,9 +109,7 @@ def build(results: list[CheckResult], checks: dict, host: Any, expect: dict, *, 
             inventory.update(check.inventory(r.facts))
         except Exception as e:  # noqa: BLE001 - the report still renders
             inventory.setdefault("errors", []).append(f"{r.id}: {type(e).__name__}: {e}")
-    node = next((r for r in results if r.id == "node.labels"), None)
-    if node is not None and node.facts is not None:
-        labels = dict(getattr(node.facts, "labels", {}) or {})
+    mark_ignored(inventory, expect)
     counts = {s: sum(1 for r in results if r.status == s) for s in (PASS, WARN, FAIL, UNKNOWN, SKIP)}
     findings = [f for r in results for f in r.findings]
     runtime_host = None
@@ -64,9 +117,10 @@ def build(results: list[CheckResult], checks: dict, host: Any, expect: dict, *, 
         runtime_host = host.runtime.hostname
     except Exception:  # noqa: BLE001
         pass
-    return {
+    report = {
         "schema": SCHEMA,
         "version": __version__,
+        "time": rfc3339(time.time() if now is None else now),
         "status": status,
         "exit_code": exit_code(status, strict),
         "host": {"label": host.label, "kind": host.kind, "hostname": runtime_host},
@@ -77,8 +131,11 @@ def build(results: list[CheckResult], checks: dict, host: Any, expect: dict, *, 
             "errors": sum(1 for f in findings if f.severity == ERROR),
             "warnings": sum(1 for f in findings if f.severity == WARNING),
         },
-        "checks": [r.to_json() for r in results],
+        "checks": [_check_json(r, checks.get(r.id)) for r in results],
         "inventory": inventory,
-        "labels": labels,
+        "labels": {},
         "plugin_errors": list(plugin_errors or []),
     }
+    # Refused labels are dropped here; node.labels reports why (LABEL_INVALID).
+    report["labels"], _ = L.validate(L.compute(report)[0])
+    return report

@@ -3,16 +3,21 @@
 Three conditions, ``status: "True"`` meaning there IS a problem (NPD's convention, so
 ``kubectl describe node`` and NPD-aware remediation read them the same way):
 
-- ``RDMALinkProblem``: devices and ports (ib.devices, ib.ports, roce.config)
-- ``RDMAConfigProblem``: the software around them (verbs.*, limits.*, shm.*, kernel.modules
-  other than the GPUDirect modules, nccl.*, pci.*)
-- ``GPUDirectRDMAProblem``: GPU<->NIC paths (gpu.*) and the GPUDirect modules
-  (GDR_PEERMEM_MISSING, GDR_DMABUF)
+- ``RDMALinkProblem``: devices and ports (checks declaring ``condition=LINK``: ib.*, roce.config)
+- ``RDMAConfigProblem``: the software around them (``CONFIG``: verbs, limits, shm, kernel
+  modules, NCCL, PCIe)
+- ``GPUDirectRDMAProblem``: GPU<->NIC paths (``GPUDIRECT``: gpu.topology, and the codes that
+  say so themselves, GDR_PEERMEM_MISSING and GDR_DMABUF of kernel.modules)
+
+Each check declares the condition it feeds (``Check.condition``) and a code may override it
+(``Code.condition``); the report carries both (``checks[].condition``, ``findings[].condition``),
+so a third-party check that declares one feeds it too, and no list here needs keeping in step.
+A check with no condition (node.labels: it judges the labels this very publisher writes, so it
+would flap with them) feeds none.
 
 An error or warning finding makes a condition True; otherwise an unknown check makes it
-Unknown; otherwise False. node.labels is left out: it judges the labels this very publisher
-writes, so it would flap with them. The message names codes and subjects only, never measured
-values, so an unchanged node gives an unchanged condition (and no write).
+Unknown; otherwise False. The message names codes and subjects only, never measured values, so
+an unchanged node gives an unchanged condition (and no write).
 
 :func:`transitions` turns a change of these conditions into the core/v1 Events that go with it
 (Warning when a problem appears, Normal when it clears), as Node Problem Detector does.
@@ -20,16 +25,15 @@ values, so an unchanged node gives an unchanged condition (and no write).
 
 from __future__ import annotations
 
+from rdmadoctor.core import model as M
+
 LINK = "RDMALinkProblem"
 CONFIG = "RDMAConfigProblem"
 GPUDIRECT = "GPUDirectRDMAProblem"
 TYPES = (LINK, CONFIG, GPUDIRECT)
 
-_LINK_CHECKS = ("ib.devices", "ib.ports", "roce.config")
-_CONFIG_FAMILIES = ("verbs", "limits", "shm", "kernel", "nccl", "pci")
-_GPUDIRECT_FAMILIES = ("gpu",)
-_GPUDIRECT_CODES = frozenset({"GDR_PEERMEM_MISSING", "GDR_DMABUF"})
-_IGNORED = ("node.labels",)
+# Check.condition / Code.condition (rdmadoctor.core.model) -> the condition type.
+_TYPE_OF = {M.LINK: LINK, M.CONFIG: CONFIG, M.GPUDIRECT: GPUDIRECT}
 
 _PROBLEM = ("error", "warning")
 _SEVERITY_ORDER = {"error": 0, "warning": 1, "unknown": 2}
@@ -54,19 +58,35 @@ def reason_of(code: str) -> str:
     return "".join(words) or "Unknown"
 
 
-def _group(check_id: str, code: str | None) -> str | None:
-    if check_id in _IGNORED:
-        return None
-    family = check_id.split(".", 1)[0]
-    if code in _GPUDIRECT_CODES or family in _GPUDIRECT_FAMILIES:
-        return GPUDIRECT
-    if check_id in _LINK_CHECKS or family == "ib":
-        return LINK
-    if family == "roce":
-        return LINK
-    if family in _CONFIG_FAMILIES:
-        return CONFIG
-    return None  # a third-party check: it has no condition of its own
+_declared: dict[str, tuple[str | None, dict[str, str]]] | None = None
+
+
+def _declarations() -> dict[str, tuple[str | None, dict[str, str]]]:
+    """{check id: (its condition, {code: the code's own condition})} of the installed checks."""
+    global _declared
+    if _declared is None:
+        from rdmadoctor.engine.registry import load_checks
+
+        checks, _ = load_checks()
+        _declared = {
+            c.id: (c.condition, {k.code: k.condition for k in c.codes if k.condition is not None}) for c in checks
+        }
+    return _declared
+
+
+def _check_condition(check: dict) -> tuple[str | None, dict[str, str]]:
+    """(the check's condition, codes that override it), from the report.
+
+    A report without ``checks[].condition`` (written by hand, or before reports carried it) is
+    read with the declarations of the installed checks, looked up by id.
+    """
+    if "condition" in check:
+        return check.get("condition"), {}
+    return _declarations().get(str(check.get("id", "")), (None, {}))
+
+
+def _group(condition: object) -> str | None:
+    return _TYPE_OF.get(condition) if isinstance(condition, str) else None
 
 
 def compute(report: dict) -> list[dict]:
@@ -76,14 +96,20 @@ def compute(report: dict) -> list[dict]:
     ran: dict[str, int] = {t: 0 for t in TYPES}
     order = 0
     for check in report.get("checks") or []:
+        if not isinstance(check, dict):
+            continue
         cid = str(check.get("id", ""))
         status = check.get("status")
         if status == "skip":
             continue
+        declared, overrides = _check_condition(check)
+        base = _group(declared)
         touched = set()
         for f in check.get("findings") or []:
+            if not isinstance(f, dict):
+                continue
             code = str(f.get("code", ""))
-            group = _group(cid, code)
+            group = _group(f.get("condition") or overrides.get(code) or declared)
             if group is None:
                 continue
             touched.add(group)
@@ -93,7 +119,6 @@ def compute(report: dict) -> list[dict]:
                 problems[group].append((_SEVERITY_ORDER[sev], order, code, str(f.get("subject") or "")))
             elif sev == "unknown":
                 unknown[group].append(code)
-        base = _group(cid, None)
         if base is not None:
             ran[base] += 1
             touched.add(base)

@@ -1,0 +1,106 @@
+"""Codes are a contract, and the checks declare everything about themselves.
+
+- The built-in entry points in pyproject.toml and registry.BUILTIN (the fallback of an
+  uninstalled source tree) are the same table.
+- Every code any check emits, on every fixture, every shipped example and this very machine, is
+  declared in its check's ``codes`` and explained by ``rdmadoctor explain``; and the finding's
+  severity is one its code's kind allows (core.model.KIND_SEVERITIES): a problem's code is never
+  the "could not read it" finding.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import FIXTURES, ROOT, run_cli
+
+from rdmadoctor.core.model import CONDITIONS, KIND_SEVERITIES, KINDS
+from rdmadoctor.engine import registry
+from rdmadoctor.examples import EXAMPLES
+from rdmadoctor.runner import Options, diagnose
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10: the tomli backport, a dependency there
+    import tomli as tomllib
+
+CHECKS, LOAD_ERRORS = registry.load_checks(autoload=False)
+DECLARED = {c.id: {k.code: k for k in c.codes} for c in CHECKS}
+
+# Where findings come from: every fixture bundle, every shipped example (also under the profile
+# its description names), and the machine the tests run on.
+SOURCES = (
+    [("fixture", p.name) for p in sorted(FIXTURES.iterdir()) if p.is_dir()]
+    + [("example", name) for name in EXAMPLES]
+    + [("example:hgx-8gpu-ndr", "hgx-h100-ib"), ("live", "this machine")]
+)
+
+
+def test_builtin_entry_points_match_pyproject():
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        table = tomllib.load(f)["project"]["entry-points"]["rdmadoctor.checks"]
+    assert list(table.items()) == list(registry.BUILTIN.items())
+
+
+def test_the_installed_entry_points_are_the_builtins():
+    # What an editable or wheel install wrote into its dist-info: the same table again.
+    installed = [(ep.name, ep.value) for ep in registry.entry_points() if ep.dist == "rdmadoctor"]
+    if not installed:
+        pytest.skip("rdmadoctor runs from a source tree without dist-info")
+    assert sorted(installed) == sorted(registry.BUILTIN.items())
+
+
+def test_checks_declare_valid_kinds_and_conditions():
+    assert LOAD_ERRORS == []
+    bad = []
+    for c in CHECKS:
+        if c.condition is not None and c.condition not in CONDITIONS:
+            bad.append(f"{c.id}: condition {c.condition!r}")
+        if c.scope not in ("node", "pod"):
+            bad.append(f"{c.id}: scope {c.scope!r}")
+        for k in c.codes:
+            if k.kind not in KINDS:
+                bad.append(f"{c.id} {k.code}: kind {k.kind!r}")
+            if k.condition is not None and k.condition not in CONDITIONS:
+                bad.append(f"{c.id} {k.code}: condition {k.condition!r}")
+    assert bad == []
+
+
+def _report(kind: str, name: str) -> dict:
+    if kind == "fixture":
+        opts = Options(bundle=str(FIXTURES / name))
+    elif kind == "live":
+        opts = Options()
+    else:
+        profile = kind.partition(":")[2] or "generic"
+        opts = Options(example=name, profile=profile)
+    return diagnose(opts).report
+
+
+@pytest.mark.parametrize("kind,name", SOURCES, ids=[f"{k}-{n}".replace(" ", "-") for k, n in SOURCES])
+def test_every_emitted_code_is_declared_explained_and_of_its_kind(kind, name):
+    rep = _report(kind, name)
+    undeclared, wrong_kind, unexplained = [], [], []
+    explained: dict[str, bool] = {}
+    for check in rep["checks"]:
+        codes = DECLARED.get(check["id"], {})
+        for f in check["findings"]:
+            code = codes.get(f["code"])
+            where = f"{check['id']} {f['severity']}:{f['code']} ({f['subject']})"
+            if code is None:
+                undeclared.append(where)
+                continue
+            if f["severity"] not in KIND_SEVERITIES[code.kind]:
+                wrong_kind.append(f"{where}: a code of kind {code.kind!r} is never {f['severity']!r}")
+            if f.get("kind") != code.kind:
+                wrong_kind.append(f"{where}: the report says kind {f.get('kind')!r}, the code {code.kind!r}")
+            if f["code"] not in explained:
+                rc, out, err = run_cli(["explain", f["code"]])
+                explained[f["code"]] = rc == 0 and out.startswith(f"{f['code']}: ")
+            if not explained[f["code"]]:
+                unexplained.append(where)
+    broken = (
+        [f"not in the check's codes: {w}" for w in undeclared]
+        + [f"`rdmadoctor explain` does not know it: {w}" for w in unexplained]
+        + [f"severity not of its code's kind: {w}" for w in wrong_kind]
+    )
+    assert not broken, f"{len(broken)} finding(s) break the code contract:\n" + "\n".join(broken)
