@@ -494,7 +494,7 @@ def test_hca_ib_driver_missing():
 
 def test_required_modules_from_profile_and_unknown():
     assert ("MOD_MISSING", "error", "ib_umad") in problem_codes(judge_kernel(kfacts(), expect(required_modules=["ib_umad"])))
-    assert problem_codes(judge_kernel(kfacts(modules=None), expect())) == {("MOD_MISSING", "unknown", "kernel")}
+    assert problem_codes(judge_kernel(kfacts(modules=None), expect())) == {("MODULES_UNKNOWN", "unknown", "kernel")}
 
 
 def test_gpu_without_peermem():

@@ -613,50 +613,6 @@ def pi(subject, state="ACTIVE", ll="InfiniBand", rate=400.0):
     return node.PortInput(subject, state, ll, rate)
 
 
-def test_compute_labels():
-    inp = node.LabelInputs(
-        ports=(pi("mlx5_0/1"), pi("mlx5_1/1", rate=200.0), pi("mlx5_2/1", state="DOWN", rate=None)),
-        statuses={"ib.ports": "warn", "limits.memlock": "pass"},
-        gpudirect=True,
-        gpu_nearest=("PIX", "PXB", "PIX"),
-    )
-    labels, notes, not_ready = node.compute_labels(inp)
-    assert labels == {
-        L.RDMA_CAPABLE: "true",
-        L.LINK_LAYER: "infiniband",
-        L.ACTIVE_PORTS: "2",
-        L.MIN_RATE_GBPS: "200",
-        L.READY: "true",
-        L.GPUDIRECT: "true",
-        L.GPU_NIC: "PXB",
-    }
-    assert notes == [] and not_ready == []
-
-
-def test_compute_labels_not_ready_mixed_and_omissions():
-    inp = node.LabelInputs(
-        ports=(pi("mlx5_0/1", ll="Ethernet", rate=2.5), pi("mlx5_1/1", state="DOWN")),
-        statuses={"ib.ports": "fail", "nccl.env": "unknown", "shm.size": "pass"},
-        gpudirect=None,
-        gpu_nearest=("PIX", None),
-    )
-    labels, notes, not_ready = node.compute_labels(inp)
-    assert labels[L.LINK_LAYER] == "mixed" and labels[L.MIN_RATE_GBPS] == "2"
-    assert labels[L.READY] == "false" and not_ready == ["ib.ports", "nccl.env"]
-    assert L.GPUDIRECT not in labels and L.GPU_NIC not in labels
-    none, notes, _ = node.compute_labels(node.LabelInputs(ports=(), statuses={}))
-    assert none == {L.RDMA_CAPABLE: "false", L.LINK_LAYER: "none", L.ACTIVE_PORTS: "0"}
-    assert any("no ready label" in n for n in notes)
-    unknown, _, _ = node.compute_labels(node.LabelInputs(ports=None, statuses={"x": "pass"}))
-    assert unknown == {L.READY: "true"}
-
-
-def test_worst_nearest():
-    assert node.worst_nearest(("PIX", "SYS", "PXB")) == "SYS"
-    assert node.worst_nearest(("PIX", None)) is None
-    assert node.worst_nearest(("PIX", "weird")) is None
-
-
 class _Facts:
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -666,52 +622,8 @@ def result(cid, status, facts=None):
     return CheckResult(cid, cid, status, facts=facts)
 
 
-def test_node_labels_from_other_results_read_defensively():
-    others = {
-        "ib.ports": result("ib.ports", "pass"),
-        "roce.config": result("roce.config", "skip"),  # skipped: does not count
-        "kernel.modules": result("kernel.modules", "warn", _Facts(gpudirect=False)),
-        "gpu.topology": result("gpu.topology", "pass", _Facts(gpus=("GPU0", "GPU1"), gpu_nic=(("PIX", "SYS"), ("SYS", "NODE")))),
-    }
-    res = run(NODE, mem_host(ib_tree()), results=others)
-    assert res.status == "pass"
-    lab = res.facts.labels
-    assert lab[L.READY] == "true" and lab[L.GPUDIRECT] == "false" and lab[L.GPU_NIC] == "NODE"
-    assert lab[L.MIN_RATE_GBPS] == "400" and lab[L.RDMA_CAPABLE] == "true"
-    (f,) = res.findings
-    assert f.code == "NODE_LABELS" and "no node object to compare (the agent publishes them)" in f.message
-    # odd shapes from another engineer's facts: labels omitted, no crash
-    weird = {
-        "kernel.modules": result("kernel.modules", "pass", _Facts(gpudirect="nvidia_peermem")),
-        "gpu.topology": result("gpu.topology", "pass", _Facts(gpus=3, gpu_nic="PIX")),
-    }
-    res = run(NODE, mem_host(ib_tree()), results=weird)
-    assert res.status == "pass" and L.GPUDIRECT not in res.facts.labels and L.GPU_NIC not in res.facts.labels
-
-
 def node_json(labels, name="gpu-node-7"):
     return json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}})
-
-
-def test_node_object_comparison():
-    others = {"ib.ports": result("ib.ports", "pass")}
-    on_node = {
-        "kubernetes.io/hostname": "gpu-node-7",
-        L.RDMA_CAPABLE: "true",
-        L.ACTIVE_PORTS: "8",  # stale
-        L.GPU_NIC: "PIX",  # no GPUs any more
-    }
-    files = {**ib_tree(), "/cmd/node.json": node_json(on_node)}
-    res = run(NODE, mem_host(files), results=others)
-    assert res.status == "warn"
-    missing = {f.subject: f for f in by_code(res.findings, "NODE_LABEL_MISSING", WARNING)}
-    stale = {f.subject: f for f in by_code(res.findings, "NODE_LABEL_STALE", WARNING)}
-    assert set(missing) == {L.LINK_LAYER, L.MIN_RATE_GBPS, L.READY}
-    assert missing[L.READY].remedy == "kubectl label node gpu-node-7 rdmadoctor.io/ready=true --overwrite"
-    assert set(stale) == {L.ACTIVE_PORTS, L.GPU_NIC}
-    assert "carries rdmadoctor.io/active-ports=8" in stale[L.ACTIVE_PORTS].message
-    assert stale[L.ACTIVE_PORTS].remedy == "kubectl label node gpu-node-7 rdmadoctor.io/active-ports=1 --overwrite"
-    assert stale[L.GPU_NIC].remedy == "kubectl label node gpu-node-7 rdmadoctor.io/gpu-nic-"
 
 
 def test_node_object_in_sync_and_unreadable():
@@ -724,16 +636,6 @@ def test_node_object_in_sync_and_unreadable():
     for bad in ("{not json", "[]", json.dumps({"kind": "Pod", "metadata": {}}), b"\xff\xfe"):
         res = run(NODE, mem_host({**ib_tree(), "/cmd/node.json": bad}), results=others)
         assert res.status == "unknown" and by_code(res.findings, "NODE_OBJECT_UNREADABLE")
-
-
-def test_node_labels_runs_after_every_other_builtin_check():
-    from rdmadoctor.engine.registry import load_checks
-
-    checks, errors = load_checks(autoload=False)
-    ids = [c.id for c in checks]
-    assert set(ids) - {"node.labels"} <= set(NODE.after)
-    ordered = [c.id for c in engine.order_checks(list(reversed(checks)))]
-    assert ordered[-1] == "node.labels"
 
 
 def test_full_run_publishes_labels_in_the_report(tmp_path):
