@@ -225,7 +225,7 @@ class Expect:
             return self._ranged(key, value, n)
         if not _is_num(value):
             return self._wrong(key, value, "an integer" if kind == "int" else "a number")
-        if not math.isfinite(value):
+        if isinstance(value, float) and not math.isfinite(value):
             raise ExpectError(key, value, f"{show(value)} is not a finite number", self.expected())
         if kind == "int":
             return self._ranged(key, value, self._whole(key, value, "an integer"))
