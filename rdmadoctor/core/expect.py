@@ -175,13 +175,15 @@ class Expect:
                 "bool": "true or false",
                 "str": "a string",
                 "list": "a list of names",
-                "bytes": 'a size in bytes (a number, or a string such as "16GiB")',
+                "bytes": "a size in bytes",
                 "any": "a plain value (true/false, a number, a string, a list or a table)",
             }[kind]
         rng = self.range_text()
         if rng:
             text += f" {rng}"
-        if self.unit and kind != "bytes":
+        if kind == "bytes":
+            text += ' (a number, or a string such as "16GiB")'
+        elif self.unit:
             text += f" ({self.unit})"
         if self.nullable:
             text += f", or null ({self.null_means})" if self.null_means else ", or null"

@@ -8,6 +8,12 @@ A config file is TOML or JSON::
 
     [pools.storage-gw]                 # per node pool, chosen with --pool storage-gw
     gpudirect_required = false
+    shm_min_bytes = "8GiB"             # sizes: bytes, or "16Gi"/"16GiB" (binary), "16G" (decimal)
+
+Every key has a type, unit and range (SPEC; ``describe()`` lists them). Each layer is checked
+as it is merged, and a value of the wrong type or out of range is a ConfigError (exit 2) that
+names the key, the value, the layer and what the key takes: a check cannot compare
+``min_rate_gbps = "800"`` with a port's rate, so before it silently judged nothing.
 """
 
 from __future__ import annotations
