@@ -75,11 +75,11 @@ def test_a_subprocess_run_exits_2_with_only_stderr():
 
 def test_preflight_refuses_a_mistyped_set_too():
     r = subprocess.run(
-        [sys.executable, "-m", "rdmadoctor", "preflight", "--example", "hgx-h100-ib", "--set", "link_layer=IB"],
+        [sys.executable, "-m", "rdmadoctor", "preflight", "--example", "hgx-h100-ib", "--set", "link_layer=OmniPath"],
         capture_output=True, text=True, timeout=120,
     )
     assert r.returncode == 2 and r.stdout == ""
-    assert "link_layer: 'IB' is not one of the choices; expected one of InfiniBand, Ethernet" in r.stderr
+    assert "link_layer: 'OmniPath' is not one of the choices; expected one of InfiniBand, Ethernet" in r.stderr
 
 
 def test_a_bad_pool_value_names_the_pool(tmp_path):
@@ -190,9 +190,11 @@ def test_set_spellings_a_person_types():
     assert e["memlock_min_bytes"] is None and e["shm_min_bytes"] == 16 * GIB
     assert e["link_layer"] == "InfiniBand" and e["ignore_ports"] == ["mlx5_8/1", "mlx5_9"]
     assert e["compute_hcas"] is None and e["roce_min_mtu"] == 2048
+    assert resolve({}, overrides={"link_layer": "RoCE"})["link_layer"] == "Ethernet"
+    assert resolve({}, overrides={"link_layer": "either"})["link_layer"] is None
     with pytest.raises(ConfigError) as err:
         resolve({}, overrides=parse_set(["ignore_vfs=True"]))
-    assert err.value.hint.startswith("--set ignore_vfs=true")
+    assert err.value.hint.startswith("write --set ignore_vfs=true")
     with pytest.raises(ConfigError, match="9000 is not one of the choices; expected one of 256, 512"):
         resolve({}, overrides=parse_set(["roce_min_mtu=9000"]))
 
@@ -262,6 +264,13 @@ def test_bytes_sizes(text, n):
 @pytest.mark.parametrize("text", ["800", "16 Qi", "Gi", "1.3B", "-1Gi", "1e9", "1..2G", "16iB", "١٦Gi", ""])
 def test_bytes_refuses_what_is_not_a_size(text):
     assert _bad(Expect(0, "bytes", min=0, max=1 << 60), text)
+
+
+def test_numbers_too_long_to_print_are_refused_not_crashed_on():
+    with pytest.raises(ConfigError, match="more than 77 digits is above the maximum 1024"):
+        resolve({}, overrides={"expected_hcas": 10**5000})
+    with pytest.raises(ConfigError, match="is not a size"):
+        resolve({}, overrides=parse_set(["shm_min_bytes=" + "9" * 5000 + "Gi"]))
 
 
 def test_bytes_numbers_and_null_means():

@@ -52,8 +52,11 @@ def show(value: Any, limit: int = 60, _depth: int = 0) -> str:
         text = "null"
     elif value is True or value is False:
         text = "true" if value else "false"
+    elif isinstance(value, int) and value.bit_length() > 256:
+        # repr() of an int over 4300 digits raises; 2**256 has 78.
+        text = f"{'-' if value < 0 else ''}a number with more than 77 digits"
     elif isinstance(value, (int, float, str)):
-        text = repr(value)
+        text = repr(value[:limit]) if isinstance(value, str) else repr(value)
     elif isinstance(value, (list, tuple)):
         text = "[" + ", ".join(show(v, limit, _depth + 1) for v in value[:8]) + (", ...]" if len(value) > 8 else "]")
     elif isinstance(value, dict):
@@ -95,6 +98,9 @@ def _parse_size(text: str) -> int | None:
         end += 1
     number, suffix = s[:end], s[end:].strip().lower()
     whole, dot, frac = number.partition(".")
+    # int() refuses more than 4300 digits (CVE-2020-10735); no size needs 30.
+    if len(number) > 30:
+        return None
     if not number or not (whole + frac).isdigit() or not whole.isascii() or not frac.isascii() or "." in frac:
         return None
     if suffix.endswith("b"):
@@ -135,6 +141,8 @@ class Expect:
     above: Any = None
     null_means: str = ""
     example: Any = None
+    # Other spellings of an enum's choices, lower case: {"roce": "Ethernet"}.
+    aliases: dict | None = None
 
     def __post_init__(self):
         kind = _PY_TYPES.get(self.type, self.type) if isinstance(self.type, type) else self.type
@@ -270,6 +278,8 @@ class Expect:
                     return c
             elif _is_num(c) and _is_num(value) and value == c:
                 return c
+        if self.aliases and isinstance(value, str) and value.strip().lower() in self.aliases:
+            return self.aliases[value.strip().lower()]
         raise ExpectError(key, value, f"{show(value)} is not one of the choices", self.expected())
 
     def _list(self, key: str, value: Any) -> list:

@@ -53,6 +53,8 @@ SPEC: dict[str, Expect] = {
     ),
     "link_layer": Expect(
         None, "enum", choices=("InfiniBand", "Ethernet"), null_means="either", example="InfiniBand",
+        # What people call them; ibv_devinfo and sysfs say InfiniBand and Ethernet.
+        aliases={"ib": "InfiniBand", "roce": "Ethernet", "rocev2": "Ethernet", "eth": "Ethernet"},
         doc="Link layer every judged port must have (Ethernet: RoCE).",
     ),
     "ignore_ports": Expect(
@@ -258,7 +260,7 @@ def _bad_value(e: ExpectError, spec: Expect, where: str) -> ConfigError:
     subject = f"--set {key}" if on_cli else f"{key} {where}"
     fixed = _unquoted(spec, key, value)
     if fixed is not None:
-        hint = f"write it without quotes: {key} = {_toml(fixed)}" if not on_cli else f"--set {key}={_toml(fixed)}"
+        hint = f"write it without quotes: {key} = {_toml(fixed)}" if not on_cli else f"write --set {key}={_toml(fixed)}"
     else:
         example = spec.example if spec.example is not None else spec.default
         if example is None:
@@ -282,7 +284,7 @@ def _unknown(key: str, where: str, known: dict[str, Expect]) -> ConfigError:
     near = difflib.get_close_matches(key, list(known), n=1)
     hint = f"did you mean {near[0]!r}? " if near else ""
     return ConfigError(
-        f"unknown expectation {key!r} ({where}); known: {', '.join(sorted(known))}",
+        f"unknown expectation {show(key)} ({where}); known: {', '.join(sorted(known))}",
         hint + "`rdmadoctor list-checks` lists the checks; a plugin check adds its own keys",
         key=key, value=None, where=where,
     )
