@@ -8,44 +8,112 @@ A config file is TOML or JSON::
 
     [pools.storage-gw]                 # per node pool, chosen with --pool storage-gw
     gpudirect_required = false
+    shm_min_bytes = "8GiB"             # sizes: bytes, or "16Gi"/"16GiB" (binary), "16G" (decimal)
+
+Every key has a type, unit and range (SPEC; ``describe()`` lists them). Each layer is checked
+as it is merged, and a value of the wrong type or out of range is a ConfigError (exit 2) that
+names the key, the value, the layer and what the key takes: a check cannot compare
+``min_rate_gbps = "800"`` with a port's rate, so before it silently judged nothing.
 """
 
 from __future__ import annotations
 
 import json
+
+from rdmadoctor.core.expect import Expect, ExpectError, infer, show
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
 GIB = 1024**3
+# No node has an exbibyte of memory: a bigger size is a typo (or RLIM_INFINITY written out,
+# which is memlock_min_bytes = "unlimited").
+MAX_BYTES = 1 << 60
+# Nearest first, as checks/_pci.py RELATION_ORDER (a test keeps the two equal; importing it
+# here would pull the PCI probe and `re` into every `--set` parse).
+GPU_NIC_RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Active MTUs an RDMA port can have (IBV_MTU_256..4096); 9000 is a netdev MTU, not one of them.
+RDMA_MTUS = (256, 512, 1024, 2048, 4096)
 
-# Expectations every profile starts from. A check may add its own defaults (Check.defaults).
-BASE: dict[str, Any] = {
-    "expected_hcas": None,  # number of RDMA devices (PFs) expected; None: any, at least one
-    "expected_active_ports": None,  # ACTIVE ports expected; None: every judged port
-    "min_rate_gbps": None,  # per port; None: no minimum
-    "link_layer": None,  # "InfiniBand" | "Ethernet" | None (either)
-    "ignore_ports": [],  # "mlx5_9/1" or "mlx5_9" (all its ports): not judged, not counted
-    "ignore_vfs": True,  # SR-IOV virtual functions are the pods' business, not the node's
-    "shm_min_bytes": 1 * GIB,
-    "memlock_min_bytes": None,  # None: unlimited required
-    "require_ipc_lock": True,
-    "expected_gpus": None,
-    "gpudirect_required": False,  # a missing nvidia_peermem is an error (else a warning)
-    "gpu_nic_max": "PXB",  # the worst acceptable nearest-HCA relation for a GPU
-    "roce_min_mtu": 4096,  # RoCE active MTU below this is a warning
-    "pcie_check_bridges": True,
-    "required_modules": ["ib_core", "ib_uverbs", "rdma_ucm"],
-    "recommended_packages": [
-        "libibverbs1",
-        "ibverbs-providers",
-        "librdmacm1",
-        "libibumad3",
-        "infiniband-diags",
-        "perftest",
-    ],
-    "compute_hcas": None,  # names (or prefixes) of the HCAs meant for NCCL; None: all
+# Every built-in expectation: type, unit, range, default. A check may add its own keys
+# (Check.defaults, plain values or Expect); it cannot retype these.
+SPEC: dict[str, Expect] = {
+    "expected_hcas": Expect(
+        None, "int", "RDMA devices", min=1, max=1024, null_means="any number, at least one", example=8,
+        doc="Number of RDMA devices (PFs) expected; fewer is IB_NO_DEVICES.",
+    ),
+    "expected_active_ports": Expect(
+        None, "int", "ports", min=0, max=4096, null_means="every judged port", example=8,
+        doc="Number of ACTIVE ports expected; fewer is IB_PORT_DOWN.",
+    ),
+    "min_rate_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=400,
+        doc="Lowest acceptable rate of every judged port (400 for NDR, 200 for HDR).",
+    ),
+    "link_layer": Expect(
+        None, "enum", choices=("InfiniBand", "Ethernet"), null_means="either", example="InfiniBand",
+        # What people call them; ibv_devinfo and sysfs say InfiniBand and Ethernet.
+        aliases={"ib": "InfiniBand", "roce": "Ethernet", "rocev2": "Ethernet", "eth": "Ethernet"},
+        doc="Link layer every judged port must have (Ethernet: RoCE).",
+    ),
+    "ignore_ports": Expect(
+        [], "list", nullable=False, example=["mlx5_9/1"],
+        doc='Ports ("mlx5_9/1") or whole devices ("mlx5_9") that are not judged and not counted.',
+    ),
+    "ignore_vfs": Expect(
+        True, "bool", nullable=False,
+        doc="Leave SR-IOV virtual functions alone: they are the pods' business, not the node's.",
+    ),
+    "shm_min_bytes": Expect(
+        1 * GIB, "bytes", "bytes", min=0, max=MAX_BYTES, nullable=False, example="8GiB",
+        doc="Smallest acceptable /dev/shm; NCCL puts its intra-node buffers there.",
+    ),
+    "memlock_min_bytes": Expect(
+        None, "bytes", "bytes", min=0, max=MAX_BYTES, null_means="unlimited", example="unlimited",
+        doc="Smallest acceptable memlock limit (ulimit -l); RDMA registers pinned memory.",
+    ),
+    "require_ipc_lock": Expect(
+        True, "bool", nullable=False,
+        doc="A pod without CAP_IPC_LOCK and a limited memlock is an error.",
+    ),
+    "expected_gpus": Expect(
+        None, "int", "GPUs", min=0, max=1024, null_means="any number", example=8,
+        doc="Number of GPUs expected; fewer is GPU_COUNT_LOW (0: no expectation).",
+    ),
+    "gpudirect_required": Expect(
+        False, "bool", nullable=False,
+        doc="A missing nvidia_peermem (GPUDirect RDMA) is an error, not a warning.",
+    ),
+    "gpu_nic_max": Expect(
+        "PXB", "enum", choices=GPU_NIC_RELATIONS, nullable=False,
+        doc="Worst acceptable nvidia-smi topo relation between a GPU and its nearest compute HCA.",
+    ),
+    "roce_min_mtu": Expect(
+        4096, "enum", "bytes", choices=RDMA_MTUS, null_means="no MTU check",
+        doc="Lowest acceptable active MTU of a RoCE port (the RDMA MTU, not the netdev's 9000).",
+    ),
+    "pcie_check_bridges": Expect(
+        True, "bool", nullable=False,
+        doc="Judge the PCIe links of the bridges above GPUs and HCAs too, not only the devices'.",
+    ),
+    "required_modules": Expect(
+        ["ib_core", "ib_uverbs", "rdma_ucm"], "list", nullable=False,
+        doc="Kernel modules that must be loaded.",
+    ),
+    "recommended_packages": Expect(
+        ["libibverbs1", "ibverbs-providers", "librdmacm1", "libibumad3", "infiniband-diags", "perftest"],
+        "list", nullable=False,
+        doc="Userspace packages the image should carry; a missing one is a warning.",
+    ),
+    "compute_hcas": Expect(
+        None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
+        doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
+    ),
 }
+
+# Expectations every profile starts from, as plain values.
+BASE: dict[str, Any] = {k: s.default for k, s in SPEC.items()}
 
 PROFILES: dict[str, dict[str, Any]] = {
     "generic": {
@@ -72,8 +140,22 @@ PROFILES: dict[str, dict[str, Any]] = {
 }
 
 
+
 class ConfigError(Exception):
-    pass
+    """A bad profile, config file, pool or --set; the CLI prints it with ``hint`` and exits 2.
+
+    For a bad value, ``key``, ``value``, ``expected`` (what the key takes) and ``where`` (the
+    layer: "--set", "in pool.toml [pools.gw]") say which and why.
+    """
+
+    def __init__(self, message: str, hint: str = "", *, key: str | None = None, value: Any = None,
+                 expected: str | None = None, where: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+        self.key = key
+        self.value = value
+        self.expected = expected
+        self.where = where
 
 
 def _load_file(path: str) -> dict[str, Any]:
@@ -85,7 +167,7 @@ def _load_file(path: str) -> dict[str, Any]:
     if path.endswith(".json"):
         try:
             data = json.loads(raw)
-        except ValueError as e:
+        except (ValueError, RecursionError) as e:
             raise ConfigError(f"config {path} is not valid JSON: {e}") from e
     else:
         try:
@@ -94,25 +176,131 @@ def _load_file(path: str) -> dict[str, Any]:
             import tomli as tomllib  # type: ignore[no-redef]
         try:
             data = tomllib.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
             raise ConfigError(f"config {path} is not valid TOML: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"config {path}: expected a table of expectations at the top level")
     return data
 
 
+def _json_value(text: str) -> Any:
+    """``--set`` values are JSON when they parse (400, true, null, ["a"]), else the string."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+
+
 def parse_set(items: list[str]) -> dict[str, Any]:
-    """``--set key=value``: the value is read as JSON when it parses, else kept as a string."""
+    """``--set key=value``: the value is read as JSON when it parses, else kept as a string.
+
+    Its type is judged later, against the key's Expect, so that ``--set min_rate_gbps=abc``
+    is an error and not a string the rate check cannot compare (and silently skips).
+    """
     out: dict[str, Any] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set min_rate_gbps=200")
-        try:
-            out[key.strip()] = json.loads(value)
-        except ValueError:
-            out[key.strip()] = value
+            raise ConfigError(
+                f"--set {item!r}: expected KEY=VALUE", "e.g. --set min_rate_gbps=200; `rdmadoctor list-checks` lists the keys"
+            )
+        out[key.strip()] = _json_value(value)
     return out
+
+
+def specs(defaults: dict[str, Any] | None = None) -> dict[str, Expect]:
+    """Every known key's Expect: the built-in SPEC, then the keys checks add in Check.defaults
+    (an Expect, or a plain default whose type becomes the key's type)."""
+    out = dict(SPEC)
+    for key, d in (defaults or {}).items():
+        if key in SPEC:
+            continue  # a check reads a built-in key; the built-in type and default stand
+        spec = infer(d)
+        try:
+            spec.validate(key, spec.default)
+        except ExpectError as e:
+            raise ConfigError(
+                f"{key}, an expectation declared by a check, has a default its own type refuses: {e.problem}; "
+                f"expected {e.expected}",
+                "this is a bug in the check (see `rdmadoctor list-checks`); report it to its author",
+                key=key, value=d, expected=e.expected, where="check defaults",
+            ) from e
+        out[key] = spec
+    return out
+
+
+def describe(defaults: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Every expectation for `list-checks`: key, type, unit, default, range, choices, doc."""
+    return [s.describe(k) for k, s in specs(defaults).items()]
+
+
+def _toml(value: Any) -> str:
+    # JSON and TOML agree on numbers, booleans, lists and simple strings; TOML has no null.
+    return json.dumps(value)
+
+
+def _unquoted(spec: Expect, key: str, value: Any) -> Any:
+    """The value a quoted string would have had without its quotes, if the key takes that."""
+    if not isinstance(value, str):
+        return None
+    for text in (value.strip(), value.strip().lower()):
+        parsed = _json_value(text)
+        if parsed is not text and not isinstance(parsed, str):
+            try:
+                spec.validate(key, parsed)
+                return parsed
+            except ExpectError:
+                pass
+    return None
+
+
+def _bad_value(e: ExpectError, spec: Expect, where: str) -> ConfigError:
+    key, value = e.key, e.value
+    on_cli = where == "--set"
+    subject = f"--set {key}" if on_cli else f"{key} {where}"
+    fixed = _unquoted(spec, key, value)
+    if fixed is not None:
+        hint = f"write it without quotes: {key} = {_toml(fixed)}" if not on_cli else f"write --set {key}={_toml(fixed)}"
+    else:
+        example = spec.example if spec.example is not None else spec.default
+        if example is None:
+            hint = ""
+        elif on_cli:
+            shown = example if isinstance(example, str) else json.dumps(example)
+            hint = f"for example: --set {key}={shown}"
+        else:
+            hint = f"for example: {key} = {_toml(example)}"
+    doc = f"{key}: {spec.doc}" if spec.doc else ""
+    hint = "; ".join(h for h in (hint, doc) if h)
+    return ConfigError(
+        f"{subject}: {e.problem}; expected {e.expected}", hint,
+        key=key, value=value, expected=e.expected, where=where,
+    )
+
+
+def _unknown(key: str, where: str, known: dict[str, Expect]) -> ConfigError:
+    import difflib  # only on this error path
+
+    near = difflib.get_close_matches(key, list(known), n=1)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return ConfigError(
+        f"unknown expectation {show(key)} ({where}); known: {', '.join(sorted(known))}",
+        hint + "`rdmadoctor list-checks` lists the checks; a plugin check adds its own keys",
+        key=key, value=None, where=where,
+    )
+
+
+def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]) -> None:
+    if not isinstance(layer, dict):
+        raise ConfigError(f"{where}: expected a table of expectations, got {show(layer)}", where=where)
+    for k, v in layer.items():
+        spec = known.get(k)
+        if spec is None:
+            raise _unknown(str(k), where, known)
+        try:
+            out[k] = spec.validate(k, v)
+        except ExpectError as e:
+            raise _bad_value(e, spec, where) from e
 
 
 def resolve(
@@ -122,31 +310,45 @@ def resolve(
     pool: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Merge: check defaults < base < profile < config file < config pool < --set."""
-    known = dict(BASE)
-    known.update(defaults)
+    """Merge: check defaults < base < profile < config file < config pool < --set.
+
+    Every layer is checked against the keys' Expect as it is merged, so the result holds only
+    values the checks can read (a bad one raises ConfigError naming key, value and layer).
+    """
+    known = specs(defaults)
+    out: dict[str, Any] = {}
+    for k, spec in known.items():
+        # Copies, so that no run can change a default list in place for the next.
+        out[k] = spec.validate(k, spec.default)
     file_data: dict[str, Any] = {}
     if config:
         file_data = _load_file(config)
-        if "profile" in file_data and profile == "generic":
-            profile = str(file_data["profile"])
+        if "profile" in file_data:
+            named = file_data["profile"]
+            if not isinstance(named, str):
+                raise ConfigError(
+                    f"profile in {config}: {show(named)} is not a profile name; expected one of {', '.join(PROFILES)}",
+                    f'for example: profile = "{next(iter(PROFILES))}"', key="profile", value=named, where=f"in {config}",
+                )
+            if profile == "generic":
+                profile = named
     if profile not in PROFILES:
-        raise ConfigError(f"unknown profile {profile!r}; built-in profiles: {', '.join(PROFILES)}")
-    out = dict(known)
-    out.update({k: v for k, v in PROFILES[profile].items() if not k.startswith("_")})
-    layers = [{k: v for k, v in file_data.items() if k not in ("profile", "pools")}]
+        raise ConfigError(
+            f"unknown profile {profile!r}; built-in profiles: {', '.join(PROFILES)}",
+            "; ".join(f"{name}: {p['_description']}" for name, p in PROFILES.items()),
+        )
+    _merge(out, {k: v for k, v in PROFILES[profile].items() if not k.startswith("_")}, f"in profile {profile!r}", known)
+    if config:
+        _merge(out, {k: v for k, v in file_data.items() if k not in ("profile", "pools")}, f"in {config}", known)
     if pool:
         pools = file_data.get("pools", {})
         if not isinstance(pools, dict) or pool not in pools:
-            raise ConfigError(f"node pool {pool!r} is not in {config or 'the config (no --config given)'}")
-        layers.append(pools[pool])
-    layers.append(overrides or {})
-    for layer in layers:
-        if not isinstance(layer, dict):
-            raise ConfigError("a config pool must be a table of expectations")
-        for k, v in layer.items():
-            if k not in known:
-                raise ConfigError(f"unknown expectation {k!r}; known: {', '.join(sorted(known))}")
-            out[k] = v
+            have = ", ".join(sorted(pools)) if isinstance(pools, dict) and pools else "none"
+            raise ConfigError(
+                f"node pool {pool!r} is not in {config or 'the config (no --config given)'}",
+                f"pools in the config: {have}; a pool is a [pools.NAME] table",
+            )
+        _merge(out, pools[pool], f"in {config} [pools.{pool}]", known)
+    _merge(out, overrides or {}, "--set", known)
     out["_profile"] = profile
     return out
