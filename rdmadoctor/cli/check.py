@@ -6,7 +6,7 @@ import json
 import sys
 
 from rdmadoctor.runner import Options, UsageError, diagnose
-from rdmadoctor.cli.errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage, pipe_closed
 
 
 def run_check(
@@ -47,10 +47,15 @@ def run_check(
     except UsageError as e:
         return fail_usage(str(e), e.hint)
     rep = diag.report
-    if as_json:
-        sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
-    else:
-        from rdmadoctor.output.text import render_report
+    try:
+        if as_json:
+            sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
+        else:
+            from rdmadoctor.output.text import render_report
 
-        render_report(rep, verbose=verbose)
+            render_report(rep, verbose=verbose)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `check | head -1` read what it wanted; the verdict is the exit code, not the write.
+        pipe_closed()
     return int(rep["exit_code"])

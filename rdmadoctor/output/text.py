@@ -239,9 +239,21 @@ def _is_terminal(stream: Any) -> bool:
 
 
 def _console(stderr: bool = False, file: Any = None):
+    """A rich console for rdmadoctor's output. A closed pipe raises BrokenPipeError to the
+    command, which keeps its exit code (rich alone would exit 1: a PASS read by `head` is no FAIL)."""
     from rich.console import Console
 
-    return Console(stderr=stderr, file=file, highlight=False, soft_wrap=False, emoji=False)
+    con = Console(stderr=stderr, file=file, highlight=False, soft_wrap=False, emoji=False)
+
+    def on_broken_pipe() -> None:
+        con.quiet = True
+        raise BrokenPipeError
+
+    con.on_broken_pipe = on_broken_pipe
+    return con
+
+
+console = _console
 
 
 def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = None) -> None:
