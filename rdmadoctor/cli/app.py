@@ -54,7 +54,7 @@ app = typer.Typer(
         "Start with `rdmadoctor check` (on a node, in a pod, or with --example on a laptop). "
         "Exit codes: 0 healthy, 1 a problem, 2 unknown or a usage error."
     ),
-    no_args_is_help=True,
+    no_args_is_help=False,  # `rdmadoctor` alone is a usage error: help and the error on stderr, exit 2
     add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},

@@ -8,6 +8,8 @@ import sys
 from rdmadoctor.runner import Options, UsageError, diagnose
 from rdmadoctor.cli.errors import fail_usage, pipe_closed
 
+SEE_HELP = "see `rdmadoctor check --help`"
+
 
 def run_check(
     *,
@@ -41,11 +43,11 @@ def run_check(
         scope=scope or "all",
     )
     if timeout is not None and timeout <= 0:
-        return fail_usage(f"--timeout must be positive, got {timeout:g}")
+        return fail_usage(f"--timeout must be positive, got {timeout:g}", "seconds a tool may run, e.g. --timeout 10 (default 5)")
     try:
         diag = diagnose(opts)
     except UsageError as e:
-        return fail_usage(str(e), e.hint)
+        return fail_usage(str(e), e.hint or SEE_HELP)
     rep = diag.report
     try:
         if as_json:

@@ -52,20 +52,25 @@ def parse_error(e: Any, command: str = "rdmadoctor") -> int:
     path = getattr(ctx, "command_path", "") or command
     see = f"see `{path} --help`"
     kind = type(e).__name__
-    if kind == "NoArgsIsHelpError":
-        # `rdmadoctor` alone: the command list is what the person needs, then the error line.
-        sys.stderr.write(ctx.get_help() if ctx is not None else "")
+    message = str(getattr(e, "message", "") or "")
+    if kind == "NoArgsIsHelpError" or message.startswith("Missing command"):
+        # `rdmadoctor` alone: the command list is what the person needs, then the error line;
+        # all on stderr, since stdout carries only what was asked for.
+        if ctx is not None and kind != "NoArgsIsHelpError":  # that one printed the help already
+            import contextlib
+
+            with contextlib.redirect_stdout(sys.stderr):  # typer's rich help prints as it renders
+                sys.stderr.write(ctx.get_help())
         return fail_usage("no command given", "start with `rdmadoctor check`; `rdmadoctor --help` lists the commands")
     if kind == "NoSuchOption":
         name = getattr(e, "option_name", "") or ""
         close = _close(name, _options_of(ctx), 0.7) if ctx is not None else []
         hint = f"did you mean {' or '.join(close)}? {see}" if close else see
         return fail_usage(f"no such option: {name}", hint)
-    message = str(getattr(e, "message", "") or "")
     if message.startswith("No such command"):
         name = message.split("'")[1] if message.count("'") >= 2 else ""
         commands = sorted(getattr(ctx.command, "commands", {}) or {}) if ctx is not None else []
-        close = _close(name, commands, 0.6)
+        close = _close(name, commands, 0.7)
         hint = f"did you mean {' or '.join(f'`{path} {c}`' for c in close)}? {see}" if close else see
         return fail_usage(f"no such command {name!r}", hint)
     text = e.format_message() if hasattr(e, "format_message") else message
