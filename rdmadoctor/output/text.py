@@ -36,7 +36,8 @@ VERDICT = {
 # A word for wrapping: a `backticked command` (spaces and all), else a run of non-blanks.
 _WORD = re.compile(r"(?:`[^`\n]*`|[^\s`]|`)+")
 
-# One line of output: (indent, [(text, style)], verbatim). Verbatim lines are never wrapped.
+# One line of output: (indent, [(text, style)], verbatim[, hang]). Verbatim lines are never
+# wrapped; a wrapped line continues ``hang`` columns further in.
 if TYPE_CHECKING:
     Line = tuple[int, list[tuple[str, str]], bool]
 
@@ -167,7 +168,7 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
         segs = [(f"[{ICON.get(st, st)}] ", STYLE.get(st, "")), (f"{chk['id']:<16}", "bold"), (chk["title"], "")]
         if chk.get("reason"):
             segs.append((f"  ({chk['reason']})", "dim"))
-        out.append((0, segs, False))
+        out.append((0, segs, False, 7))  # a wrapped reason continues under the check id
         elsewhere: dict[str, int] = {}
         for f in chk["findings"]:
             if not _shown(f, verbose):
@@ -211,14 +212,15 @@ def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> N
     if console is None:
         stream = sys.stdout if stream is None else stream
         if not _is_terminal(stream):
-            stream.write("".join(" " * ind + "".join(t for t, _ in segs).rstrip() + "\n" if segs else "\n" for ind, segs, _ in lines))
+            stream.write("".join(" " * ln[0] + "".join(t for t, _ in ln[1]).rstrip() + "\n" if ln[1] else "\n" for ln in lines))
             return
         console = _console(file=stream)
     from rich.text import Text
 
     wrap = console.is_terminal
     width = max(20, console.width)
-    for ind, segs, verbatim in lines:
+    for ind, segs, verbatim, *more in lines:
+        hang = more[0] if more else 0
         text = Text()
         for t, style in segs:
             text.append(t, style=style or None)
@@ -226,9 +228,14 @@ def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> N
         if not plain:
             console.print()
             continue
-        spans = [(0, len(plain))] if verbatim or not wrap else _wrap(plain, width - ind) or [(0, len(plain))]
-        for a, b in spans:
-            console.print(Text(" " * ind) + text[a:b], soft_wrap=True)
+        if verbatim or not wrap:
+            spans = [(0, len(plain))]
+        else:
+            first = _wrap(plain, width - ind)
+            spans = first[:1] + (_wrap(plain[first[0][1]:], width - ind - hang) if len(first) > 1 else [])
+            spans = spans[:1] + [(a + first[0][1], b + first[0][1]) for a, b in spans[1:]]
+        for i, (a, b) in enumerate(spans):
+            console.print(Text(" " * (ind + (hang if i else 0))) + text[a:b], soft_wrap=True)
 
 
 def _is_terminal(stream: Any) -> bool:
