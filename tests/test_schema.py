@@ -9,12 +9,11 @@ from datetime import datetime
 from importlib.resources import files
 from pathlib import Path
 
+import jsonschema
 import pytest
 from conftest import check_json, run_cli
 
-jsonschema = pytest.importorskip("jsonschema")
-
-from rdmadoctor.examples import EXAMPLES  # noqa: E402
+from rdmadoctor.examples import EXAMPLES
 
 FIXTURES = sorted(p for p in (Path(__file__).parent / "fixtures").iterdir() if p.is_dir())
 
