@@ -556,15 +556,36 @@ def _missing(res: CmdResult) -> bool:
 
 
 # ---- the bundle -----------------------------------------------------------------------------
-def collect(output: str, root: str | None = None, timeout: float | None = None) -> Collected:
-    """Write the bundle of ``root`` (default ``/``) to ``output``. Raises HostError, OSError."""
+class _Counting:
+    """A write-only stream that counts what passes: the size of a bundle streamed to stdout.
+
+    It has no ``name``, so gzip records none (``<stdout>`` would be a misleading file name)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.stream.write(data)
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def collect(output: str, root: str | None = None, timeout: float | None = None, stream: Any = None) -> Collected:
+    """Write the bundle of ``root`` (default ``/``) to ``output``, or to the binary ``stream``
+    when one is given (``collect -o -``; ``output`` is then only its name in the result).
+    Raises HostError, OSError."""
     started = time.time()
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     host = open_host(root=root, host_class=_TracingHost)
     host.timeout = timeout
     tmp = f"{output}.tmp{os.getpid()}"
-    # Fail on an unwritable output before spending seconds on tools.
-    out_f = open(tmp, "wb")
+    # Fail on an unwritable output before spending seconds on tools. A stream is written only at
+    # the end, in one go, once everything is recorded: nothing half-made reaches the reader early.
+    out_f = _Counting(stream) if stream is not None else open(tmp, "wb")
     try:
         cmds = _run_commands(host, timeout)
         check_error = None
@@ -633,16 +654,20 @@ def collect(output: str, root: str | None = None, timeout: float | None = None) 
         }
         extra["bundle.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
         _write_tar(out_f, rec.entries, extra, started, rec.read_order)
-        out_f.close()
-        os.replace(tmp, output)
+        if stream is not None:
+            out_f.flush()
+        else:
+            out_f.close()
+            os.replace(tmp, output)
     except BaseException:
-        out_f.close()
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if stream is None:
+            out_f.close()
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
-    size = os.path.getsize(output)
+    size = out_f.size if stream is not None else os.path.getsize(output)
     return Collected(output, files + len(extra), sorted(recorded), failed, size, manifest)
 
 

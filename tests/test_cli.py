@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 
@@ -134,3 +137,170 @@ def test_scope_node_skips_the_checks_of_the_running_process():
     assert check_json(["--example", "roce-node", "--scope", "node"])[0] == 0
     code, _, err = run_cli(["check", "--example", "roce-node", "--scope", "pod"])
     assert code == 2 and "--scope must be one of all, node" in err
+
+
+# ---- one voice: the parser's errors speak like rdmadoctor's own -----------------------------
+
+PARSE_ERRORS = [
+    (["check", "--jsno"], "no such option: --jsno", "did you mean --json? see `rdmadoctor check --help`"),
+    (["check", "--skp", "ib"], "no such option: --skp", "did you mean --skip? see `rdmadoctor check --help`"),
+    (["check", "-x"], "no such option: -x", "see `rdmadoctor check --help`"),
+    (["check", "--root"], "option '--root' requires an argument", "see `rdmadoctor check --help`"),
+    (["check", "--json=yes"], "option '--json' does not take a value", "see `rdmadoctor check --help`"),
+    (["check", "--timeout", "soon"], "invalid value for '--timeout'", "see `rdmadoctor check --help`"),
+    (["check", "extra"], "got unexpected extra argument", "see `rdmadoctor check --help`"),
+    (["chek"], "no such command 'chek'", "did you mean `rdmadoctor check`? see `rdmadoctor --help`"),
+    (["explain"], "missing argument 'CODE|CHECK'", "see `rdmadoctor explain --help`"),
+    (["list-checks", "--jsn"], "no such option: --jsn", "did you mean --json? see `rdmadoctor list-checks --help`"),
+    (["--bogus"], "no such option: --bogus", "see `rdmadoctor --help`"),
+    ([], "no command given", "start with `rdmadoctor check`"),
+]
+
+
+@pytest.mark.parametrize("args,message,hint", PARSE_ERRORS, ids=lambda a: " ".join(a) if isinstance(a, list) else None)
+def test_parse_errors_speak_in_one_voice(args, message, hint):
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", *args], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    error = [ln for ln in proc.stderr.splitlines() if ln.startswith("rdmadoctor: error: ")]
+    assert len(error) == 1 and error[0].startswith(f"rdmadoctor: error: {message}"), proc.stderr
+    assert proc.stderr.splitlines()[-1] == f"  hint: {hint}" or f"  hint: {hint}" in proc.stderr.splitlines()[-1]
+    assert "Possible options" not in proc.stderr and "Traceback" not in proc.stderr
+    assert args == [] or "╭" not in proc.stderr  # `rdmadoctor` alone shows the (boxed) help first
+
+
+def test_a_misspelled_option_suggests_only_real_options_of_that_command():
+    real = set(_typer_check_params())
+    for typo in ("--jsno", "--skp", "--scpe", "--exmaple", "--strct", "--verbos", "--prfile", "--zzzz"):
+        code, out, err = run_cli(["check", typo])
+        assert code == 2 and out == ""
+        suggested = set(re.findall(r"--[a-z-]+", err.split("hint:")[1])) - {"--help"}
+        assert suggested <= real, (typo, err)
+        assert len(suggested) <= 1 if typo != "--zzzz" else not suggested
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--jsno"], ["--root"], ["--json=yes"], ["--timeout", "soon"], ["extra"], ["--timeout", "0"],
+        ["--scope", "pod", "--example", "roce-node"], ["--only", "no.such", "--example", "roce-node"],
+        ["--example", "nope"], ["--example", "roce-node", "--set", "nosuchkey=1"],
+    ],
+)
+def test_fast_path_and_typer_give_the_same_result_for_the_same_line(args):
+    """The console entry point (fast path first) and the typer app, line for line."""
+    from typer.testing import CliRunner
+
+    from rdmadoctor.cli.app import app
+
+    code, out, err = run_cli(["check", *args])
+    res = CliRunner().invoke(app, ["check", *args])
+    assert (res.exit_code, res.stdout, res.stderr) == (code, out, err)
+    assert code == 2 and err.startswith("rdmadoctor: error: ") and "\n  hint: " in err
+
+
+# ---- exit codes: NPD's contract, whatever reads stdout -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["check", "--example", "hgx-h100-ib"], 0),
+        (["check", "--example", "hgx-h100-ib", "--json"], 0),
+        (["check", "--example", "broken-pod", "--verbose"], 1),
+        (["list-checks"], 0),
+        (["explain", "MEMLOCK_LIMITED"], 0),
+    ],
+)
+def test_a_closed_pipe_keeps_the_exit_code(args, expected):
+    cmd = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "rdmadoctor", *args])
+    # A real shell pipeline: `| head -1` reads one line and leaves; `| true` never reads.
+    script = f"{cmd} | head -1 >/dev/null; a=${{PIPESTATUS[0]}}; {cmd} | true; echo $a ${{PIPESTATUS[0]}}"
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert proc.stdout.split() == [str(expected), str(expected)], proc.stderr
+    assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+    # And with the reader gone before the first byte (no race with the reader's exit).
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run([sys.executable, "-m", "rdmadoctor", *args], stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    assert p.returncode == expected and "Traceback" not in p.stderr, p.stderr
+
+
+# ---- explain and list-checks: codes are a contract with a kind -------------------------------
+
+
+def test_explain_a_check_id_lists_its_codes_with_their_kinds():
+    from rdmadoctor.engine.registry import load_checks
+
+    ports = {c.id: c for c in load_checks()[0]}["ib.ports"]
+    code, out, err = run_cli(["explain", "ib.ports"])
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"ib.ports: {ports.title}"
+    assert ports.description in out and "condition: link" in out and "preflight gates on it: yes" in out
+    words = {"problem": "problem", "unknown": "could not decide", "info": "information"}
+    for c in ports.codes:
+        (line,) = [ln for ln in lines if ln.strip().startswith(c.code + " ")]
+        assert f"{words[c.kind]}: {c.title}" in line
+    assert run_cli(["explain", "IB.PORTS"])[0] == 0
+
+
+def test_explain_a_code_says_its_kind_and_that_codes_are_a_contract():
+    from rdmadoctor.engine.registry import load_checks
+
+    words = {"problem": "problem", "unknown": "could not decide", "info": "information"}
+    seen = {}
+    for chk in load_checks()[0]:
+        for c in chk.codes:
+            seen.setdefault(c.kind, (c, chk.id))
+    assert "problem" in seen
+    for kind, (c, check_id) in seen.items():
+        code, out, err = run_cli(["explain", c.code.lower()])
+        assert code == 0 and err == ""
+        assert out.splitlines()[1].startswith(f"kind: {words[kind]} (")
+        assert f"raised by check {check_id}" in out and "stable contract" in out
+    code, out, err = run_cli(["explain", "ib.prts"])
+    assert code == 2 and "no code or check named 'ib.prts'" in err and "did you mean ib.ports?" in err
+
+
+def test_list_checks_json_gives_each_codes_kind_and_each_checks_condition_gate_scope():
+    from rdmadoctor.core.model import CONDITIONS, KINDS
+    from rdmadoctor.engine.registry import load_checks
+
+    code, out, err = run_cli(["list-checks", "--json"])
+    data = json.loads(out)
+    by_id = {c.id: c for c in load_checks()[0]}
+    assert code == 0 and {c["id"] for c in data["checks"]} == set(by_id)
+    for row in data["checks"]:
+        chk = by_id[row["id"]]
+        assert (row["scope"], row["condition"], row["gate"]) == (chk.scope, chk.condition, chk.gate)
+        assert row["scope"] in ("node", "pod") and row["condition"] in (*CONDITIONS, None)
+        assert [(k["code"], k["kind"]) for k in row["codes"]] == [(c.code, c.kind) for c in chk.codes]
+        assert all(k["kind"] in KINDS for k in row["codes"])
+    assert "stable" in data["contract"]
+
+
+# ---- completion and cold start ---------------------------------------------------------------
+
+
+def test_shell_completion_is_on_and_answered_by_typer():
+    env = dict(os.environ, _RDMADOCTOR_COMPLETE="complete_bash", COMP_WORDS="rdmadoctor check --exa", COMP_CWORD="2")
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "check"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and proc.stdout.split() == ["--example"]
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "--help"], capture_output=True, text=True)
+    assert "--install-completion" in proc.stdout and "--show-completion" in proc.stdout
+
+
+def test_the_check_fast_path_imports_no_parser_no_schema_lib_and_no_rich_into_a_pipe():
+    code = (
+        "import sys\n"
+        "from rdmadoctor.cli import main\n"
+        "try:\n    main(['check', '--example', 'broken-pod'])\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        "heavy = ('typer', 'click', 'jsonschema', 'rich', 'prometheus_client', 'difflib', 'typing', 'dataclasses')\n"
+        "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)))\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 1 and proc.stdout.startswith("FAIL: ")
+    assert proc.stderr == ""

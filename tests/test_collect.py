@@ -432,3 +432,46 @@ def test_missing_root_is_a_usage_error(tmp_path: Path) -> None:
     assert code == 2 and stdout == ""
     assert "is not a directory" in stderr
     assert not (tmp_path / "x.tar.gz").exists()
+
+
+# ---- -o -: the bundle on stdout (kubectl exec ... -- rdmadoctor collect -o - > node.tar.gz) ----
+
+
+def test_dash_streams_the_bundle_to_stdout_and_nothing_else(fake_root: Path, tmp_path: Path) -> None:
+    out = tmp_path / "streamed.tar.gz"
+    with open(out, "wb") as f:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rdmadoctor", "collect", "--root", str(fake_root), "-o", "-"], stdout=f, stderr=subprocess.PIPE, text=False
+        )
+    assert proc.returncode == 0, proc.stderr
+    # stdout holds a whole .tar.gz (a stray log line would break gzip), the summary is on stderr.
+    assert out.read_bytes()[:2] == b"\x1f\x8b"
+    names = members(out)
+    assert "bundle.json" in names and "runtime.json" in names
+    assert proc.stderr.decode().startswith("wrote the bundle to stdout: ")
+    assert f"{max(1, round(out.stat().st_size / 1024))} KiB" in proc.stderr.decode()
+    # And it reads back with the verdict a file bundle gives.
+    from_file = made(fake_root, tmp_path)
+    assert verdicts(check_json(["--bundle", str(out)])[1]) == verdicts(check_json(["--bundle", str(from_file)])[1])
+    assert not list(tmp_path.glob("*.tmp*")) and not list(Path.cwd().glob("-*"))
+
+
+def test_dash_refuses_to_write_a_tar_to_a_terminal(fake_root: Path, tmp_path: Path) -> None:
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "rdmadoctor", "collect", "--root", str(fake_root), "-o", "-"],
+        stdout=slave, stderr=subprocess.PIPE, text=True, cwd=(tmp_path / "cwd").mkdir() or tmp_path / "cwd",
+    )
+    os.close(slave)
+    os.set_blocking(master, False)
+    try:
+        shown = os.read(master, 65536)
+    except OSError:  # nothing was written to the terminal
+        shown = b""
+    os.close(master)
+    assert proc.returncode == 2 and shown == b""
+    assert proc.stderr.startswith("rdmadoctor: error: refusing to write a .tar.gz bundle to a terminal")
+    assert "hint: redirect it: rdmadoctor collect -o - > node.tar.gz" in proc.stderr
+    assert list((tmp_path / "cwd").iterdir()) == []

@@ -9,12 +9,18 @@ tests/test_cli.py keeps both parsers in step.
 
 from __future__ import annotations
 
+import os
 import sys
+
+# Set by the shell when it asks for completions (typer's add_completion): typer answers those.
+COMPLETE_VAR = "_RDMADOCTOR_COMPLETE"
 
 
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    if args and args[0] == "check":
+    if COMPLETE_VAR in os.environ:
+        pass
+    elif args and args[0] == "check":
         from rdmadoctor.cli.fast import parse
 
         parsed = parse(args[1:])
@@ -22,7 +28,7 @@ def main(argv: list[str] | None = None) -> None:
             from rdmadoctor.cli.check import run_check
 
             raise SystemExit(run_check(**parsed))
-    if args and args[0] == "preflight":
+    elif args and args[0] == "preflight":
         # Every init container of every job runs it: the same typer-free path as `check`.
         from rdmadoctor.preflight import parse_argv, run_preflight
 

@@ -2,21 +2,60 @@
 
 from __future__ import annotations
 
+import sys
 from typing import List, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from rdmadoctor import __version__
+from rdmadoctor.cli.errors import parse_error, pipe_closed
+
+
+# The parser's usage-error base class: click's, or the copy typer >= 0.20 vendors.
+UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+class RdmadoctorGroup(TyperGroup):
+    """The root command: the parser's own errors speak like every other rdmadoctor error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        try:
+            code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
+        except UsageError as e:
+            argv = list(sys.argv[1:] if args is None else args)
+            sub = argv[0] if argv and argv[0] in self.commands else ""
+            code = parse_error(e, f"rdmadoctor {sub}".strip())
+        except typer.Abort:
+            sys.stderr.write("rdmadoctor: aborted\n")
+            code = 130
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+    def invoke(self, ctx):  # noqa: ANN001
+        try:
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            # typer would exit 1 here: the reader (`| head -1`) leaving is not a problem found.
+            pipe_closed()
+            return 0
+
 
 app = typer.Typer(
+    cls=RdmadoctorGroup,
     name="rdmadoctor",
     help=(
         "Is this GPU node, and the pod on it, ready to train over RDMA (InfiniBand / RoCE)?\n\n"
         "Start with `rdmadoctor check` (on a node, in a pod, or with --example on a laptop). "
         "Exit codes: 0 healthy, 1 a problem, 2 unknown or a usage error."
     ),
-    no_args_is_help=True,
-    add_completion=False,
+    no_args_is_help=False,  # `rdmadoctor` alone is a usage error: help and the error on stderr, exit 2
+    add_completion=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -68,7 +107,7 @@ def check(
 
 @app.command()
 def collect(
-    output: str = typer.Option(..., "-o", "--output", metavar="FILE.tar.gz", help="Where to write the bundle."),
+    output: str = typer.Option(..., "-o", "--output", metavar="FILE.tar.gz|-", help="Where to write the bundle; - streams it to stdout (kubectl exec NODE-POD -- rdmadoctor collect -o - > node.tar.gz)."),
     root: Optional[str] = RootOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
 ) -> None:
@@ -79,11 +118,21 @@ def collect(
 
 
 @app.command()
-def explain(code: str = typer.Argument(..., metavar="CODE", help="A finding code, e.g. IB_PORT_DOWN.")) -> None:
-    """Explain a finding code: what it means for a training job and how to fix it."""
+def explain(
+    name: str = typer.Argument(..., metavar="CODE|CHECK", help="A finding code (IB_PORT_DOWN) or a check id (ib.ports)."),
+) -> None:
+    """Explain a finding code (its kind, what it means for a training job, how to fix it) or a check (what it establishes, its codes)."""
     from rdmadoctor.cli.info import run_explain
 
-    raise typer.Exit(run_explain(code))
+    raise typer.Exit(run_explain(name))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema (draft 2020-12) of `check --json` reports."""
+    from rdmadoctor.cli.info import run_schema
+
+    raise typer.Exit(run_schema())
 
 
 @app.command("list-checks")

@@ -6,7 +6,9 @@ import json
 import sys
 
 from rdmadoctor.runner import Options, UsageError, diagnose
-from rdmadoctor.cli.errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage, pipe_closed
+
+SEE_HELP = "see `rdmadoctor check --help`"
 
 
 def run_check(
@@ -41,16 +43,21 @@ def run_check(
         scope=scope or "all",
     )
     if timeout is not None and timeout <= 0:
-        return fail_usage(f"--timeout must be positive, got {timeout:g}")
+        return fail_usage(f"--timeout must be positive, got {timeout:g}", "seconds a tool may run, e.g. --timeout 10 (default 5)")
     try:
         diag = diagnose(opts)
     except UsageError as e:
-        return fail_usage(str(e), e.hint)
+        return fail_usage(str(e), e.hint or SEE_HELP)
     rep = diag.report
-    if as_json:
-        sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
-    else:
-        from rdmadoctor.output.text import render_report
+    try:
+        if as_json:
+            sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
+        else:
+            from rdmadoctor.output.text import render_report
 
-        render_report(rep, verbose=verbose)
+            render_report(rep, verbose=verbose)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # `check | head -1` read what it wanted; the verdict is the exit code, not the write.
+        pipe_closed()
     return int(rep["exit_code"])

@@ -1,4 +1,8 @@
-"""``rdmadoctor collect``: write a bundle; a one-line summary on stderr, nothing on stdout."""
+"""``rdmadoctor collect``: write a bundle; a one-line summary on stderr.
+
+``-o -`` streams the bundle to stdout and nothing else goes there, so that
+``kubectl exec POD -- rdmadoctor collect -o - > node.tar.gz`` gives a clean file.
+"""
 
 from __future__ import annotations
 
@@ -14,12 +18,26 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
 
     if timeout is not None and timeout <= 0:
         return fail_usage(f"--timeout must be positive, got {timeout:g}")
-    if not output or output.endswith("/") or os.path.isdir(output):
-        return fail_usage(f"cannot write the bundle to {output!r}: not a file name", "give a file, e.g. -o node.tar.gz")
+    stream = None
+    if output == "-":
+        if sys.stdout.isatty():
+            return fail_usage(
+                "refusing to write a .tar.gz bundle to a terminal",
+                "redirect it: rdmadoctor collect -o - > node.tar.gz (or give a file: -o node.tar.gz)",
+            )
+        sys.stdout.flush()
+        stream = sys.stdout.buffer
+    elif not output or output.endswith("/") or os.path.isdir(output):
+        return fail_usage(f"cannot write the bundle to {output!r}: not a file name", "give a file, e.g. -o node.tar.gz, or -o - for stdout")
     try:
-        res = collect(output, root=root, timeout=timeout)
+        res = collect(output, root=root, timeout=timeout, stream=stream)
     except HostError as e:
         return fail_usage(str(e))
+    except BrokenPipeError:
+        from rdmadoctor.cli.errors import pipe_closed
+
+        pipe_closed()
+        return fail_usage("the reader of stdout went away: the bundle is incomplete", "redirect to a file: rdmadoctor collect -o - > node.tar.gz")
     except OSError as e:
         return fail_usage(
             f"cannot write the bundle to {output}: {e.strerror or e}",
@@ -32,7 +50,7 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
             f"{name} ({'timed out' if why.get('timed_out') else 'see cmd/errors.json'})" for name, why in sorted(res.failed.items())
         )
     sys.stderr.write(
-        f"wrote {res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}, "
+        f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}, "
         f"{max(1, round(res.size / 1024))} KiB\n"
     )
     return 0

@@ -8,10 +8,27 @@ import sys
 from rdmadoctor.cli.errors import fail_usage
 
 
-def _all_codes() -> dict:
+# How `explain` and `list-checks` name a code's kind (rdmadoctor.core.model.KINDS).
+KIND_WORDS = {"problem": "problem", "unknown": "could not decide", "info": "information"}
+KIND_SEVERITIES_TEXT = {
+    "problem": "raised only when the problem was seen, as an error or a warning",
+    "unknown": "raised when a fact could not be read or decided (severity unknown, exit 2 unless a problem is also seen)",
+    "info": "informational: something that looks fine or is worth knowing (severity info, shown with --verbose)",
+}
+CONTRACT = (
+    "Codes are a stable contract: alerts, dashboards and tickets key on them "
+    "(rdmadoctor_finding{code=...}, the JSON report). A code keeps its meaning and its kind for life; "
+    "renaming one is a breaking change."
+)
+
+
+def _load():
     from rdmadoctor.engine.registry import load_checks
 
-    checks, _ = load_checks()
+    return load_checks()
+
+
+def _all_codes(checks) -> dict:
     codes = {}
     for c in checks:
         for code in c.codes:
@@ -23,60 +40,123 @@ def _all_codes() -> dict:
     return codes
 
 
-def run_explain(code: str) -> int:
-    from rich.console import Console
-    from rich.text import Text
+def _code_json(code, check=None) -> dict:
+    return {
+        "code": code.code,
+        "kind": code.kind,
+        "title": code.title,
+        "condition": code.condition or (check.condition if check is not None else None),
+    }
 
-    codes = _all_codes()
-    key = code.strip().upper()
-    if key not in codes:
-        close = [c for c in codes if key and (key in c or c.startswith(key.split("_")[0]))]
-        hint = f"did you mean {', '.join(sorted(close)[:5])}?" if close else "`rdmadoctor list-checks` lists every code"
-        return fail_usage(f"unknown code {code!r}", hint)
-    c, check_id = codes[key]
-    con = Console(highlight=False)
-    con.print(Text(f"{c.code}: {c.title}", style="bold"))
-    con.print(Text(f"raised by check {check_id}", style="dim"))
-    con.print()
-    con.print(Text("What it means", style="bold"))
-    con.print(Text(c.meaning))
-    con.print()
-    con.print(Text("How to fix it", style="bold"))
-    con.print(Text(c.fix))
+
+def _write(lines) -> None:
+    from rdmadoctor.output.text import write_lines
+
+    write_lines(lines)
+
+
+def _para(text: str, indent: int = 0, style: str = "") -> list:
+    """A paragraph of a code's meaning or fix: indented lines are commands or YAML, kept whole."""
+    return [(indent, [(ln, style)], ln[:1].isspace() or ln.startswith("- ")) for ln in text.rstrip().splitlines()]
+
+
+def run_explain(name: str) -> int:
+    checks, _ = _load()
+    by_id = {c.id: c for c in checks}
+    codes = _all_codes(checks)
+    key = name.strip()
+    if key.lower() in by_id:
+        return _explain_check(by_id[key.lower()])
+    if key.upper() not in codes:
+        from difflib import get_close_matches
+
+        up = key.upper()
+        close = [c for c in codes if up and (up in c or c.startswith(up.split("_")[0]))]
+        close += [i for i in get_close_matches(key.lower(), list(by_id), n=3, cutoff=0.6) if i not in close]
+        hint = (
+            f"did you mean {', '.join(sorted(close)[:5])}?"
+            if close
+            else "`rdmadoctor list-checks` lists every check and its codes"
+        )
+        return fail_usage(f"no code or check named {name!r}", hint)
+    c, check_id = codes[key.upper()]
+    lines = [
+        (0, [(f"{c.code}: {c.title}", "bold")], False),
+        (0, [(f"kind: {KIND_WORDS.get(c.kind, c.kind)} ({KIND_SEVERITIES_TEXT.get(c.kind, '')})", "dim")], False),
+        (0, [(f"raised by check {check_id}", "dim")], False),
+        (0, [], False),
+        (0, [("What it means", "bold")], False),
+        *_para(c.meaning),
+        (0, [], False),
+        (0, [("How to fix it" if c.kind == "problem" else "What to do", "bold")], False),
+        *_para(c.fix),
+        (0, [], False),
+        (0, [(CONTRACT, "dim")], False),
+    ]
+    _write(lines)
+    return 0
+
+
+def _explain_check(chk) -> int:
+    facts = [f"scope: {chk.scope}", f"condition: {chk.condition or 'none'}", f"preflight gates on it: {'yes' if chk.gate else 'no'}"]
+    lines = [
+        (0, [(f"{chk.id}: {chk.title}", "bold")], False),
+        (0, [("; ".join(facts), "dim")], False),
+    ]
+    if chk.description:
+        lines += [(0, [], False), *_para(chk.description)]
+    lines += [(0, [], False), (0, [("Codes", "bold")], False)]
+    width = max((len(code.code) for code in chk.codes), default=0)
+    for code in chk.codes:
+        lines.append((2, [(code.code.ljust(width), "bold"), (f"  {KIND_WORDS.get(code.kind, code.kind)}: ", "dim"), (code.title, "")], False))
+    if not chk.codes:
+        lines.append((2, [("(none declared)", "dim")], False))
+    lines += [(0, [], False), (0, [("`rdmadoctor explain CODE` tells more about each code. " + CONTRACT, "dim")], False)]
+    _write(lines)
     return 0
 
 
 def run_list_checks(as_json: bool) -> int:
-    from rdmadoctor.engine.registry import load_checks
-
-    checks, errors = load_checks()
+    checks, errors = _load()
     rows = [
         {
             "id": c.id,
             "title": c.title,
             "description": c.description,
-            "codes": [k.code for k in c.codes],
+            "scope": c.scope,
+            "condition": c.condition,
+            "gate": bool(c.gate),
+            "codes": [_code_json(k, c) for k in c.codes],
             "needs": [n.name for n in c.needs],
             "module": getattr(c.probe, "__module__", ""),
         }
         for c in checks
     ]
     if as_json:
-        sys.stdout.write(json.dumps({"checks": rows, "plugin_errors": errors}, indent=2) + "\n")
+        sys.stdout.write(
+            json.dumps({"checks": rows, "kinds": KIND_WORDS, "contract": CONTRACT, "plugin_errors": errors}, indent=2) + "\n"
+        )
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from rdmadoctor.output.text import console
 
     table = Table(header_style="bold", show_lines=False)
     table.add_column("check")
     table.add_column("what it establishes")
     table.add_column("codes")
     for r in rows:
-        table.add_row(r["id"], r["description"] or r["title"], "\n".join(r["codes"]))
-    con = Console(highlight=False)
-    con.print(table)
+        table.add_row(r["id"], r["description"] or r["title"], "\n".join(f"{k['code']} ({KIND_WORDS.get(k['kind'], k['kind'])})" for k in r["codes"]))
+    console().print(table)
     for e in errors:
-        Console(stderr=True).print(f"warning: {e}", style="yellow")
+        sys.stderr.write(f"warning: {e}\n")
+    return 0
+
+
+def run_schema() -> int:
+    from importlib.resources import files
+
+    sys.stdout.write(files("rdmadoctor.output").joinpath("schema.json").read_text(encoding="utf-8"))
     return 0
 
 

@@ -7,7 +7,7 @@ import typer
 RootOpt = typer.Option(None, "--root", metavar="DIR", help="Read the host mounted at DIR (DIR/sys, DIR/proc, DIR/etc, ...). Default: /. The DaemonSet mounts the node at /host.")
 BundleOpt = typer.Option(None, "--bundle", metavar="DIR|FILE.tar.gz", help="Analyse a bundle made by `rdmadoctor collect` (or a folder with cmd/ibstat.txt and other pasted outputs).")
 ExampleOpt = typer.Option(None, "--example", metavar="NAME", help="Analyse a bundle shipped with rdmadoctor; `rdmadoctor examples` lists them.")
-JsonOpt = typer.Option(False, "--json", help="Print the report as JSON (schema rdmadoctor.report/v1) instead of text.")
+JsonOpt = typer.Option(False, "--json", help="Print the report as JSON instead of text (schema rdmadoctor.report/v1; `rdmadoctor schema` prints its JSON Schema).")
 ProfileOpt = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g.")
 ConfigOpt = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME]).")
 PoolOpt = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config.")

@@ -1,6 +1,22 @@
-"""Terminal rendering of a report (rich). Consumes only the report dict."""
+"""Text rendering of a report. Consumes only the report dict.
+
+Text is read two ways, and a pasted fix must run either way:
+
+- through a pipe (``kubectl logs``, CI logs, ``| less``, a ticket): plain lines, never wrapped
+  and never padded, so a ``printf ... > /etc/systemd/...`` fix stays one line; rich is not even
+  imported (it costs ~25 ms, more than many checks);
+- on a terminal: rich colours, prose wrapped to the width, but command and YAML lines (the
+  indented lines of a remedy) and `backticked` commands are never broken: a line wider than the
+  terminal is left for the terminal to soft-wrap, which copies back as one line.
+
+A finding whose ``cause`` names another code in the same report is folded under that finding
+("follows from IB_NO_DEVICES: ..."), and the headline counts root causes only.
+"""
 
 from __future__ import annotations
+
+import re
+import sys
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
@@ -9,78 +25,248 @@ if TYPE_CHECKING:
 STYLE = {"pass": "green", "warn": "yellow", "fail": "bold red", "unknown": "magenta", "skip": "dim"}
 ICON = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", "unknown": "UNKN", "skip": "SKIP"}
 SEV_STYLE = {"error": "red", "warning": "yellow", "unknown": "magenta", "info": "cyan"}
+PROBLEM_SEVERITIES = ("error", "warning")
 
 VERDICT = {
-    "pass": "ready to train over RDMA",
-    "warn": "usable, with warnings that may cost performance",
-    "fail": "NOT ready: NCCL will fall back to TCP, hang or fail",
-    "unknown": "could not decide: some facts are missing",
+    "pass": "is ready to train over RDMA",
+    "warn": "is usable, with warnings that may cost performance",
+    "fail": "is NOT ready: NCCL will fall back to TCP, hang or fail",
 }
 
+# A word for wrapping: a `backticked command` (spaces and all), else a run of non-blanks.
+_WORD = re.compile(r"(?:`[^`\n]*`|[^\s`]|`)+")
 
-def _console(stderr: bool = False):
-    from rich.console import Console
+# One line of output: (indent, [(text, style)], verbatim[, hang]). Verbatim lines are never
+# wrapped; a wrapped line continues ``hang`` columns further in.
+if TYPE_CHECKING:
+    Line = tuple[int, list[tuple[str, str]], bool]
 
-    return Console(stderr=stderr, highlight=False, soft_wrap=False, emoji=False)
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _shown(f: dict[str, Any], verbose: bool) -> bool:
+    return verbose or f["severity"] != "info"
+
+
+def folding(rep: dict[str, Any], verbose: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """cause code -> the findings folded under the first finding of that code.
+
+    A finding is folded when its ``cause`` is the code of another shown finding of the same
+    report and following causes from there does not lead back to it (a cycle folds nothing).
+    """
+    findings = [f for c in rep["checks"] for f in c["findings"] if _shown(f, verbose)]
+    present = {f["code"] for f in findings}
+    cause_of: dict[str, str] = {}
+    for f in findings:
+        if f.get("cause") and f["code"] not in cause_of:
+            cause_of[f["code"]] = f["cause"]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in findings:
+        cause = f.get("cause")
+        if not cause or cause == f["code"] or cause not in present:
+            continue
+        seen, cur = {f["code"]}, cause
+        while cur in cause_of and cur not in seen:
+            seen.add(cur)
+            cur = cause_of[cur]
+        if cur in seen:  # the chain comes back to this code: nothing is a root
+            continue
+        out.setdefault(cause, []).append(f)
+    return out
+
+
+def _problem_counts(rep: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(root problems, problems that follow from another, root errors, root warnings)."""
+    folded = {id(f) for fs in folding(rep).values() for f in fs}
+    roots = followers = errors = warnings = 0
+    for c in rep["checks"]:
+        for f in c["findings"]:
+            if f["severity"] not in PROBLEM_SEVERITIES:
+                continue
+            if id(f) in folded:
+                followers += 1
+                continue
+            roots += 1
+            errors += f["severity"] == "error"
+            warnings += f["severity"] == "warning"
+    return roots, followers, errors, warnings
+
+
+def undecided(rep: dict[str, Any]) -> str:
+    """What could not be established, as the end of a sentence ('' when everything was)."""
+    names = [f"{c['title']} ({c['id']})" for c in rep["checks"] if c["status"] == "unknown"]
+    if not names:
+        return ""
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return f"{listed} could not be established"
 
 
 def summary_line(rep: dict[str, Any]) -> str:
+    """The headline: a sentence that says the verdict, then the counts of root causes and checks."""
     s = rep["summary"]
     host = rep["host"]
     name = host.get("hostname") or host["label"]
-    return (
-        f"{rep['status'].upper()}: {name} ({host['kind']}, profile {rep['profile']}) is "
-        f"{VERDICT.get(rep['status'], rep['status'])} - {s['errors']} error(s), {s['warnings']} warning(s), "
-        f"{s['checks']} checks ({s['pass']} pass, {s['warn']} warn, {s['fail']} fail, "
-        f"{s['unknown']} unknown, {s['skip']} skipped)"
+    status = rep["status"]
+    head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']})"
+    missing = undecided(rep)
+    if status == "unknown" or status not in VERDICT:
+        head += f": could not decide: {missing or 'no check could judge this host'}"
+    else:
+        head += f" {VERDICT[status]}"
+        if missing:
+            head += f"; could not decide: {missing}"
+    roots, followers, errors, warnings = _problem_counts(rep)
+    problems = _plural(roots, "problem") if roots else "no problems"
+    if errors and warnings:
+        problems += f" ({_plural(errors, 'error')}, {_plural(warnings, 'warning')})"
+    if followers:
+        problems += f" (and {followers} that follow from {'it' if roots == 1 else 'them'})"
+    counts = ", ".join(
+        f"{s[k]} {word}" for k, word in (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("unknown", "unknown"), ("skip", "skipped")) if s.get(k)
     )
+    return f"{head} - {problems}; {_plural(s['checks'], 'check')}" + (f" ({counts})" if counts else "")
+
+
+def _remedy_lines(remedy: str, indent: int) -> list[Line]:
+    remedy = remedy.rstrip()
+    if "\n" not in remedy:
+        return [(indent, [("fix: ", "dim"), (remedy, "dim")], False)]
+    out: list[Line] = [(indent, [("fix:", "dim")], False)]
+    for raw in remedy.splitlines():
+        raw = raw.rstrip()
+        # Indented lines and YAML list items are commands or YAML: copied as they are.
+        verbatim = raw[:1].isspace() or raw.startswith("- ")
+        out.append((indent + 2, [(raw, "")], verbatim))
+    return out
+
+
+def _finding_lines(f: dict[str, Any], indent: int, folds: dict[str, list[dict[str, Any]]], done: set[int], prefix: str = "") -> list[Line]:
+    sev = f["severity"]
+    segs = [(prefix, "dim")] if prefix else []
+    segs += [(f["code"], SEV_STYLE.get(sev, "")), (" ", ""), (f["subject"], "bold"), (": " + f["message"], "")]
+    out: list[Line] = [(indent, segs, False)]
+    if f.get("remedy") and not prefix:
+        out += _remedy_lines(f["remedy"], indent + 2)
+    for sub in folds.get(f["code"], ()):
+        if id(sub) in done:
+            continue
+        done.add(id(sub))
+        out += _finding_lines(sub, indent + 2, folds, done, prefix=f"follows from {f['code']}: ")
+    return out
+
+
+def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
+    folds = folding(rep, verbose)
+    folded = {id(f): cause for cause, fs in folds.items() for f in fs}
+    done: set[int] = set()
+    status = rep["status"]
+    out: list[Line] = [(0, [(summary_line(rep), STYLE.get(status, ""))], False), (0, [], False)]
+    for chk in rep["checks"]:
+        st = chk["status"]
+        segs = [(f"[{ICON.get(st, st)}] ", STYLE.get(st, "")), (f"{chk['id']:<16}", "bold"), (chk["title"], "")]
+        if chk.get("reason"):
+            segs.append((f"  ({chk['reason']})", "dim"))
+        out.append((0, segs, False, 7))  # a wrapped reason continues under the check id
+        elsewhere: dict[str, int] = {}
+        for f in chk["findings"]:
+            if not _shown(f, verbose):
+                continue
+            if id(f) in folded:
+                elsewhere[folded[id(f)]] = elsewhere.get(folded[id(f)], 0) + 1
+                continue
+            out += _finding_lines(f, 4, folds, done)
+        for cause, n in elsewhere.items():
+            out.append((4, [(f"({_plural(n, 'finding')} following from {cause}, shown under it)", "dim")], False))
+    if rep.get("labels"):
+        out.append((0, [], False))
+        out.append((0, [("Node labels:", "bold")], False))
+        for k, v in rep["labels"].items():
+            out.append((2, [(f"{k}={v}", "")], True))
+    if rep["summary"]["errors"] or rep["summary"]["warnings"]:
+        out.append((0, [], False))
+        out.append((0, [("`rdmadoctor explain CODE` tells more about any code above.", "dim")], False))
+    return out
+
+
+def _wrap(text: str, width: int) -> list[tuple[int, int]]:
+    """(start, end) of each line of ``text`` wrapped greedily at ``width``, never inside a word."""
+    spans: list[tuple[int, int]] = []
+    start = end = -1
+    for m in _WORD.finditer(text):
+        if start < 0:
+            start, end = m.start(), m.end()
+        elif m.end() - start <= width:
+            end = m.end()
+        else:
+            spans.append((start, end))
+            start, end = m.start(), m.end()
+    if start >= 0:
+        spans.append((start, end))
+    return spans
+
+
+def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> None:
+    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console."""
+    if console is None:
+        stream = sys.stdout if stream is None else stream
+        if not _is_terminal(stream):
+            stream.write("".join(" " * ln[0] + "".join(t for t, _ in ln[1]).rstrip() + "\n" if ln[1] else "\n" for ln in lines))
+            return
+        console = _console(file=stream)
+    from rich.text import Text
+
+    wrap = console.is_terminal
+    width = max(20, console.width)
+    for ind, segs, verbatim, *more in lines:
+        hang = more[0] if more else 0
+        text = Text()
+        for t, style in segs:
+            text.append(t, style=style or None)
+        plain = text.plain.rstrip()
+        if not plain:
+            console.print()
+            continue
+        if verbatim or not wrap:
+            spans = [(0, len(plain))]
+        else:
+            first = _wrap(plain, width - ind)
+            spans = first[:1] + (_wrap(plain[first[0][1]:], width - ind - hang) if len(first) > 1 else [])
+            spans = spans[:1] + [(a + first[0][1], b + first[0][1]) for a, b in spans[1:]]
+        for i, (a, b) in enumerate(spans):
+            console.print(Text(" " * (ind + (hang if i else 0))) + text[a:b], soft_wrap=True)
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):
+        return False
+
+
+def _console(stderr: bool = False, file: Any = None):
+    """A rich console for rdmadoctor's output. A closed pipe raises BrokenPipeError to the
+    command, which keeps its exit code (rich alone would exit 1: a PASS read by `head` is no FAIL)."""
+    from rich.console import Console
+
+    con = Console(stderr=stderr, file=file, highlight=False, soft_wrap=False, emoji=False)
+
+    def on_broken_pipe() -> None:
+        con.quiet = True
+        raise BrokenPipeError
+
+    con.on_broken_pipe = on_broken_pipe
+    return con
+
+
+console = _console
 
 
 def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = None) -> None:
-    from rich.padding import Padding
-    from rich.text import Text
-
-    con = console or _console()
-    status = rep["status"]
-    con.print(Text(summary_line(rep), style=STYLE.get(status, "")))
-    con.print()
-    for chk in rep["checks"]:
-        st = chk["status"]
-        line = Text()
-        line.append(f"[{ICON.get(st, st)}] ", style=STYLE.get(st, ""))
-        line.append(f"{chk['id']:<16}", style="bold")
-        line.append(chk["title"])
-        if chk.get("reason"):
-            line.append(f"  ({chk['reason']})", style="dim")
-        con.print(line)
-        for f in chk["findings"]:
-            if f["severity"] == "info" and not verbose:
-                continue
-            sev = f["severity"]
-            head = Text()
-            head.append(f["code"], style=SEV_STYLE.get(sev, ""))
-            head.append(" ")
-            head.append(f["subject"], style="bold")
-            head.append(": " + f["message"])
-            con.print(Padding(head, (0, 0, 0, 4), expand=False))
-            if f.get("remedy"):
-                remedy = f["remedy"].rstrip()
-                # Padding keeps wrapped lines indented under their finding.
-                if "\n" in remedy:
-                    con.print(Padding(Text("fix:", style="dim"), (0, 0, 0, 6), expand=False))
-                    con.print(Padding(Text(remedy), (0, 0, 0, 8), expand=False))
-                else:
-                    con.print(Padding(Text("fix: " + remedy, style="dim"), (0, 0, 0, 6), expand=False))
-    if rep.get("labels"):
-        con.print()
-        con.print("Node labels:", style="bold")
-        for k, v in rep["labels"].items():
-            con.print(Text(f"  {k}={v}"))
+    write_lines(report_lines(rep, verbose), console=console)
     for err in rep.get("plugin_errors", []):
-        _console(stderr=True).print(Text(f"warning: {err}", style="yellow"))
-    if rep["summary"]["errors"] or rep["summary"]["warnings"]:
-        con.print()
-        con.print("`rdmadoctor explain CODE` tells more about any code above.", style="dim")
+        sys.stderr.write(f"warning: {err}\n")
 
 
 def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
