@@ -95,7 +95,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
             defaults, opts.profile, opts.config, opts.pool, expectations.parse_set(opts.sets)
         )
     except expectations.ConfigError as e:
-        raise UsageError(str(e)) from e
+        raise UsageError(str(e), e.hint) from e
     if host is None:
         host = open_target(opts)
     if opts.timeout is not None:

@@ -109,4 +109,4 @@ def test_the_schema_names_every_key_the_report_has():
     rep = _broken_pod()
     props = _schema()["properties"]
     assert set(rep) <= set(props)
-    assert set(_schema()["required"]) == set(rep) - {"time"}  # "time" is required once every report has it
+    assert set(_schema()["required"]) == set(rep)

@@ -77,6 +77,10 @@ SPEC: dict[str, Expect] = {
         True, "bool", nullable=False,
         doc="A pod without CAP_IPC_LOCK and a limited memlock is an error.",
     ),
+    "job_uid": Expect(
+        None, "int", "uid", min=0, max=4294967294, null_means="the uid of this check's process", example=1000,
+        doc="The uid the training process runs as (preflight --job-uid): the memlock verdict is for it.",
+    ),
     "expected_gpus": Expect(
         None, "int", "GPUs", min=0, max=1024, null_means="any number", example=8,
         doc="Number of GPUs expected; fewer is GPU_COUNT_LOW (0: no expectation).",
