@@ -245,9 +245,8 @@ def test_a_5xx_is_retried_once(api, kubeconfig):
 def test_a_lasting_5xx_gives_up_after_one_retry(api, kubeconfig):
     api.fail_next(100, 500, methods=("POST",))
     p = pub(kubeconfig)
-    t = time.monotonic()
     assert p.publish(report(PORT_DOWN, MEMLOCK, PEERMEM)) == ["node", "node-status"]
-    assert time.monotonic() - t < 3
+    # One retry of the first event, then the others are not tried at all.
     assert len(api.event_posts()) == 2
     assert p.events_failed == 3 and "HTTP 500" in p.event_errors[0] and "not retried further" in p.event_errors[0]
 
@@ -255,9 +254,9 @@ def test_a_lasting_5xx_gives_up_after_one_retry(api, kubeconfig):
 def test_event_timeouts_are_bounded(api, kubeconfig):
     api.slow_next(100, 1.0, methods=("POST",))
     p = pub(kubeconfig, timeout=0.3)
-    t = time.monotonic()
     assert p.publish(report(PORT_DOWN, MEMLOCK)) == ["node", "node-status"]
-    assert time.monotonic() - t < 3  # two timed-out tries of the first event, then no more
+    # Two timed-out tries of the first event (a 1 s answer would have succeeded without the
+    # 0.3 s timeout), then no more: both events count as failed.
     assert len(api.event_posts()) == 2 and p.events_failed == 2
 
 
