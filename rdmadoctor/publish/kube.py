@@ -38,7 +38,16 @@ from typing import IO, Callable
 
 from rdmadoctor.output import conditions as C
 from rdmadoctor.core import labels as L
-from rdmadoctor.publish import Publisher, PublishConfigError, PublishError, node_labels, normalize_prefix, owned_annotation
+from rdmadoctor.publish.base import (
+    Publisher,
+    PublishConfigError,
+    PublishError,
+    node_labels,
+    normalize_prefix,
+    owned_annotation,
+    parse_rfc3339,
+    rfc3339,
+)
 
 INSTALL_HINT = "pip install 'rdmadoctor[k8s]'"
 FIELD_MANAGER = "rdmadoctor"
@@ -52,15 +61,7 @@ _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
 
 
-def _rfc3339(ts: float) -> str:
-    from rdmadoctor.publish.nfd import rfc3339
-
-    return rfc3339(ts)
-
-
 def _parse_time(text: str) -> float | None:
-    from rdmadoctor.publish.nfd import parse_rfc3339
-
     return parse_rfc3339(text) if text else None
 
 
@@ -113,7 +114,7 @@ def event_body(node: str, uid: str | None, event: dict, now: float) -> dict:
     ref = {"apiVersion": "v1", "kind": "Node", "name": node}
     if uid:
         ref["uid"] = uid
-    stamp = _rfc3339(now)
+    stamp = rfc3339(now)
     return {
         "apiVersion": "v1",
         "kind": "Event",
@@ -359,7 +360,7 @@ class NodePublisher(Publisher):
             now = self.clock()
             wanted_c = C.compute(report)
             current = (node.get("status") or {}).get("conditions") or []
-            send = C.plan(wanted_c, current, _rfc3339(now), now, self.heartbeat, _parse_time)
+            send = C.plan(wanted_c, current, rfc3339(now), now, self.heartbeat, _parse_time)
             # Computed from this GET, sent only once the patch recording the change succeeded: a
             # retried cycle starts from a fresh GET, so a transition is never announced twice.
             events = C.transitions(wanted_c, current)

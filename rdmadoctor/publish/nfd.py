@@ -30,37 +30,26 @@ import errno
 import os
 import sys
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
 from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
-from rdmadoctor.publish import DEFAULT_FEATURES_DIR, FEATURE_FILE, Publisher, PublishError, node_labels
+from rdmadoctor.publish.base import (
+    DEFAULT_FEATURES_DIR,
+    FEATURE_FILE,
+    Publisher,
+    PublishError,
+    node_labels,
+    parse_rfc3339,
+    rfc3339,
+)
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
 MAX_FILE_BYTES = 65536
 EXPIRY_DIRECTIVE = "# +expiry-time="
 # A temp file a killed writer left behind (NFD ignores it) is removed once older than this.
 STALE_TEMP_SECONDS = 60
-
-
-def rfc3339(ts: float) -> str:
-    """UTC, whole seconds, 'Z': what Go's time.Parse(time.RFC3339, ...) reads."""
-    return datetime.fromtimestamp(int(ts), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_rfc3339(text: str) -> float | None:
-    text = text.strip()
-    try:
-        if text.endswith(("Z", "z")):
-            text = text[:-1] + "+00:00"
-        dt = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if dt.tzinfo is None:  # RFC 3339 requires an offset; Go would refuse it too
-        return None
-    return dt.timestamp()
 
 
 def _priority(key: str) -> tuple:

@@ -1,0 +1,153 @@
+"""The gate: the checks that decide whether *this pod* can train over RDMA -> problems,
+warnings, what could not be established, and the pod-spec YAML that fixes the problems.
+
+Which checks gate a pod is declared by each check (``Check.gate``), third-party ones included:
+no list here to keep in step with ``checks/``.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.preflight.errors import PreflightError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+GO, NO_GO, UNKNOWN_VERDICT = "go", "no-go", "unknown"
+VERDICT_TEXT = {GO: "GO", NO_GO: "NO-GO", UNKNOWN_VERDICT: "UNKNOWN"}
+EXIT = {GO: 0, NO_GO: 1, UNKNOWN_VERDICT: 2}
+
+
+class Gate:
+    """The outcome of the checks: verdict, problems, warnings, what could not be established."""
+
+    def __init__(self, report: dict[str, Any], expect: dict[str, Any], strict: bool):
+        self.report = report
+        self.strict = strict
+        self.problems: list[dict[str, Any]] = []
+        self.warnings: list[dict[str, Any]] = []
+        self.unknown: list[dict[str, Any]] = []
+        self.info: list[dict[str, Any]] = []  # shown with --verbose only
+        from rdmadoctor.output.podspec import PodFix
+
+        self.fix = PodFix()
+        for check in report.get("checks", []):
+            listed = False
+            for f in check.get("findings", []):
+                item = dict(f, check=check["id"])
+                sev = f.get("severity")
+                if sev == "error" or (sev == "warning" and strict):
+                    item["pod_fix"] = self.fix.add(f.get("pod"))
+                    self.problems.append(item)
+                elif sev == "warning":
+                    # Warnings do not block, so their fixes stay out of the YAML of a GO.
+                    item["pod_fix"] = None
+                    self.warnings.append(item)
+                elif sev == "unknown":
+                    self.unknown.append(item)
+                else:
+                    self.info.append(item)
+                    continue
+                listed = True
+            if check.get("status") == "unknown" and not listed:
+                # A probe that could not run at all: no finding, only the reason.
+                self.unknown.append(
+                    {"check": check["id"], "code": "UNKNOWN", "severity": "unknown", "subject": check["id"],
+                     "message": check.get("reason") or "could not be established", "remedy": ""}
+                )
+        code = int(report.get("exit_code", 2))
+        self.verdict = GO if code == 0 else NO_GO if code == 1 else UNKNOWN_VERDICT
+
+
+def expectation_sets(
+    sets: list[str], expect_hcas: int | None, min_rate: float | None, job_uid: int | None = None
+) -> list[str]:
+    """``--expect-hcas`` / ``--min-rate`` / ``--job-uid`` as ``--set`` items, after the user's so that they win."""
+    out = list(sets)
+    if expect_hcas is not None:
+        out.append(f"expected_hcas={int(expect_hcas)}")
+    if min_rate is not None:
+        out.append(f"min_rate_gbps={min_rate:g}")
+    if job_uid is not None:
+        out.append(f"job_uid={int(job_uid)}")
+    return out
+
+
+def _matches(cid: str, patterns: list[str]) -> bool:
+    return any(cid == p or cid.startswith(p + ".") for p in patterns)
+
+
+def select_checks(checks: list, only: list[str] | None = None, skip: list[str] | None = None) -> list[str]:
+    """The ids preflight runs: every check that declares ``gate=True``, narrowed by ``--only``.
+
+    ``--only`` picks among those (ids or families, like ``check --only``); a check that does not
+    gate a pod is refused by name rather than quietly dropped. ``--skip`` is left to the runner,
+    but a selection it empties is refused here: a gate that ran nothing must not say GO.
+    """
+    from rdmadoctor.runner import split_ids
+
+    gated = [c.id for c in checks if c.gate]
+    known = [c.id for c in checks]
+    only_ids, skip_ids = split_ids(list(only or [])), split_ids(list(skip or []))
+    for pat in only_ids + skip_ids:
+        if not any(_matches(cid, [pat]) for cid in known):
+            raise PreflightError(f"no check matches {pat!r}", "list them with `rdmadoctor list-checks`")
+    for pat in only_ids:
+        if not any(_matches(cid, [pat]) for cid in gated):
+            raise PreflightError(
+                f"--only {pat}: not a check preflight gates a pod on",
+                f"preflight runs {', '.join(gated)}; `rdmadoctor check --only {pat}` runs the others",
+            )
+    chosen = [cid for cid in gated if not only_ids or _matches(cid, only_ids)]
+    if not [cid for cid in chosen if not _matches(cid, skip_ids)]:
+        raise PreflightError(
+            "--only/--skip leave no check to run", f"preflight runs {', '.join(gated)}; skip fewer of them"
+        )
+    return chosen
+
+
+def gate(
+    *,
+    root: str | None = None,
+    bundle: str | None = None,
+    example: str | None = None,
+    profile: str = "generic",
+    config: str | None = None,
+    pool: str | None = None,
+    sets: list[str] | None = None,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    expect_hcas: int | None = None,
+    min_rate: float | None = None,
+    job_uid: int | None = None,
+    strict: bool = False,
+    timeout: float | None = None,
+) -> Gate:
+    """Run the gating checks; raises PreflightError (a UsageError) on a bad option or source."""
+    from rdmadoctor.engine.registry import load_checks
+    from rdmadoctor.runner import Options, diagnose
+
+    if expect_hcas is not None and expect_hcas < 1:
+        raise PreflightError(f"--expect-hcas must be at least 1, got {expect_hcas}")
+    if min_rate is not None and not min_rate > 0:
+        raise PreflightError(f"--min-rate must be a positive rate in Gb/s, got {min_rate:g}")
+    if job_uid is not None and job_uid < 0:
+        raise PreflightError(f"--job-uid must be a user id (0 or more), got {job_uid}", "e.g. --job-uid 1000 (`id -u` in the job's image)")
+    if timeout is not None and not timeout > 0:
+        raise PreflightError(f"--timeout must be a positive number of seconds, got {timeout:g}", "it bounds each tool the checks run, as in `check`; the wait for rank 0 is --master-timeout")
+    checks, _ = load_checks()
+    opts = Options(
+        root=root,
+        bundle=bundle,
+        example=example,
+        profile=profile or "generic",
+        config=config,
+        pool=pool,
+        sets=expectation_sets(list(sets or []), expect_hcas, min_rate, job_uid),
+        only=select_checks(checks, only, skip),
+        skip=list(skip or []),
+        strict=strict,
+        timeout=timeout,
+    )
+    diag = diagnose(opts)
+    return Gate(diag.report, diag.ctx.expect, strict)

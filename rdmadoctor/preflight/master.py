@@ -1,0 +1,330 @@
+"""Where rank 0 listens, and waiting until it accepts a TCP connection (``--wait-for-master``).
+
+The address is read from the live process environment (also when the checks read a bundle):
+the job's rank 0 is a fact of this pod's life, not of the node. DNS alone proves nothing, so
+the wait ends on a real TCP connect. socket and threading are imported only when it runs.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.preflight.errors import PreflightError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+# torchrun's and torch.distributed's default --master-port.
+TORCH_MASTER_PORT = 29500
+# Volcano's pytorch job plugin (pkg/controllers/job/plugins/distributed-framework/pytorch) opens
+# and exports port 23456 unless given --port, but sets MASTER_PORT only on the pod's regular
+# containers: an init container sees the svc plugin's VC_<TASK>_HOSTS and no MASTER_PORT.
+VOLCANO_PYTORCH_PORT = 23456
+
+def master_codes() -> tuple:
+    """The codes only preflight raises (the master wait), for `rdmadoctor explain`."""
+    from rdmadoctor.core.model import Code
+
+    return (
+        Code(
+            "MASTER_UNRESOLVED",
+            "Master address does not resolve",
+            "`preflight --wait-for-master` never got a DNS answer for MASTER_ADDR (or the first host of "
+            "VC_<TASK>_HOSTS) before --master-timeout. torch.distributed would hang in init_process_group and "
+            "then fail with a rendezvous timeout, after the whole job had been scheduled.",
+            "Check the name: PyTorchJob and Volcano's svc plugin create a headless Service named like the "
+            "pods' subdomain; `kubectl get svc,pods -n <ns>` should show it and the master pod. "
+            "Raise --master-timeout when the master pod starts slowly.",
+        ),
+        Code(
+            "MASTER_UNREACHABLE",
+            "Master port does not accept connections",
+            "MASTER_ADDR resolves, but nothing accepted a TCP connection on MASTER_PORT before --master-timeout: "
+            "rank 0 is not running, not listening on that port yet, or a NetworkPolicy drops the traffic.",
+            "`kubectl logs` of rank 0; make MASTER_PORT the port rank 0 listens on (torchrun: 29500 unless "
+            "--master-port is given; Volcano's pytorch plugin: 23456); allow pod-to-pod traffic on it; raise "
+            "--master-timeout if rank 0 runs its own preflight or pulls a large image first.",
+        ),
+    )
+
+
+class Master:
+    """Where to wait: ``host:port``, where each came from, and why not to wait (rank 0)."""
+
+    def __init__(self, host: str, port: int, host_source: str, port_source: str, self_reason: str | None = None):
+        self.host = host
+        self.port = port
+        self.host_source = host_source
+        self.port_source = port_source
+        self.self_reason = self_reason
+
+    @property
+    def endpoint(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def _is_ip(text: str) -> bool:
+    import ipaddress
+
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _volcano_hosts(env: dict[str, str]) -> dict[str, str]:
+    """VC_<TASK>_HOSTS of Volcano's svc plugin: task name upper-cased, '-' as '_', hosts joined by ','."""
+    return {k: v for k, v in env.items() if k.startswith("VC_") and k.endswith("_HOSTS") and len(k) > 9 and v.strip()}
+
+
+def find_master(
+    env: dict[str, str],
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    hostname: str | None = None,
+) -> Master:
+    """Rank 0's address and port, from flags, then MASTER_ADDR/PORT, then Volcano's hosts lists.
+
+    ``env`` is the live process environment: the job's rank-0 address is a fact of this pod's
+    life, not of the node, so a ``--bundle`` never supplies it.
+    """
+    vc_task_list = None
+    if master_addr:
+        host, host_source = master_addr, "--master-addr"
+    elif env.get("MASTER_ADDR", "").strip():
+        host, host_source = env["MASTER_ADDR"], "MASTER_ADDR"
+    elif env.get("PET_MASTER_ADDR", "").strip():  # torchrun reads its options from PET_* too
+        host, host_source = env["PET_MASTER_ADDR"], "PET_MASTER_ADDR"
+    else:
+        lists = _volcano_hosts(env)
+        # The pytorch plugin's master task is "master"; a job of one task (torchrun with
+        # --node-rank $VC_TASK_INDEX) has its rank 0 first in its only list.
+        key = "VC_MASTER_HOSTS" if "VC_MASTER_HOSTS" in lists else (next(iter(lists)) if len(lists) == 1 else None)
+        if key is None:
+            if lists:
+                raise PreflightError(
+                    f"--wait-for-master: no MASTER_ADDR, and Volcano hosts lists of several tasks "
+                    f"({', '.join(sorted(lists))}) without VC_MASTER_HOSTS: which one holds rank 0 is not known",
+                    "give --master-addr HOST (in the pod spec: --master-addr=$(VC_<TASK>_HOSTS) takes its first host)",
+                )
+            raise PreflightError(
+                "--wait-for-master: no MASTER_ADDR in the environment and no Volcano VC_<TASK>_HOSTS: "
+                "the address of rank 0 is not known",
+                "set MASTER_ADDR (PyTorchJob and Volcano's pytorch plugin set it in the main container, not in "
+                "init containers: add it to the init container's env), or give --master-addr HOST",
+            )
+        host, host_source, vc_task_list = lists[key], f"first host of {key}", key
+    # A list (VC_*_HOSTS, or --master-addr=$(VC_MASTER_HOSTS) in the pod spec): rank 0 is first.
+    host = host.split(",")[0].strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host:
+        raise PreflightError(f"--wait-for-master: {host_source} is empty")
+    if master_port is not None:
+        port, port_source = master_port, "--master-port"
+    else:
+        raw, port_source = None, ""
+        for name in ("MASTER_PORT", "PET_MASTER_PORT"):
+            if env.get(name, "").strip():
+                raw, port_source = env[name].strip(), name
+                break
+        if raw is None:
+            if vc_task_list:
+                port, port_source = VOLCANO_PYTORCH_PORT, "Volcano pytorch plugin's default port (no MASTER_PORT)"
+            else:
+                port, port_source = TORCH_MASTER_PORT, "torchrun's default port (no MASTER_PORT)"
+        else:
+            try:
+                port = int(raw)
+            except ValueError:
+                port = -1
+            if not 1 <= port <= 65535:
+                raise PreflightError(f"--wait-for-master: {port_source}={raw!r} is not a port number (1-65535)")
+    if not 1 <= port <= 65535:
+        raise PreflightError(f"--master-port {port} is not a port number (1-65535)")
+    return Master(host, port, host_source, port_source, _rank0_reason(env, host, hostname, vc_task_list))
+
+
+def _rank0_reason(env: dict[str, str], host: str, hostname: str | None, vc_task_list: str | None) -> str | None:
+    """Why this pod is rank 0 (it would wait for itself), or None.
+
+    PyTorchJob and Volcano's pytorch plugin set RANK (the pod's rank, 0 on the master) in the
+    main containers only; in an init container the hostname tells: both name the master after
+    its pod (PyTorchJob's MASTER_ADDR ``<job>-master-0``, Volcano's ``<job>-master-0.<job>``,
+    and both set the pod's hostname to the pod's name).
+    """
+    for name in ("RANK", "NODE_RANK", "PET_NODE_RANK", "GROUP_RANK"):
+        if env.get(name, "").strip() == "0":
+            return f"{name}=0"
+    if env.get("WORLD_SIZE", "").strip() == "1":
+        return "WORLD_SIZE=1"
+    if hostname is None:
+        import socket
+
+        hostname = socket.gethostname()
+    if hostname and not _is_ip(host):
+        mine = hostname.split(".")[0].lower()
+        if host.rstrip(".").split(".")[0].lower() == mine:
+            return f"the master {host} is this pod (hostname {hostname})"
+    if vc_task_list and env.get("VC_TASK_INDEX", "").strip() == "0" and len(_volcano_hosts(env)) == 1:
+        return f"VC_TASK_INDEX=0 in the job's only task ({vc_task_list})"
+    return None
+
+
+def own_addresses() -> set[str]:
+    """This pod's non-loopback IP addresses (rank 0 when the master resolves to one of them)."""
+    try:
+        import psutil
+
+        addrs = psutil.net_if_addrs()
+    except Exception:  # noqa: BLE001 - only an optimisation: without it the pod just waits
+        return set()
+    import ipaddress
+    import socket
+
+    out = set()
+    for entries in addrs.values():
+        for a in entries:
+            if a.family not in (socket.AF_INET, socket.AF_INET6):
+                continue
+            ip = a.address.split("%")[0]
+            try:
+                if ipaddress.ip_address(ip).is_loopback:
+                    continue
+            except ValueError:
+                continue
+            out.add(ip)
+    return out
+
+
+class WaitResult:
+    def __init__(self) -> None:
+        self.ok = False
+        self.is_self = False  # the master turned out to be this pod
+        self.attempts = 0
+        self.seconds = 0.0
+        self.resolved: list[str] = []
+        self.last_error = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "attempts": self.attempts,
+            "seconds": round(self.seconds, 3),
+            "resolved": list(self.resolved),
+            "last_error": self.last_error or None,
+        }
+
+
+def _resolve(host: str, port: int, limit: float) -> list[tuple]:
+    """getaddrinfo in a helper thread: a lookup that hangs in the resolver (retries, ndots:5
+    search lists) cannot be interrupted, but the main thread's wait can, by SIGTERM or Ctrl-C."""
+    import socket
+    import threading
+
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["infos"] = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        except Exception as e:  # noqa: BLE001 - reported as the attempt's error
+            box["error"] = e
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="rdmadoctor-dns", daemon=True).start()
+    if not done.wait(max(limit, 0.01)):
+        raise TimeoutError(f"DNS lookup of {host} still unanswered after {limit:.1f} s")
+    if "error" in box:
+        raise box["error"]
+    return box["infos"]
+
+
+def _describe_error(e: BaseException) -> str:
+    import socket
+
+    if isinstance(e, socket.gaierror):
+        return f"DNS: {e.strerror or e}"
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return str(e) or "timed out"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {e}"
+
+
+def wait_for_master(
+    master: Master,
+    timeout: float,
+    *,
+    log: Callable[[str], None] | None = None,
+    own: Callable[[], set[str]] = own_addresses,
+    connect_timeout: float = 3.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> WaitResult:
+    """Retry DNS and a TCP connect to ``master`` until one connect succeeds or ``timeout`` passes.
+
+    DNS alone proves nothing: a headless service's record appears once the pod is scheduled,
+    long before its training process listens (the training operator's own init container
+    stops at nslookup). Backoff with jitter: a thousand workers start together.
+
+    ``clock``/``sleep`` (default: time.monotonic/time.sleep) let a test see the backoff without
+    waiting it out.
+    """
+    import random
+    import socket
+    import time
+
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    res = WaitResult()
+    start = clock()
+    deadline = start + max(timeout, 0.0)
+    delay, last_log = 0.25, start
+    checked_self = False
+    while True:
+        res.attempts += 1
+        try:
+            infos = _resolve(master.host, master.port, deadline - clock())
+            addrs: list[tuple] = []
+            for family, kind, proto, _, sockaddr in infos:
+                if (family, sockaddr) not in [(f, s) for f, _, _, s in addrs]:
+                    addrs.append((family, kind, proto, sockaddr))
+            res.resolved = [s[0] for _, _, _, s in addrs]
+            if not checked_self:
+                checked_self = True
+                if set(res.resolved) & own():
+                    res.is_self = True
+                    res.ok = True
+                    break
+            errors = []
+            for family, kind, proto, sockaddr in addrs:
+                left = deadline - clock()
+                s = socket.socket(family, kind, proto)
+                try:
+                    s.settimeout(min(connect_timeout, max(left, 0.05)))
+                    s.connect(sockaddr)
+                    res.ok = True
+                    break
+                except OSError as e:
+                    errors.append(f"connect {sockaddr[0]} port {master.port}: {_describe_error(e)}")
+                finally:
+                    s.close()
+            if res.ok:
+                break
+            res.last_error = "; ".join(errors) or "no address to connect to"
+        except (OSError, TimeoutError) as e:
+            res.last_error = _describe_error(e)
+        now = clock()
+        if now >= deadline:
+            break
+        if log is not None and res.attempts == 1:
+            log(f"{master.endpoint} not reachable yet ({res.last_error}); retrying with backoff")
+        elif log is not None and now - last_log >= 10:
+            last_log = now
+            log(f"still waiting for {master.endpoint} ({now - start:.0f} s, attempt {res.attempts}): {res.last_error}")
+        sleep(min(delay * random.uniform(0.8, 1.2), max(deadline - now, 0)))
+        delay = min(delay * 2, 5.0)
+    res.seconds = clock() - start
+    return res

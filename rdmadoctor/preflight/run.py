@@ -1,0 +1,243 @@
+"""The whole ``rdmadoctor preflight`` run: gate, wait for rank 0, print the verdict, exec the job.
+
+Usage problems are raised (:class:`~rdmadoctor.preflight.errors.PreflightError`, a
+``UsageError``) before anything is printed; ``rdmadoctor.cli.preflight`` prints them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rdmadoctor.preflight.errors import PreflightError
+from rdmadoctor.preflight.gate import EXIT, GO, NO_GO, gate
+from rdmadoctor.preflight.master import WaitResult, find_master, wait_for_master
+from rdmadoctor.preflight.render import render_text, tty_colour
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SCHEMA = "rdmadoctor.preflight/v1"
+# How long --wait-for-master waits for rank 0 unless --master-timeout says otherwise.
+MASTER_TIMEOUT = 300.0
+
+
+class Signalled(BaseException):
+    """SIGTERM while waiting: leave at once (exit 128 + signum)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def exec_command(argv: list[str]) -> int:
+    """Replace this process with ``argv`` (same PID: the pod's process tree does not change)."""
+    import signal
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe must not keep the job from starting
+            pass
+    # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec:
+    # give the job the defaults it would have had without us (subprocess' restore_signals).
+    for name in ("SIGPIPE", "SIGXFSZ"):
+        sig = getattr(signal, name, None)
+        if sig is not None:
+            signal.signal(sig, signal.SIG_DFL)
+    try:
+        os.execvp(argv[0], argv)
+    except FileNotFoundError:
+        sys.stderr.write(
+            f"rdmadoctor preflight: cannot run {argv[0]!r}: command not found "
+            f"(PATH={os.environ.get('PATH', '')})\n"
+        )
+        return 127
+    except OSError as e:  # PermissionError included: not executable
+        sys.stderr.write(f"rdmadoctor preflight: cannot run {argv[0]!r}: {e.strerror or e}\n")
+        return 126
+    return 126  # not reached: execvp returns only by raising
+
+
+def shell_join(argv: list[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(a) for a in argv)
+
+
+def _master_problem(master: Any, result: WaitResult, wait_s: float) -> dict[str, Any]:
+    ips = ", ".join(result.resolved) or "nothing"
+    unresolved = not result.resolved
+    return {
+        "check": "master",
+        "code": "MASTER_UNRESOLVED" if unresolved else "MASTER_UNREACHABLE",
+        "severity": "error",
+        "subject": master.endpoint,
+        "message": (
+            f"no TCP connection to {master.endpoint} within {wait_s:g} s "
+            f"({result.attempts} attempt(s)); resolved to: {ips}; last error: "
+            f"{result.last_error or 'none'}. Expected rank 0 to accept connections on "
+            "MASTER_PORT."
+        ),
+        "remedy": (
+            "DNS never answered: check the name (a headless Service named like the "
+            "pod's subdomain must exist; PyTorchJob and Volcano's svc plugin create one), "
+            "or that the master pod exists at all (kubectl get pods)."
+            if unresolved
+            else "Is the master pod running, and its training process started and listening "
+            "on this port (kubectl logs of rank 0)? A NetworkPolicy may drop the traffic; "
+            "MASTER_PORT must be the port rank 0 listens on. Raise --master-timeout if rank 0 "
+            "starts slowly (image pull, its own preflight)."
+        ),
+        "pod_fix": None,
+    }
+
+
+def run_preflight(
+    *,
+    root: str | None = None,
+    bundle: str | None = None,
+    example: str | None = None,
+    profile: str = "generic",
+    config: str | None = None,
+    pool: str | None = None,
+    sets: list[str] | None = None,
+    only: list[str] | None = None,
+    skip: list[str] | None = None,
+    expect_hcas: int | None = None,
+    min_rate: float | None = None,
+    job_uid: int | None = None,
+    strict: bool = False,
+    verbose: bool = False,
+    timeout: float | None = None,
+    wait: bool = False,
+    master_addr: str | None = None,
+    master_port: int | None = None,
+    master_timeout: float | None = None,
+    as_json: bool = False,
+    exec_argv: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> int:
+    """The whole command; returns the exit code (or does not return: exec).
+
+    ``timeout`` bounds each tool the checks run (as in ``check``); ``master_timeout`` bounds the
+    wait for rank 0. Raises PreflightError/UsageError on a usage problem, before any output.
+    """
+    import json
+    import signal
+
+    wait_s = MASTER_TIMEOUT if master_timeout is None else master_timeout
+    if not wait_s >= 0:
+        raise PreflightError(f"--master-timeout must be zero or more seconds, got {wait_s:g}")
+    if exec_argv is not None and not exec_argv:
+        raise PreflightError("--exec needs a command after --", "rdmadoctor preflight --exec -- torchrun --nproc_per_node=8 train.py")
+    env = dict(os.environ if env is None else env)
+    out, err = sys.stdout, sys.stderr
+    if wait and timeout is not None and master_timeout is None:
+        # --timeout was the rank-0 wait before it meant the tool timeout, as in `check`.
+        err.write(
+            f"rdmadoctor preflight: note: --timeout {timeout:g} bounds each tool the checks run; "
+            f"the wait for rank 0 is --master-timeout (now {wait_s:g} s)\n"
+        )
+
+    # As a container's PID 1 (an init container's command), the kernel ignores SIGTERM unless a
+    # handler is installed: the kubelet would wait the whole grace period for us.
+    def on_term(signum: int, frame: Any) -> None:
+        raise Signalled(signum)
+
+    old_term = None
+    try:
+        old_term = signal.signal(signal.SIGTERM, on_term)
+    except ValueError:  # not the main thread (an embedding caller): keep its handling
+        pass
+    try:
+        master = find_master(env, master_addr, master_port) if wait else None
+        g = gate(
+            root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
+            sets=sets, only=only, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, job_uid=job_uid,
+            strict=strict, timeout=timeout,
+        )
+        verdict = g.verdict
+        result: WaitResult | None = None
+        rank0 = master.self_reason if master is not None else None
+        note = ""
+        if master is not None:
+            if verdict != GO:
+                note = "not waited for: the checks did not pass"
+            elif master.self_reason:
+                note = f"this pod is rank 0 ({master.self_reason}): not waiting for itself"
+            else:
+                err.write(
+                    f"rdmadoctor preflight: checks passed; waiting up to {wait_s:g} s for the master "
+                    f"{master.endpoint} to accept a TCP connection\n"
+                )
+                err.flush()
+
+                def log(msg: str) -> None:
+                    err.write(f"rdmadoctor preflight: {msg}\n")
+                    err.flush()
+
+                result = wait_for_master(master, wait_s, log=log)
+                ips = ", ".join(result.resolved) or "nothing"
+                if result.is_self:
+                    rank0 = f"the master resolves to this pod's own address ({ips})"
+                    note = f"this pod is rank 0 (the master resolves to its own address {ips}): not waiting for itself"
+                elif result.ok:
+                    note = f"accepted a TCP connection after {result.seconds:.1f} s (resolved to {ips})"
+                else:
+                    verdict = NO_GO
+                    g.problems.append(_master_problem(master, result, wait_s))
+                    note = "never accepted a connection"
+        code = EXIT[verdict]
+        if as_json:
+            doc = {
+                "schema": SCHEMA,
+                "verdict": verdict,
+                "exit_code": code,
+                "checks": [c["id"] for c in g.report.get("checks", [])],
+                "problems": g.problems,
+                "warnings": g.warnings,
+                "unknown": g.unknown,
+                "pod_spec": g.fix.to_json() if g.fix and g.problems else None,
+                "pod_spec_yaml": g.fix.yaml() if g.fix and g.problems else None,
+                "master": None
+                if master is None
+                else {
+                    "host": master.host,
+                    "port": master.port,
+                    "host_source": master.host_source,
+                    "port_source": master.port_source,
+                    "rank0": rank0,
+                    "note": note,
+                    "wait": result.to_json() if result else None,
+                },
+                "exec": list(exec_argv) if exec_argv else None,
+                "report": g.report,
+            }
+            out.write(json.dumps(doc, indent=2) + "\n")
+        else:
+            out.write(render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose))
+        if exec_argv:
+            if code != 0:
+                err.write(f"rdmadoctor preflight: not running {shell_join(exec_argv)}\n")
+                return code
+            if not as_json:
+                out.write(f"exec: {shell_join(exec_argv)}\n")
+            if old_term is not None:
+                signal.signal(signal.SIGTERM, old_term)
+                old_term = None
+            return exec_command(list(exec_argv))
+        return code
+    except Signalled as e:
+        err.write(f"rdmadoctor preflight: stopped by signal {e.signum} (SIGTERM)\n")
+        return 128 + e.signum
+    except KeyboardInterrupt:
+        err.write("rdmadoctor preflight: interrupted\n")
+        return 130
+    finally:
+        if old_term is not None:
+            try:
+                signal.signal(signal.SIGTERM, old_term)
+            except ValueError:
+                pass
