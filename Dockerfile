@@ -28,7 +28,7 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /wheels /wheels
-# [k8s]: lightkube (direct mode) and prometheus-client (the agent's /metrics).
+# [k8s]: lightkube (direct mode); prometheus-client (the agent's /metrics) is a base dependency.
 RUN pip install --no-cache-dir "$(ls /wheels/rdmadoctor-*.whl)[k8s]" \
  && rm -rf /wheels
 

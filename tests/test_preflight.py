@@ -176,7 +176,7 @@ def test_expect_hcas_and_min_rate_override_the_profile():
     r = cli("--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr", "--expect-hcas", "12", "--json")
     assert r.returncode == 1
     doc = json.loads(r.stdout)
-    nodev = [p for p in doc["problems"] if p["code"] == "IB_NO_DEVICES"]
+    nodev = [p for p in doc["problems"] if p["code"] == "IB_DEVICE_COUNT_LOW"]
     assert len(nodev) == 1 and "expects 12" in nodev[0]["message"]
     # Fewer HCAs than expected is a node repair: no rdma/hca request in the YAML.
     assert doc["pod_spec_yaml"] is None

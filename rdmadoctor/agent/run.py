@@ -99,7 +99,7 @@ def run_agent(
             server = _start_server(metrics, agent, metrics_address, metrics_port)
         except ImportError as e:
             _close(publisher, log)
-            raise UsageError("the agent's /metrics needs prometheus-client", "pip install 'rdmadoctor[k8s]', or run with --metrics-port 0") from e
+            raise UsageError("the agent's /metrics needs prometheus-client", "pip install prometheus-client (a dependency of rdmadoctor; it is missing from this environment), or run with --metrics-port 0") from e
         except OSError as e:
             _close(publisher, log)
             raise UsageError(f"cannot serve metrics on {metrics_address}:{metrics_port}: {e.strerror or e}", "pick another --metrics-port, or 0 to turn metrics off") from e

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(run_check(**parsed))
     elif args and args[0] == "preflight":
         # Every init container of every job runs it: the same typer-free path as `check`.
-        from rdmadoctor.preflight import parse_argv, run_preflight
+        from rdmadoctor.cli.preflight import parse_argv, run_preflight
 
         parsed = parse_argv(args[1:])
         if parsed is not None:

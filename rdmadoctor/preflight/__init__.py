@@ -46,14 +46,6 @@ from rdmadoctor.preflight.run import MASTER_TIMEOUT, SCHEMA, Signalled, exec_com
 __all__ = [
     "EXIT", "GO", "MASTER_TIMEOUT", "NO_GO", "SCHEMA", "TORCH_MASTER_PORT", "UNKNOWN_VERDICT", "VERDICT_TEXT",
     "VOLCANO_PYTORCH_PORT", "Gate", "Master", "PreflightError", "Signalled", "WaitResult", "exec_command",
-    "expectation_sets", "find_master", "gate", "master_codes", "own_addresses", "parse_argv", "render_text",
+    "expectation_sets", "find_master", "gate", "master_codes", "own_addresses", "render_text",
     "run_preflight", "select_checks", "wait_for_master",
 ]
-
-
-def parse_argv(args: list[str]) -> None:
-    """Transitional, for rdmadoctor/cli/__init__.py until it imports ``parse_argv`` and
-    ``run_preflight`` from rdmadoctor.cli.preflight (the parser moved there: library code does
-    not parse command lines). None sends every line to the typer app, which is correct, only
-    slower; delete this once cli/__init__.py is changed."""
-    return None

@@ -187,7 +187,7 @@ def node_labels(report: dict, prefix: str = L.PREFIX) -> tuple[dict[str, str], t
     problems: list[str] = []
     raw = report.get("labels") if isinstance(report, dict) else None
     if not isinstance(raw, dict):
-        return out, ("the report has no labels (did the node.labels check run?)",)
+        return out, ("the report has no labels (a report from rdmadoctor older than 0.1, or written by hand)",)
     for key in sorted(raw, key=str):
         value = raw[key]
         k = str(key)
