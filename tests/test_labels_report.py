@@ -83,7 +83,7 @@ def test_a_failing_third_party_check_makes_the_node_not_ready(plugin_path):
     assert "site.fabric" in checks["node.labels"]["findings"][0]["message"]
 
     code, out, err = _cli(["label", "--publish", "stdout", *HGX], plugin_path)
-    assert code == 0, err
+    assert code == 1, err  # the NPD contract: a problem exits 1, and ready=false is still published
     assert _stdout_labels(out)[L.READY] == "false"
 
 
