@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 _MAX_LINKS = 40  # symlinks followed in one lookup, as the kernel's MAXSYMLINKS
+_MAX_PATH = 4096  # PATH_MAX
 # Names that live in modules a check run may never need: imported on first use.
 _LAZY = {
     "MemTree": "memory", "Link": "memory", "mem_host": "memory",
@@ -72,14 +73,20 @@ class Host:
         if path in real:  # checks ask for the same paths many times: skip normpath on a hit
             return real[path]
         norm = posixpath.normpath("/" + path.lstrip("/"))
-        if norm in real:
-            out = real[norm]
-        elif norm == "/":
-            out = real[norm] = "/"
+        if len(norm) > _MAX_PATH:
+            out = None  # ENAMETOOLONG; caching every prefix of such a path would cost its square
         else:
-            parent, _, name = norm.rpartition("/")
-            rparent = self.realpath(parent or "/")  # cached: siblings share their parent's walk
-            out = real[norm] = None if rparent is None else self._walk(rparent, [name])
+            # Resolve the uncached ancestors top down and cache each: siblings share the walk.
+            pending = []
+            p = norm
+            while p not in real and p != "/":
+                pending.append(p)
+                p = p.rpartition("/")[0] or "/"
+            out = "/" if p == "/" else real[p]
+            for p in reversed(pending):
+                if out is not None:
+                    out = self._walk(out, [p.rpartition("/")[2]])
+                real[p] = out
         real[path] = out
         return out
 
