@@ -10,9 +10,9 @@ A bundle is a directory or a ``.tar.gz`` with the same layout as a root plus:
 - ``runtime.json``: facts that are not files (rlimits, capabilities, ``statvfs`` of ``/dev/shm``,
   the filtered environment, hostname).
 
-Modules: ``tree`` (the tree interface, a directory), ``bundle`` (a tar, read in memory; imported
-only for one), ``runtime`` (non-file facts), ``tools`` (commands a live host runs), ``memory``
-(an in-memory tree for tests and examples; imported on first use).
+Here: Host, open_host, HostError and the directory tree (live root, --root, an unpacked bundle).
+Beside it, each imported on first use: ``bundle`` (a tar read in memory), ``runtime`` (facts that
+are not files), ``tools`` (commands a live host runs), ``memory`` (a tree for tests and examples).
 """
 
 from __future__ import annotations
@@ -21,19 +21,27 @@ import json
 import os
 import posixpath
 
-from rdmadoctor.host.runtime import ENV_NAMES, ENV_PREFIXES, Runtime, filter_env, live_runtime
-from rdmadoctor.host.tools import COMMANDS, DEFAULT_TIMEOUT, CmdResult, run_tool
-from rdmadoctor.host.tree import MAX_READ, HostError, _DirTree, _Tree
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from rdmadoctor.host.runtime import Runtime
+    from rdmadoctor.host.tools import CmdResult
 
 __all__ = [
     "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "MAX_BUNDLE", "MAX_READ", "CmdResult", "Host",
     "HostError", "Link", "MemTree", "Runtime", "filter_env", "live_runtime", "mem_host", "open_host", "run_tool",
 ]
 
+MAX_READ = 4 * 1024 * 1024  # no sysfs or proc file we read is near this; a bigger one is not ours
+DEFAULT_TIMEOUT = 5.0  # seconds a live host gives each tool (tools.COMMANDS)
 _MAX_LINKS = 40  # symlinks followed in one lookup, as the kernel's MAXSYMLINKS
 _MAX_PATH = 4096  # PATH_MAX
-# Names that live in modules a check run may never need: imported on first use.
+# Every name the package offers, by the module that holds it, imported on first use: `import
+# rdmadoctor.host` is this file alone, and a run loads only what it touches (a live run never
+# loads the tar reader, a bundle never subprocess).
 _LAZY = {
+    "Runtime": "runtime", "live_runtime": "runtime", "filter_env": "runtime", "ENV_PREFIXES": "runtime",
+    "ENV_NAMES": "runtime",
+    "COMMANDS": "tools", "CmdResult": "tools", "run_tool": "tools",
     "MemTree": "memory", "Link": "memory", "mem_host": "memory",
     "_TarTree": "bundle", "MAX_BUNDLE": "bundle", "gunzip": "bundle", "scan_tar": "bundle",
 }
@@ -48,6 +56,74 @@ def __getattr__(name: str):
     value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
     globals()[name] = value
     return value
+
+
+class HostError(Exception):
+    """The host (root, bundle) cannot be used at all; a usage error, exit code 2."""
+
+
+class _Tree:
+    """Primitive access to one tree of files. Paths are normalised, absolute, unresolved."""
+
+    def kind(self, path: str) -> str | None:  # "file" | "dir" | "link" | None
+        raise NotImplementedError
+
+    def readlink(self, path: str) -> str:
+        raise NotImplementedError
+
+    def read(self, path: str, limit: int) -> bytes:
+        raise NotImplementedError
+
+    def listdir(self, path: str) -> list[str]:
+        raise NotImplementedError
+
+
+# O_NONBLOCK: opening a FIFO planted in a bundle (proc/modules) for reading waits for a writer
+# that never comes; O_NOCTTY: a tty node must not become our terminal; O_NOFOLLOW: Host resolved
+# every link inside the tree, so a link here was swapped in after that and would lead outside.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW
+
+
+class _DirTree(_Tree):
+    def __init__(self, root: str):
+        self.root = root.rstrip("/") or "/"
+
+    def _p(self, path: str) -> str:
+        return self.root + path if self.root != "/" else path
+
+    def kind(self, path: str) -> str | None:
+        import stat
+
+        try:
+            m = os.lstat(self._p(path)).st_mode
+        except (OSError, ValueError):
+            return None
+        if stat.S_ISLNK(m):
+            return "link"
+        if stat.S_ISDIR(m):
+            return "dir"
+        return "file"
+
+    def readlink(self, path: str) -> str:
+        return os.readlink(self._p(path))
+
+    def read(self, path: str, limit: int) -> bytes:
+        """Content of a regular file only: a FIFO, socket or device node reads as unreadable."""
+        import stat
+
+        fd = os.open(self._p(path), _OPEN_FLAGS)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"not a regular file: {path}")
+            f = open(fd, "rb")  # noqa: SIM115 - owns fd from here; O_NONBLOCK does nothing to regular files
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
+            return f.read(limit)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(self._p(path))
 
 
 class Host:
@@ -230,6 +306,8 @@ class Host:
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
+            from rdmadoctor.host.runtime import Runtime, live_runtime
+
             if self.live_process:
                 self._runtime = live_runtime()
             else:
@@ -249,6 +327,8 @@ class Host:
         return res
 
     def _cmd(self, name: str) -> CmdResult:
+        from rdmadoctor.host.tools import COMMANDS, CmdResult, run_tool
+
         rel = f"/cmd/{name}.txt"
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)

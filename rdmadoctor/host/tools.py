@@ -12,7 +12,8 @@ import time
 from rdmadoctor.core.record import record
 
 # Commands a live host may run, by the bundle name they are recorded under. Each gets a timeout:
-# a hung tool (ibstat waiting on a stuck umad, nvidia-smi on a fallen-off GPU) must not hang us.
+# a hung tool (ibstat waiting on a stuck umad, nvidia-smi on a fallen-off GPU) must not hang us
+# (Host.timeout, rdmadoctor.host.DEFAULT_TIMEOUT unless --timeout says otherwise).
 COMMANDS: dict[str, tuple[str, ...]] = {
     "ibstat": ("ibstat",),
     "ibv_devinfo": ("ibv_devinfo", "-v"),
@@ -22,7 +23,6 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "ofed_info": ("ofed_info", "-s"),
     "lspci": ("lspci", "-vvv"),
 }
-DEFAULT_TIMEOUT = 5.0
 
 
 @record(frozen=False)
