@@ -35,8 +35,9 @@ def gunzip(raw: bytes, max_steps: int | None = None) -> bytes:
     """Every member of a gzip stream, at most MAX_BUNDLE + 1 bytes (zlib alone: gzip costs an import).
 
     Input goes to zlib in chunks that start small and double, so the rest of the stream is never
-    copied once per member: a file of a million empty members is read in linear time. Each step
-    consumes at least one input byte, hence the budget of one step per byte.
+    copied once per member: a file of a million empty members is read in linear time. A member
+    (18 bytes at least) takes one step to start and one per piece fed, a run of zero padding one
+    per 64 KiB: fewer steps than input bytes, the budget.
     """
     import zlib
 
@@ -59,7 +60,10 @@ def gunzip(raw: bytes, max_steps: int | None = None) -> bytes:
                 raise HostError("the gzip stream ends before its last member does (a truncated download?)")
             piece = view[pos : pos + chunk]
             # Output stops at the cap; the caller refuses anything longer than MAX_BUNDLE.
-            data = d.decompress(piece, MAX_BUNDLE + 1 - total)
+            try:
+                data = d.decompress(piece, MAX_BUNDLE + 1 - total)
+            except zlib.error as e:
+                raise HostError(f"bad gzip data near byte {pos}: {e}") from None
             out.append(data)
             total += len(data)
             if total > MAX_BUNDLE:
@@ -159,8 +163,8 @@ def scan_tar(raw: bytes, max_steps: int | None = None) -> list[tuple[str, str, i
     tarfile builds a TarInfo per member and checks every field: 80 ms for a 2000-member bundle,
     most of a `check` run; it also has had its own loops on crafted headers. This reads only what
     a bundle needs. Every header moves on by at least 512 bytes, so at most len(raw) // 512 + 1
-    steps. ``path`` is absolute and normalised (None-named members are left out); a hard link's
-    target is normalised the same way.
+    steps. ``path`` is absolute and normalised, a hard link's target too; members whose name
+    leaves the bundle or is too long or deep are left out.
     """
     n = len(raw)
     if n < 512:
