@@ -9,6 +9,10 @@ A bundle is a directory or a ``.tar.gz`` with the same layout as a root plus:
 - ``cmd/<name>.txt``: recorded tool outputs (``cmd/ibstat.txt``, ...);
 - ``runtime.json``: facts that are not files (rlimits, capabilities, ``statvfs`` of ``/dev/shm``,
   the filtered environment, hostname).
+
+Here: Host, open_host, HostError and the directory tree (live root, --root, an unpacked bundle).
+Beside it, each imported on first use: ``bundle`` (a tar read in memory), ``runtime`` (facts that
+are not files), ``tools`` (commands a live host runs), ``memory`` (a tree for tests and examples).
 """
 
 from __future__ import annotations
@@ -16,169 +20,46 @@ from __future__ import annotations
 import json
 import os
 import posixpath
-import time
-from rdmadoctor.core.record import field, record
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
-    from typing import Any
+    from rdmadoctor.host.runtime import Runtime
+    from rdmadoctor.host.tools import CmdResult
 
-# Commands a live host may run, by the bundle name they are recorded under. Each gets a timeout:
-# a hung tool (ibstat waiting on a stuck umad, nvidia-smi on a fallen-off GPU) must not hang us.
-COMMANDS: dict[str, tuple[str, ...]] = {
-    "ibstat": ("ibstat",),
-    "ibv_devinfo": ("ibv_devinfo", "-v"),
-    "nvidia-smi-topo": ("nvidia-smi", "topo", "-m"),
-    "ibdev2netdev": ("ibdev2netdev",),
-    "show_gids": ("show_gids",),
-    "ofed_info": ("ofed_info", "-s"),
-    "lspci": ("lspci", "-vvv"),
-}
-DEFAULT_TIMEOUT = 5.0
+__all__ = [
+    "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "MAX_BUNDLE", "MAX_READ", "CmdResult", "Host",
+    "HostError", "Link", "MemTree", "Runtime", "filter_env", "live_runtime", "mem_host", "open_host", "run_tool",
+]
+
 MAX_READ = 4 * 1024 * 1024  # no sysfs or proc file we read is near this; a bigger one is not ours
-_MAX_LINKS = 40
-MAX_BUNDLE = 512 * 1024 * 1024  # unpacked; a collected bundle is a few MiB
+DEFAULT_TIMEOUT = 5.0  # seconds a live host gives each tool (tools.COMMANDS)
+_MAX_LINKS = 40  # symlinks followed in one lookup, as the kernel's MAXSYMLINKS
+_MAX_PATH = 4096  # PATH_MAX
+# Every name the package offers, by the module that holds it, imported on first use: `import
+# rdmadoctor.host` is this file alone, and a run loads only what it touches (a live run never
+# loads the tar reader, a bundle never subprocess).
+_LAZY = {
+    "Runtime": "runtime", "live_runtime": "runtime", "filter_env": "runtime", "ENV_PREFIXES": "runtime",
+    "ENV_NAMES": "runtime",
+    "COMMANDS": "tools", "CmdResult": "tools", "run_tool": "tools",
+    "MemTree": "memory", "Link": "memory", "mem_host": "memory",
+    "_TarTree": "bundle", "MAX_BUNDLE": "bundle", "gunzip": "bundle", "scan_tar": "bundle",
+}
 
 
-def _bounded(f) -> bytes:
-    data = f.read(MAX_BUNDLE + 1)
-    if len(data) > MAX_BUNDLE:
-        raise HostError(f"bundle is larger than {MAX_BUNDLE >> 20} MiB unpacked; not a rdmadoctor bundle")
-    return data
+def __getattr__(name: str):
+    mod = _LAZY.get(name)
+    if mod is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
 
-
-def _gunzip(raw: bytes) -> bytes:
-    """Every member of a gzip stream, at most MAX_BUNDLE + 1 bytes (zlib alone: gzip costs an import)."""
-    import zlib
-
-    out: list[bytes] = []
-    total = 0
-    while raw:
-        d = zlib.decompressobj(31)
-        # Output stops at the cap; the caller refuses anything longer than MAX_BUNDLE.
-        chunk = d.decompress(raw, MAX_BUNDLE + 1 - total)
-        out.append(chunk)
-        total += len(chunk)
-        if total > MAX_BUNDLE:
-            break
-        if not d.eof:
-            raise EOFError("the gzip stream ends before its last member does (a truncated download?)")
-        raw = d.unused_data.lstrip(b"\0")  # members may be followed by zero padding
-    return b"".join(out)
-
-
-# Environment variables that matter to an RDMA job; `collect` keeps only these.
-ENV_PREFIXES = ("NCCL_", "UCX_", "MASTER_", "VC_", "OMPI_", "PMIX_", "RDMADOCTOR_")
-ENV_NAMES = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "CUDA_VISIBLE_DEVICES", "NODE_NAME", "HOSTNAME", "HOME")  # HOME: ~/.nccl.conf
-
-
-def filter_env(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
+    value = getattr(importlib.import_module(f"{__name__}.{mod}"), name)
+    globals()[name] = value
+    return value
 
 
 class HostError(Exception):
     """The host (root, bundle) cannot be used at all; a usage error, exit code 2."""
-
-
-@record(frozen=False)
-class CmdResult:
-    """A tool's output: recorded in a bundle or run now. ``text`` is None when unavailable."""
-
-    name: str
-    text: str | None
-    error: str | None = None  # why there is no text, or what went wrong while running
-    timed_out: bool = False
-    source: str = ""  # "bundle:cmd/ibstat.txt" or "ran: ibstat"
-
-
-@record(frozen=False)
-class Runtime:
-    """Facts about the running process (or as recorded in a bundle). None = unknown."""
-
-    memlock_soft: int | None | str = "unknown"  # bytes; None = unlimited; "unknown"
-    memlock_hard: int | None | str = "unknown"
-    cap_eff: int | None = None
-    shm_size: int | None = None
-    shm_free: int | None = None
-    env: dict[str, str] | None = None
-    hostname: str | None = None
-    in_container: bool | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "memlock_soft": self.memlock_soft,
-            "memlock_hard": self.memlock_hard,
-            "cap_eff": self.cap_eff,
-            "shm_size": self.shm_size,
-            "shm_free": self.shm_free,
-            "env": self.env,
-            "hostname": self.hostname,
-            "in_container": self.in_container,
-        }
-
-    @classmethod
-    def from_json(cls, data: Any) -> "Runtime":
-        if not isinstance(data, dict):
-            return cls()
-
-        def limit(v: Any) -> int | None | str:
-            if v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
-                return v
-            return "unknown"
-
-        def num(v: Any) -> int | None:
-            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
-
-        env = data.get("env")
-        if isinstance(env, dict):
-            env = {str(k): str(v) for k, v in env.items()}
-        else:
-            env = None
-        ic = data.get("in_container")
-        return cls(
-            memlock_soft=limit(data.get("memlock_soft", "unknown")),
-            memlock_hard=limit(data.get("memlock_hard", "unknown")),
-            cap_eff=num(data.get("cap_eff")),
-            shm_size=num(data.get("shm_size")),
-            shm_free=num(data.get("shm_free")),
-            env=env,
-            hostname=data.get("hostname") if isinstance(data.get("hostname"), str) else None,
-            in_container=ic if isinstance(ic, bool) else None,
-        )
-
-
-def live_runtime() -> Runtime:
-    import resource
-
-    rt = Runtime()
-    try:
-        soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-        inf = resource.RLIM_INFINITY
-        rt.memlock_soft = None if soft == inf else soft
-        rt.memlock_hard = None if hard == inf else hard
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/proc/self/status", "rb") as f:
-            for line in f.read().decode("ascii", "replace").splitlines():
-                if line.startswith("CapEff:"):
-                    rt.cap_eff = int(line.split()[1], 16)
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        st = os.statvfs("/dev/shm")
-        rt.shm_size = st.f_frsize * st.f_blocks
-        rt.shm_free = st.f_frsize * st.f_bavail
-    except OSError:
-        pass
-    rt.env = filter_env(dict(os.environ))
-    try:
-        rt.hostname = os.uname().nodename
-    except OSError:
-        pass
-    rt.in_container = os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv") or (
-        "KUBERNETES_SERVICE_HOST" in os.environ
-    )
-    return rt
 
 
 class _Tree:
@@ -195,6 +76,12 @@ class _Tree:
 
     def listdir(self, path: str) -> list[str]:
         raise NotImplementedError
+
+
+# O_NONBLOCK: opening a FIFO planted in a bundle (proc/modules) for reading waits for a writer
+# that never comes; O_NOCTTY: a tty node must not become our terminal; O_NOFOLLOW: Host resolved
+# every link inside the tree, so a link here was swapped in after that and would lead outside.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW
 
 
 class _DirTree(_Tree):
@@ -221,189 +108,22 @@ class _DirTree(_Tree):
         return os.readlink(self._p(path))
 
     def read(self, path: str, limit: int) -> bytes:
-        with open(self._p(path), "rb") as f:
+        """Content of a regular file only: a FIFO, socket or device node reads as unreadable."""
+        import stat
+
+        fd = os.open(self._p(path), _OPEN_FLAGS)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"not a regular file: {path}")
+            f = open(fd, "rb")  # noqa: SIM115 - owns fd from here; O_NONBLOCK does nothing to regular files
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
             return f.read(limit)
 
     def listdir(self, path: str) -> list[str]:
         return os.listdir(self._p(path))
-
-
-class _TarTree(_Tree):
-    """A tar bundle (plain, .gz, .bz2, .xz), unpacked in memory, never on disk."""
-
-    def __init__(self, path: str):
-        import io
-
-        # Decompress once into memory: reading members of a .tar.gz one by one seeks backwards in
-        # the gzip stream, which restarts decompression each time (0.4 s for a 40 KB bundle).
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(MAX_BUNDLE + 1)
-            if raw[:2] == b"\x1f\x8b":
-                raw = _gunzip(raw)
-            elif raw[:3] == b"BZh":
-                import bz2
-
-                raw = _bounded(bz2.BZ2File(io.BytesIO(raw)))
-            elif raw[:6] == b"\xfd7zXZ\x00":
-                import lzma
-
-                raw = _bounded(lzma.LZMAFile(io.BytesIO(raw)))
-            if len(raw) > MAX_BUNDLE:
-                raise HostError(f"bundle {path} is larger than {MAX_BUNDLE >> 20} MiB unpacked; not a rdmadoctor bundle")
-            try:
-                entries = _scan_tar(raw)
-            except ValueError:
-                entries = _scan_tar_slow(raw)  # something our reader does not know: let tarfile try
-        except HostError:
-            raise
-        except Exception as e:  # noqa: BLE001 - OSError, tarfile/zlib/lzma errors: a corrupt archive
-            raise HostError(f"cannot read bundle {path}: {type(e).__name__}: {e}") from e
-        self._raw = raw
-        self._members: dict[str, tuple[str, int, int, str]] = {}
-        self._children: dict[str, set[str]] = {"/": set()}
-        tops = {n.split("/", 1)[0] for n, *_ in entries if n}
-        # A bundle made with `tar czf x.tar.gz bundle/` has one top folder; look through it.
-        prefix = ""
-        if len(tops) == 1:
-            top = next(iter(tops))
-            if top not in ("sys", "proc", "etc", "dev", "cmd", "var", "usr", "lib", "runtime.json", "bundle.json"):
-                prefix = "/" + top
-        members, children = self._members, self._children
-        plen = len(prefix)
-        for name, kind, off, size, link in entries:
-            p = "/" + name
-            # normpath costs more than the rest of the loop; tar and collect write clean names.
-            if "//" in p or "/." in p or p.endswith("/"):
-                p = posixpath.normpath(p)
-            if prefix:
-                if not p.startswith(prefix + "/"):
-                    continue
-                p = p[plen:]
-            members[p] = (kind, off, size, link)
-            child = p
-            while child != "/":
-                parent, _, base = child.rpartition("/")
-                parent = parent or "/"
-                kids = children.get(parent)
-                if kids is not None:
-                    kids.add(base)
-                    break
-                children[parent] = {base}
-                child = parent
-
-    def kind(self, path: str) -> str | None:
-        m = self._members.get(path)
-        if m is None:
-            return "dir" if path in self._children else None
-        return m[0] if m[0] != "hard" else "file"
-
-    def readlink(self, path: str) -> str:
-        m = self._members.get(path)
-        if m is None or m[0] != "link":
-            raise OSError(f"not a symlink: {path}")
-        return m[3]
-
-    def read(self, path: str, limit: int) -> bytes:
-        m = self._members.get(path)
-        for _ in range(8):  # a hard link names its target's data
-            if m is None or m[0] != "hard":
-                break
-            m = self._members.get(posixpath.normpath("/" + m[3]))
-        if m is None or m[0] != "file":
-            raise FileNotFoundError(path)
-        _, off, size, _ = m
-        return self._raw[off : off + min(size, limit)]
-
-    def listdir(self, path: str) -> list[str]:
-        if path not in self._children:
-            if self.kind(path) == "dir":
-                return []
-            raise NotADirectoryError(path)
-        return sorted(self._children[path])
-
-
-_TAR_KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"1": "hard", b"2": "link", b"3": "file", b"4": "file", b"5": "dir"}
-
-
-def _octal(field: bytes) -> int:
-    text = field.split(b"\0", 1)[0].strip()
-    return int(text, 8) if text else 0
-
-
-def _scan_tar(raw: bytes) -> list[tuple[str, str, int, int, str]]:
-    """Index a tar (ustar, GNU long names, pax paths): (name, kind, data offset, size, link target).
-
-    tarfile builds a TarInfo per member and checks every field: 80 ms for a 2000-member bundle,
-    most of a `check` run. This reads only what a bundle needs and raises ValueError on anything
-    else, and the caller falls back to tarfile.
-    """
-    out = []
-    off, n = 0, len(raw)
-    if n < 512:
-        raise ValueError("shorter than one tar header")
-    long_name = long_link = None
-    while off + 512 <= n:
-        hdr = raw[off : off + 512]
-        if hdr[0] == 0 and hdr.count(0) == 512:
-            break
-        if not hdr[257:262] == b"ustar":
-            raise ValueError("not a ustar header")
-        try:
-            size = int(hdr[124:135], 8)  # 11 octal digits then NUL or space, as tar writes them
-        except ValueError:
-            size = _octal(hdr[124:136])
-        flag = hdr[156:157]
-        data = off + 512
-        off = data + (size + 511) // 512 * 512
-        if off > n:
-            raise ValueError("truncated member")
-        if flag in (b"x", b"L", b"K"):
-            body = raw[data : data + size]
-            if flag == b"L":
-                long_name = body.rstrip(b"\0").decode("utf-8", "surrogateescape")
-            elif flag == b"K":
-                long_link = body.rstrip(b"\0").decode("utf-8", "surrogateescape")
-            else:
-                pos = 0
-                while pos < len(body):
-                    length = int(body[pos : body.index(b" ", pos)])
-                    key, _, value = body[body.index(b" ", pos) + 1 : pos + length - 1].partition(b"=")
-                    if key == b"path":
-                        long_name = value.decode("utf-8", "surrogateescape")
-                    elif key == b"linkpath":
-                        long_link = value.decode("utf-8", "surrogateescape")
-                    pos += length
-            continue
-        if flag == b"g":
-            continue
-        name = long_name or (
-            (hdr[345:500].split(b"\0", 1)[0] + b"/" if hdr[345] else b"") + hdr[0:100].split(b"\0", 1)[0]
-        ).decode("utf-8", "surrogateescape")
-        link = long_link or hdr[157:257].split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-        long_name = long_link = None
-        kind = _TAR_KINDS.get(flag)
-        if kind is None:
-            continue  # fifos and the like: nothing a check reads
-        if kind == "file" and flag in (b"3", b"4"):
-            size = 0  # device nodes recorded by collect: they exist, they have no content
-        out.append((name.lstrip("./") if name.startswith("./") else name.lstrip("/"), kind, data, size, link))
-    return out
-
-
-def _scan_tar_slow(raw: bytes) -> list[tuple[str, str, int, int, str]]:
-    import io
-    import tarfile
-
-    out = []
-    with tarfile.open(fileobj=io.BytesIO(raw), mode="r:") as tf:
-        for m in tf.getmembers():
-            kind = "link" if m.issym() else "hard" if m.islnk() else "dir" if m.isdir() else "file" if (m.isfile() or m.ischr() or m.isblk()) else None
-            if kind is None:
-                continue
-            size = m.size if m.isfile() else 0
-            out.append((m.name.lstrip("./") if m.name.startswith("./") else m.name.lstrip("/"), kind, m.offset_data, size, m.linkname))
-    return out
 
 
 class Host:
@@ -429,35 +149,57 @@ class Host:
         if path in real:  # checks ask for the same paths many times: skip normpath on a hit
             return real[path]
         norm = posixpath.normpath("/" + path.lstrip("/"))
-        if norm in real:
-            out = real[norm]
+        if len(norm) > _MAX_PATH:
+            out = None  # ENAMETOOLONG; caching every prefix of such a path would cost its square
         else:
-            out = real[norm] = self._resolve(norm, 0)
+            # Resolve the uncached ancestors top down and cache each: siblings share the walk.
+            pending = []
+            p = norm
+            while p not in real and p != "/":
+                pending.append(p)
+                p = p.rpartition("/")[0] or "/"
+            out = "/" if p == "/" else real[p]
+            for p in reversed(pending):
+                if out is not None:
+                    out = self._walk(out, [p.rpartition("/")[2]])
+                real[p] = out
         real[path] = out
         return out
 
-    def _resolve(self, path: str, depth: int) -> str | None:
-        if depth > _MAX_LINKS:
-            return None
-        if path == "/":
-            return "/"
-        parent, _, name = path.rpartition("/")  # path is normalised and absolute
-        parent = parent or "/"
-        rparent = self.realpath(parent) if depth == 0 else self._resolve(parent, depth + 1)
-        if rparent is None:
-            return None
-        cur = rparent + "/" + name if rparent != "/" else "/" + name
-        k = self._tree.kind(cur)
-        if k is None:
-            return None
-        if k != "link":
-            return cur
-        try:
-            target = self._tree.readlink(cur)
-        except (OSError, ValueError):
-            return None
-        nxt = posixpath.normpath(target if target.startswith("/") else posixpath.join(rparent, target))
-        return self._resolve(nxt, depth + 1)
+    def _walk(self, cur: str, todo: list[str]) -> str | None:
+        """Resolve the components ``todo`` (last first) from the resolved directory ``cur``.
+
+        As the kernel does: ".." is the parent of where the walk is, and at most _MAX_LINKS
+        symlinks are followed in all. Bounding depth alone let a bundle whose links name
+        other links twice (``l0 -> l1/l1``, ``l1 -> l2/l2``, ...) cost 2**20 lookups.
+        """
+        tree = self._tree
+        links = 0
+        while todo:
+            name = todo.pop()
+            if not name or name == ".":
+                continue
+            if name == "..":
+                cur = cur.rpartition("/")[0] or "/"
+                continue
+            nxt = cur + "/" + name if cur != "/" else "/" + name
+            k = tree.kind(nxt)
+            if k is None:
+                return None
+            if k != "link":
+                cur = nxt
+                continue
+            links += 1
+            if links > _MAX_LINKS:
+                return None
+            try:
+                target = tree.readlink(nxt)
+            except (OSError, ValueError):
+                return None
+            if target.startswith("/"):
+                cur = "/"
+            todo.extend(reversed(target.split("/")))
+        return cur
 
     # ---- reads ----------------------------------------------------------------------------
     def read_bytes(self, path: str, limit: int = MAX_READ) -> bytes | None:
@@ -564,13 +306,15 @@ class Host:
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
+            from rdmadoctor.host.runtime import Runtime, live_runtime
+
             if self.live_process:
                 self._runtime = live_runtime()
             else:
                 raw = self.read_bytes("/runtime.json")
                 try:
                     self._runtime = Runtime.from_json(json.loads(raw)) if raw else Runtime()
-                except (ValueError, UnicodeDecodeError):
+                except (ValueError, UnicodeDecodeError, RecursionError):  # "[[[[..." nests past the stack
                     self._runtime = Runtime()
         return self._runtime
 
@@ -583,6 +327,8 @@ class Host:
         return res
 
     def _cmd(self, name: str) -> CmdResult:
+        from rdmadoctor.host.tools import COMMANDS, CmdResult, run_tool
+
         rel = f"/cmd/{name}.txt"
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)
@@ -590,7 +336,7 @@ class Host:
                 # collect records why a tool gave nothing (timed out, failed) in cmd/errors.json.
                 try:
                     why = json.loads(self.read_bytes("/cmd/errors.json") or b"{}").get(name)
-                except (ValueError, AttributeError, UnicodeDecodeError):
+                except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
                     why = None
                 if isinstance(why, dict) and why.get("error"):
                     return CmdResult(name, None, error=f"at collect time: {why['error']}", timed_out=bool(why.get("timed_out")))
@@ -602,47 +348,6 @@ class Host:
         return run_tool(argv, self.timeout, name)
 
 
-def run_tool(argv: tuple[str, ...], timeout: float, name: str | None = None) -> CmdResult:
-    import shutil  # with subprocess, ~3 ms of imports a bundle or a sysfs-only run never needs
-    import subprocess
-
-    name = name or argv[0]
-    exe = shutil.which(argv[0])
-    if exe is None:
-        return CmdResult(name, None, error=f"{argv[0]} not installed")
-    start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            (exe, *argv[1:]),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    except OSError as e:
-        return CmdResult(name, None, error=f"cannot run {argv[0]}: {e}")
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        import signal
-
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        out, _ = proc.communicate()
-        took = time.monotonic() - start
-        return CmdResult(
-            name,
-            None,
-            error=f"{' '.join(argv)} did not finish within {timeout:g} s (killed after {took:.1f} s)",
-            timed_out=True,
-        )
-    text = out.decode("utf-8", "replace")
-    err = None if proc.returncode == 0 else f"{' '.join(argv)} exited with {proc.returncode}"
-    return CmdResult(name, text, error=err, source=f"ran: {' '.join(argv)}")
-
-
 def open_host(root: str | None = None, bundle: str | None = None, *, host_class: type[Host] | None = None) -> Host:
     """The host to examine: ``bundle`` (dir or tar) if given, else ``root`` (default ``/``)."""
     cls = host_class or Host  # collect passes a subclass that also traces existence tests
@@ -650,6 +355,8 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
         if os.path.isdir(bundle):
             return cls(_DirTree(os.path.abspath(bundle)), label=bundle, kind="bundle", live_process=False, root=None)
         if os.path.isfile(bundle):
+            from rdmadoctor.host.bundle import _TarTree
+
             return cls(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
         raise HostError(f"bundle {bundle} does not exist (expected a directory or a .tar.gz)")
     root = root or "/"
@@ -658,61 +365,3 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
     root = os.path.abspath(root)
     kind = "live" if root == "/" else "root"
     return cls(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
-
-
-@record(frozen=False)
-class MemTree(_Tree):
-    """An in-memory tree for tests and generated examples: path -> bytes, or ``Link(target)``."""
-
-    files: dict[str, Any] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._children: dict[str, set[str]] = {"/": set()}
-        norm = {}
-        for p, v in self.files.items():
-            p = posixpath.normpath("/" + p.lstrip("/"))
-            norm[p] = v
-            child = p
-            while child != "/":
-                parent = posixpath.dirname(child)
-                self._children.setdefault(parent, set()).add(posixpath.basename(child))
-                child = parent
-        self.files = norm
-
-    def kind(self, path: str) -> str | None:
-        v = self.files.get(path, None)
-        if v is None:
-            return "dir" if path in self._children else None
-        if isinstance(v, Link):
-            return "link"
-        return "file"
-
-    def readlink(self, path: str) -> str:
-        v = self.files.get(path)
-        if not isinstance(v, Link):
-            raise OSError(path)
-        return v.target
-
-    def read(self, path: str, limit: int) -> bytes:
-        v = self.files.get(path)
-        if v is None or isinstance(v, Link):
-            raise FileNotFoundError(path)
-        if isinstance(v, str):
-            v = v.encode()
-        if isinstance(v, BaseException):
-            raise v
-        return v[:limit]
-
-    def listdir(self, path: str) -> list[str]:
-        if path not in self._children:
-            raise NotADirectoryError(path)
-        return sorted(self._children[path])
-
-
-@record
-class Link:
-    target: str
-
-
-def mem_host(files: dict[str, Any], label: str = "memory") -> Host:
-    return Host(MemTree(files), label=label, kind="bundle", live_process=False, root=None)
