@@ -264,11 +264,7 @@ def probe_memlock(ctx) -> MemlockFacts:
             cap_eff, cap_source = rt.cap_eff, "runtime.json"
     uid = parse_status_uid(status)
     if uid is None:
-        uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", when the bundle has it
-    if uid is None and host.live_process:
-        import os  # the uid is this process's, as its rlimits are (Runtime has no uid field yet)
-
-        uid = os.geteuid()
+        uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", or the live process's euid
     userns = in_user_namespace(host.read_text("/proc/self/uid_map")) if host.kind != "root" else None
     return MemlockFacts(
         soft=_nonneg_int(soft) if known else None,

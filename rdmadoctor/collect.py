@@ -89,7 +89,7 @@ MODULES = (
     "vfio_pci", "ib_srp", "ib_iser", "rpcrdma", "knem", "xpmem", "nvme_rdma",
 )
 PROC_FILES = (
-    "/proc/modules", "/proc/self/limits", "/proc/self/status", "/proc/self/cgroup",
+    "/proc/modules", "/proc/self/limits", "/proc/self/status", "/proc/self/uid_map", "/proc/self/cgroup",
     "/proc/sys/kernel/osrelease", "/proc/sys/kernel/numa_balancing", "/proc/sys/kernel/hostname",
     "/proc/sys/vm/zone_reclaim_mode", "/proc/sys/vm/nr_hugepages", "/proc/sys/vm/max_map_count",
     "/proc/version", "/proc/cmdline", "/proc/meminfo", "/proc/mounts", "/proc/loadavg",

@@ -35,9 +35,10 @@ class Runtime:
     env: dict[str, str] | None = None
     hostname: str | None = None
     in_container: bool | None = None
+    uid: int | None = None  # effective uid of the process (the memlock verdict names it)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "memlock_soft": self.memlock_soft,
             "memlock_hard": self.memlock_hard,
             "cap_eff": self.cap_eff,
@@ -47,6 +48,9 @@ class Runtime:
             "hostname": self.hostname,
             "in_container": self.in_container,
         }
+        if self.uid is not None:  # older bundles have none; a generated fixture keeps its bytes
+            out["uid"] = self.uid
+        return out
 
     @classmethod
     def from_json(cls, data: Any) -> "Runtime":
@@ -76,6 +80,7 @@ class Runtime:
             env=env,
             hostname=data.get("hostname") if isinstance(data.get("hostname"), str) else None,
             in_container=ic if isinstance(ic, bool) else None,
+            uid=num(data.get("uid")),
         )
 
 
@@ -104,6 +109,7 @@ def live_runtime() -> Runtime:
     except OSError:
         pass
     rt.env = filter_env(dict(os.environ))
+    rt.uid = os.geteuid()
     try:
         rt.hostname = os.uname().nodename
     except OSError:
