@@ -15,7 +15,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -49,7 +48,7 @@ def lint_imports(src: Path, workdir: Path, *contracts: str) -> subprocess.Comple
          "--target", str(site), str(build)],
         check=True, capture_output=True, text=True,
     )
-    args = [_tool("lint-imports") or "lint-imports", "--no-cache", "--config", str(src / "pyproject.toml")]
+    args = [_tool("lint-imports") or "lint-imports", "--no-cache", "--no-logo", "--config", str(src / "pyproject.toml")]
     for c in contracts:
         args += ["--contract", c]
     # cwd and PYTHONPATH: the installed copy, so neither the checkout nor the editable hook is found first.

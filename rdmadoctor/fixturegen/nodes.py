@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from typing import Callable
+from typing import Any, Callable
 
 from rdmadoctor.fixturegen.model import (
     BASE_PACKAGES,
