@@ -3,6 +3,9 @@
 #   - as root: the Debian packages of the real-tool tests (ibsim, opensm, infiniband-diags,
 #     hwloc, iproute2); without root those tests skip;
 #   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
+#   - lints: ruff (style, unused and undefined names, import order) and import-linter (the
+#     layers in pyproject.toml, checked on a real install: see tests/test_layers.py);
+# then pytest. A failed lint fails the run, after pytest has reported too.
 # Extra arguments go to pytest (scripts/test.sh -k ibsim -x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +31,15 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-exec .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+
+lint_failed=()
+.venv/bin/ruff check rdmadoctor checks tests bench || lint_failed+=(ruff)
+.venv/bin/python tests/test_layers.py || lint_failed+=(lint-imports)
+
+status=0
+.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?
+if [ ${#lint_failed[@]} -gt 0 ]; then
+    echo "test.sh: failed lint: ${lint_failed[*]} (see above)" >&2
+    [ "$status" -ne 0 ] || status=1
+fi
+exit "$status"
