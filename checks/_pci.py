@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from rdmadoctor.core.record import field, record, replace
 from functools import cached_property
+
+from rdmadoctor.core.record import field, record, replace
 
 PCI_DEVICES = "/sys/bus/pci/devices"
 NODE_DIR = "/sys/devices/system/node"

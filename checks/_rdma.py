@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import posixpath
 import re
-from rdmadoctor.core.record import fields, record, replace
 
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
+from rdmadoctor.core.record import fields, record, replace
 from rdmadoctor.parsers.common import ipv4_of_gid, leading_number, phys_state, port_state
 
 IB_CLASS = "/sys/class/infiniband"

@@ -7,8 +7,7 @@ pasted outputs has no tree: then the recorded `nvidia-smi topo -m` is read.
 
 from __future__ import annotations
 
-from rdmadoctor.core.record import record
-
+from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -23,8 +22,7 @@ from rdmadoctor.core.model import (
     Finding,
     Need,
 )
-
-from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
+from rdmadoctor.core.record import record
 
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -15,10 +16,7 @@ from rdmadoctor.core.model import (
     Need,
     PodChange,
 )
-
 from rdmadoctor.core.record import replace
-
-from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
 
 IB_NO_DEVICES = Code(
     "IB_NO_DEVICES",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from rdmadoctor.core.record import record
 
+from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
+from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -19,9 +20,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
 )
-
-from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
-from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.core.record import record
 
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 # What the inventory lists: the modules an RDMA/GPU job depends on, when found.

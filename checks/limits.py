@@ -11,9 +11,8 @@ CapEff bit does not count.
 
 from __future__ import annotations
 
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, PodChange
 from rdmadoctor.core.record import record
-
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, PodChange
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CAP_IPC_LOCK_BIT = 14  # include/uapi/linux/capability.h

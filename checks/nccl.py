@@ -16,15 +16,16 @@ in net_ib.cc and socket.cc), not its docs' summary of it:
 from __future__ import annotations
 
 import re
+
 from rdmadoctor.core.record import field, record
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
-from rdmadoctor.core.facts import Gid
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, CONFIG, PodChange
-
 from rdmadoctor.checks._rdma import NET_CLASS, RdmaInventory, parse_int, probe_inventory
+from rdmadoctor.core.facts import Gid
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 
 ROCE_V2 = "RoCE v2"
 IFF_UP = 0x1

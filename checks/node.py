@@ -10,10 +10,10 @@ compared; a value refused by validate is reported here (LABEL_INVALID).
 from __future__ import annotations
 
 import json
-from rdmadoctor.core.record import record
 
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.record import record
 
 NODE_LABEL_MISSING = Code(
     "NODE_LABEL_MISSING",

@@ -7,10 +7,6 @@ config space for the bridges between a GPU and an HCA below the same root port.
 
 from __future__ import annotations
 
-from rdmadoctor.core.record import field, record
-
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
-
 from rdmadoctor.checks._pci import (
     AMD,
     NVIDIA,
@@ -23,6 +19,8 @@ from rdmadoctor.checks._pci import (
     normalize_bdf,
     probe_pci,
 )
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.record import field, record
 
 PCIE_LINK_DEGRADED = Code(
     "PCIE_LINK_DEGRADED",

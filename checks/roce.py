@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from rdmadoctor.core.record import record
-
+from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -19,8 +18,7 @@ from rdmadoctor.core.model import (
     Finding,
     Need,
 )
-
-from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
+from rdmadoctor.core.record import record
 
 ROCE_V2 = "RoCE v2"
 

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import posixpath
 import re
-from rdmadoctor.core.record import field, record
-
-from rdmadoctor.core.facts import RdmaDevice
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, CONFIG, PodChange
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES
+from rdmadoctor.core.facts import RdmaDevice
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, PodChange
+from rdmadoctor.core.record import field, record
 
 # (kernel drivers, device-name prefixes, libibverbs provider, kernel IB module). The kernel
 # driver is the one bound to the device behind /sys/class/infiniband/<dev>/device: the PCI

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from rdmadoctor.core.record import field, record
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
 from rdmadoctor.engine import execute as engine
-from rdmadoctor.engine import expectations
-from rdmadoctor.engine import registry
-from rdmadoctor.engine import report
+from rdmadoctor.engine import expectations, registry, report
 from rdmadoctor.host import Host
 
 

@@ -25,8 +25,8 @@ from types import SimpleNamespace
 import pytest
 
 from rdmadoctor import agent as A
-from rdmadoctor.output.metrics import AgentMetrics
 from rdmadoctor.core.model import CheckResult, Finding
+from rdmadoctor.output.metrics import AgentMetrics
 from rdmadoctor.runner import Options, UsageError
 
 prometheus_client = pytest.importorskip("prometheus_client")

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
-from rdmadoctor.engine import execute as engine
-from rdmadoctor.engine import expectations
-from rdmadoctor.engine import registry
-from rdmadoctor.host import HostError, Link, mem_host, open_host
 from rdmadoctor.core.model import ERROR, UNKNOWN, Check, Finding, Need
+from rdmadoctor.engine import execute as engine
+from rdmadoctor.engine import expectations, registry
+from rdmadoctor.host import HostError, Link, mem_host, open_host
 
 # ---- Host -------------------------------------------------------------------------------
 

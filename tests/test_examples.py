@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import check_json, codes_of, run_cli
+
 from rdmadoctor import fixturegen
 from rdmadoctor.examples import EXAMPLES, example_path
 from rdmadoctor.host import mem_host

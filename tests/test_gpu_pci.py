@@ -7,12 +7,13 @@ import os
 from pathlib import Path
 
 from conftest import check_json, codes_of, run_cli, sample_text
-from rdmadoctor.engine import execute as engine
+
 from rdmadoctor.checks import _pci, gpu, pci
 from rdmadoctor.checks._pci import acs_from_config, chain_relation, probe_pci
 from rdmadoctor.checks.gpu import Gpu, GpuTopology, judge_topology, probe_topology
 from rdmadoctor.checks.pci import AcsState, PciLink, PciLinkFacts, judge_links
 from rdmadoctor.core.record import replace
+from rdmadoctor.engine import execute as engine
 from rdmadoctor.engine.expectations import BASE
 from rdmadoctor.host import Link, mem_host, open_host
 

@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-
 from conftest import REALWORLD, check_json
+
 from rdmadoctor.checks._pci import build_tree, chain_relation, numa_nodes, read_function, relation
 from rdmadoctor.core.facts import PORT_STATES
 from rdmadoctor.host import open_host

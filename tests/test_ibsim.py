@@ -294,8 +294,8 @@ def test_ports_are_init_without_sm_and_active_after_opensm(sim, tmp_path):
 
 def test_facts_agree_beyond_the_report(sim, tmp_path):
     """The probe's facts (GUID, HCA type) from ibstat and from sysfs name the same port."""
-    from rdmadoctor.engine import execute as engine
     from rdmadoctor.checks._rdma import probe_inventory
+    from rdmadoctor.engine import execute as engine
     from rdmadoctor.host import open_host
 
     sim.opensm_once()

@@ -14,8 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rdmadoctor.core import labels as L
-from rdmadoctor.publish import nfd
-from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher, node_labels, sanitize_key, sanitize_value
+from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher, nfd, node_labels, sanitize_key, sanitize_value
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
@@ -342,7 +341,8 @@ def test_publishers_import_only_the_base_no_cycle():
         assert set(ours) <= {"rdmadoctor.publish.base", "rdmadoctor.publish.fsutil"}, (name, ours)
         assert not [m for m in mods if m.startswith("rdmadoctor.cli")], name
     # One features-dir default, used by both commands' --features-dir.
-    from rdmadoctor.cli import agent as cli_agent, label as cli_label
+    from rdmadoctor.cli import agent as cli_agent
+    from rdmadoctor.cli import label as cli_label
     from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR
 
     assert cli_agent.DEFAULT_FEATURES_DIR is DEFAULT_FEATURES_DIR and cli_label.DEFAULT_FEATURES_DIR is DEFAULT_FEATURES_DIR

@@ -33,6 +33,7 @@ from rdmadoctor.parsers.system import (
     parse_proc_status_capeff,
     parse_ulimit,
 )
+
 try:  # tests/ is on sys.path under pytest's default "prepend" import mode
     import test_parsers as inline
 except ImportError:  # tests/ became a package

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, sample_text
 
 from rdmadoctor.checks import kernel, limits, nccl, verbs
 from rdmadoctor.checks.kernel import KernelFacts, judge_kernel
@@ -21,16 +22,14 @@ from rdmadoctor.checks.verbs import (
     VerbsDevice,
     VerbsFacts,
     judge_verbs,
-    parse_dpkg_status,
     pabi_of_libibverbs,
+    parse_dpkg_status,
     provider_for,
     rdma_core_of,
 )
 from rdmadoctor.engine.execute import Context, run_check
 from rdmadoctor.engine.expectations import resolve
 from rdmadoctor.host import Link, mem_host, open_host
-
-from conftest import ROOT, sample_text
 
 DOCKER_CAPS = 0x00000000A80425FB  # docker's default CapEff: no CAP_IPC_LOCK
 DOCKER_CAPS_IPC_LOCK = DOCKER_CAPS | 1 << 14  # after `--cap-add IPC_LOCK`
@@ -889,6 +888,7 @@ def test_every_code_states_its_kind_in_the_source():
 
 def _bundles():
     from conftest import FIXTURES
+
     from rdmadoctor import examples
 
     out = [str(p) for p in sorted(FIXTURES.iterdir()) if p.is_dir()]

@@ -12,10 +12,9 @@ import sys
 import threading
 
 import pytest
+from conftest import run_cli
 
 from rdmadoctor import preflight as pf
-
-from conftest import run_cli
 
 # What the job's environment may carry that changes where (or whether) preflight waits.
 JOB_ENV = ("MASTER_ADDR", "MASTER_PORT", "PET_MASTER_ADDR", "PET_MASTER_PORT", "RANK", "NODE_RANK",

@@ -9,12 +9,11 @@ import io
 import time
 
 import pytest
+from kubeapi import FakeKubeAPI, validate_event
 
 from rdmadoctor.output import conditions as C
-from rdmadoctor.publish.kube import event_body
 from rdmadoctor.publish import PublishError, make_publisher
-
-from kubeapi import FakeKubeAPI, validate_event
+from rdmadoctor.publish.kube import event_body
 
 NODE = "gpu-1"
 EVENTS = "/api/v1/namespaces/default/events"

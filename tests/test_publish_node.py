@@ -8,13 +8,12 @@ import sys
 import threading
 
 import pytest
-
-from rdmadoctor.output import conditions as C
-from rdmadoctor.core import labels as L
-from rdmadoctor.publish.kube import label_patch
-from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
-
 from kubeapi import MERGE, STRATEGIC, FakeKubeAPI, merge_patch, strategic_merge_patch
+
+from rdmadoctor.core import labels as L
+from rdmadoctor.output import conditions as C
+from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
+from rdmadoctor.publish.kube import label_patch
 
 NODE = "gpu-1"
 OWNED = "rdmadoctor.io/owned-labels"

@@ -137,8 +137,7 @@ def broken_trees(draw):
 def _traceback_of(check_id: str, tree: dict, profile: str) -> str:
     """Re-run one check outside the engine's guard, for a report with the real traceback."""
     from rdmadoctor.engine import execute as engine
-    from rdmadoctor.engine import expectations
-    from rdmadoctor.engine import registry
+    from rdmadoctor.engine import expectations, registry
 
     checks, _ = registry.load_checks()
     defaults = {k: v for c in checks for k, v in c.defaults.items()}

@@ -11,13 +11,13 @@ from conftest import sample_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rdmadoctor.checks import nccl, node, roce
+from rdmadoctor.core import labels as L
+from rdmadoctor.core.facts import Gid
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
 from rdmadoctor.engine import execute as engine
 from rdmadoctor.engine import expectations
-from rdmadoctor.core import labels as L
-from rdmadoctor.checks import nccl, node, roce
-from rdmadoctor.core.facts import Gid
 from rdmadoctor.host import mem_host
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
 
 EXPECT = expectations.resolve({})
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from conftest import FIXTURES, check_json
+
 from rdmadoctor import fixturegen
 
 # "severity:CODE" for every finding that is not info. A code listed once may occur several times.

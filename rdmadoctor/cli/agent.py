@@ -11,7 +11,8 @@ from typing import Optional
 
 import typer
 
-from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR, MODES as PUBLISH_MODES
+from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR
+from rdmadoctor.publish.base import MODES as PUBLISH_MODES
 
 LOG_FORMATS = ("text", "json")
 

@@ -11,7 +11,6 @@ from typer.core import TyperGroup
 from rdmadoctor import __version__
 from rdmadoctor.cli.errors import parse_error, pipe_closed
 
-
 # The parser's usage-error base class: click's, or the copy typer >= 0.20 vendors.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.runner import Options, UsageError, diagnose
 from rdmadoctor.cli.errors import fail_usage, pipe_closed
+from rdmadoctor.runner import Options, UsageError, diagnose
 
 SEE_HELP = "see `rdmadoctor check --help`"
 

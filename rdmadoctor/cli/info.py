@@ -7,7 +7,6 @@ import sys
 
 from rdmadoctor.cli.errors import fail_usage
 
-
 # How `explain` and `list-checks` name a code's kind (rdmadoctor.core.model.KINDS).
 KIND_WORDS = {"problem": "problem", "unknown": "could not decide", "info": "information"}
 KIND_SEVERITIES_TEXT = {

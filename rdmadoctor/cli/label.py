@@ -97,9 +97,9 @@ def run_label(
     conditions: bool = False,
     dry_run: bool = False,
 ) -> int:
+    from rdmadoctor.cli.errors import fail_usage
     from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
     from rdmadoctor.runner import Options, UsageError, diagnose
-    from rdmadoctor.cli.errors import fail_usage
 
     # Options first: a wrong flag should not cost a whole diagnosis.
     try:

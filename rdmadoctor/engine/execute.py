@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+
 from rdmadoctor.core.record import field, record
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any, Callable

@@ -14,9 +14,9 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from rdmadoctor.core.record import record
 
 from rdmadoctor.core.model import Check
+from rdmadoctor.core.record import record
 
 GROUP = "rdmadoctor.checks"
 AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"

@@ -36,11 +36,11 @@ import threading
 import time
 from typing import IO, Callable
 
-from rdmadoctor.output import conditions as C
 from rdmadoctor.core import labels as L
+from rdmadoctor.output import conditions as C
 from rdmadoctor.publish.base import (
-    Publisher,
     PublishConfigError,
+    Publisher,
     PublishError,
     node_labels,
     normalize_prefix,

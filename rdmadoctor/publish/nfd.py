@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
-from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
 from rdmadoctor.publish.base import (
     DEFAULT_FEATURES_DIR,
     FEATURE_FILE,
@@ -44,6 +43,7 @@ from rdmadoctor.publish.base import (
     parse_rfc3339,
     rfc3339,
 )
+from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
 MAX_FILE_BYTES = 65536
