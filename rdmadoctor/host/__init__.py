@@ -21,6 +21,8 @@ import json
 import os
 import posixpath
 
+from rdmadoctor.host.tree import HostError, _Tree  # the trees' base, in its own module: no cycle
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from rdmadoctor.host.runtime import Runtime
@@ -58,24 +60,6 @@ def __getattr__(name: str):
     return value
 
 
-class HostError(Exception):
-    """The host (root, bundle) cannot be used at all; a usage error, exit code 2."""
-
-
-class _Tree:
-    """Primitive access to one tree of files. Paths are normalised, absolute, unresolved."""
-
-    def kind(self, path: str) -> str | None:  # "file" | "dir" | "link" | None
-        raise NotImplementedError
-
-    def readlink(self, path: str) -> str:
-        raise NotImplementedError
-
-    def read(self, path: str, limit: int) -> bytes:
-        raise NotImplementedError
-
-    def listdir(self, path: str) -> list[str]:
-        raise NotImplementedError
 
 
 # O_NONBLOCK: opening a FIFO planted in a bundle (proc/modules) for reading waits for a writer

@@ -9,7 +9,7 @@ much beyond the data. Anything malformed is a :class:`HostError` that says where
 
 from __future__ import annotations
 
-from rdmadoctor.host import HostError, _Tree
+from rdmadoctor.host.tree import HostError, _Tree
 
 MAX_BUNDLE = 512 * 1024 * 1024  # unpacked; a collected bundle is a few MiB
 MAX_PATH = 4096  # PATH_MAX: a longer member name is not from a file system

@@ -5,7 +5,7 @@ from __future__ import annotations
 import posixpath
 
 from rdmadoctor.core.record import field, record
-from rdmadoctor.host import _Tree
+from rdmadoctor.host.tree import _Tree
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
