@@ -32,6 +32,7 @@ GPU_MODELS: dict[str, dict[str, str]] = {
     "a100": {"device": "0x20b2", "subsystem_device": "0x1463", "name": "NVIDIA A100-SXM4-80GB", "gen": "4"},
     "l40s": {"device": "0x26b9", "subsystem_device": "0x1851", "name": "NVIDIA L40S", "gen": "4"},
 }
+# The dpkg status a node gets when Node.packages is None: Ubuntu 22.04 plus rdma-core 44 when it has HCAs.
 RDMA_PACKAGES = {
     "libibverbs1": "44.0-2",
     "ibverbs-providers": "44.0-2",
