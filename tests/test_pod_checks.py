@@ -940,6 +940,6 @@ def test_cli_ipc_lock_recipe_is_ready_and_job_uid_is_heard(tmp_path):
 def test_memlock_64k_fixture_holds_ipc_lock_so_the_limit_does_not_bind():
     from conftest import FIXTURES
 
-    r = run("limits.memlock", open_host(bundle=str(FIXTURES / "memlock-64k")))
+    r = run("limits.memlock", open_host(bundle=str(FIXTURES / "memlock-64k-ipc-lock")))
     assert r.facts.soft == 65536 and r.facts.cap_ipc_lock is True
     assert r.status == "pass" and [(f.code, f.severity) for f in r.findings] == [("MEMLOCK_BYPASSED_BY_IPC_LOCK", "info")]

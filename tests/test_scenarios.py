@@ -47,7 +47,9 @@ SCENARIOS = [
     # The fixture's process holds every capability (CapEff 1ffffffffff), CAP_IPC_LOCK included: the
     # kernel does not apply its 64 KiB limit to RDMA registrations (MEMLOCK_BYPASSED_BY_IPC_LOCK,
     # info). The failing case (no IPC_LOCK) is tests/test_pod_checks.py and the broken-pod example.
-    ("memlock-64k", "pass", set(), {READY: "true"}, {}, None),
+    ("memlock-64k", "fail", {E + "MEMLOCK_LIMITED", E + "CAP_IPC_LOCK_MISSING"}, {READY: "false"}, {}, None),
+    # The users' recipe: IPC_LOCK with the runtime's default limit is ready (issue 7, wrong answer 7).
+    ("memlock-64k-ipc-lock", "pass", set(), {READY: "true"}, {}, None),
     ("shm-64m", "fail", {E + "SHM_TOO_SMALL"}, {READY: "false"}, {}, None),
     ("gpu-far", "warn", {W + "GPU_NIC_FAR"}, {READY: "true", GPU_NIC: "SYS"}, {}, None),
     ("dual-port-port2-down", "fail", {E + "IB_PORT_DOWN"}, {READY: "false", ACTIVE: "1"},

@@ -139,8 +139,19 @@ def _no_provider() -> Node:
 
 
 def _memlock_64k() -> Node:
+    # A container with the runtime's default capabilities (no IPC_LOCK) and a 64 KiB memlock
+    # limit, as on many nodes: RDMA registrations fail.
     node = _small_ib()
     node.memlock_soft = node.memlock_hard = 64 * KIB
+    node.cap_eff = CAP_DEFAULT
+    return node
+
+
+def _memlock_64k_ipc_lock() -> Node:
+    # The recipe users follow: the same limit (Kubernetes has no ulimit field), IPC_LOCK added to
+    # the container. The kernel does not apply RLIMIT_MEMLOCK to its RDMA registrations.
+    node = _memlock_64k()
+    node.cap_eff = CAP_DEFAULT_IPC_LOCK
     return node
 
 
@@ -322,6 +333,7 @@ SCENARIOS: dict[str, Callable[[], Node]] = {
     "port-init-no-sm": _port_init_no_sm,
     "no-provider": _no_provider,
     "memlock-64k": _memlock_64k,
+    "memlock-64k-ipc-lock": _memlock_64k_ipc_lock,
     "shm-64m": _shm_64m,
     "gpu-far": _gpu_far,
     "dual-port-port2-down": _dual_port_port2_down,
