@@ -187,6 +187,79 @@ def test_fixturegen_examples_land_in_the_examples_package(tmp_path, monkeypatch)
     assert fixturegen.read_tar(str(tmp_path / "roce-node.tar.gz")) == fixturegen.example_tree("roce-node")
 
 
+CYCLES = """
+import sys
+import grimp
+
+graph = grimp.build_graph("rdmadoctor")
+# Tarjan's strongly connected components over module -> directly imported module (grimp counts
+# imports inside functions too, as it should: a lazy import is still a dependency).
+index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
+sys.setrecursionlimit(10000)
+
+def visit(v):
+    index[v] = low[v] = counter[0]
+    counter[0] += 1
+    stack.append(v)
+    on.add(v)
+    for w in graph.find_modules_directly_imported_by(v):
+        if w not in index:
+            visit(w)
+            low[v] = min(low[v], low[w])
+        elif w in on:
+            low[v] = min(low[v], index[w])
+    if low[v] == index[v]:
+        comp = []
+        while True:
+            w = stack.pop()
+            on.discard(w)
+            comp.append(w)
+            if w == v:
+                break
+        if len(comp) > 1:
+            comps.append(sorted(comp))
+
+for m in sorted(graph.modules):
+    if m not in index:
+        visit(m)
+print(len(graph.modules))
+for c in comps:
+    print(" <-> ".join(c))
+"""
+
+
+def _cycles(src: Path, workdir: Path) -> tuple[int, list[str]]:
+    """(modules in the graph, one line per import cycle) of an ordinary install of ``src``."""
+    site = workdir / "site"
+    build = _scratch_tree(src, workdir / "build-src")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-build-isolation",
+         "--target", str(site), str(build)],
+        check=True, capture_output=True, text=True,
+    )
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-c", CYCLES], cwd=site, env=env, capture_output=True, text=True, check=True)
+    first, *cycles = out.stdout.splitlines()
+    return int(first), cycles
+
+
+@needs_linter
+def test_no_import_cycles_between_modules(tmp_path):
+    """Issue 7: cli/app <-> cli/agent, publish <-> nfd <-> kube, host <-> host.bundle are gone, and stay gone."""
+    modules, cycles = _cycles(REPO, tmp_path)
+    assert modules > 60  # the checks are in the graph (an editable install would hide them)
+    assert cycles == []
+
+
+@needs_linter
+def test_a_planted_cycle_is_found(tmp_path):
+    src = _scratch_tree(REPO, tmp_path / "src")
+    with open(src / "rdmadoctor" / "publish" / "base.py", "a") as f:
+        f.write("\n\ndef _planted():\n    from rdmadoctor.publish import nfd  # noqa: F401\n")
+    _, cycles = _cycles(src, tmp_path / "work")
+    assert any("rdmadoctor.publish.base" in c and "rdmadoctor.publish.nfd" in c for c in cycles), cycles
+
+
 if __name__ == "__main__":
     # scripts/test.sh: the layer lint, with lint-imports' own report.
     with tempfile.TemporaryDirectory() as work:
