@@ -259,7 +259,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
         )
         out.append(
             Finding(
-                "TOPO_PARSE_ERROR",
+                TOPO_PARSE_ERROR.code,
                 WARNING,
                 topo.recorded or "nvidia-smi topo -m",
                 f"the recorded nvidia-smi topo -m is not a well-formed matrix ({topo.parse_error}); expected one "
@@ -273,7 +273,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
         if not known:
             out.append(
                 Finding(
-                    "GPU_COUNT_UNKNOWN",
+                    GPU_COUNT_UNKNOWN.code,
                     UNKNOWN,
                     "host",
                     f"the GPU count cannot be established (no PCI tree in /sys, no readable nvidia-smi topo -m); "
@@ -285,7 +285,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
             listed = ", ".join(f"{g.name} {g.pci}" if g.pci else g.name for g in topo.gpus) or "none"
             out.append(
                 Finding(
-                    "GPU_COUNT_LOW",
+                    GPU_COUNT_LOW.code,
                     ERROR,
                     "host",
                     f"{len(topo.gpus)} GPU(s) found ({listed}, from {topo.source}); the profile expects {want}.",
@@ -298,7 +298,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
     if limit_rank is None:
         out.append(
             Finding(
-                "GPU_NIC_MAX_INVALID",
+                GPU_NIC_MAX_INVALID.code,
                 UNKNOWN,
                 "gpu_nic_max",
                 f"gpu_nic_max is {limit!r}; expected one of {', '.join(RELATION_ORDER)}.",
@@ -335,7 +335,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
             if limit_rank >= node_rank:
                 out.append(
                     Finding(
-                        "GPU_NIC_UNKNOWN",
+                        GPU_NIC_UNKNOWN.code,
                         UNKNOWN,
                         _gpu_subject(gpu),
                         f"{_gpu_where(gpu)}: {', '.join(unknown)} are on other host bridges and the NUMA node is "
@@ -349,11 +349,11 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
                 f"NUMA node not reported){nearest_known}; expected {limit} or nearer (gpu_nic_max)."
             )
             data = {"nearest": None, "relation": None, "limit": limit}
-        out.append(Finding("GPU_NIC_FAR", severity, _gpu_subject(gpu), msg, GPU_NIC_FAR.fix, data=data))
+        out.append(Finding(GPU_NIC_FAR.code, severity, _gpu_subject(gpu), msg, GPU_NIC_FAR.fix, data=data))
     if not out and topo.gpus:
         out.append(
             Finding(
-                "GPU_NIC_NEAR",
+                GPU_NIC_NEAR.code,
                 INFO,
                 "host",
                 f"{len(topo.gpus)} GPU(s), each with an RDMA device at {limit} or nearer ({topo.source}).",

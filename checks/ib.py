@@ -148,15 +148,15 @@ HAS_DEVICES = Need("rdma devices", _has_devices)
 def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     if inv.source == "none":
-        return [Finding("RDMA_INVENTORY_UNKNOWN", UNKNOWN, "host", _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix)]
+        return [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix)]
     for w in inv.warnings:
-        out.append(Finding("IB_PARSE_WARNING", WARNING, inv.source, w, "Send the full, unedited tool output."))
+        out.append(Finding(IB_PARSE_WARNING.code, WARNING, inv.source, w, "Send the full, unedited tool output."))
     pfs = inv.pfs()
     if not pfs:
         where = "/sys/class/infiniband is empty or absent" if inv.source == "sysfs" else f"{inv.source} lists no device"
         return out + [
             Finding(
-                "IB_NO_DEVICES",
+                IB_NO_DEVICES.code,
                 ERROR,
                 "host",
                 f"no RDMA devices found ({where}); expected at least one HCA. Without one NCCL uses TCP sockets.",
@@ -169,7 +169,7 @@ def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
         names = ", ".join(d.name for d in pfs)
         out.append(
             Finding(
-                "IB_DEVICE_COUNT_LOW",
+                IB_DEVICE_COUNT_LOW.code,
                 ERROR,
                 "host",
                 f"{len(pfs)} RDMA device(s) found ({names}); the profile expects {want}.",
@@ -189,7 +189,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         if not dev.ports and not dev.is_vf:
             out.append(
                 Finding(
-                    "IB_PORT_STATE_UNKNOWN",
+                    IB_PORT_STATE_UNKNOWN.code,
                     UNKNOWN,
                     dev.name,
                     f"{dev.name} lists no ports ({inv.source}); their state is unknown.",
@@ -207,7 +207,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
             if ll and want_ll and ll != want_ll:
                 out.append(
                     Finding(
-                        "IB_LINK_LAYER_MISMATCH",
+                        IB_LINK_LAYER_MISMATCH.code,
                         WARNING,
                         subj,
                         f"link layer {ll}; the profile expects {want_ll}.",
@@ -217,7 +217,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
             if state is None and phys is None:
                 out.append(
                     Finding(
-                        "IB_PORT_STATE_UNKNOWN",
+                        IB_PORT_STATE_UNKNOWN.code,
                         UNKNOWN,
                         subj,
                         f"the state of {subj} could not be read ({inv.source}).",
@@ -236,7 +236,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 netdev_down = ll == "Ethernet" and port.netdev_up is False
                 out.append(
                     Finding(
-                        "IB_PORT_DOWN",
+                        IB_PORT_DOWN.code,
                         ERROR,
                         subj,
                         f"{seen}: {why}; expected ACTIVE / LinkUp."
@@ -253,7 +253,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 ib_waiting.append(subj)
                 out.append(
                     Finding(
-                        "IB_PORT_INIT",
+                        IB_PORT_INIT.code,
                         ERROR,
                         subj,
                         f"{seen}, LID {port.lid if port.lid is not None else 'unknown'}: the link is up but no "
@@ -267,7 +267,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
             if isinstance(min_rate, (int, float)) and port.rate_gbps is not None and port.rate_gbps < min_rate:
                 out.append(
                     Finding(
-                        "IB_PORT_RATE_LOW",
+                        IB_PORT_RATE_LOW.code,
                         ERROR,
                         subj,
                         f"rate {port.rate_gbps:g} Gb/s; the profile expects at least {min_rate:g} Gb/s.",
@@ -280,7 +280,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         out = [replace(f, cause="IB_NO_SM") if f.code == "IB_PORT_INIT" else f for f in out]
         out.append(
             Finding(
-                "IB_NO_SM",
+                IB_NO_SM.code,
                 ERROR,
                 "fabric",
                 f"all {len(ib_waiting)} InfiniBand port(s) with a link are waiting for a subnet manager "
@@ -299,7 +299,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(
-                "IB_ACTIVE_PORTS_LOW",
+                IB_ACTIVE_PORTS_LOW.code,
                 ERROR,
                 "host",
                 f"{active} ACTIVE port(s); the profile expects {want_active}.",

@@ -274,7 +274,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
         why = "; ".join(f.notes) or "no /proc/modules, cmd/lsmod.txt or /sys/module"
         return [
             Finding(
-                "MODULES_UNKNOWN",
+                MODULES_UNKNOWN.code,
                 UNKNOWN,
                 "kernel",
                 f"the loaded kernel modules could not be read ({why}).",
@@ -301,7 +301,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
         follows = f.rdma_devices is False and m not in hca_modules
         out.append(
             Finding(
-                "MOD_MISSING",
+                MOD_MISSING.code,
                 ERROR,
                 m,
                 f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}."
@@ -317,7 +317,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
         elif f.dmabuf_possible:
             out.append(
                 Finding(
-                    "GDR_DMABUF",
+                    GDR_DMABUF.code,
                     INFO,
                     "GPUDirect RDMA",
                     f"no nvidia_peermem, but the open NVIDIA kernel module on kernel {f.osrelease} allows "
@@ -337,7 +337,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
             no_nic = f.rdma_devices is False
             out.append(
                 Finding(
-                    "GDR_PEERMEM_MISSING",
+                    GDR_PEERMEM_MISSING.code,
                     sev,
                     "GPUDirect RDMA",
                     f"{gpus} present but neither nvidia_peermem nor nv_peer_mem is loaded and no dma-buf path{tail}; "

@@ -103,15 +103,15 @@ def probe_node(ctx) -> NodeFacts:
 def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     for why in facts.refused:
-        out.append(Finding("LABEL_INVALID", WARNING, "labels", f"{why}; left out.", LABEL_INVALID.fix))
+        out.append(Finding(LABEL_INVALID.code, WARNING, "labels", f"{why}; left out.", LABEL_INVALID.fix))
     shown = ", ".join(f"{k}={v}" for k, v in facts.labels.items()) or "none"
     if facts.node_error:
-        out.append(Finding("NODE_OBJECT_UNREADABLE", UNKNOWN, "node", facts.node_error, NODE_OBJECT_UNREADABLE.fix))
+        out.append(Finding(NODE_OBJECT_UNREADABLE.code, UNKNOWN, "node", facts.node_error, NODE_OBJECT_UNREADABLE.fix))
         return out
     if facts.node_labels is None:
         out.append(
             Finding(
-                "NODE_LABELS",
+                NODE_LABELS.code,
                 INFO,
                 "labels",
                 f"labels computed; no node object to compare (the agent publishes them): {shown}"
@@ -126,7 +126,7 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
         if key not in have:
             out.append(
                 Finding(
-                    "NODE_LABEL_MISSING",
+                    NODE_LABEL_MISSING.code,
                     WARNING,
                     key,
                     f"node {node} does not carry {key}; expected {key}={value}.",
@@ -136,7 +136,7 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
         elif have[key] != value:
             out.append(
                 Finding(
-                    "NODE_LABEL_STALE",
+                    NODE_LABEL_STALE.code,
                     WARNING,
                     key,
                     f"node {node} carries {key}={have[key]}; this node now gives {key}={value}.",
@@ -147,7 +147,7 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
         if key in have and key not in facts.labels:
             out.append(
                 Finding(
-                    "NODE_LABEL_STALE",
+                    NODE_LABEL_STALE.code,
                     WARNING,
                     key,
                     f"node {node} carries {key}={have[key]}, which rdmadoctor no longer computes for it.",
@@ -155,7 +155,7 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
                 )
             )
     if not out:
-        out.append(Finding("NODE_LABELS", INFO, "labels", f"node {node} carries all {len(facts.labels)} label(s): {shown}."))
+        out.append(Finding(NODE_LABELS.code, INFO, "labels", f"node {node} carries all {len(facts.labels)} label(s): {shown}."))
     return out
 
 

@@ -312,7 +312,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
         if lk.child_kind == "gpu" and lk.child_vendor in (NVIDIA, AMD) and not narrow:
             out.append(
                 Finding(
-                    "PCIE_GPU_LINK_IDLE",
+                    PCIE_GPU_LINK_IDLE.code,
                     INFO,
                     lk.child,
                     f"{where}: seen {seen}, capable of {want}; a GPU lowers its link speed when idle "
@@ -324,7 +324,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
         severity = ERROR if lk.cur_width * 2 < lk.max_width else WARNING
         out.append(
             Finding(
-                "PCIE_LINK_DEGRADED",
+                PCIE_LINK_DEGRADED.code,
                 severity,
                 lk.child,
                 f"{where}: seen {seen}, expected {want}.",
@@ -350,7 +350,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
         if severity == INFO:
             out.append(
                 Finding(
-                    "PCIE_ACS_NO_PEERS",
+                    PCIE_ACS_NO_PEERS.code,
                     INFO,
                     st.bdf if st.bdf != "?" else "lspci",
                     f"ACS on {where}: {flags} (from {st.source}); the listing has no GPU and RDMA device pair "
@@ -361,7 +361,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
             continue
         out.append(
             Finding(
-                "PCIE_ACS_ENABLED",
+                PCIE_ACS_ENABLED.code,
                 severity,
                 st.bdf if st.bdf != "?" else "lspci",
                 f"ACS on {where}: {flags} (from {st.source}); expected ReqRedir- CmpltRedir- so that peer-to-peer "

@@ -163,7 +163,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
         if port.netdev_up is False:
             out.append(
                 Finding(
-                    "ROCE_NETDEV_DOWN",
+                    ROCE_NETDEV_DOWN.code,
                     ERROR,
                     subj,
                     f"netdev {port.netdev} is down (no carrier or administratively down); expected up: "
@@ -176,7 +176,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
             where = f"netdev {port.netdev}" if port.netdev else "no netdev"
             out.append(
                 Finding(
-                    "ROCE_NETDEV_NOT_SEEN",
+                    ROCE_NETDEV_NOT_SEEN.code,
                     INFO,
                     subj,
                     f"{where} found for this RoCE port, its state is unknown ({facts.source}); in a pod the "
@@ -186,7 +186,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
         if not rp.gids_known:
             out.append(
                 Finding(
-                    "ROCE_GIDS_UNKNOWN",
+                    ROCE_GIDS_UNKNOWN.code,
                     UNKNOWN,
                     subj,
                     f"the GID table of {subj} was not recorded ({facts.source} without GIDs); whether it has a "
@@ -209,7 +209,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
                     seen = "no RoCE v2 GID (the GID table is empty)"
                 out.append(
                     Finding(
-                        "ROCE_NO_V2_GID",
+                        ROCE_NO_V2_GID.code,
                         ERROR,
                         subj,
                         f"{seen}; expected a RoCE v2 GID with an IPv4 address of netdev {nd}. NCCL skips "
@@ -223,7 +223,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
                 best = v4[0] if v4 else routable[0]
                 out.append(
                     Finding(
-                        "ROCE_V2_GID",
+                        ROCE_V2_GID.code,
                         INFO,
                         subj,
                         f"RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in routable)}: "
@@ -239,7 +239,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
             )
             out.append(
                 Finding(
-                    "NET_MTU_LOW",
+                    NET_MTU_LOW.code,
                     WARNING,
                     subj,
                     f"active MTU {mtu} ({nd_mtu}); expected {min_mtu}: set the netdev MTU to 9000 "

@@ -104,3 +104,20 @@ def test_every_emitted_code_is_declared_explained_and_of_its_kind(kind, name):
         + [f"severity not of its code's kind: {w}" for w in wrong_kind]
     )
     assert not broken, f"{len(broken)} finding(s) break the code contract:\n" + "\n".join(broken)
+
+
+def test_built_in_checks_name_codes_by_their_code_object():
+    """Finding(IB_PORT_DOWN.code, ...), never Finding("IB_PORT_DOWN", ...): a mistyped code is then a
+    NameError when the module loads, not a silent new code that alerts do not know."""
+    import re
+    from pathlib import Path
+
+    checks_dir = Path(__file__).resolve().parents[1] / "checks"
+    literal = re.compile(r'Finding\(\s*["\']')
+    offenders = [
+        f"{p.name}:{text.count(chr(10), 0, m.start()) + 1}"
+        for p in sorted(checks_dir.glob("*.py"))
+        for text in [p.read_text()]
+        for m in literal.finditer(text)
+    ]
+    assert offenders == []
