@@ -459,11 +459,18 @@ def test_sigterm_while_waiting_exits_promptly(closed_port):
     assert "stopped by signal" in err
 
 
+def _sigint_default() -> None:
+    # A command started in the background by a non-interactive shell (CI's runner, nohup ... &)
+    # inherits SIGINT ignored, and Python then keeps it ignored: give the child the disposition a
+    # person's terminal gives it, which is what this test is about.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_ctrl_c_while_waiting_exits_promptly(closed_port):
     p = subprocess.Popen(
         [sys.executable, "-m", "rdmadoctor", "preflight", "--example", "hgx-h100-ib", "--wait-for-master",
          "--master-timeout", "600", "--master-addr", "127.0.0.1", "--master-port", str(closed_port)],
-        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default,
     )
     assert "waiting up to 600 s" in p.stderr.readline()
     assert "not reachable yet" in p.stderr.readline()
