@@ -30,8 +30,8 @@ def _tool(name: str) -> str | None:
     return str(here) if here.exists() else shutil.which(name)
 
 
-def lint_imports(src: Path, workdir: Path, *contracts: str) -> subprocess.CompletedProcess:
-    """Install ``src`` (a tree laid out like the repo) into ``workdir/site`` and lint it there."""
+def _install(src: Path, workdir: Path) -> Path:
+    """An ordinary (not editable) install of ``src`` (a tree laid out like the repo) in ``workdir/site``."""
     site = workdir / "site"
     # --no-build-isolation when setuptools is at hand: the same build, without fetching it again.
     try:
@@ -48,6 +48,12 @@ def lint_imports(src: Path, workdir: Path, *contracts: str) -> subprocess.Comple
          "--target", str(site), str(build)],
         check=True, capture_output=True, text=True,
     )
+    return site
+
+
+def lint_imports(src: Path, workdir: Path, *contracts: str) -> subprocess.CompletedProcess:
+    """Install ``src`` into ``workdir/site`` and lint it there."""
+    site = _install(src, workdir)
     args = [_tool("lint-imports") or "lint-imports", "--no-cache", "--no-logo", "--config", str(src / "pyproject.toml")]
     for c in contracts:
         args += ["--contract", c]
@@ -230,13 +236,7 @@ for c in comps:
 
 def _cycles(src: Path, workdir: Path) -> tuple[int, list[str]]:
     """(modules in the graph, one line per import cycle) of an ordinary install of ``src``."""
-    site = workdir / "site"
-    build = _scratch_tree(src, workdir / "build-src")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", "--no-build-isolation",
-         "--target", str(site), str(build)],
-        check=True, capture_output=True, text=True,
-    )
+    site = _install(src, workdir)
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run([sys.executable, "-c", CYCLES], cwd=site, env=env, capture_output=True, text=True, check=True)
     first, *cycles = out.stdout.splitlines()
