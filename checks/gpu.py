@@ -218,7 +218,7 @@ def _needs_gpus(ctx) -> str | None:
         return "no GPUs found"
     if not topo.nics:
         # Nothing to pair them with: ib.devices says so (IB_NO_DEVICES), the one headline.
-        return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with (see ib.devices)"
+        return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with: see ib.devices"
     return None
 
 

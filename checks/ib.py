@@ -139,7 +139,7 @@ def _has_devices(ctx) -> str | None:
     inv: RdmaInventory = ctx.get(probe_inventory)
     if inv.source == "none":
         return _NO_INVENTORY
-    return None if inv.devices else "no RDMA devices (see ib.devices)"
+    return None if inv.devices else "no RDMA devices: see ib.devices"
 
 
 HAS_DEVICES = Need("rdma devices", _has_devices)

@@ -117,7 +117,7 @@ def _has_ethernet(ctx) -> str | None:
     if inv.source == "none":
         return "the RDMA devices are unknown (no /sys and no recorded ibstat / ibv_devinfo)"
     if not inv.devices:
-        return "no RDMA devices (see ib.devices)"
+        return "no RDMA devices: see ib.devices"
     if not _ethernet_ports(inv, ctx.expect):
         lls = sorted({p.link_layer or "unknown" for d in inv.devices for p in d.ports})
         return f"no Ethernet (RoCE) RDMA port to judge (link layers: {', '.join(lls) or 'no ports'})"
