@@ -665,3 +665,54 @@ def test_sigterm_mid_backoff_against_a_dead_api(spawn, tmp_path):
         # more): the exit must not wait for it. The guard is below what waiting would take.
         assert ag.terminate(guard=12.0) == 0
         assert "agent stopped" in ag.stderr()
+
+
+def test_an_exiting_agent_lets_a_write_finish_and_starts_no_other(tmp_path, monkeypatch):
+    """SIGTERM while the cycle thread is mid-write (seen under load: a `.r.json.*.tmp` left beside
+    the report): hold_writes waits for that write, and a write begun while held creates nothing."""
+    from rdmadoctor.publish import fsutil
+
+    in_fsync, go_on = threading.Event(), threading.Event()
+    real_fsync = os.fsync
+
+    def slow_fsync(fd):
+        if not go_on.is_set():
+            in_fsync.set()
+            go_on.wait(60)
+        real_fsync(fd)
+
+    monkeypatch.setattr(fsutil.os, "fsync", slow_fsync)
+    first = threading.Thread(target=fsutil.write_atomic, args=(str(tmp_path / "r.json"), b"{}\n"))
+    first.start()
+    assert in_fsync.wait(60)  # the write is under way: its temp file exists
+    assert any(n.endswith(".tmp") for n in os.listdir(tmp_path))
+
+    held, release = [], threading.Event()
+
+    def exiting():  # what run_agent does at SIGTERM, in a thread of its own here
+        held.append(fsutil.hold_writes(timeout=60))
+        release.wait(60)
+        fsutil.release_writes()
+
+    holder = threading.Thread(target=exiting)
+    holder.start()
+    go_on.set()  # the write in progress finishes under the hold...
+    first.join(60)
+    while not held and holder.is_alive():
+        holder.join(0.01)
+    assert held == [True] and sorted(os.listdir(tmp_path)) == ["r.json"]  # ...and leaves no temp file
+    late = threading.Thread(target=fsutil.write_atomic, args=(str(tmp_path / "late.json"), b"{}\n"))
+    late.start()
+    late.join(0.2)
+    assert late.is_alive() and sorted(os.listdir(tmp_path)) == ["r.json"]  # blocked before its temp file
+    release.set()
+    holder.join(60)
+    late.join(60)
+    assert sorted(os.listdir(tmp_path)) == ["late.json", "r.json"]  # released: writes go on
+
+
+def test_agent_report_write_is_skipped_once_stopping(tmp_path):
+    ag, _ = make_agent(report_file=str(tmp_path / "r.json"))
+    ag.stop.set()
+    ag._write_report({"status": "pass"})
+    assert not (tmp_path / "r.json").exists()

@@ -173,7 +173,9 @@ class Agent:
             self.status, self.problems = status, problems
 
     def _write_report(self, report: dict) -> None:
-        if not self.s.report_file:
+        # After SIGTERM the process is about to exit: a write begun now could be cut off and leave
+        # its temp file; the last report written stays whole.
+        if not self.s.report_file or self.stop.is_set():
             return
         try:
             write_atomic(self.s.report_file, (json.dumps(report, indent=1) + "\n").encode())

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from rdmadoctor import __version__
 from rdmadoctor.agent.log import Log
 from rdmadoctor.agent.loop import Agent, Settings, resync_seconds
+from rdmadoctor.publish.fsutil import hold_writes, release_writes
 from rdmadoctor.runner import Options, UsageError
 
 LOG_FORMATS = ("text", "json")
@@ -134,6 +135,17 @@ def run_agent(
     # The cycle thread sees `stop` at its next wait; a publish blocked in an API call is
     # abandoned (daemon thread): its writes are atomic, so nothing is left half-done.
     worker.join(timeout=1.5)
+    # An abandoned cycle may be mid-write of the report or the NFD file: let that write finish
+    # and start no other, so the exit leaves no temp file beside them.
+    held = hold_writes()
+    try:
+        return _finish(agent, publisher, server, worker, log)
+    finally:
+        if held:  # the cycle thread saw `stop` and starts no report write any more (Agent._write_report)
+            release_writes()
+
+
+def _finish(agent: Agent, publisher: Any, server: Any, worker: threading.Thread, log: Log) -> int:
     if server is not None:
         server.stop()
     if not worker.is_alive():

@@ -4,6 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+import threading
+
+# Held for the whole of each write. A process about to exit takes it (hold_writes): a write in
+# progress on another thread (the agent's cycle, abandoned at SIGTERM) finishes first, and a
+# later one blocks before it creates its temp file, so no .tmp file is left behind. Reentrant:
+# the exiting thread may still write (closing a publisher) while it holds it.
+_WRITES = threading.RLock()
 
 
 def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
@@ -14,7 +21,22 @@ def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> Non
     an empty file under the final name, and the directory after it, so the rename survives a
     power cut. ``mode``: mkstemp makes 0600, and NFD, a sidecar or `kubectl cp` must read it.
     """
-    path = os.fspath(path)
+    with _WRITES:
+        _write(os.fspath(path), data, mode)
+
+
+def hold_writes(timeout: float = 5.0) -> bool:
+    """For a process about to exit: wait (at most ``timeout`` s) for a write in progress, then
+    keep every other thread's write from starting until :func:`release_writes`. False when the
+    write did not finish in time (a hung disk): nothing is held, the caller exits anyway."""
+    return _WRITES.acquire(timeout=timeout)
+
+
+def release_writes() -> None:
+    _WRITES.release()
+
+
+def _write(path: str, data: bytes, mode: int) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     name = os.path.basename(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
