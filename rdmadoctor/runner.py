@@ -32,6 +32,9 @@ class Options:
     # Only the checks that declare gate=True (what `rdmadoctor preflight` gates a job on),
     # before only/skip apply.
     gate_only: bool = False
+    # Logs to diagnose with the checks (`rdmadoctor diagnose LOG ...`): paths, "-" for stdin.
+    # The logs.diagnose check reads them (and a bundle's logs/); empty: only a bundle's logs.
+    logs: list[str] = field(default_factory=list)
 
 
 class UsageError(Exception):
@@ -99,7 +102,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
         host = open_target(opts)
     if opts.timeout is not None:
         host.timeout = opts.timeout
-    ctx = engine.Context(host=host, expect=expect)
+    ctx = engine.Context(host=host, expect=expect, logs=tuple(opts.logs))
     results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope, gate_only=opts.gate_only)
     rep = report.build(
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors

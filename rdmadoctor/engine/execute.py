@@ -30,6 +30,9 @@ class Context:
     # Every check of this run by id (run() fills it): what the report needs of each (inventory, codes).
     checks: dict[str, Check] = field(default_factory=dict)
     _memo: dict[Any, Any] = field(default_factory=dict)
+    # Log files given on the command line (`rdmadoctor diagnose LOG`), "-" for stdin: the
+    # logs.diagnose check reads them along with a bundle's logs/.
+    logs: tuple[str, ...] = ()
 
     def partial_report(self) -> dict:
         """The report of the checks that ran so far, as :func:`report.build` makes it.

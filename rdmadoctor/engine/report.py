@@ -20,6 +20,11 @@ Schema (v1); every value a check could not establish is ``null``:
   memlock_known, cap_ipc_lock, shm_bytes, shm_free_bytes, kernel_modules, packages, nccl_env ...
 - ``labels``: the node labels rdmadoctor would set, computed from this report by
   :func:`rdmadoctor.core.labels.compute` whichever checks ran (a failing plugin makes ready=false)
+- ``nccl``: what NCCL did, read from the job's logs (``rdmadoctor diagnose``, a bundle's logs/,
+  ``rdmadoctor run``); null when no log was read. {version, cuda, network, plugin, net_devices
+  [{name, port, link_layer}], socket_ifaces, gdr (true | false | null), channels, ranks, hosts,
+  socket_hosts}: a field the log does not show is null, never guessed. A check fills it through
+  its inventory's "nccl" key (rdmadoctor.checks.logs).
 - ``plugin_errors``: checks that failed to load
 """
 
@@ -133,6 +138,7 @@ def build(
         },
         "checks": [_check_json(r, checks.get(r.id)) for r in results],
         "inventory": inventory,
+        "nccl": inventory.pop("nccl", None),
         "labels": {},
         "plugin_errors": list(plugin_errors or []),
     }

@@ -1,0 +1,86 @@
+"""The knowledge base: what rdmadoctor knows about the messages a training job prints.
+
+Knowledge is data. Each source has one module holding a ``PATTERNS`` tuple of :class:`Pattern`
+rows and a ``CODES`` tuple of the :class:`~rdmadoctor.core.model.Code` objects it introduces:
+
+- ``nccl``: NCCL WARN / INFO lines (2.5 .. 2.30), its work-completion, shared-memory and verbs
+  wrappers (``src/transport/net_ib*``, ``src/misc/ibvwrap.cc``, ``src/misc/shmutils.cc``, ...)
+- ``verbs``: libibverbs / librdmacm messages (rdma-core ``libibverbs/init.c``, ``dynamic_driver.c``)
+- ``ibtools``: what ibstat, ibstatus, ibv_devinfo, ``rdma`` print when they fail
+- ``pytorch``: the c10d ProcessGroupNCCL watchdog and ``NCCL error in:`` exceptions
+- ``kernel``: dmesg / ``journalctl -k`` lines of mlx5_core, nvidia_peermem, the PCIe AER driver
+
+A row is matched against one log line with its prefixes removed (timestamps, ``kubectl logs
+--prefix``, NCCL's ``host:pid:tid [dev]``): see :mod:`rdmadoctor.logs.scan`. ``rdmadoctor
+explain`` knows every code; ``rdmadoctor list-patterns`` lists every row.
+
+Adding a row: give it a unique ``id`` (``<source>.<what>``), a ``needle`` (a literal the line
+must contain: the scanner looks for needles only, in C, so a log of a gigabyte stays fast), the
+``regex`` (searched, not matched, in the cleaned line; named groups fill ``subject`` and
+``message``), at least one real line in ``examples`` and where the string comes from in ``ref``.
+tests/test_kb.py matches every example against its row and checks every field.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.core.record import field, record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from rdmadoctor.core.model import Code
+
+# The modules, in the order their rows are tried (the first row that matches a line wins).
+SOURCES = ("nccl", "verbs", "ibtools", "pytorch", "kernel")
+
+
+@record
+class Pattern:
+    """One message rdmadoctor recognises, what it means, and the fix."""
+
+    id: str  # unique, "<source>.<what>": "nccl.wc_error", "verbs.provider_missing"
+    code: str  # the finding code it produces (an existing code when the meaning is the same)
+    severity: str  # error | warning | info | unknown: must be allowed by the code's kind
+    needle: str  # a literal every matching line contains, case-sensitive ("Got completion")
+    regex: str  # re.search'ed in the cleaned line; named groups feed subject/message/derive
+    subject: str  # str.format template over the groups: "{hca}", "status {status}", "NCCL"
+    message: str  # what was seen and what was expected; a template over the groups
+    meaning: str  # what it means for the training job
+    fix: str  # the exact fix: commands, env, YAML
+    ref: str  # where the string comes from: "NVIDIA/nccl src/transport/net_ib.cc (2.7-2.30)", an issue URL
+    examples: tuple[str, ...] = ()  # real lines (prefix included or not) the row must match
+    # A symptom follows from an earlier root error (a flushed work request after a retry-exceeded
+    # one, "unhandled system error" after the WARN that explains it): it is linked to that cause
+    # and never the headline while a cause is present.
+    symptom: bool = False
+    # Named-group values that make a match a symptom: (("status", "5"),) for IBV_WC_WR_FLUSH_ERR.
+    symptom_when: tuple[tuple[str, str], ...] = ()
+    # Codes (or pattern ids) this row's findings follow from when they were seen earlier; empty:
+    # any earlier non-symptom problem is a cause (see rdmadoctor.logs.scan).
+    follows: tuple[str, ...] = ()
+    # groups -> more groups (a status number -> its ibv_wc_status name); pure, never raises.
+    derive: Callable[[dict[str, str]], dict[str, str]] | None = field(default=None, compare=False)
+    versions: str = ""  # the versions that print it, when that matters: "NCCL 2.13+"
+
+
+def modules() -> list[Any]:
+    import importlib
+
+    return [importlib.import_module(f"rdmadoctor.logs.kb.{name}") for name in SOURCES]
+
+
+def patterns() -> tuple[Pattern, ...]:
+    """Every row of every source, in matching order."""
+    out: list[Pattern] = []
+    for mod in modules():
+        out.extend(mod.PATTERNS)
+    return tuple(out)
+
+
+def codes() -> tuple[Code, ...]:
+    """The codes the knowledge base introduces (reused codes live with their checks)."""
+    out: list[Code] = []
+    for mod in modules():
+        out.extend(mod.CODES)
+    return tuple(out)
