@@ -50,8 +50,6 @@ _COMMANDS = {
     "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
     "cat": "cat", "ibv_devices": "ibv_devices",
 }
-_PROMPT_CMD = (r"[$#%>] +(?:sudo +(?:-\S+ +)*)?(?:" + "|".join(re.escape(c) for c in sorted(_COMMANDS, key=len, reverse=True))
-               + r")(?![\w-])")
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
@@ -68,6 +66,15 @@ _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
 _PROMPT_ANCHORS = ("$ ", "# ")
+
+
+def _prompt_with_command() -> str:
+    """parsers.common.PROMPT with the command after the prompt character captured as ``cmd``."""
+    from rdmadoctor.parsers.common import PROMPT
+
+    tail = r"\s*[$#%>](?:\s.*)?$"
+    assert PROMPT.endswith(tail), "parsers.common.PROMPT changed shape"
+    return PROMPT[: -len(tail)] + r"\s*[$#%>](?:\s+(?P<cmd>.*))?$"
 
 
 def _anchor(literal: str) -> str | None:
@@ -186,7 +193,7 @@ class _Tables:
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
         self.plain = tuple(sorted(x.encode() for x in plain))
-        self.prompt_cmd = re.compile(_PROMPT_CMD)
+        self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
 
@@ -385,21 +392,16 @@ class Diagnoser:
 
     def _line(self, raw: bytes, lineno: int) -> None:
         text = raw.decode("utf-8", "replace").rstrip()
-        # A prompt with a command we read: its output follows.
-        m = self.t.prompt_cmd.search(text)
-        if m is not None:
-            from rdmadoctor.parsers.common import is_prompt
-
-            if is_prompt(text):
-                command = text[m.start() + 1:].strip()
-                if command.startswith("sudo "):
-                    command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
-                word = command.split()[0] if command.split() else ""
-                kind = _COMMANDS.get(word, "other")
-                if kind == "rdma_link" and " link" not in f" {command}":
-                    kind = "other"
-                self._open_segment(kind, command, lineno + 1, None)
-                return
+        # A prompt with a command: its output follows, up to the next prompt.
+        if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
+            command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
+            command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
+            word = command.split()[0] if command.split() else ""
+            kind = _COMMANDS.get(word, "other")
+            if kind == "rdma_link" and " link" not in f" {command}":
+                kind = "other"
+            self._open_segment(kind, command, lineno + 1, None)
+            return
         for rx, kind in self.t.headers:
             if rx.search(text):
                 self._open_segment(kind, "", lineno, text)
