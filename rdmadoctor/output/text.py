@@ -312,7 +312,12 @@ def _wrap(text: str, width: int) -> list[tuple[int, int]]:
 
 
 def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> None:
-    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console."""
+    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console.
+
+    Every text is made safe first: names come from bundles and logs people attach, and an
+    escape sequence in a device or interface name must be shown (``\\x1b``), never obeyed.
+    """
+    lines = [(ln[0], [(_safe(t), st) for t, st in ln[1]], *ln[2:]) for ln in lines]
     if console is None:
         stream = sys.stdout if stream is None else stream
         if not _is_terminal(stream):
