@@ -200,6 +200,9 @@ def test_names_from_a_bundle_are_shown_escaped_never_obeyed(tmp_path):
                          capture_output=True, text=True, errors="surrogateescape")
     assert "\x1b" not in out.stdout and "\x07" not in out.stdout
     assert "mlx5_1\\x1b[2J\\x1b]0;pwned\\x07" in out.stdout  # shown, so a person sees what the name holds
+    pre = subprocess.run([sys.executable, "-m", "rdmadoctor", "preflight", "--bundle", str(bundle), "--only", "ib"],
+                         capture_output=True, text=True, errors="surrogateescape")
+    assert "pwned" in pre.stdout and "\x1b" not in pre.stdout and "\x07" not in pre.stdout
     # On a terminal (rich) as well.
     from io import StringIO
 
