@@ -164,11 +164,11 @@ def topo(
 
 
 # The Kubernetes-side commands each live in one module that registers its own command(s):
-# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate).
+# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, label, preflight
+    from rdmadoctor.cli import agent, diagnose, label, preflight
 
-    for mod in (label, agent, preflight):
+    for mod in (label, agent, preflight, diagnose):
         mod.register(app)
 
 

@@ -1,1 +1,29 @@
-"""Read what a job printed and say why it failed or ran slowly (see rdmadoctor.logs.scan)."""
+"""Read what a job printed and say why it failed or ran slowly.
+
+Layer: below host and checks, above parsers (pure text in, findings and facts out; no Host).
+
+- :mod:`rdmadoctor.logs.kb`: the knowledge base, pattern tables one module per source.
+- :mod:`rdmadoctor.logs.reader`: files, stdin, gzip, directories and their errors, as chunks.
+- :mod:`rdmadoctor.logs.prefix`: a line's prefixes removed (kubectl --timestamps/--prefix,
+  NCCL's ``[%F %T] host:pid:tid [dev]``, mpirun's ``[1,3]<stderr>:``, torchrun's ``[default3]:``),
+  giving host, rank, pid and time.
+- :mod:`rdmadoctor.logs.nccl`: what NCCL did (the report's ``nccl`` section).
+- :mod:`rdmadoctor.logs.scan`: :class:`Diagnoser`, streamed and in constant memory.
+
+Use::
+
+    from rdmadoctor.logs import Diagnoser, diagnose_paths
+
+    d = Diagnoser(on_transport=print_line)   # called once, when NCCL's transport is known
+    d.feed(chunk, source="rank0.log")        # bytes, any chunking; CRLF, ANSI colour, bad UTF-8 ok
+    d.end_source()                           # the last line without a newline counts
+    diagnosis = d.finish()                   # findings (root causes first), nccl, segments, sources
+
+    diagnosis = diagnose_paths(["job.log.gz", "-"])  # files, gzip, stdin; errors per source
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.logs.scan import Diagnoser, Diagnosis, Segment, diagnose_bytes, diagnose_paths, transport_line
+
+__all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line"]

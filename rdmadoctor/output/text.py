@@ -50,21 +50,30 @@ def _shown(f: dict[str, Any], verbose: bool) -> bool:
     return verbose or f["severity"] != "info"
 
 
-def folding(rep: dict[str, Any], verbose: bool = True) -> dict[str, list[dict[str, Any]]]:
-    """cause code -> the findings folded under the first finding of that code.
+def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[str, Any]]]:
+    """cause -> the findings folded under the first finding of that cause.
 
     A finding is folded when its ``cause`` is the code of another shown finding of the same
     report and following causes from there does not lead back to it (a cycle folds nothing).
+    A finding from a log names its cause exactly (``data.follows``: code and subject, a flushed
+    work completion after the retry-exceeded one of the same code): it is folded under that one
+    finding, keyed ``(code, subject)``.
     """
     findings = [f for c in rep["checks"] for f in c["findings"] if _shown(f, verbose)]
     present = {f["code"] for f in findings}
+    exact = {(f["code"], f["subject"]): f for f in findings}
     cause_of: dict[str, str] = {}
     for f in findings:
-        if f.get("cause") and f["code"] not in cause_of:
+        if f.get("cause") and f["code"] not in cause_of and f["cause"] != f["code"]:
             cause_of[f["code"]] = f["cause"]
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[Any, list[dict[str, Any]]] = {}
     for f in findings:
         cause = f.get("cause")
+        follows = (f.get("data") or {}).get("follows") or {}
+        target = exact.get((cause, follows.get("subject"))) if cause and isinstance(follows, dict) else None
+        if target is not None and target is not f and not _follows_exactly(target):
+            out.setdefault((cause, follows.get("subject")), []).append(f)
+            continue
         if not cause or cause == f["code"] or cause not in present:
             continue
         seen, cur = {f["code"]}, cause
@@ -75,6 +84,11 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[str, list[dict[st
             continue
         out.setdefault(cause, []).append(f)
     return out
+
+
+def _follows_exactly(f: dict[str, Any]) -> bool:
+    follows = (f.get("data") or {}).get("follows")
+    return bool(f.get("cause") and isinstance(follows, dict) and follows.get("subject") is not None)
 
 
 def _problem_counts(rep: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -147,14 +161,103 @@ def _finding_lines(f: dict[str, Any], indent: int, folds: dict[str, list[dict[st
     segs = [(prefix, "dim")] if prefix else []
     segs += [(f["code"], SEV_STYLE.get(sev, "")), (" ", ""), (f["subject"], "bold"), (": " + f["message"], "")]
     out: list[Line] = [(indent, segs, False)]
+    out += evidence_lines(f, indent + 2)
     if f.get("remedy") and not prefix:
         out += _remedy_lines(f["remedy"], indent + 2)
-    for sub in folds.get(f["code"], ()):
+    for sub in [*folds.get(f["code"], ()), *folds.get((f["code"], f["subject"]), ())]:
         if id(sub) in done:
             continue
         done.add(id(sub))
         out += _finding_lines(sub, indent + 2, folds, done, prefix=f"follows from {f['code']}: ")
     return out
+
+
+def evidence_lines(f: dict[str, Any], indent: int) -> list[Line]:
+    """Where a finding from a log was seen: file:line, host, rank, how often; the line quoted."""
+    data = f.get("data") or {}
+    ev = data.get("evidence")
+    if not isinstance(ev, list) or not ev or not isinstance(ev[0], dict):
+        return []
+    e = ev[0]
+    where = f"{e.get('file')}:{e.get('line')}"
+    who = ", ".join(x for x in (f"host {e['host']}" if e.get("host") else "", f"rank {e['rank']}" if e.get("rank") is not None else "") if x)
+    count = data.get("count") or 1
+    more = ""
+    if count > 1:
+        hosts = data.get("hosts") or []
+        more = f"; {count} times" + (f" on {_plural(len(hosts), 'host')}" if len(hosts) > 1 else "")
+    head = f"seen at {where}" + (f" ({who})" if who else "") + more + ":"
+    return [(indent, [(head, "dim")], False), (indent + 2, [(_safe(str(e.get("text", ""))), "")], True)]
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _safe(text: str) -> str:
+    """A quoted log line with its control characters (escape sequences) shown, never obeyed."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
+    """The short block that says what NCCL did, when a log was read."""
+    if not nccl:
+        return []
+    from rdmadoctor.logs.nccl import transport_line
+
+    out: list[Line] = [(0, [("NCCL (from the log):", "bold")], False)]
+    line = transport_line(nccl)
+    if line:
+        out.append((2, [(line, "bold red" if line.startswith("WARNING") else "")], False))
+    facts = []
+    for key, word in (("version", "version"), ("cuda", "CUDA"), ("network", "network"), ("plugin", "plugin")):
+        if nccl.get(key):
+            facts.append(f"{word} {nccl[key]}")
+    if nccl.get("gdr") is not None:
+        facts.append("GPUDirect RDMA " + ("on" if nccl["gdr"] else "off"))
+    for key, word in (("channels", "channels"), ("ranks", "ranks")):
+        if nccl.get(key) is not None:
+            facts.append(f"{nccl[key]} {word}")
+    if nccl.get("hosts"):
+        facts.append(_plural(len(nccl["hosts"]), "host"))
+    if facts:
+        out.append((2, [("; ".join(facts), "")], False))
+    if nccl.get("net_devices"):
+        devs = " ".join(f"{d['name']}:{d['port']}/{d.get('link_layer') or '?'}" for d in nccl["net_devices"])
+        out.append((2, [("devices: ", "dim"), (devs, "")], False))
+    if nccl.get("socket_hosts"):
+        out.append((2, [("on sockets: ", "dim"), (", ".join(nccl["socket_hosts"]), "bold red")], False))
+    out.append((0, [], False))
+    return out
+
+
+def log_summary(findings: list[dict[str, Any]], nccl: dict[str, Any] | None = None, limit: int = 8) -> list[str]:
+    """Plain lines for stderr (``rdmadoctor run`` after a failed job): root causes first, each with its fix."""
+    rep = {"checks": [{"findings": findings}]}
+    folds = folding(rep, verbose=False)
+    folded = {id(f) for fs in folds.values() for f in fs}
+    out: list[str] = []
+    roots = [f for f in findings if f["severity"] in PROBLEM_SEVERITIES and id(f) not in folded]
+    for f in roots[:limit]:
+        out.append(f"{f['code']} {f['subject']}: {f['message']}")
+        for _, segs, _verbatim, *_ in evidence_lines(f, 2):
+            out.append("  " + "".join(t for t, _ in segs))
+        if f.get("remedy"):
+            out.append("  fix: " + " ".join(f["remedy"].split()))
+        n = len(folds.get(f["code"], ())) + len(folds.get((f["code"], f["subject"]), ()))
+        if n:
+            out.append(f"  ({_plural(n, 'finding')} follow from it)")
+    if len(roots) > limit:
+        out.append(f"... and {len(roots) - limit} more; `rdmadoctor diagnose LOG` shows them all")
+    if not roots:
+        line = transport_line_or_none(nccl)
+        out.append("no known error in the output" + (f"; {line}" if line else ""))
+    return out
+
+
+def transport_line_or_none(nccl: dict[str, Any] | None) -> str | None:
+    from rdmadoctor.logs.nccl import transport_line
+
+    return transport_line(nccl)
 
 
 def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
@@ -163,6 +266,7 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
     done: set[int] = set()
     status = rep["status"]
     out: list[Line] = [(0, [(summary_line(rep), STYLE.get(status, ""))], False), (0, [], False)]
+    out += nccl_lines(rep.get("nccl"))
     for chk in rep["checks"]:
         st = chk["status"]
         segs = [(f"[{ICON.get(st, st)}] ", STYLE.get(st, "")), (f"{chk['id']:<16}", "bold"), (chk["title"], "")]

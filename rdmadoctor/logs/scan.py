@@ -1,0 +1,646 @@
+"""The Diagnoser: log text in (any chunking, any size), root causes and NCCL's facts out.
+
+How it stays fast and small on a gigabyte from 64 ranks:
+
+- Lines are never all looked at in Python. One compiled alternation of every knowledge-base
+  row's ``needle`` (plus the NCCL INFO lines that carry facts and the starts of pasted tool
+  outputs) is searched over each megabyte in C; only the lines that contain a needle are
+  decoded, unwrapped and matched against their rows.
+- Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
+  ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
+  and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
+
+Root cause first: findings are ordered by when they were first seen (the log's timestamps when
+every finding has one, else the order of the input). A row marked ``symptom`` (a flushed work
+request, ``unhandled system error``, a connection closed by the peer) is linked to the earliest
+non-symptom problem seen before it: ``cause`` names that problem's code and ``data["follows"]``
+says where it was.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
+from rdmadoctor.core.record import field, record
+from rdmadoctor.logs import kb, prefix
+from rdmadoctor.logs.nccl import NcclFacts, is_socket, transport_line
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+MAX_LINE = 64 * 1024
+MAX_EVIDENCE = 3
+MAX_FINDINGS = 512
+MAX_SEGMENTS = 64
+MAX_SEGMENT_BYTES = 1 << 20
+MAX_SEGMENT_LINES = 20000
+
+# NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
+_FACT_NEEDLES = (
+    "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
+    "Channel ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE",
+    "Connected all rings",
+)
+# Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
+_COMMANDS = {
+    "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
+    "ulimit": "ulimit", "df": "df", "lsmod": "lsmod", "dmesg": "dmesg", "journalctl": "dmesg",
+    "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
+    "cat": "cat", "ibv_devices": "ibv_devices",
+}
+# Tool output pasted without its prompt, recognised by its first line.
+_HEADERS = (
+    (r"^\s*CA '[^']*'\s*$", "ibstat"),
+    (r"^\s*Infiniband device '[^']*' port \d+ status:", "ibstatus"),
+    (r"^\s*hca_id:\s*\S", "ibv_devinfo"),
+    (r"^\s*(?:\d+/)?link \S+/\d+ state \w+", "rdma_link"),
+    (r"^\s*Filesystem\s+(?:Size|1K-blocks|1M-blocks|Type)\b", "df"),
+    (r"^\s*Module\s+Size\s+Used by", "lsmod"),
+    (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
+    (r"^\s*Max locked memory\s", "limits"),
+)
+_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
+# Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
+# brackets and colons): the scan's first-character set is made of these only.
+_RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
+_PROMPT_ANCHORS = ("$ ", "# ")
+
+
+def _prompt_with_command() -> str:
+    """parsers.common.PROMPT with the command after the prompt character captured as ``cmd``."""
+    from rdmadoctor.parsers.common import PROMPT
+
+    tail = r"\s*[$#%>](?:\s.*)?$"
+    assert PROMPT.endswith(tail), "parsers.common.PROMPT changed shape"
+    return PROMPT[: -len(tail)] + r"\s*[$#%>](?:\s+(?P<cmd>.*))?$"
+
+
+def _anchor(literal: str) -> str | None:
+    """The longest tail of ``literal`` that starts at a rare character (at least 3 long), or None."""
+    if not literal.isascii():
+        return None
+    for i, ch in enumerate(literal):
+        if len(literal) - i < min(3, len(literal)):
+            break
+        if ch in _RARE:
+            return literal[i:]
+    return None
+
+
+def _trie(words: list[str]) -> str:
+    """One regex for many literals, shaped as a trie so a position tries one branch per character."""
+    root: dict = {}
+    for w in words:
+        d = root
+        for ch in w:
+            d = d.setdefault(ch, {})
+        d[""] = {}
+
+    def emit(d: dict) -> str:
+        if set(d) == {""}:
+            return ""
+        alts = [re.escape(ch) + emit(d[ch]) for ch in sorted(k for k in d if k)]
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in d else body
+
+    return emit(root)
+
+
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+_TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
+
+
+@record
+class Segment:
+    """A tool's output found in the text (after a prompt line, or recognised by its header)."""
+
+    kind: str  # ibstat | ibstatus | ibv_devinfo | rdma_link | ulimit | df | lsmod | dmesg | other ...
+    command: str  # the command line after the prompt ("ibstat mlx5_0"), "" when recognised by header
+    text: str
+    file: str
+    line: int  # the first line of the output (1-based)
+    cut: bool = False  # longer than MAX_SEGMENT_BYTES / MAX_SEGMENT_LINES: the rest was not kept
+
+
+@record(frozen=False)
+class Diagnosis:
+    findings: list[Finding] = field(default_factory=list)
+    nccl: dict | None = None
+    segments: list[Segment] = field(default_factory=list)
+    sources: list[dict] = field(default_factory=list)  # {name, bytes, lines, error}
+    notes: list[str] = field(default_factory=list)  # limits reached, lines cut
+
+    @property
+    def read_any(self) -> bool:
+        return any(s.get("bytes") for s in self.sources)
+
+
+class _Agg:
+    """One finding in the making: the first match, a few quoted lines, counts."""
+
+    __slots__ = ("pattern", "groups", "subject", "seq", "time", "evidence", "count", "hosts", "ranks", "symptom")
+
+    def __init__(self, pattern: kb.Pattern, groups: dict, subject: str, seq: tuple, time: str | None, symptom: bool):
+        self.pattern, self.groups, self.subject, self.seq, self.time = pattern, groups, subject, seq, time
+        self.evidence: list[dict] = []
+        self.count = 0
+        self.hosts: set[str] = set()
+        self.ranks: set[int] = set()
+        self.symptom = symptom
+
+
+class _Fmt(dict):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def _fill(template: str, groups: dict) -> str:
+    try:
+        return template.format_map(_Fmt({k: ("?" if v is None else v) for k, v in groups.items()}))
+    except (ValueError, IndexError, AttributeError):
+        return template
+
+
+class _Tables:
+    """The knowledge base compiled once: needle -> rows, and the one alternation of all needles."""
+
+    def __init__(self, patterns: tuple[kb.Pattern, ...]):
+        self.patterns = patterns
+        self.by_needle: dict[str, list[kb.Pattern]] = {}
+        for p in patterns:
+            self.by_needle.setdefault(p.needle, []).append(p)
+        self.regex = {p.id: re.compile(p.regex) for p in patterns}
+        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES)
+        alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
+        self.line_needles = re.compile("|".join(alts))
+        # The scan over the bytes: each needle is found through its anchor, the part of it that
+        # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
+        # first-character set the regex engine checks in C; needles without a rare character are
+        # found with bytes.find. A candidate line is then checked for the whole needle.
+        anchors, plain = set(), set()
+        for lit in literals | set(_PROMPT_ANCHORS):
+            a = _anchor(lit)
+            (anchors.add(a) if a else plain.add(lit))
+        # Each anchor's first (rare) character is translated to \x01 before the scan, so the
+        # pattern starts with one literal byte: the engine looks for that byte alone, two to three
+        # times faster than testing every byte against a set of first characters.
+        table = bytearray(range(256))
+        for a in anchors:
+            table[ord(a[0])] = 1
+        self.table = bytes(table)
+        rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
+        self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        self.plain = tuple(sorted(x.encode() for x in plain))
+        self.prompt = re.compile(_prompt_with_command())
+        self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
+
+
+_TABLES: _Tables | None = None
+
+
+def tables() -> _Tables:
+    global _TABLES
+    if _TABLES is None:
+        _TABLES = _Tables(kb.patterns())
+    return _TABLES
+
+
+class Diagnoser:
+    """Feed it bytes; ask it for the diagnosis. See the module docstring."""
+
+    def __init__(self, *, on_transport: Callable[[dict], None] | None = None, patterns: tuple[kb.Pattern, ...] | None = None):
+        self.t = tables() if patterns is None else _Tables(patterns)
+        self.on_transport = on_transport
+        self._fired = False
+        self.facts = NcclFacts()
+        self.aggs: dict[tuple[str, str], _Agg] = {}
+        self.dropped_findings = 0
+        self.segments: list[Segment] = []
+        self.dropped_segments = 0
+        self.sources: list[dict] = []
+        self.notes: list[str] = []
+        self._source: dict | None = None
+        self._src_index = -1
+        self._tail = b""
+        self._skipping = False  # inside a line longer than MAX_LINE: drop until its newline
+        self._lineno = 0  # lines completed in this source
+        self._seg: dict | None = None  # the tool output being collected
+        self._cut_lines = 0
+        self._socket_seen: tuple | None = None  # (seq, evidence) of the first line showing NCCL on sockets
+
+    # -- input ----------------------------------------------------------------------------
+    def _ensure_source(self, name: str) -> dict:
+        if self._source is None or self._source["name"] != name:
+            self.end_source()
+            self._src_index += 1
+            self._source = {"name": name, "bytes": 0, "lines": 0, "error": None}
+            self.sources.append(self._source)
+            self._lineno = 0
+        return self._source
+
+    def feed(self, data: bytes, source: str = "-") -> None:
+        src = self._ensure_source(source)
+        if not data:
+            return
+        src["bytes"] += len(data)
+        if self._skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                return
+            data = data[nl + 1:]
+            self._skipping = False
+            self._lineno += 1
+        last = data.rfind(b"\n")
+        if last < 0:
+            self._tail += data
+        else:
+            if self._tail:
+                # The line the previous chunk left open, completed: a small block of its own,
+                # so the big chunk is never copied just to glue a few bytes in front.
+                first = data.find(b"\n") + 1
+                self._block(self._tail + data[:first])
+                self._tail = b""
+                if first <= last:
+                    self._block(data[first:last + 1])
+            else:
+                self._block(data if last + 1 == len(data) else data[:last + 1])
+            self._tail = data[last + 1:]
+        if len(self._tail) > MAX_LINE:
+            # A line longer than any message: keep its start for matching, drop the rest.
+            self._block(self._tail[:MAX_LINE] + b"\n")
+            self._lineno -= 1  # the cut line continues: it is counted once, at its newline
+            self._cut_lines += 1
+            self._tail = b""
+            self._skipping = True
+
+    def error(self, message: str, source: str | None = None) -> None:
+        """Record why a source could not be read (wholly or from some point on)."""
+        if source is not None:
+            self._ensure_source(source)
+        if self._source is not None:
+            self._source["error"] = message
+
+    def end_source(self) -> None:
+        if self._source is None:
+            return
+        if self._tail:
+            self._block(self._tail + b"\n")
+            self._tail = b""
+        if self._skipping:
+            self._lineno += 1
+            self._skipping = False
+        self._close_segment()
+        self._source["lines"] = self._lineno
+
+    # -- scanning -------------------------------------------------------------------------
+    def _block(self, block: bytes) -> None:
+        """Complete lines (ending in a newline)."""
+        if b"\r" in block:
+            block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        if b"\x1b" in block:
+            block = _ANSI.sub(b"", block)
+        n = len(block)
+        starts = self._candidates(block)
+        pos, i = 0, 0
+        while pos < n:
+            if self._seg is not None:
+                pos = self._segment_lines(block, pos)
+                continue
+            while i < len(starts) and starts[i] < pos:
+                i += 1
+            if i == len(starts):
+                self._lineno += block.count(b"\n", pos)
+                return
+            ls = starts[i]
+            i += 1
+            self._lineno += block.count(b"\n", pos, ls) + 1
+            le = block.find(b"\n", ls)
+            self._line(block[ls:le], self._lineno)
+            pos = le + 1
+
+    def _candidates(self, block: bytes) -> list[int]:
+        """Starts of the lines of ``block`` that may hold a needle, in order."""
+        starts: set[int] = set()
+        rfind, find = block.rfind, block.find
+        if self.t.fast is not None:
+            for m in self.t.fast.finditer(block.translate(self.t.table)):
+                starts.add(rfind(b"\n", 0, m.start()) + 1)
+        for lit in self.t.plain:
+            j = find(lit)
+            while j >= 0:
+                ls = rfind(b"\n", 0, j) + 1
+                starts.add(ls)
+                j = find(lit, find(b"\n", j) + 1) if find(b"\n", j) >= 0 else -1
+        return sorted(starts)
+
+    def _segment_lines(self, block: bytes, pos: int) -> int:
+        """Collect the lines of the tool output being read, until a line that ends it."""
+        seg = self._seg
+        assert seg is not None
+        n = len(block)
+        while pos < n:
+            le = block.find(b"\n", pos)
+            raw = block[pos:le]
+            text = raw.decode("utf-8", "replace").rstrip()
+            if self._ends_segment(text, seg):
+                self._close_segment()
+                return pos  # the line is scanned again, as a line of its own
+            self._lineno += 1
+            pos = le + 1
+            seg["blank"] = seg["blank"] + 1 if not text.strip() else 0
+            if seg["size"] < MAX_SEGMENT_BYTES and len(seg["lines"]) < MAX_SEGMENT_LINES:
+                seg["lines"].append(text)
+                seg["size"] += len(text) + 1
+            else:
+                seg["cut"] = True
+            if self.t.line_needles.search(text):
+                self._match(text, self._lineno, quick=True)
+        return pos
+
+    def _ends_segment(self, text: str, seg: dict) -> bool:
+        from rdmadoctor.parsers.common import is_prompt
+
+        if is_prompt(text):
+            return True
+        if seg["blank"] >= 2 and text.strip():
+            return True
+        if seg["prompted"]:
+            return False
+        # Output recognised by its header ends where the log resumes.
+        return " NCCL " in text or text.startswith("Traceback")
+
+    def _close_segment(self) -> None:
+        seg, self._seg = self._seg, None
+        if seg is None:
+            return
+        while seg["lines"] and not seg["lines"][-1].strip():
+            seg["lines"].pop()
+        if len(self.segments) >= MAX_SEGMENTS:
+            self.dropped_segments += 1
+            return
+        self.segments.append(Segment(kind=seg["kind"], command=seg["command"], text="\n".join(seg["lines"]) + "\n",
+                                     file=seg["file"], line=seg["line"], cut=seg["cut"]))
+
+    def _open_segment(self, kind: str, command: str, first_line: int, header: str | None) -> None:
+        self._close_segment()
+        src = self._source["name"] if self._source else "-"
+        lines = [header] if header is not None else []
+        self._seg = {"kind": kind, "command": command, "lines": lines, "size": sum(len(x) + 1 for x in lines),
+                     "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
+
+    def _line(self, raw: bytes, lineno: int) -> None:
+        text = raw.decode("utf-8", "replace").rstrip()
+        # A prompt with a command: its output follows, up to the next prompt.
+        if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
+            command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
+            command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
+            word = command.split()[0] if command.split() else ""
+            kind = _COMMANDS.get(word, "other")
+            if kind == "rdma_link" and " link" not in f" {command}":
+                kind = "other"
+            self._open_segment(kind, command, lineno + 1, None)
+            return
+        for rx, kind in self.t.headers:
+            if rx.search(text):
+                self._open_segment(kind, "", lineno, text)
+                return
+        self._match(text, lineno)
+
+    def _match(self, text: str, lineno: int, quick: bool = False) -> None:
+        body, meta = prefix.split(text)
+        if meta.level is not None or "NCCL" in text:
+            self.facts.feed(body, meta.host)
+            if self._socket_seen is None and ("Using network" in body or "via NET/" in body) and (
+                    any(is_socket(n, None) for n in self.facts.networks.values()) or self.facts.socket_channel_hosts):
+                self._socket_seen = ((self._src_index, lineno), {
+                    "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
+                    "host": meta.host, "rank": meta.rank, "time": meta.time})
+            if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
+                self._fire()
+        seen: set[str] = set()
+        for m in self.t.line_needles.finditer(text):
+            needle = m.group()
+            if needle in seen:
+                continue
+            seen.add(needle)
+            for p in self.t.by_needle.get(needle, ()):
+                g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
+                if g is None:
+                    continue
+                self._hit(p, g.groupdict(), text, lineno, meta)
+                return  # the first row that matches a line wins
+
+    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta) -> None:
+        groups = {k: v for k, v in groups.items()}
+        if p.derive is not None:
+            try:
+                groups.update(p.derive(groups))
+            except Exception:  # noqa: BLE001 - a row's helper never breaks the diagnosis
+                pass
+        subject = _fill(p.subject, groups)
+        key = (p.id, subject)
+        agg = self.aggs.get(key)
+        if agg is None:
+            if len(self.aggs) >= MAX_FINDINGS:
+                self.dropped_findings += 1
+                return
+            symptom = p.symptom or any(groups.get(k) == v for k, v in p.symptom_when)
+            agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom)
+        agg.count += 1
+        if meta.host and len(agg.hosts) < 64:
+            agg.hosts.add(meta.host)
+        if meta.rank is not None and len(agg.ranks) < 1024:
+            agg.ranks.add(meta.rank)
+        if len(agg.evidence) < MAX_EVIDENCE:
+            agg.evidence.append({
+                "file": self._source["name"] if self._source else "-",
+                "line": lineno,
+                "text": text[:400],
+                "host": meta.host,
+                "rank": meta.rank,
+                "time": meta.time,
+            })
+
+    def _fire(self) -> None:
+        self._fired = True
+        try:
+            assert self.on_transport is not None
+            self.on_transport(self.facts.to_json() or {})
+        except Exception:  # noqa: BLE001 - a callback's failure never stops the reading
+            pass
+
+    # -- the verdict ----------------------------------------------------------------------
+    def finish(self) -> Diagnosis:
+        self.end_source()
+        nccl = self.facts.to_json()
+        if not self._fired and self.on_transport is not None and nccl and nccl.get("network"):
+            self._fire()
+        aggs = sorted(self.aggs.values(), key=_order_key(list(self.aggs.values())))
+        findings = _link(aggs)
+        fallback = _socket_fallback(self.facts, nccl, aggs)
+        if fallback is not None:
+            at = len(findings)
+            if self._socket_seen is not None:
+                seq, ev = self._socket_seen
+                fallback.data["evidence"] = [ev]
+                at = next((i for i, a in enumerate(aggs) if a.seq > seq), len(aggs))
+            findings.insert(at, fallback)
+        notes = list(self.notes)
+        if self.dropped_findings:
+            notes.append(f"{self.dropped_findings} more distinct messages were not kept (limit {MAX_FINDINGS})")
+        if self.dropped_segments:
+            notes.append(f"{self.dropped_segments} more pasted tool outputs were not kept (limit {MAX_SEGMENTS})")
+        if self._cut_lines:
+            notes.append(f"{self._cut_lines} line(s) longer than {MAX_LINE // 1024} KiB were cut for matching")
+        return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
+
+
+def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
+    """By time when every finding has a sortable timestamp, else by position in the input."""
+    if aggs and all(a.time and _TS_SORTABLE.match(a.time) for a in aggs):
+        return lambda a: (a.time.replace("T", " ")[:26], a.seq)  # type: ignore[union-attr]
+    return lambda a: a.seq
+
+
+def _finding(a: _Agg) -> Finding:
+    p = a.pattern
+    data: dict[str, Any] = {
+        "pattern": p.id,
+        "count": a.count,
+        "evidence": a.evidence,
+        "meaning": p.meaning,
+        "ref": p.ref,
+    }
+    if a.hosts:
+        data["hosts"] = sorted(a.hosts)
+    if a.ranks:
+        data["ranks"] = sorted(a.ranks)
+    if a.symptom:
+        data["symptom"] = True
+    return Finding(p.code, p.severity, a.subject, _fill(p.message, a.groups), p.fix, data=data)
+
+
+def _link(aggs: list[_Agg]) -> list[Finding]:
+    """Findings in order, each symptom linked to the earliest problem seen before it."""
+    out: list[Finding] = []
+    roots: list[tuple[_Agg, Finding]] = []
+    for a in aggs:
+        f = _finding(a)
+        if a.symptom:
+            cause = _cause_for(a, roots)
+            if cause is not None:
+                ca, cf = cause
+                ev = ca.evidence[0] if ca.evidence else {}
+                f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
+                f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
+        elif a.pattern.severity in (ERROR, WARNING):
+            roots.append((a, f))
+        out.append(f)
+    return out
+
+
+def _cause_for(a: _Agg, roots: list[tuple[_Agg, Finding]]) -> tuple[_Agg, Finding] | None:
+    if not roots:
+        return None
+    wanted = set(a.pattern.follows)
+    if wanted:
+        for ra, rf in roots:
+            if rf.code in wanted or ra.pattern.id in wanted:
+                return ra, rf
+    return roots[0]
+
+
+def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> Finding | None:
+    """NCCL_SOCKET_FALLBACK from what NCCL said it uses, with the reason the log gives."""
+    if not nccl:
+        return None
+    hosts = nccl.get("socket_hosts")
+    net = nccl.get("network")
+    socket_net = [n for n in facts.networks.values() if is_socket(n, None)]
+    if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin"))):
+        return None
+    name = socket_net[0] if socket_net else (nccl.get("plugin") or "Socket")
+    ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "the interface NCCL picked"
+    where = ""
+    all_hosts = nccl.get("hosts") or []
+    if hosts and all_hosts and len(hosts) < len(all_hosts):
+        where = f" on {len(hosts)} of {len(all_hosts)} hosts ({', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}) while the others use {net}"
+    elif hosts:
+        where = f" on {', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}"
+    reasons = [a for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)
+               and a.pattern.code in _FALLBACK_REASONS]
+    why = ""
+    cause = None
+    follows = None
+    if reasons:
+        r = reasons[0]
+        cause = r.pattern.code
+        why = f", because {_fill(r.pattern.message, r.groups)}"
+        ev = r.evidence[0] if r.evidence else {}
+        follows = {"code": cause, "subject": r.subject, "file": ev.get("file"), "line": ev.get("line")}
+    message = (f"NCCL uses {name} (TCP) for inter-node traffic{where}, over {ifaces}{why}. "
+               "Expected: NET/IB (InfiniBand or RoCE) with GPUDirect RDMA on an RDMA pool")
+    data: dict[str, Any] = {"network": name, "socket_hosts": hosts, "socket_ifaces": nccl.get("socket_ifaces")}
+    if follows:
+        data["follows"] = follows
+    from rdmadoctor.logs.kb.nccl import NCCL_SOCKET_FALLBACK
+
+    return Finding(NCCL_SOCKET_FALLBACK.code, ERROR, ", ".join(hosts[:8]) if hosts else "NCCL", message,
+                   NCCL_SOCKET_FALLBACK.fix, data=data, cause=cause)
+
+
+# Codes that explain a fallback to sockets when the log shows them (rows of the knowledge base
+# and the node's own findings use the same codes).
+_FALLBACK_REASONS = {
+    "NCCL_IB_DISABLED_BY_ENV", "NCCL_IB_NO_DEVICE", "NCCL_IB_HCA_NO_MATCH", "VERBS_LIB_MISSING",
+    "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "DEV_UVERBS_MISSING", "IB_NO_DEVICES",
+    "NCCL_NET_PLUGIN_FAILED", "VERBS_NO_DEVICES", "IB_PORT_DOWN", "IB_PORT_INIT",
+}
+
+
+def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
+    d = Diagnoser(**kw)
+    d.feed(data, source=name)
+    return d.finish()
+
+
+def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:  # noqa: ANN001
+    """Every path (``-``: stdin) read in chunks; a path that cannot be read is an error of its own."""
+    from rdmadoctor.logs import reader
+
+    d = Diagnoser(**kw)
+    for path in paths:
+        d._ensure_source(path)
+        try:
+            stream = reader.open_source(path, stdin=stdin)
+        except reader.SourceError as e:
+            d.error(str(e), path)
+            continue
+        try:
+            first = True
+            for chunk in reader.chunks(stream):
+                if first and _binary(chunk):
+                    d.error(f"{path}: binary data (NUL bytes), not a log: nothing read")
+                    d._source["bytes"] = 0  # type: ignore[index]
+                    break
+                first = False
+                d.feed(chunk, source=path)
+                if progress is not None:
+                    progress(len(chunk))
+        except reader.TruncatedInput as e:
+            d.error(f"{path}: {e}")
+        finally:
+            if path != "-":
+                stream.close()
+        d.end_source()
+    return d.finish()
+
+
+def _binary(chunk: bytes) -> bool:
+    head = chunk[:8192]
+    return head.count(b"\x00") > max(8, len(head) // 100)
+
+
+__all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line", "INFO"]
