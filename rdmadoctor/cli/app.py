@@ -142,6 +142,17 @@ def list_checks(as_json: bool = JsonOpt) -> None:
     raise typer.Exit(run_list_checks(as_json))
 
 
+@app.command("list-patterns")
+def list_patterns(
+    as_json: bool = JsonOpt,
+    code: Optional[str] = typer.Option(None, "--code", metavar="CODE", help="Only the patterns that give this code."),
+) -> None:
+    """List the log messages `rdmadoctor diagnose` recognises: pattern, code, source (NCCL, verbs, IB tools, PyTorch, kernel)."""
+    from rdmadoctor.cli.info import run_list_patterns
+
+    raise typer.Exit(run_list_patterns(as_json, code))
+
+
 @app.command()
 def examples(as_json: bool = JsonOpt) -> None:
     """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
