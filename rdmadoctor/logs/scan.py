@@ -40,7 +40,8 @@ MAX_SEGMENT_LINES = 20000
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
-    "Channel ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE",
+    "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
+    "Using internal Network",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -419,7 +420,10 @@ class Diagnoser:
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
+        # Each needle in the line gets its first matching row: a traceback pasted on one line
+        # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
+        hit: set[tuple[str, str]] = set()
         for m in self.t.line_needles.finditer(text):
             needle = m.group()
             if needle in seen:
@@ -429,10 +433,10 @@ class Diagnoser:
                 g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
                 if g is None:
                     continue
-                self._hit(p, g.groupdict(), text, lineno, meta)
-                return  # the first row that matches a line wins
+                self._hit(p, g.groupdict(), text, lineno, meta, hit)
+                break
 
-    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta) -> None:
+    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
         groups = {k: v for k, v in groups.items()}
         if p.derive is not None:
             try:
@@ -440,6 +444,9 @@ class Diagnoser:
             except Exception:  # noqa: BLE001 - a row's helper never breaks the diagnosis
                 pass
         subject = _fill(p.subject, groups)
+        if (p.code, subject) in hit:  # two rows saying the same thing of one line count once
+            return
+        hit.add((p.code, subject))
         key = (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:
