@@ -296,10 +296,11 @@ def _modify_qp(groups: dict[str, str]) -> dict[str, str]:
 
 def _plugin(groups: dict[str, str]) -> dict[str, str]:
     lib = groups.get("lib") or groups.get("lib2") or groups.get("lib3") or ""
+    note = f" {lib}" if lib else ""  # not repeated when the error text already starts with it
     if not lib:  # dlerror names the plugin when the plugin itself is broken: "/x/libnccl-net.so: undefined symbol"
         first = (groups.get("error") or "").split(":", 1)[0]
         lib = first if "nccl-net" in first else ""
-    return {"plugin": lib or "libnccl-net", "plugin_note": f" {lib}" if lib else ""}
+    return {"plugin": lib or "libnccl-net", "plugin_note": note}
 
 
 def _gdr_pair(groups: dict[str, str]) -> dict[str, str]:
@@ -709,26 +710,42 @@ PATTERNS: tuple[Pattern, ...] = (
         id="nccl.ib_async_event",
         code=NCCL_IB_ASYNC_EVENT.code,
         severity=WARNING,
-        needle="NET/IB : ",
-        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?(?:Got (?:async event : |async error event: "
+        needle="async",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
               r"|non-fatal async event: )(?!port error|local catastrophic error|CQ error|local work queue catastrophic"
-              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]+?)(?:\(\d+\))?\s*$"
-              r"|(?P<what>GID table changed|unknown event type \(\d+\)))",
+              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]+?)(?:\(\d+\))?\s*$",
         subject="{device}",
         message="The HCA{dev_note} reported `{event_text}` while NCCL was running; a stable fabric reports none.",
-        meaning="Not fatal by itself, but connections made before a LID, SM, P_Key or GID change can fail afterwards.",
-        fix="Match the time against the subnet manager and switch logs; on RoCE keep the netdev's IP addresses "
-            "stable while jobs run; check the port's cable and counters if it repeats.",
-        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain (2.5-2.28), src/transport/net_ib/common.cc "
-            "(2.29-2.30); `GID table changed` 2.28+",
+        meaning="Not fatal by itself, but connections made before a LID, SM or P_Key change can fail afterwards.",
+        fix="Match the time against the subnet manager and switch logs; check the port's cable and counters "
+            "(`perfquery -x`) if it repeats.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain: `Got async event : %s` (2.5-2.22), `Got async "
+            "error event: %s` (2.23-2.27), `Got non-fatal async event: %s(%d)` (2.28), src/transport/net_ib/common.cc "
+            "(2.29-2.30); event strings: rdma-core libibverbs/enum_strs.c",
         examples=(
             "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : port active",
             "node-4:71:140 [5] transport/net_ib.cc:171 NCCL WARN NET/IB : mlx5_2:1 Got async error event: SM change",
             "node-4:71:140 [5] transport/net_ib/common.cc:179 NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: "
             "client reregistration(17)",
-            "node-4:71:140 [5] transport/net_ib/common.cc:153 NCCL WARN NET/IB : mlx5_2:1 GID table changed",
         ),
         derive=_async_event,
+    ),
+    Pattern(
+        id="nccl.ib_gid_changed",
+        code=NCCL_IB_ASYNC_EVENT.code,
+        severity=WARNING,
+        needle="GID table changed",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?GID table changed",
+        subject="{device}",
+        message="The GID table of{dev_note} changed while NCCL was running (on RoCE: an IP address of the netdev was "
+                "added, removed or moved); the GIDs NCCL connected with should stay put.",
+        meaning="Connections made with a GID that went away fail; new ones may pick another GID index.",
+        fix="Keep the RoCE netdev's IP addresses stable while jobs run (no DHCP renumbering, no address moves by the "
+            "CNI); pin NCCL_IB_GID_INDEX only to an index that exists on every node.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain IBV_EVENT_GID_CHANGE (2.28), "
+            "src/transport/net_ib/common.cc (2.29-2.30); earlier releases print `Got async event : GID table change`",
+        examples=("node-4:71:140 [5] transport/net_ib/common.cc:153 NCCL WARN NET/IB : mlx5_2:1 GID table changed",),
+        derive=lambda g: {**_dev(g), "dev_note": f" {_dev(g)['device']}" if g.get("dev") else " the HCA"},
     ),
     # -- verbs resources ---------------------------------------------------------------------------
     Pattern(
