@@ -41,7 +41,7 @@ MAX_SEGMENT_LINES = 20000
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
-    "Using internal Network",
+    "Using internal Network", " nranks ",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -401,8 +401,9 @@ class Diagnoser:
         body, meta = prefix.split(text)
         if meta.level is not None or "NCCL" in text:
             self.facts.feed(body, meta.host)
-            if self._socket_seen is None and ("Using network" in body or "via NET/" in body) and (
-                    any(is_socket(n, None) for n in self.facts.networks.values()) or self.facts.socket_channel_hosts):
+            if self._socket_seen is None and ("Using " in body or "via NET/" in body) and (
+                    any(is_socket(n, None) for n in self.facts.networks.values()) or self.facts.socket_channel_hosts
+                    or self.facts._implied()):
                 self._socket_seen = ((self._src_index, lineno), {
                     "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
@@ -518,36 +519,54 @@ LOOKAHEAD_LINES = 8
 
 
 def _link(aggs: list[_Agg]) -> list[Finding]:
-    """Findings in order, each symptom linked to the earliest problem seen before it."""
-    out: list[Finding] = []
-    roots: list[tuple[_Agg, Finding]] = []
-    all_roots = [(a, _finding(a)) for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)]
-    for a in aggs:
-        f = _finding(a)
+    """Findings in order, each symptom linked to its cause.
+
+    A symptom's cause is the earliest problem seen before it (one its row ``follows`` first), else
+    the first one in the next LOOKAHEAD_LINES lines of the same input. Two passes: a symptom that
+    finds no cause among the root problems (``Error while creating shared memory segment`` quoted
+    alone under PyTorch's ``Last error:``) is a root itself, and the symptoms left over link to it.
+    """
+    found = [_finding(a) for a in aggs]
+    problem = [a.pattern.severity in (ERROR, WARNING) for a in aggs]
+    cause: dict[int, int] = {}
+    roots = [i for i, a in enumerate(aggs) if problem[i] and not a.symptom]
+    for i, a in enumerate(aggs):
         if a.symptom:
-            cause = _cause_for(a, roots) or _cause_for(a, [
-                (ra, rf) for ra, rf in all_roots
-                if ra.seq[0] == a.seq[0] and a.seq[1] <= ra.seq[1] <= a.seq[1] + LOOKAHEAD_LINES])
-            if cause is not None:
-                ca, cf = cause
-                ev = ca.evidence[0] if ca.evidence else {}
-                f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
-                f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
-        elif a.pattern.severity in (ERROR, WARNING):
-            roots.append((a, f))
+            c = _cause_for(aggs, i, roots)
+            if c is not None:
+                cause[i] = c
+    more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause])
+    for i, a in enumerate(aggs):
+        if a.symptom and i not in cause:
+            c = _cause_for(aggs, i, [j for j in more if j != i])
+            if c is not None and cause.get(c) != i:
+                cause[i] = c
+    out: list[Finding] = []
+    for i, f in enumerate(found):
+        if i in cause:
+            ca, cf = aggs[cause[i]], found[cause[i]]
+            ev = ca.evidence[0] if ca.evidence else {}
+            f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
+            f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
         out.append(f)
     return out
 
 
-def _cause_for(a: _Agg, roots: list[tuple[_Agg, Finding]]) -> tuple[_Agg, Finding] | None:
-    if not roots:
-        return None
+def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
+    a = aggs[i]
+    before = [j for j in candidates if j < i]
     wanted = set(a.pattern.follows)
     if wanted:
-        for ra, rf in roots:
-            if rf.code in wanted or ra.pattern.id in wanted:
-                return ra, rf
-    return roots[0]
+        for j in before:
+            if aggs[j].pattern.code in wanted or aggs[j].pattern.id in wanted:
+                return j
+    if before:
+        return before[0]
+    for j in candidates:
+        b = aggs[j]
+        if j > i and b.seq[0] == a.seq[0] and a.seq[1] <= b.seq[1] <= a.seq[1] + LOOKAHEAD_LINES:
+            return j
+    return None
 
 
 def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> Finding | None:
@@ -556,7 +575,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         return None
     hosts = nccl.get("socket_hosts")
     net = nccl.get("network")
-    socket_net = [n for n in facts.networks.values() if is_socket(n, None)]
+    socket_net = [n for n in {**facts._implied(), **facts.networks}.values() if is_socket(n, None)]
     if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin"))):
         return None
     name = socket_net[0] if socket_net else (nccl.get("plugin") or "Socket")
