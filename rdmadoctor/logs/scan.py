@@ -41,7 +41,7 @@ MAX_SEGMENT_LINES = 20000
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
-    "Using internal Network", " nranks ",
+    "Using internal Network", "INFO comm ",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -62,6 +62,11 @@ _HEADERS = (
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
 )
+# Lines that carry an error whatever its words: a needle with no rare character to anchor it
+# ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
+# says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
+_CONTEXT_NEEDLES = ("WARN", "ERROR", "Error", "Last error", "Warning")
+LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
@@ -161,13 +166,16 @@ class _Tables:
         for p in patterns:
             self.by_needle.setdefault(p.needle, []).append(p)
         self.regex = {p.id: re.compile(p.regex) for p in patterns}
-        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES)
+        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
         # The scan over the bytes: each needle is found through its anchor, the part of it that
         # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
         # first-character set the regex engine checks in C; needles without a rare character are
         # found with bytes.find. A candidate line is then checked for the whole needle.
+        # A needle without a rare character is not scanned for: it is found on the lines the
+        # context needles make candidates (tests/test_kb.py feeds every row's examples through
+        # the scan to keep that true). self.plain lists them, for that test and for --json.
         anchors, plain = set(), set()
         for lit in literals | set(_PROMPT_ANCHORS):
             a = _anchor(lit)
@@ -181,7 +189,16 @@ class _Tables:
         self.table = bytes(table)
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
-        self.plain = tuple(sorted(x.encode() for x in plain))
+        # A needle with no anchor of its own whose rows' examples all carry another anchor (a
+        # WARN, an ERROR) is found through that; the others are searched for with bytes.find.
+        fast_text = self.fast
+        uncovered = set()
+        for lit in plain:
+            for p in self.by_needle.get(lit, ()):
+                for ex in p.examples or ("",):
+                    if fast_text is None or fast_text.search(ex.encode().translate(self.table)) is None:
+                        uncovered.add(lit)
+        self.plain = tuple(sorted(x.encode() for x in uncovered))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
@@ -217,7 +234,8 @@ class Diagnoser:
         self._lineno = 0  # lines completed in this source
         self._seg: dict | None = None  # the tool output being collected
         self._cut_lines = 0
-        self._socket_seen: tuple | None = None  # (seq, evidence) of the first line showing NCCL on sockets
+        self._socket_seen: tuple | None = None
+        self._follow = 0  # lines still to read after a "Last error:" line  # (seq, evidence) of the first line showing NCCL on sockets
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -299,11 +317,15 @@ class Diagnoser:
                 continue
             while i < len(starts) and starts[i] < pos:
                 i += 1
-            if i == len(starts):
+            if self._follow > 0:  # a line after "Last error:": read whatever it holds
+                self._follow -= 1
+                ls = pos
+            elif i == len(starts):
                 self._lineno += block.count(b"\n", pos)
                 return
-            ls = starts[i]
-            i += 1
+            else:
+                ls = starts[i]
+                i += 1
             self._lineno += block.count(b"\n", pos, ls) + 1
             le = block.find(b"\n", ls)
             self._line(block[ls:le], self._lineno)
@@ -319,9 +341,9 @@ class Diagnoser:
         for lit in self.t.plain:
             j = find(lit)
             while j >= 0:
-                ls = rfind(b"\n", 0, j) + 1
-                starts.add(ls)
-                j = find(lit, find(b"\n", j) + 1) if find(b"\n", j) >= 0 else -1
+                starts.add(rfind(b"\n", 0, j) + 1)
+                nl = find(b"\n", j)
+                j = find(lit, nl + 1) if nl >= 0 else -1
         return sorted(starts)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
@@ -381,6 +403,8 @@ class Diagnoser:
 
     def _line(self, raw: bytes, lineno: int) -> None:
         text = raw.decode("utf-8", "replace").rstrip()
+        if "Last error" in text:
+            self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
         if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
             command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
