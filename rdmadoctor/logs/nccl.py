@@ -26,7 +26,7 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 

@@ -41,7 +41,7 @@ MAX_SEGMENT_LINES = 20000
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
-    "Using internal Network", "INFO comm ",
+    "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -65,7 +65,7 @@ _HEADERS = (
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
 # says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
-_CONTEXT_NEEDLES = ("WARN", "ERROR", "Error", "Last error", "Warning")
+_CONTEXT_NEEDLES = ("NCCL WARN", "ERROR", "Error", "Last error", "Warning")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
@@ -83,16 +83,25 @@ def _prompt_with_command() -> str:
     return PROMPT[: -len(tail)] + r"\s*[$#%>](?:\s+(?P<cmd>.*))?$"
 
 
-def _anchor(literal: str) -> str | None:
-    """The longest tail of ``literal`` that starts at a rare character (at least 3 long), or None."""
+# Rare characters by preference as the start of an anchor: the ones least seen in NCCL's own
+# INFO lines first ("NCCL INFO", "NET/IB", "RDMA" are full of N, C, I, L, A, R, D, M, E, S, T).
+_PREFERRED = "_'!QZXJKYVOWUGPFHB$#DMESTRLACIN"
+
+
+def _anchors(literal: str) -> list[str]:
+    """The tails of ``literal`` the scan may look for (each at least 3 long, starting at a rare
+    character), best first; [] for a literal with none."""
     if not literal.isascii():
-        return None
-    for i, ch in enumerate(literal):
-        if len(literal) - i < min(3, len(literal)):
-            break
-        if ch in _RARE:
-            return literal[i:]
-    return None
+        return []
+    shortest = min(3, len(literal))
+    starts = [i for i, ch in enumerate(literal) if ch in _RARE and len(literal) - i >= shortest]
+    starts.sort(key=lambda i: (_PREFERRED.find(literal[i]) % len(_PREFERRED), i))
+    return [literal[i:] for i in starts]
+
+
+def _anchor(literal: str) -> str | None:
+    tails = _anchors(literal)
+    return tails[0] if tails else None
 
 
 def _trie(words: list[str]) -> str:
@@ -169,6 +178,7 @@ class _Tables:
         literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
+        self.verify = re.compile("|".join(alts).encode())
         # The scan over the bytes: each needle is found through its anchor, the part of it that
         # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
         # first-character set the regex engine checks in C; needles without a rare character are
@@ -176,17 +186,25 @@ class _Tables:
         # A needle without a rare character is not scanned for: it is found on the lines the
         # context needles make candidates (tests/test_kb.py feeds every row's examples through
         # the scan to keep that true). self.plain lists them, for that test and for --json.
+        # Translated, a tail made of rare characters matches any run of them ("WARN" matches
+        # "NCCL", "GDRD"): such false candidates cost a check of the line against every needle
+        # (self.verify, a few microseconds) before anything else is done with it.
         anchors, plain = set(), set()
-        for lit in literals | set(_PROMPT_ANCHORS):
+        for lit in literals:
             a = _anchor(lit)
             (anchors.add(a) if a else plain.add(lit))
         # Each anchor's first (rare) character is translated to \x01 before the scan, so the
         # pattern starts with one literal byte: the engine looks for that byte alone, two to three
-        # times faster than testing every byte against a set of first characters.
+        # times faster than testing every byte against a set of first characters. The prompt
+        # characters get \x02 and a pattern of their own: "$ " as an anchor of the trie would be
+        # "\x01 ", any rare character before a space.
         table = bytearray(range(256))
         for a in anchors:
             table[ord(a[0])] = 1
+        for ch in _PROMPT_ANCHORS:
+            table[ord(ch[0])] = 2
         self.table = bytes(table)
+        self.prompt_scan = re.compile(b"\x02 ")
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
         # A needle with no anchor of its own whose rows' examples all carry another anchor (a
@@ -317,7 +335,8 @@ class Diagnoser:
                 continue
             while i < len(starts) and starts[i] < pos:
                 i += 1
-            if self._follow > 0:  # a line after "Last error:": read whatever it holds
+            forced = self._follow > 0
+            if forced:  # a line after "Last error:": read whatever it holds
                 self._follow -= 1
                 ls = pos
             elif i == len(starts):
@@ -328,16 +347,21 @@ class Diagnoser:
                 i += 1
             self._lineno += block.count(b"\n", pos, ls) + 1
             le = block.find(b"\n", ls)
-            self._line(block[ls:le], self._lineno)
+            raw = block[ls:le]
+            if forced or self.t.verify.search(raw) or b"$ " in raw or b"# " in raw:
+                self._line(raw, self._lineno)
             pos = le + 1
 
     def _candidates(self, block: bytes) -> list[int]:
         """Starts of the lines of ``block`` that may hold a needle, in order."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
+        tb = block.translate(self.t.table)
         if self.t.fast is not None:
-            for m in self.t.fast.finditer(block.translate(self.t.table)):
+            for m in self.t.fast.finditer(tb):
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
+        for m in self.t.prompt_scan.finditer(tb):
+            starts.add(rfind(b"\n", 0, m.start()) + 1)
         for lit in self.t.plain:
             j = find(lit)
             while j >= 0:
