@@ -271,7 +271,7 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
             block = next((i for i in range(start, len(lines)) if re.search(rf"(?i)^\s*port:?\s*{re.escape(port or '1')}:?\s*$|port {re.escape(port or '1')} status", lines[i])), start)
             at = next((i for i in range(block, min(block + 12, len(lines))) if re.search(r"(?i)^\s*state:", lines[i])), block)
     if at is None:
-        return (seg.line - 1, f"$ {seg.command}") if seg.command else (seg.line, lines[0])
+        at = 0  # the output's first line (lsmod's header for a module it lacks)
     return seg.line + at, lines[at]
 
 
@@ -295,7 +295,9 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
                     have.data["evidence"].append(ev)
                 continue
             data = {**f.data, "evidence": [ev], "pasted": seg.kind, "command": seg.command}
-            out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {f.message}", data=data)
+            # The judges name their source ("not in cmd/lsmod.txt"): here that is the paste.
+            message = re.sub(r"\bcmd/[\w.-]+\.txt\b", "the pasted output", f.message)
+            out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {message}", data=data)
     return list(out.values())
 
 

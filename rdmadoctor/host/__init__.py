@@ -325,11 +325,18 @@ class Host:
         whose /logs is not ours to read."""
         if self.kind != "bundle":
             return []
+        # Not in self.trace: the trace tells `collect` what to copy from a host, and logs/ is
+        # never a host's (collect takes logs from --log only).
         out: list[str] = []
         todo = [(LOGS_DIR, 0)]
         while todo and len(out) < MAX_LOGS:
             folder, depth = todo.pop()
-            for name in reversed(self.listdir(folder)):
+            real_folder = self.realpath(folder)
+            try:
+                names = sorted(self._tree.listdir(real_folder)) if real_folder is not None else []
+            except (OSError, ValueError):
+                names = []
+            for name in reversed(names):
                 path = f"{folder}/{name}"
                 real = self.realpath(path)
                 if real is None:
@@ -344,7 +351,6 @@ class Host:
     def open_log(self, path: str):  # noqa: ANN201 - a binary stream
         """A job log of the bundle as a binary stream read in pieces (gunzipped when it is gzip):
         a log of gigabytes in a bundle folder never sits whole in memory. Raises HostError."""
-        self.trace.append(path)
         real = self.realpath(path)
         if real is None or self._tree.kind(real) != "file":
             raise HostError(f"{path}: not a file in the bundle")
