@@ -313,6 +313,7 @@ class NodeView:
     # (check id, finding) of every problem the node checks found, in report order.
     problems: tuple[tuple[str, Finding], ...] = ()
     memlock: Any = None  # limits.memlock's facts, for a pasted ulimit
+    hostname: str | None = None
 
 
 def _node_view(ctx) -> NodeView:
@@ -322,11 +323,15 @@ def _node_view(ctx) -> NodeView:
     )
     mem = results.get("limits.memlock")
     memlock = mem.facts if mem is not None and isinstance(mem.facts, limits.MemlockFacts) else None
+    try:
+        hostname = ctx.host.runtime.hostname
+    except Exception:  # noqa: BLE001 - an odd runtime.json: the host is unnamed
+        hostname = None
     dev = results.get("ib.devices")
     facts = getattr(dev, "facts", None)
     inv = getattr(facts, "inv", facts)
     if inv is None or getattr(inv, "source", "none") == "none":
-        return NodeView(False, (), problems, memlock)
+        return NodeView(False, (), problems, memlock, hostname)
     expect = getattr(ctx, "expect", {}) or {}
     active = tuple(
         (port_subject(d, p), p.link_layer)
@@ -334,7 +339,7 @@ def _node_view(ctx) -> NodeView:
         for p in d.ports
         if p.state == "ACTIVE" and not ignored(d, p, expect)
     )
-    return NodeView(True, active, problems, memlock)
+    return NodeView(True, active, problems, memlock, hostname)
 
 
 # Why NCCL takes sockets on a node with ACTIVE ports, as the node checks say it, surest first: a
@@ -374,9 +379,13 @@ def _follows(cid: str, f: Finding) -> dict:
     return {"code": f.code, "subject": f.subject, "check": cid}
 
 
-def _join_fallback(fb: Finding, node: NodeView) -> Finding:
+def _join_fallback(fb: Finding, node: NodeView, nccl: dict | None) -> Finding:
     if not node.ran:
         return fb
+    hosts, on_sockets = (nccl or {}).get("hosts") or [], (nccl or {}).get("socket_hosts") or []
+    if node.hostname and node.hostname in hosts and node.hostname not in on_sockets:
+        # The log shows this very host on RDMA: other hosts fell back, the reason is theirs.
+        return replace(fb, message=f"{fb.message} This node ({node.hostname}) is not one of them: check those hosts.")
     data = {**fb.data, "log_message": fb.message, "active_ports": [p for p, _ in node.active]}
     if node.active:
         head = f"NCCL fell back to sockets although this node has {_ports_text(node.active)}"
@@ -410,12 +419,12 @@ def _quoted(f: Finding) -> str:
     return " ".join([f.message] + [str(e.get("text", "")) for e in f.data.get("evidence") or ()])
 
 
-def _join(findings: list[Finding], pasted: list[Finding], node: NodeView) -> list[Finding]:
+def _join(findings: list[Finding], pasted: list[Finding], node: NodeView, nccl: dict | None = None) -> list[Finding]:
     problems = tuple(("logs.diagnose", f) for f in pasted if f.severity in (ERROR, WARNING)) + node.problems
     out = []
     for f in findings:
         if f.code == NCCL_SOCKET_FALLBACK.code:
-            f = _join_fallback(f, node)
+            f = _join_fallback(f, node, nccl)
         elif f.code in _NODE_CAUSES and not f.cause:
             for code, words in _NODE_CAUSES[f.code]:
                 hit = next(((cid, p) for cid, p in problems if p.code == code), None)
@@ -472,7 +481,7 @@ def _summary(diag) -> Finding:  # noqa: ANN001
 
 def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
     diag = facts.diagnosis
-    out = _join(list(diag.findings), list(facts.pasted), facts.node)
+    out = _join(list(diag.findings), list(facts.pasted), facts.node, diag.nccl)
     seen = {(f.code, f.subject) for f in out}
     # A pasted limit that only might bind (capabilities unknown) is an error once the log shows a
     # registration failing with ENOMEM because of it.
