@@ -43,8 +43,9 @@ _NAMES = {
     "rpm": lambda args: "rpm-qa" if re.search(r"(?:^|\s)-(?:qa|aq)\b", args) else None,
 }
 _WORDS = "|".join(re.escape(w) for w in sorted(_NAMES, key=len, reverse=True))
-# A cheap test over the whole file first: only a file with a prompt naming a tool we read is split.
-_ANY_PROMPT = re.compile(r"(?m)^[^\n]{0,200}?[$#%>][ \t]+(?:sudo[ \t]+(?:-\S+[ \t]+)*)?(?:" + _WORDS + r")(?![\w-])")
+# A cheap test over the whole file first (a prompt character, blanks, a tool we read), then the
+# line it is on must be a prompt: only such a file is split.
+_TOOL_AFTER_PROMPT = re.compile(r"[$#%>][ \t]+(?:sudo[ \t]+(?:-\S+[ \t]+)*)?(?:" + _WORDS + r")(?![\w-])")
 _AFTER_PROMPT = re.compile(r"[$#%>]\s+(?:sudo\s+(?:-\S+\s+)*)?([\w.-]+)(.*)$")
 # A pipe filters the output (`ibstat | grep State`, `lsmod | grep mlx`): the part is not the
 # tool's whole output and would read as missing ports or modules. These pipes keep it whole.
@@ -94,10 +95,21 @@ def _prompt_command(line: str) -> str | None:
     return ""
 
 
+def _has_prompt(text: str) -> bool:
+    if not any(c in text for c in "$#%>"):  # one character: a memchr-speed first look
+        return False
+    for m in _TOOL_AFTER_PROMPT.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        if _prompt_command(text[start : end if end >= 0 else len(text)]):
+            return True
+    return False
+
+
 def split(text: str, own: str | None = None) -> list[Part] | None:
     """The parts of a transcript; None when ``text`` is not one (no prompt line naming a tool we
     read). The text before the first prompt belongs to ``own``, the name of the file it came from."""
-    if _ANY_PROMPT.search(text) is None:
+    if not _has_prompt(text):
         return None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     parts: list[Part] = []
