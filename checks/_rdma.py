@@ -185,7 +185,7 @@ def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]
         panic = run[-1].strip() if run[-1].strip().lower().startswith("ibpanic:") else None
         for w in parsed.warnings:
             if panic is not None and i + 1 < len(runs) and w.startswith("ibstat aborted"):
-                w = f"ibstat failed ({panic}); the output after it was read"
+                w = f"{panic}; the listing after it was read"
             if w not in warnings:
                 warnings.append(w)
         if parsed.ok:
