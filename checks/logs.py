@@ -217,8 +217,7 @@ def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
                     f"memlock soft limit {soft}; expected {'unlimited' if want is None else 'at least ' + limits.fmt_bytes(want)}, "
                     "or CAP_IPC_LOCK, which lifts it for RDMA (the log does not show the job's capabilities): RDMA "
                     "memory registration (ibv_reg_mr) fails with 'Cannot allocate memory' unless the job holds it.",
-                    "Add IPC_LOCK to the container's securityContext.capabilities, or raise the limit. "
-                    + MEMLOCK_LIMITED.fix,
+                    MEMLOCK_LIMITED.fix,
                     data=dict(f.data),
                     pod=PodChange(ipc_lock=True, whole=False),
                 )
