@@ -50,6 +50,9 @@ _AFTER_PROMPT = re.compile(r"[$#%>]\s+(?:sudo\s+(?:-\S+\s+)*)?([\w.-]+)(.*)$")
 # A pipe filters the output (`ibstat | grep State`, `lsmod | grep mlx`): the part is not the
 # tool's whole output and would read as missing ports or modules. These pipes keep it whole.
 _WHOLE_PIPE = re.compile(r"^\s*(?:tee|cat|less|more)\b")
+# Outputs whose parser judges only what is there: `lspci -vvv | grep ACSCtl` is how people show
+# ACS, and every ACSCtl line it keeps is judged (parsers/lspci.py reads loose ACSCtl lines).
+_PARTIAL_OK = {"lspci"}
 
 
 @record
@@ -74,6 +77,8 @@ def name_of(command: str) -> str | None:
     if target is None:
         return None
     for pipe in args.split("|")[1:]:
+        if target in _PARTIAL_OK:
+            break
         if not _WHOLE_PIPE.match(pipe) and not pipe.startswith("&"):  # "|&" is 2>&1 |
             return None
     return target
