@@ -119,6 +119,14 @@ def run_label(
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report
+        if not report.get("labels"):
+            # Every run that judged something computes ready=true|false at least: none at all means
+            # something upstream broke, and an empty set would take every label off the node.
+            sys.stderr.write(
+                "rdmadoctor: label: not publishing: the report has no labels (no check could run); "
+                "an empty set would remove the node's labels. Run `rdmadoctor check --scope node` to see why\n"
+            )
+            return 2
         try:
             written = pub.publish(report)
         except PublishConfigError as e:
