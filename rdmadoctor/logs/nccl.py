@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
-_NETWORK = re.compile(r"Using network (\S.*?)\s*$")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
 _NET_DEVS = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+ ?)+)")
 _NET_DEV = re.compile(r"\[\d+\]([\w.:-]+?):(\d+)/(\w+)")
 _SOCK_DEVS = re.compile(r"NET/Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
@@ -22,10 +22,11 @@ _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
     r"(\S.*?)(?: \(v\d+\))?\s*$"
 )
-_CHANNEL_NET = re.compile(r"Channel \d+/\d+ : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
+# 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
+_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
@@ -50,6 +51,10 @@ class NcclFacts:
         self.net_channels = 0  # NET channel lines seen
         self.net_channels_gdr = 0
         self.socket_channel_hosts: set[str | None] = set()
+        # NCCL <= 2.5 may print no "Using network" line: "NET/IB : No device found." then
+        # "NET/Socket : Using [0]eth0" on one host says it runs on sockets.
+        self.no_ib_hosts: set[str | None] = set()
+        self.socket_iface_hosts: set[str | None] = set()
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
@@ -66,13 +71,15 @@ class NcclFacts:
             m = _VERSION.search(text)
             if m:
                 self.version, self.cuda = m.group(1), m.group(2)
-        if "Using network" in text:
+        if "Using network" in text or "Using internal Network" in text:
             m = _NETWORK.search(text)
             if m and len(self.networks) < self.MAX:
                 self.networks[host] = m.group(1)
         if ": Using [" in text or ":Using [" in text:
             m = _SOCK_DEVS.search(text)
             if m:
+                if len(self.socket_iface_hosts) < self.MAX:
+                    self.socket_iface_hosts.add(host)
                 for name in _SOCK_DEV.findall(m.group(1)):
                     if name not in self.socket_ifaces and len(self.socket_ifaces) < self.MAX:
                         self.socket_ifaces.append(name)
@@ -83,11 +90,13 @@ class NcclFacts:
                         dev = {"name": name, "port": int(port), "link_layer": LINK_LAYER_WORDS.get(ll, ll)}
                         if dev not in self.net_devices and len(self.net_devices) < self.MAX:
                             self.net_devices.append(dev)
+        if "No device found" in text and "NET/IB" in text and len(self.no_ib_hosts) < self.MAX:
+            self.no_ib_hosts.add(host)
         if "plugin" in text:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
-        if "Channel " in text:
+        if "Channel " in text or "Ring " in text:
             m = _CHANNEL_NET.search(text)
             if m:
                 self.net_channels += 1
@@ -117,19 +126,29 @@ class NcclFacts:
             self.connected = True
 
     # -- derived ------------------------------------------------------------------------
+    def _implied(self) -> dict[str | None, str]:
+        """Hosts that said no IB device and then listed socket interfaces, without a network line."""
+        if self.networks:
+            return {h: "Socket" for h in self.no_ib_hosts & self.socket_iface_hosts if h not in self.networks}
+        if self.no_ib_hosts and self.socket_iface_hosts:  # interleaved ranks: any host said both halves
+            return {h: "Socket" for h in self.no_ib_hosts | self.socket_iface_hosts}
+        return {}
+
     def network(self) -> str | None:
-        if not self.networks:
+        nets = {**self._implied(), **self.networks}
+        if not nets:
             if self.socket_channel_hosts:
                 return "Socket"
             return None
         counts: dict[str, int] = {}
-        for n in self.networks.values():
+        for n in nets.values():
             counts[n] = counts.get(n, 0) + 1
         return max(counts, key=lambda n: (counts[n], n not in SOCKET_NETWORKS))
 
     def socket_hosts(self) -> list[str] | None:
         """Hosts whose NCCL used sockets between nodes; None when the log does not say per host."""
-        hosts = {h for h, n in self.networks.items() if is_socket(n, None)} | self.socket_channel_hosts
+        nets = {**self._implied(), **self.networks}
+        hosts = {h for h, n in nets.items() if is_socket(n, None)} | self.socket_channel_hosts
         if None in hosts:
             hosts.discard(None)
             if not hosts and not self.hosts:

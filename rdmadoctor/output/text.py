@@ -125,6 +125,14 @@ def summary_line(rep: dict[str, Any]) -> str:
     status = rep["status"]
     head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']})"
     missing = undecided(rep)
+    if host["kind"] == "logs":  # no node was judged: the verdict is the log's
+        roots, followers, errors, warnings = _problem_counts(rep)
+        if status == "unknown":
+            return f"UNKNOWN: {name}: {missing or 'the log could not be read'}"
+        if not roots:
+            return f"{status.upper()}: {name}: no known problem in the log"
+        word = _plural(roots, "problem") + (f" (and {followers} that follow from {'it' if roots == 1 else 'them'})" if followers else "")
+        return f"{status.upper()}: {name}: the log shows {word}, root cause first"
     if status == "unknown" or status not in VERDICT:
         head += f": could not decide: {missing or 'no check could judge this host'}"
     else:
@@ -187,13 +195,13 @@ def evidence_lines(f: dict[str, Any], indent: int) -> list[Line]:
         hosts = data.get("hosts") or []
         more = f"; {count} times" + (f" on {_plural(len(hosts), 'host')}" if len(hosts) > 1 else "")
     head = f"seen at {where}" + (f" ({who})" if who else "") + more + ":"
-    return [(indent, [(head, "dim")], False), (indent + 2, [(_safe(str(e.get("text", ""))), "")], True)]
+    return [(indent, [(head, "dim")], False), (indent + 2, [(safe(str(e.get("text", ""))), "")], True)]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _safe(text: str) -> str:
+def safe(text: str) -> str:
     """A quoted log line with its control characters (escape sequences) shown, never obeyed."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
@@ -282,8 +290,9 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
                 continue
             out += _finding_lines(f, 4, folds, done)
         for cause, n in elsewhere.items():
-            out.append((4, [(f"({_plural(n, 'finding')} following from {cause}, shown under it)", "dim")], False))
-    if rep.get("labels"):
+            name = " ".join(cause) if isinstance(cause, tuple) else cause  # (code, subject) of a log finding
+            out.append((4, [(f"({_plural(n, 'finding')} following from {name}, shown under it)", "dim")], False))
+    if rep.get("labels") and rep["host"].get("kind") != "logs":  # a log alone labels no node
         out.append((0, [], False))
         out.append((0, [("Node labels:", "bold")], False))
         for k, v in rep["labels"].items():
@@ -312,7 +321,12 @@ def _wrap(text: str, width: int) -> list[tuple[int, int]]:
 
 
 def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> None:
-    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console."""
+    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console.
+
+    Every text is made safe first: names come from bundles and logs people attach, and an
+    escape sequence in a device or interface name must be shown (``\\x1b``), never obeyed.
+    """
+    lines = [(ln[0], [(safe(t), st) for t, st in ln[1]], *ln[2:]) for ln in lines]
     if console is None:
         stream = sys.stdout if stream is None else stream
         if not _is_terminal(stream):
