@@ -76,6 +76,8 @@ def _node_object(host) -> tuple[str | None, dict[str, str] | None, str | None]:
         obj = json.loads(raw)
     except ValueError as e:
         return None, None, f"cmd/node.json is not JSON ({e})"
+    except RecursionError:  # json's decoder recurses once a level: [[[[... a few thousand deep
+        return None, None, "cmd/node.json is nested too deeply to be a Node object (arrays or objects thousands of levels deep)"
     if isinstance(obj, dict) and obj.get("kind") == "List":  # `kubectl get nodes -o json` of one node
         items = obj.get("items")
         if not isinstance(items, list) or len(items) != 1:

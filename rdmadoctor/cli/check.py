@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import fail_usage, pipe_closed
+from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number, fail_usage, pipe_closed
 from rdmadoctor.runner import Options, UsageError, diagnose
 
 SEE_HELP = "see `rdmadoctor check --help`"
+TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
 
 
 def run_check(
@@ -42,8 +43,9 @@ def run_check(
         timeout=timeout,
         scope=scope or "all",
     )
-    if timeout is not None and timeout <= 0:
-        return fail_usage(f"--timeout must be positive, got {timeout:g}", "seconds a tool may run, e.g. --timeout 10 (default 5)")
+    bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
+    if bad is not None:
+        return bad
     try:
         diag = diagnose(opts)
     except UsageError as e:
