@@ -166,9 +166,9 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, label, preflight
+    from rdmadoctor.cli import agent, label, preflight, run
 
-    for mod in (label, agent, preflight):
+    for mod in (label, agent, preflight, run):
         mod.register(app)
 
 
