@@ -639,6 +639,65 @@ def test_on_a_terminal_the_job_reads_it_and_gets_ctrl_c_once():
     assert b"got HELLO" in shown and b"INTs 1" in shown, shown
 
 
+@pytest.mark.skipif(not Path("/bin/bash").exists() or not sys.platform.startswith("linux"), reason="needs bash")
+def test_ctrl_z_and_fg_in_an_interactive_shell():
+    # The job holds the terminal; Ctrl-Z stops it, and rdmadoctor stops with it so the shell sees
+    # a stopped job (not a hung one); `fg` gives the terminal back to the job, which reads it.
+    import pty
+
+    job = f"{PY} -c 'print(\"ready\", flush=True); print(\"got\", input(), flush=True)'"
+    line = f"{' '.join(RUN)} --no-gate -- {job}\n".encode()
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            env = dict(clean_env(), PS1="PROMPT$ ", TERM="dumb", HOME="/tmp")
+            os.execve("/bin/bash", ["bash", "--norc", "--noprofile", "-i"], env)
+        finally:
+            os._exit(99)
+    shown = b""
+
+    def until(needle: bytes, limit: float = 120) -> None:
+        nonlocal shown
+        deadline = time.monotonic() + limit
+        while needle not in shown:
+            assert time.monotonic() < deadline, shown[-2000:]
+            r, _, _ = select.select([master], [], [], 1)
+            if r:
+                try:
+                    shown += os.read(master, 4096)
+                except OSError:
+                    break
+
+    try:
+        until(b"PROMPT$ ")
+        os.write(master, line)
+        until(b"ready\r\n")
+        os.write(master, b"\x1a")  # Ctrl-Z
+        until(b"Stopped")
+        shown = b""
+        os.write(master, b"fg\n")
+        until(b"--no-gate -- ")  # bash names the job it brings back
+        os.write(master, b"hello\n")
+        until(b"got hello")
+        until(b"PROMPT$ ")
+        os.write(master, b"echo status=$?\n")
+        until(b"status=0")
+        os.write(master, b"exit\n")
+    finally:
+        os.kill(pid, signal.SIGKILL) if not _reaped(pid) else None
+        os.close(master)
+
+
+def _reaped(pid: int, limit: float = 30) -> bool:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 # --- the command line ----------------------------------------------------------------------------------
 
 
@@ -668,8 +727,9 @@ def test_fast_parser_matches_typer(args, monkeypatch):
 
 def test_gate_options_are_preflights():
     # `run` takes every option of `preflight` but --exec, and its own three.
-    from rdmadoctor.cli.app import app
     from typer.main import get_command
+
+    from rdmadoctor.cli.app import app
 
     cmd = get_command(app)
     opts = {c: {o for p in cmd.commands[c].params for o in p.opts if o.startswith("--")} for c in ("run", "preflight")}
@@ -680,8 +740,9 @@ def test_gate_options_are_preflights():
 
 def test_examples_show_the_run_prefix_form():
     yaml = pytest.importorskip("yaml")
-    from rdmadoctor.cli.app import app
     from typer.main import get_command
+
+    from rdmadoctor.cli.app import app
 
     known = {o for p in get_command(app).commands["run"].params for o in p.opts}
     def commands(node):
