@@ -35,6 +35,9 @@ class Options:
     # Logs to diagnose with the checks (`rdmadoctor diagnose LOG ...`): paths, "-" for stdin.
     # The logs.diagnose check reads them (and a bundle's logs/); empty: only a bundle's logs.
     logs: list[str] = field(default_factory=list)
+    # The logs already read (rdmadoctor.logs.Diagnosis): `diagnose` reads them first, with a
+    # progress bar and one error per file, and stdin can be read only once.
+    log_diagnosis: Any = None
 
 
 class UsageError(Exception):
@@ -102,7 +105,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
         host = open_target(opts)
     if opts.timeout is not None:
         host.timeout = opts.timeout
-    ctx = engine.Context(host=host, expect=expect, logs=tuple(opts.logs))
+    ctx = engine.Context(host=host, expect=expect, logs=tuple(opts.logs), log_diagnosis=opts.log_diagnosis)
     results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope, gate_only=opts.gate_only)
     rep = report.build(
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors

@@ -181,3 +181,35 @@ def test_the_unknown_headline_is_a_sentence_naming_what_could_not_be_established
     head = proc.stdout.splitlines()[0]
     assert head.startswith(f"UNKNOWN: {tmp_path} (bundle, profile generic): could not decide: RDMA devices (ib.devices) could not be established - ")
     assert "is could not" not in head
+
+
+def test_names_from_a_bundle_are_shown_escaped_never_obeyed(tmp_path):
+    """Issue 10 item 6: a device name with an escape sequence reached the terminal raw."""
+    import shutil
+    import subprocess
+    import sys
+
+    bundle = tmp_path / "b"
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "fixtures", "port-down"), bundle, symlinks=True)
+    cls = bundle / "sys" / "class" / "infiniband"
+    evil = "mlx5_1\x1b[2J\x1b]0;pwned\x07"
+    target = os.readlink(cls / "mlx5_1")
+    os.unlink(cls / "mlx5_1")
+    os.symlink(target, cls / evil)
+    out = subprocess.run([sys.executable, "-m", "rdmadoctor", "check", "--bundle", str(bundle)],
+                         capture_output=True, text=True, errors="surrogateescape")
+    assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+    assert "mlx5_1\\x1b[2J\\x1b]0;pwned\\x07" in out.stdout  # shown, so a person sees what the name holds
+    pre = subprocess.run([sys.executable, "-m", "rdmadoctor", "preflight", "--bundle", str(bundle), "--only", "ib"],
+                         capture_output=True, text=True, errors="surrogateescape")
+    assert "pwned" in pre.stdout and "\x1b" not in pre.stdout and "\x07" not in pre.stdout
+    # On a terminal (rich) as well.
+    from io import StringIO
+
+    from rich.console import Console
+
+    from rdmadoctor.output.text import write_lines
+
+    buf = StringIO()
+    write_lines([(0, [(f"IB_PORT_DOWN {evil}/1: state DOWN", "")], False)], console=Console(file=buf, force_terminal=True, width=100))
+    assert "\x1b[2J" not in buf.getvalue() and "\\x1b[2J" in buf.getvalue()

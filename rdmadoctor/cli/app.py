@@ -142,6 +142,17 @@ def list_checks(as_json: bool = JsonOpt) -> None:
     raise typer.Exit(run_list_checks(as_json))
 
 
+@app.command("list-patterns")
+def list_patterns(
+    as_json: bool = JsonOpt,
+    code: Optional[str] = typer.Option(None, "--code", metavar="CODE", help="Only the patterns that give this code."),
+) -> None:
+    """List the log messages `rdmadoctor diagnose` recognises: pattern, code, source (NCCL, verbs, IB tools, PyTorch, kernel)."""
+    from rdmadoctor.cli.info import run_list_patterns
+
+    raise typer.Exit(run_list_patterns(as_json, code))
+
+
 @app.command()
 def examples(as_json: bool = JsonOpt) -> None:
     """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
@@ -164,11 +175,12 @@ def topo(
 
 
 # The Kubernetes-side commands each live in one module that registers its own command(s):
-# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate).
+# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs),
+# run (the gate, then the job as a watched child).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, label, preflight, run
+    from rdmadoctor.cli import agent, diagnose, label, preflight, run
 
-    for mod in (label, agent, preflight, run):
+    for mod in (label, agent, preflight, diagnose, run):
         mod.register(app)
 
 

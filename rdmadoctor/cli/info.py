@@ -36,7 +36,17 @@ def _all_codes(checks) -> dict:
 
     for code in master_codes():
         codes.setdefault(code.code, (code, "preflight --wait-for-master"))
+    from rdmadoctor.logs import kb
+
+    for code in kb.codes():
+        codes.setdefault(code.code, (code, "logs.diagnose"))
     return codes
+
+
+def _patterns_of(code: str) -> list:
+    from rdmadoctor.logs import kb
+
+    return [p for p in kb.patterns() if p.code == code]
 
 
 def _code_json(code, check=None) -> dict:
@@ -90,8 +100,18 @@ def run_explain(name: str) -> int:
         (0, [("How to fix it" if c.kind == "problem" else "What to do", "bold")], False),
         *_para(c.fix),
         (0, [], False),
-        (0, [(CONTRACT, "dim")], False),
     ]
+    rows = _patterns_of(c.code)
+    if rows:
+        lines.append((0, [("In a job's log (`rdmadoctor diagnose`) it comes from", "bold")], False))
+        for p in rows:
+            lines.append((2, [(p.id, "bold"), (f"  ({p.severity}{', a follow-on of an earlier error' if p.symptom else ''}) ", "dim"),
+                              (p.meaning, "")], False))
+            if p.examples:
+                lines.append((4, [(p.examples[0], "")], True))
+            lines.append((4, [("source: " + p.ref, "dim")], False))
+        lines.append((0, [], False))
+    lines.append((0, [(CONTRACT, "dim")], False))
     _write(lines)
     return 0
 
@@ -149,6 +169,40 @@ def run_list_checks(as_json: bool) -> int:
     console().print(table)
     for e in errors:
         sys.stderr.write(f"warning: {e}\n")
+    return 0
+
+
+def run_list_patterns(as_json: bool, code: str | None = None) -> int:
+    """The knowledge base: every message rdmadoctor recognises in a log, its code and its source."""
+    from rdmadoctor.logs import kb
+
+    rows = []
+    for mod_name, mod in zip(kb.SOURCES, kb.modules()):
+        for p in mod.PATTERNS:
+            if code and p.code != code.upper():
+                continue
+            rows.append({
+                "id": p.id, "source": mod_name, "code": p.code, "severity": p.severity, "symptom": bool(p.symptom), "symptom_when": dict(p.symptom_when),
+                "needle": p.needle, "regex": p.regex, "subject": p.subject, "meaning": p.meaning, "fix": p.fix,
+                "ref": p.ref, "versions": p.versions, "examples": list(p.examples),
+            })
+    if code and not rows:
+        return fail_usage(f"no pattern gives {code!r}", "`rdmadoctor list-patterns` lists them all")
+    if as_json:
+        sys.stdout.write(json.dumps({"patterns": rows, "sources": list(kb.SOURCES), "contract": CONTRACT}, indent=2) + "\n")
+        return 0
+    lines = []
+    for r in rows:
+        lines.append((0, [(r["id"], "bold"), ("  -> ", "dim"), (r["code"], ""), (f"  {r['severity']}", "dim"),
+                          ("  (follow-on)" if r["symptom"] else "", "dim"),
+                          ("  (follow-on when " + ", ".join(f"{k}={v}" for k, v in r["symptom_when"].items()) + ")"
+                           if r["symptom_when"] else "", "dim")], False))
+        if r["examples"]:
+            lines.append((4, [(r["examples"][0], "")], True))
+    lines.append((0, [], False))
+    lines.append((0, [(f"{len(rows)} patterns. `rdmadoctor explain CODE` tells what a code means and how to fix it; "
+                       "--json gives each pattern's regex, fix and source.", "dim")], False))
+    _write(lines)
     return 0
 
 

@@ -33,6 +33,8 @@ class Context:
     # Log files given on the command line (`rdmadoctor diagnose LOG`), "-" for stdin: the
     # logs.diagnose check reads them along with a bundle's logs/.
     logs: tuple[str, ...] = ()
+    # Those logs already read (rdmadoctor.logs.Diagnosis), when the caller read them first.
+    log_diagnosis: Any = None
 
     def partial_report(self) -> dict:
         """The report of the checks that ran so far, as :func:`report.build` makes it.

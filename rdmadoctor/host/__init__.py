@@ -349,3 +349,24 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
     root = os.path.abspath(root)
     kind = "live" if root == "/" else "root"
     return cls(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
+
+
+class _EmptyTree(_Tree):
+    """No machine at all: `rdmadoctor diagnose LOG` without --root/--bundle/--example/--live."""
+
+    def kind(self, path: str) -> str | None:
+        return None
+
+    def readlink(self, path: str) -> str:
+        raise FileNotFoundError(path)
+
+    def read(self, path: str, limit: int) -> bytes:
+        raise FileNotFoundError(path)
+
+    def listdir(self, path: str) -> list[str]:
+        raise FileNotFoundError(path)
+
+
+def logs_only_host(label: str) -> Host:
+    """A host with nothing on it, for judging logs alone (kind "logs")."""
+    return Host(_EmptyTree(), label=label, kind="logs", live_process=False, root=None)

@@ -39,8 +39,9 @@ MAX_SEGMENT_LINES = 20000
 
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
-    "NCCL version", "Using network", ": Using [", "net plugin", "NET plugin", "external plugin",
-    "Channel ", "coll channels", "nRanks", "nranks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE",
+    "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
+    "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
+    "Using internal Network",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -50,8 +51,6 @@ _COMMANDS = {
     "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
     "cat": "cat", "ibv_devices": "ibv_devices",
 }
-_PROMPT_CMD = (r"[$#%>] +(?:sudo +(?:-\S+ +)*)?(?:" + "|".join(re.escape(c) for c in sorted(_COMMANDS, key=len, reverse=True))
-               + r")(?![\w-])")
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
@@ -60,9 +59,56 @@ _HEADERS = (
     (r"^\s*(?:\d+/)?link \S+/\d+ state \w+", "rdma_link"),
     (r"^\s*Filesystem\s+(?:Size|1K-blocks|1M-blocks|Type)\b", "df"),
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
-    (r"^\s*max locked memory\s", "ulimit"),
+    (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
+    (r"^\s*Max locked memory\s", "limits"),
 )
-_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", " state ", "Filesystem", "Used by", "max locked memory")
+_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
+# Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
+# brackets and colons): the scan's first-character set is made of these only.
+_RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
+_PROMPT_ANCHORS = ("$ ", "# ")
+
+
+def _prompt_with_command() -> str:
+    """parsers.common.PROMPT with the command after the prompt character captured as ``cmd``."""
+    from rdmadoctor.parsers.common import PROMPT
+
+    tail = r"\s*[$#%>](?:\s.*)?$"
+    assert PROMPT.endswith(tail), "parsers.common.PROMPT changed shape"
+    return PROMPT[: -len(tail)] + r"\s*[$#%>](?:\s+(?P<cmd>.*))?$"
+
+
+def _anchor(literal: str) -> str | None:
+    """The longest tail of ``literal`` that starts at a rare character (at least 3 long), or None."""
+    if not literal.isascii():
+        return None
+    for i, ch in enumerate(literal):
+        if len(literal) - i < min(3, len(literal)):
+            break
+        if ch in _RARE:
+            return literal[i:]
+    return None
+
+
+def _trie(words: list[str]) -> str:
+    """One regex for many literals, shaped as a trie so a position tries one branch per character."""
+    root: dict = {}
+    for w in words:
+        d = root
+        for ch in w:
+            d = d.setdefault(ch, {})
+        d[""] = {}
+
+    def emit(d: dict) -> str:
+        if set(d) == {""}:
+            return ""
+        alts = [re.escape(ch) + emit(d[ch]) for ch in sorted(k for k in d if k)]
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        return f"(?:{body})?" if "" in d else body
+
+    return emit(root)
+
+
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
@@ -129,9 +175,26 @@ class _Tables:
         self.regex = {p.id: re.compile(p.regex) for p in patterns}
         literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES)
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
-        self.needles = re.compile(("|".join(alts) + "|" + _PROMPT_CMD).encode())
         self.line_needles = re.compile("|".join(alts))
-        self.prompt_cmd = re.compile(_PROMPT_CMD)
+        # The scan over the bytes: each needle is found through its anchor, the part of it that
+        # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
+        # first-character set the regex engine checks in C; needles without a rare character are
+        # found with bytes.find. A candidate line is then checked for the whole needle.
+        anchors, plain = set(), set()
+        for lit in literals | set(_PROMPT_ANCHORS):
+            a = _anchor(lit)
+            (anchors.add(a) if a else plain.add(lit))
+        # Each anchor's first (rare) character is translated to \x01 before the scan, so the
+        # pattern starts with one literal byte: the engine looks for that byte alone, two to three
+        # times faster than testing every byte against a set of first characters.
+        table = bytearray(range(256))
+        for a in anchors:
+            table[ord(a[0])] = 1
+        self.table = bytes(table)
+        rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
+        self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        self.plain = tuple(sorted(x.encode() for x in plain))
+        self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
 
@@ -190,13 +253,21 @@ class Diagnoser:
             data = data[nl + 1:]
             self._skipping = False
             self._lineno += 1
-        buf = self._tail + data if self._tail else data
-        last = buf.rfind(b"\n")
+        last = data.rfind(b"\n")
         if last < 0:
-            self._tail = buf
+            self._tail += data
         else:
-            self._tail = buf[last + 1:]
-            self._block(buf[: last + 1])
+            if self._tail:
+                # The line the previous chunk left open, completed: a small block of its own,
+                # so the big chunk is never copied just to glue a few bytes in front.
+                first = data.find(b"\n") + 1
+                self._block(self._tail + data[:first])
+                self._tail = b""
+                if first <= last:
+                    self._block(data[first:last + 1])
+            else:
+                self._block(data if last + 1 == len(data) else data[:last + 1])
+            self._tail = data[last + 1:]
         if len(self._tail) > MAX_LINE:
             # A line longer than any message: keep its start for matching, drop the rest.
             self._block(self._tail[:MAX_LINE] + b"\n")
@@ -231,22 +302,39 @@ class Diagnoser:
             block = block.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if b"\x1b" in block:
             block = _ANSI.sub(b"", block)
-        pos, n, needles = 0, len(block), self.t.needles
+        n = len(block)
+        starts = self._candidates(block)
+        pos, i = 0, 0
         while pos < n:
             if self._seg is not None:
                 pos = self._segment_lines(block, pos)
                 continue
-            m = needles.search(block, pos)
-            if m is None:
+            while i < len(starts) and starts[i] < pos:
+                i += 1
+            if i == len(starts):
                 self._lineno += block.count(b"\n", pos)
                 return
-            ls = block.rfind(b"\n", pos, m.start())
-            ls = pos if ls < 0 else ls + 1
-            self._lineno += block.count(b"\n", pos, ls)
-            le = block.find(b"\n", m.start())
-            self._lineno += 1
+            ls = starts[i]
+            i += 1
+            self._lineno += block.count(b"\n", pos, ls) + 1
+            le = block.find(b"\n", ls)
             self._line(block[ls:le], self._lineno)
             pos = le + 1
+
+    def _candidates(self, block: bytes) -> list[int]:
+        """Starts of the lines of ``block`` that may hold a needle, in order."""
+        starts: set[int] = set()
+        rfind, find = block.rfind, block.find
+        if self.t.fast is not None:
+            for m in self.t.fast.finditer(block.translate(self.t.table)):
+                starts.add(rfind(b"\n", 0, m.start()) + 1)
+        for lit in self.t.plain:
+            j = find(lit)
+            while j >= 0:
+                ls = rfind(b"\n", 0, j) + 1
+                starts.add(ls)
+                j = find(lit, find(b"\n", j) + 1) if find(b"\n", j) >= 0 else -1
+        return sorted(starts)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
         """Collect the lines of the tool output being read, until a line that ends it."""
@@ -305,21 +393,16 @@ class Diagnoser:
 
     def _line(self, raw: bytes, lineno: int) -> None:
         text = raw.decode("utf-8", "replace").rstrip()
-        # A prompt with a command we read: its output follows.
-        m = self.t.prompt_cmd.search(text)
-        if m is not None:
-            from rdmadoctor.parsers.common import is_prompt
-
-            if is_prompt(text):
-                command = text[m.start() + 1:].strip()
-                if command.startswith("sudo "):
-                    command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
-                word = command.split()[0] if command.split() else ""
-                kind = _COMMANDS.get(word, "other")
-                if kind == "rdma_link" and " link" not in f" {command}":
-                    kind = "other"
-                self._open_segment(kind, command, lineno + 1, None)
-                return
+        # A prompt with a command: its output follows, up to the next prompt.
+        if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
+            command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
+            command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
+            word = command.split()[0] if command.split() else ""
+            kind = _COMMANDS.get(word, "other")
+            if kind == "rdma_link" and " link" not in f" {command}":
+                kind = "other"
+            self._open_segment(kind, command, lineno + 1, None)
+            return
         for rx, kind in self.t.headers:
             if rx.search(text):
                 self._open_segment(kind, "", lineno, text)
@@ -337,7 +420,10 @@ class Diagnoser:
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
+        # Each needle in the line gets its first matching row: a traceback pasted on one line
+        # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
+        hit: set[tuple[str, str]] = set()
         for m in self.t.line_needles.finditer(text):
             needle = m.group()
             if needle in seen:
@@ -347,10 +433,10 @@ class Diagnoser:
                 g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
                 if g is None:
                     continue
-                self._hit(p, g.groupdict(), text, lineno, meta)
-                return  # the first row that matches a line wins
+                self._hit(p, g.groupdict(), text, lineno, meta, hit)
+                break
 
-    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta) -> None:
+    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
         groups = {k: v for k, v in groups.items()}
         if p.derive is not None:
             try:
@@ -358,6 +444,9 @@ class Diagnoser:
             except Exception:  # noqa: BLE001 - a row's helper never breaks the diagnosis
                 pass
         subject = _fill(p.subject, groups)
+        if (p.code, subject) in hit:  # two rows saying the same thing of one line count once
+            return
+        hit.add((p.code, subject))
         key = (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:

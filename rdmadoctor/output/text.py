@@ -187,13 +187,13 @@ def evidence_lines(f: dict[str, Any], indent: int) -> list[Line]:
         hosts = data.get("hosts") or []
         more = f"; {count} times" + (f" on {_plural(len(hosts), 'host')}" if len(hosts) > 1 else "")
     head = f"seen at {where}" + (f" ({who})" if who else "") + more + ":"
-    return [(indent, [(head, "dim")], False), (indent + 2, [(_safe(str(e.get("text", ""))), "")], True)]
+    return [(indent, [(head, "dim")], False), (indent + 2, [(safe(str(e.get("text", ""))), "")], True)]
 
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def _safe(text: str) -> str:
+def safe(text: str) -> str:
     """A quoted log line with its control characters (escape sequences) shown, never obeyed."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
@@ -312,7 +312,12 @@ def _wrap(text: str, width: int) -> list[tuple[int, int]]:
 
 
 def write_lines(lines: list[Line], console: Any = None, stream: Any = None) -> None:
-    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console."""
+    """Plain to a non-terminal (no rich), styled and prose-wrapped to a terminal console.
+
+    Every text is made safe first: names come from bundles and logs people attach, and an
+    escape sequence in a device or interface name must be shown (``\\x1b``), never obeyed.
+    """
+    lines = [(ln[0], [(safe(t), st) for t, st in ln[1]], *ln[2:]) for ln in lines]
     if console is None:
         stream = sys.stdout if stream is None else stream
         if not _is_terminal(stream):

@@ -99,4 +99,7 @@ def render_text(
         if codes:
             out.append("")
             out.append(f"`rdmadoctor explain {codes[0]}` (or any code above) tells more.")
-    return "\n".join(out) + "\n"
+    # Names come from the node and the environment: an escape sequence in one is shown, not obeyed.
+    from rdmadoctor.output.text import safe
+
+    return out[0] + "\n" + safe("\n".join(out[1:])) + "\n" if len(out) > 1 else out[0] + "\n"

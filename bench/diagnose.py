@@ -1,0 +1,145 @@
+"""What `rdmadoctor diagnose` costs on a big log: speed against a bare Python loop, and memory.
+
+    python bench/diagnose.py [--mib 1024] [--ranks 64] [--keep PATH]
+
+Writes a log of about --mib MiB in a temp folder (or PATH): 64 ranks, each printing NCCL's init
+lines (version, NET/IB devices, channels with GDRDMA) interleaved with what a training loop
+prints (step, loss, throughput), a few NCCL WARN lines near the end (a retry-exceeded work
+completion, then flushed ones, then the watchdog). Then, in one run:
+
+- ``bare_s``: a bare Python loop over the same file line by line (``for line in f: pass`` in
+  text mode with errors="replace", what "reading it in Python" costs), in a child process;
+- ``diagnose_s``: ``rdmadoctor.logs.diagnose_paths`` over the file, in a child process;
+- ``ratio``: diagnose_s / bare_s (the issue asks for no more than 3: at least a third of the
+  bare loop's speed);
+- ``diagnose_rss_mib``: the diagnosing child's peak RSS (ru_maxrss);
+- ``verdict``: the codes found, to show the work was done (not a skipped file).
+
+Prints one JSON line on stdout. Each measurement runs in a fresh child so one cannot warm the
+other's page cache unfairly: the file is read once before both to put it in the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+_BARE = """
+import resource, sys, time
+t = time.perf_counter()
+n = 0
+with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+    for line in f:
+        n += 1
+import json
+print(json.dumps([time.perf_counter() - t, n, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]))
+"""
+
+_DIAG = """
+import json, resource, sys, time
+sys.path.insert(0, sys.argv[2])
+from rdmadoctor.logs import diagnose_paths
+t = time.perf_counter()
+d = diagnose_paths([sys.argv[1]])
+took = time.perf_counter() - t
+print(json.dumps([took, [f.code for f in d.findings], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, d.nccl]))
+"""
+
+
+def write_log(path: str, mib: int, ranks: int) -> int:
+    rnd = random.Random(7)
+    hosts = [f"gpu-node-{i // 8:03d}" for i in range(ranks)]
+    target = mib * 1024 * 1024
+    written = 0
+    with open(path, "w", encoding="utf-8") as f:
+        def out(s: str) -> None:
+            nonlocal written
+            f.write(s)
+            written += len(s)
+
+        for r in range(ranks):
+            h, pid = hosts[r], 1000 + r
+            p = f"{h}:{pid}:{pid} [{r % 8}] NCCL INFO "
+            out(f"{p}NCCL version 2.21.5+cuda12.4\n")
+            out(f"{p}NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB [RO]; OOB eth0:10.0.{r}.1<0>\n")
+            out(f"{p}Using network IB\n")
+            out(f"{p}comm 0x5555 rank {r} nRanks {ranks} nNodes {ranks // 8} localRanks 8 localRank {r % 8} MNNVL 0\n")
+            for c in range(16):
+                out(f"{p}Channel {c:02d}/0 : {r}[{r % 8}] -> {(r + 8) % ranks}[{r % 8}] [send] via NET/IB/{c % 4}/GDRDMA\n")
+            out(f"{p}16 coll channels, 16 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer\n")
+            out(f"{p}comm 0x5555 rank {r} nranks {ranks} cudaDev {r % 8} nvmlDev {r % 8} busId 1b000 commId 0x1 - Init COMPLETE\n")
+        step = 0
+        while written < target - 4096:
+            step += 1
+            for r in range(ranks):
+                loss = 2.5 / (1 + step * 0.001) + rnd.random() * 0.01
+                out(f"[default{r % 8}]:[rank{r}]: step {step} | loss {loss:.4f} | lr 3.0e-04 | "
+                    f"tokens/s {180000 + rnd.randint(-500, 500)} | grad_norm {rnd.random():.3f}\n")
+                if rnd.random() < 0.002:
+                    h, pid = hosts[r], 1000 + r
+                    out(f"{h}:{pid}:{pid + 7} [{r % 8}] NCCL INFO [Service thread] Connection closed by localRank {r % 8}\n")
+        h = hosts[5]
+        out(f"{h}:1005:1099 [5] transport/net_ib.cc:1703 NCCL WARN NET/IB : Got completion from peer 10.0.1.1<55555> "
+            "with status=12 opcode=0 len=0 vendor err 129 (Send) localGid ::ffff:10.0.5.1 remoteGids::ffff:10.0.1.1 hca mlx5_0\n")
+        for _ in range(3):
+            out(f"{h}:1005:1099 [5] transport/net_ib.cc:1703 NCCL WARN NET/IB : Got completion from peer 10.0.1.1<55555> "
+                "with status=5 opcode=0 len=0 vendor err 249 (Send) localGid ::ffff:10.0.5.1 remoteGids::ffff:10.0.1.1 hca mlx5_0\n")
+        out("[rank5]:[E1123 10:00:00.000000 1005 ProcessGroupNCCL.cpp:607] [Rank 5] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=99, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600012 "
+            "milliseconds before timing out.\n")
+    return written
+
+
+def _child(code: str, *args: str) -> list:
+    out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--ranks", type=int, default=64)
+    ap.add_argument("--keep", help="write the log here and keep it")
+    a = ap.parse_args()
+    folder = None
+    path = a.keep
+    if path is None:
+        folder = tempfile.mkdtemp(prefix="rdmadoctor-bench-")
+        path = os.path.join(folder, "job.log")
+    try:
+        size = write_log(path, a.mib, a.ranks)
+        with open(path, "rb") as f:  # into the page cache, for both children alike
+            while f.read(1 << 24):
+                pass
+        bare_s, lines, bare_rss = _child(_BARE, path)
+        diag_s, codes, diag_rss, nccl = _child(_DIAG, path, os.path.dirname(HERE))
+        result = {
+            "mib": round(size / 1048576, 1),
+            "lines": int(lines),
+            "ranks": a.ranks,
+            "bare_s": round(float(bare_s), 2),
+            "diagnose_s": round(float(diag_s), 2),
+            "ratio": round(float(diag_s) / float(bare_s), 2),
+            "bare_rss_mib": round(int(bare_rss) / 1024, 1),
+            "diagnose_rss_mib": round(int(diag_rss) / 1024, 1),
+            "verdict": codes,
+            "nccl": nccl,
+        }
+        print(json.dumps(result))
+    finally:
+        if folder is not None:
+            import shutil
+
+            shutil.rmtree(folder, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
