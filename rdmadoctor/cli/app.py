@@ -175,8 +175,7 @@ def topo(
 
 
 # The Kubernetes-side commands each live in one module that registers its own command(s):
-# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs),
-# run (the gate, then the job as a watched child).
+# label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
     from rdmadoctor.cli import agent, diagnose, label, preflight, run
 
