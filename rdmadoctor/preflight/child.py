@@ -591,7 +591,7 @@ def fallback_reason(diagnoser: Any) -> str | None:
         for a in aggs:
             p = a.pattern
             if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
-                return f"{_fill(p.message, a.groups)} ({p.code})"
+                return f"{_fill(p.message, a.groups).rstrip('. ')} ({p.code})"
     except Exception:  # noqa: BLE001 - a missing reason never stops the job's output
         return None
     return None
