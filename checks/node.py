@@ -168,7 +168,8 @@ CHECKS = [
         probe=probe_node,
         judge=judge_node,
         codes=(NODE_LABEL_MISSING, NODE_LABEL_STALE, NODE_OBJECT_UNREADABLE, LABEL_INVALID, NODE_LABELS),
-        after=("*",),
+        # logs.diagnose also runs after every other check: the labels compared are the whole report's.
+        after=("*", "logs.diagnose"),
         description="The labels this node should carry (feature.node.kubernetes.io/network-rdma.capable, "
         "rdmadoctor.io/{ready,link-layer,active-ports,min-rate-gbps,gpudirect,gpu-nic}), compared with the "
         "Node object when the bundle has cmd/node.json.",

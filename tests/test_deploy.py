@@ -378,7 +378,7 @@ def test_agent_config_judges_the_node_not_the_agent_pod(tmp_path: Path) -> None:
     cm = one(rendered("base"), "ConfigMap", "rdmadoctor-agent")
     cfg = tmp_path / "node.toml"
     cfg.write_text(cm["data"]["node.toml"])
-    pod_scope = {"limits.memlock", "shm.size", "verbs.userspace", "nccl.env"}
+    pod_scope = {"limits.memlock", "shm.size", "verbs.userspace", "nccl.env", "logs.diagnose"}
     plain = {r.id: r.status for r in diagnose(Options(example="broken-pod")).results}
     diag = diagnose(Options(example="broken-pod", config=str(cfg), scope="node"))
     node = {r.id: r.status for r in diag.results}

@@ -95,8 +95,9 @@ def test_new_codes_are_well_formed_and_do_not_shadow_check_codes():
 
 
 def test_every_new_code_is_used_by_a_row():
-    used = {p.code for p in PATTERNS}
-    # NCCL_SOCKET_FALLBACK is also derived by the engine from `Using network Socket`.
+    # NCCL_SOCKET_FALLBACK is derived by the engine from what NCCL says it uses (`Using network
+    # Socket`, NET/Socket channels), never from one line: tests/test_logs_scan.py covers it.
+    used = {p.code for p in PATTERNS} | {"NCCL_SOCKET_FALLBACK"}
     assert set(KB_CODES) <= used, sorted(set(KB_CODES) - used)
 
 
@@ -327,7 +328,8 @@ NEGATIVE = [
     ("kernel.pcie_aer_corrected", "pcieport 0000:c0:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction "
                                   "Layer, (Requester ID)"),
     ("kernel.peermem_symbol", "bluerdma: Unknown symbol ib_register_device (err -22)"),
-    ("kernel.rdma_module_symbol", "bluerdma: Unknown symbol ib_register_device (err -22)"),
+    ("kernel.rdma_module_unknown_symbol", "bluerdma: Unknown symbol ib_register_device (err -22)"),
+    ("kernel.rdma_module_symbol_version", "bluerdma: disagrees about version of symbol ib_register_device"),
     ("kernel.peermem_modprobe", "modprobe: ERROR: could not insert 'nouveau': Operation not permitted"),
 ]
 
@@ -374,3 +376,19 @@ def test_a_healthy_run_fires_nothing_but_the_harmless_provider_warning():
     # The one row a healthy container does print: a provider for hardware it does not have (a warning
     # whose message says so).
     assert set(hits.values()) == {"verbs.load_driver"}, hits
+
+
+# -- each example, through the scan ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p", ROWS)
+def test_every_example_is_found_by_the_scan(p):
+    """The scan looks for anchors, not for every needle (rdmadoctor.logs.scan): each example line,
+    alone in a log, must still reach its row, with and without a kubectl prefix around it."""
+    from rdmadoctor.logs import diagnose_bytes
+
+    for ex in p.examples:
+        for text in (ex, f"2026-11-23T10:00:00.000000001Z {ex}"):
+            d = diagnose_bytes(text.encode() + b"\n")
+            got = {(f.code, f.data.get("pattern")) for f in d.findings}
+            assert any(code == p.code for code, _ in got), (p.id, text, got)

@@ -54,9 +54,40 @@ DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
 MOD_MISSING = "MOD_MISSING"
 IB_PORT_DOWN = "IB_PORT_DOWN"
 IB_PORT_INIT = "IB_PORT_INIT"
+IB_NO_DEVICES = "IB_NO_DEVICES"
 
 
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="ibtools.list_zero",
+        code=VERBS_NO_DEVICES.code,
+        severity=ERROR,
+        needle="HCAs found:",
+        regex=r"(?:^|\s|:)0 HCAs found:",
+        subject="libibverbs",
+        message="`ibv_devinfo -l` lists 0 HCAs: libibverbs sees no RDMA device in this host or container.",
+        meaning="Nothing in this environment can use RDMA; NCCL falls back to TCP sockets.",
+        fix="Check `ls /dev/infiniband` and `ls /etc/libibverbs.d` in the container; request the device (rdma/hca) and "
+            "install ibverbs-providers; on the host `modprobe mlx5_ib ib_uverbs`.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c (`%d HCA%s found:` of `ibv_devinfo -l`)",
+        examples=("0 HCAs found:",),
+    ),
+    Pattern(
+        id="ibtools.ibstatus_no_sysfs",
+        code=IB_NO_DEVICES,
+        severity=ERROR,
+        needle="sys files not found",
+        regex=r"Fatal error: +device '(?P<device>[^']*)': sys files not found(?: \((?P<path>[^)]*)\))?",
+        subject="/sys/class/infiniband",
+        message="ibstatus found no RDMA device in sysfs ({path}): the kernel lists no HCA here.",
+        meaning="No RDMA driver is bound to any device in this host or container; nothing can use RDMA and NCCL falls "
+                "back to TCP sockets.",
+        fix="On the node: `lspci | grep -i mellanox`, then load the driver (`modprobe mlx5_ib`, or mlx4_ib for "
+            "ConnectX-3) or install MLNX_OFED / DOCA-OFED; in a pod, /sys/class/infiniband is filled only when the "
+            "host's driver is loaded.",
+        ref="linux-rdma/rdma-core infiniband-diags/scripts/ibstatus (`Fatal error:  device '$dev': sys files not found`)",
+        examples=("Fatal error:  device '*': sys files not found (/sys/class/infiniband/*/ports)",),
+    ),
     Pattern(
         id="ibtools.no_devices",
         code=VERBS_NO_DEVICES.code,

@@ -26,6 +26,18 @@ NCCL_SOCKET_FALLBACK = Code(
     "name ACTIVE ports, NCCL_IB_DISABLE must be unset.",
     condition=LINK,
 )
+NCCL_IB_NO_DEVICE = Code(
+    "NCCL_IB_NO_DEVICE",
+    "NCCL's IB transport found no usable RDMA device",
+    "NCCL looked for verbs devices with an ACTIVE port that NCCL_IB_HCA allows and found none: the "
+    "uverbs device is not visible in the pod, the image lacks the provider, every port is down, or "
+    "NCCL_IB_HCA names nothing that exists. NCCL then uses TCP sockets between nodes "
+    "(NCCL_SOCKET_FALLBACK follows from it).",
+    "In the pod: `ibv_devices` must list the HCAs (request rdma/hca in resources.limits, install "
+    "ibverbs-providers in the image), `ibstat` must show them ACTIVE, and NCCL_IB_HCA must name them "
+    "(`NCCL_IB_HCA=mlx5_0,mlx5_1`) or be unset. `rdmadoctor diagnose LOG --live` names which.",
+    condition=LINK,
+)
 NCCL_GDR_DISABLED = Code(
     "NCCL_GDR_DISABLED",
     "GPUDirect RDMA is off for an HCA or a GPU/HCA pair",
@@ -201,7 +213,7 @@ NCCL_GDR_DISTANCE = Code(
     kind=INFORMATION,
 )
 
-CODES = (NCCL_SOCKET_FALLBACK, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
+CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
          NCCL_QP_CQ_CREATE_FAILED, NCCL_REG_MR_FAILED,
          NCCL_NO_SOCKET_INTERFACE, NCCL_BOOTSTRAP_FAILED, NCCL_SOCKET_ERROR, NCCL_SYSTEM_ERROR,
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
@@ -330,7 +342,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern(
         id="nccl.ib_no_device",
-        code=NCCL_SOCKET_FALLBACK.code,
+        code=NCCL_IB_NO_DEVICE.code,
         severity=WARNING,
         needle="NET/IB : No device found.",
         regex=r"NET/IB : No device found\.",
@@ -570,7 +582,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_GDR_DISABLED.code,
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
-        regex=r"NET/(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
+        # Not NET/Socket: its "HCA" is a socket interface ('lo'), where GPUDirect RDMA never applies.
+        regex=r"NET/(?!Socket )(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
         message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
                 "through host memory; they should go straight to the HCA.",

@@ -93,6 +93,8 @@ PATTERNS: tuple[Pattern, ...] = (
             "collective (TORCH_NCCL_DUMP_ON_TIMEOUT=1) and test the fabric with nccl-tests.",
         ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout (1.x-2.x; "
             "logPrefix `[PG ...]` 2.2+)",
+        # A timeout follows from the first error any rank printed before it; alone, it is the headline.
+        symptom=True,
         examples=(
             "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
             "NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
@@ -193,6 +195,8 @@ PATTERNS: tuple[Pattern, ...] = (
             "`Duplicate GPU detected` means the local-rank to GPU mapping is wrong (CUDA_VISIBLE_DEVICES).",
         ref="pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK `NCCL error in: %s:%d, %s`; "
             "NVIDIA/nccl src/init.cc ncclGetErrorString (2.5-2.30)",
+        # The exception PyTorch raises for an NCCL failure: the WARN before it says why.
+        symptom=True,
         examples=(
             "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
             "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
