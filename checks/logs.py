@@ -98,62 +98,36 @@ NO_LOGS = (
 
 
 def _has_logs(ctx) -> str | None:
-    return None if getattr(ctx, "logs", ()) or ctx.host.logs() else NO_LOGS
+    given = getattr(ctx, "logs", ()) or getattr(ctx, "log_diagnosis", None) is not None
+    return None if given or ctx.host.logs() else NO_LOGS
 
 
 # ---- reading ----------------------------------------------------------------------------------
 
 
 def _read(ctx) -> Any:
-    """One Diagnosis of every log: a bundle's logs/ (through the Host, in pieces) and the paths given."""
-    from rdmadoctor.logs import Diagnoser, diagnose_paths
-    from rdmadoctor.logs.reader import TruncatedInput, chunks
+    """One Diagnosis of every log: a bundle's logs/ (through the Host, in pieces) and the paths given.
 
-    paths = list(getattr(ctx, "logs", ()))
-    in_bundle = ctx.host.logs()
-    if not in_bundle:
-        return diagnose_paths(paths)
+    `rdmadoctor diagnose` reads its files first (a progress line, stdin read once) and hands the
+    Diagnoser over in ``ctx.log_diagnosis``; the bundle's logs join the same diagnosis.
+    """
+    from rdmadoctor.logs import Diagnoser
+
+    pre = getattr(ctx, "log_diagnosis", None)
+    d = pre if pre is not None else Diagnoser()
     from rdmadoctor.host import HostError
 
-    d = Diagnoser()
-    for path in in_bundle:
+    for path in ctx.host.logs():
         name = path.lstrip("/")
-        d.feed(b"", source=name)
         try:
-            stream = ctx.host.open_log(path)
-            for chunk in chunks(stream):
-                d.feed(chunk, source=name)
+            d.read_stream(name, ctx.host.open_log(path))
         except HostError as e:
             d.error(str(e), name)
-        except TruncatedInput as e:
-            d.error(f"{name}: {e}", name)
-        d.end_source()
-    if paths:
-        # The paths given on the command line join the same diagnosis (one timeline, one NCCL
-        # section), read as diagnose_paths reads them.
-        _feed_paths(d, paths)
+            d.end_source()
+    if pre is None:
+        for path in getattr(ctx, "logs", ()):
+            d.read(path)
     return d.finish()
-
-
-def _feed_paths(d, paths: list[str]) -> None:  # noqa: ANN001 - a Diagnoser
-    from rdmadoctor.logs import reader
-
-    for path in paths:
-        d.feed(b"", source=path)
-        try:
-            stream = reader.open_source(path)
-        except reader.SourceError as e:
-            d.error(str(e), path)
-            continue
-        try:
-            for chunk in reader.chunks(stream):
-                d.feed(chunk, source=path)
-        except reader.TruncatedInput as e:
-            d.error(f"{path}: {e}", path)
-        finally:
-            if path != "-":
-                stream.close()
-        d.end_source()
 
 
 # ---- pasted tool outputs, judged by the node checks ------------------------------------------
@@ -185,7 +159,11 @@ def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     name = "ibv_devinfo" if seg.kind == "ibv_devinfo" else "ibstat"
     paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
     inv = probe_inventory(paste)
-    found = judge_devices(inv, paste.expect) + (judge_ports(inv, paste.expect) if inv.devices else [])
+    if not inv.devices:
+        # A paste that lists no device proves nothing about the node: the tool may have stopped
+        # early (an ibpanic on one device), or been filtered. "No IB devices found" has its own row.
+        return []
+    found = judge_devices(inv, paste.expect) + judge_ports(inv, paste.expect)
     return [f for f in found if f.code in _PORT_CODES]
 
 
@@ -504,7 +482,8 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
 
 
 def _inventory(facts: LogFacts) -> dict:
-    return {"nccl": facts.diagnosis.nccl}
+    d = facts.diagnosis
+    return {"nccl": d.nccl, "logs": {"sources": d.sources, "notes": d.notes}}
 
 
 def _codes() -> tuple[Code, ...]:

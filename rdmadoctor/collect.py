@@ -195,13 +195,14 @@ def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
         stream = reader.open_source(path, stdin=stdin)
     except reader.SourceError as e:
         raise CollectError(str(e)) from None
-    gz = type(stream).__name__ == "GzipFile"
+    peek = getattr(stream, "peek", None)
+    gz = bool(peek and peek(2)[:2] == b"\x1f\x8b")
     head = bytearray()
     tail: deque[bytes] = deque()
     tail_len = total = 0
     error = None
     try:
-        for chunk in _pieces(stream):
+        for chunk in reader.chunks(stream):  # gunzipped member by member, bounded pieces
             total += len(chunk)
             if len(head) < LOG_HEAD:
                 take = LOG_HEAD - len(head)
@@ -231,26 +232,6 @@ def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
                   f"{len(rest)} bytes are kept]\n").encode()
         return Log(f"logs/{_log_name(path, gz, taken)}", path, kept_head + marker + rest, total, cut, error)
     return Log(f"logs/{_log_name(path, gz, taken)}", path, kept_head + rest, total, 0, error)
-
-
-def _pieces(stream: Any, size: int = 1 << 20) -> Any:
-    """The stream's bytes in pieces. read1: a gzip file cut short then loses only its last few
-    KiB, where read(size) would drop everything decoded in the call that hit the cut."""
-    import zlib
-
-    from rdmadoctor.logs.reader import TruncatedInput
-
-    read = getattr(stream, "read1", stream.read)
-    while True:
-        try:
-            data = read(size)
-        except EOFError as e:
-            raise TruncatedInput(f"the gzip stream is cut short ({e}); the part before the cut is kept") from None
-        except (zlib.error, OSError) as e:
-            raise TruncatedInput(f"reading stopped: {e}; the part before is kept") from None
-        if not data:
-            return
-        yield data
 
 
 def read_logs(paths: list[str] | tuple[str, ...], stdin: Any = None) -> list[Log]:

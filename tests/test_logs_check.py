@@ -162,7 +162,8 @@ def test_ten_active_ports_and_no_reason_on_the_node_says_so(tmp_path):
     fb = _only(results, "NCCL_SOCKET_FALLBACK")
     assert fb.message.startswith("NCCL fell back to sockets although this node has 10 ACTIVE InfiniBand ports, "
                                  "and the checks of this node found no reason")
-    assert "--live" in fb.message and fb.cause is None
+    # The log's own reason ("NET/IB : No device found.") stays the cause; the node adds none.
+    assert "--live" in fb.message and fb.cause == "NCCL_IB_NO_DEVICE"
 
 
 def test_a_node_without_devices_is_the_reason(tmp_path):
@@ -300,7 +301,7 @@ def test_bundle_logs_and_given_logs_make_one_diagnosis(tmp_path):
     assert d.report["nccl"]["hosts"] == ["ib-node-01", "job-1"] and d.report["nccl"]["socket_hosts"] == ["job-1"]
     # job-1 fell back, not this node: its missing uverbs is not job-1's reason.
     fb = _only(results, "NCCL_SOCKET_FALLBACK")
-    assert fb.subject == "job-1" and fb.cause is None and "This node (ib-node-01) is not one of them" in fb.message
+    assert fb.subject == "job-1" and fb.cause == "NCCL_IB_NO_DEVICE" and "This node (ib-node-01) is not one of them" in fb.message
 
 
 def test_an_unreadable_log_is_unknown_not_a_crash(tmp_path):

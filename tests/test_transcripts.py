@@ -234,7 +234,7 @@ def test_an_abi_mismatch_in_a_transcript_keeps_its_line(tmp_path, verbs_rows):
     session = f"$ ibv_devinfo\n{ABI}\nNo IB devices found\n"
     results = _results(_bundle(tmp_path, {"cmd/session.txt": session}))
     (f,) = results["verbs.userspace"].findings
-    assert f.code == "VERBS_ABI_MISMATCH" and f.data["evidence"][0]["line"] == 2
+    assert f.code == "VERBS_KERNEL_ABI_MISMATCH" and f.data["evidence"][0]["line"] == 2  # the knowledge base's row
 
 
 def test_a_libibverbs_line_no_row_knows_stays_a_parse_warning(tmp_path, verbs_rows):

@@ -253,7 +253,8 @@ class Diagnoser:
         self._seg: dict | None = None  # the tool output being collected
         self._cut_lines = 0
         self._socket_seen: tuple | None = None
-        self._follow = 0  # lines still to read after a "Last error:" line  # (seq, evidence) of the first line showing NCCL on sockets
+        self._follow = 0  # lines still to read after a "Last error:" line
+        self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -299,6 +300,43 @@ class Diagnoser:
             self._cut_lines += 1
             self._tail = b""
             self._skipping = True
+
+    def read(self, path: str, *, stdin=None, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+        """Read one file (plain or gzip; ``-``: stdin) to its end; what stops it is that source's error."""
+        from rdmadoctor.logs import reader
+
+        self._ensure_source(path)
+        try:
+            stream = reader.open_source(path, stdin=stdin)
+        except reader.SourceError as e:
+            self.error(str(e), path)
+            self.end_source()
+            return
+        try:
+            self.read_stream(path, stream, progress=progress)
+        finally:
+            if path != "-":
+                stream.close()
+
+    def read_stream(self, name: str, stream, *, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+        """Read a binary stream (plain or gzip) to its end as the source ``name``."""
+        from rdmadoctor.logs import reader
+
+        src = self._ensure_source(name)
+        try:
+            first = True
+            for chunk in reader.chunks(stream):
+                if first and _binary(chunk):
+                    self.error(f"{name}: binary data (NUL bytes), not a log: nothing read")
+                    src["bytes"] = 0
+                    break
+                first = False
+                self.feed(chunk, source=name)
+                if progress is not None:
+                    progress(len(chunk))
+        except reader.TruncatedInput as e:
+            self.error(f"{name}: {e}")
+        self.end_source()
 
     def error(self, message: str, source: str | None = None) -> None:
         """Record why a source could not be read (wholly or from some point on)."""
@@ -378,7 +416,7 @@ class Diagnoser:
         while pos < n:
             le = block.find(b"\n", pos)
             raw = block[pos:le]
-            text = raw.decode("utf-8", "replace").rstrip()
+            text = _unquote(raw.decode("utf-8", "replace").rstrip())
             if self._ends_segment(text, seg):
                 self._close_segment()
                 return pos  # the line is scanned again, as a line of its own
@@ -426,7 +464,7 @@ class Diagnoser:
                      "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
 
     def _line(self, raw: bytes, lineno: int) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
+        text = _unquote(raw.decode("utf-8", "replace").rstrip())
         if "Last error" in text:
             self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
@@ -449,9 +487,13 @@ class Diagnoser:
         body, meta = prefix.split(text)
         if meta.level is not None or "NCCL" in text:
             self.facts.feed(body, meta.host)
-            if self._socket_seen is None and ("Using " in body or "via NET/" in body) and (
-                    any(is_socket(n, None) for n in self.facts.networks.values()) or self.facts.socket_channel_hosts
-                    or self.facts._implied()):
+            # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
+            # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
+            explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
+            if ("Using " in body or "via NET/" in body) and (
+                    self._socket_seen is None and (explicit or self.facts._implied())
+                    or self._socket_seen is not None and not self._socket_explicit and explicit):
+                self._socket_explicit = explicit
                 self._socket_seen = ((self._src_index, lineno), {
                     "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
@@ -533,6 +575,13 @@ class Diagnoser:
         if self._cut_lines:
             notes.append(f"{self._cut_lines} line(s) longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
+
+
+def _unquote(text: str) -> str:
+    """A line of a ticket's paste with markdown's inline-code backticks around it removed."""
+    if text.startswith("`") or text.endswith("`"):
+        return text.strip("`")
+    return text
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
@@ -674,33 +723,9 @@ def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
 
 def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:  # noqa: ANN001
     """Every path (``-``: stdin) read in chunks; a path that cannot be read is an error of its own."""
-    from rdmadoctor.logs import reader
-
     d = Diagnoser(**kw)
     for path in paths:
-        d._ensure_source(path)
-        try:
-            stream = reader.open_source(path, stdin=stdin)
-        except reader.SourceError as e:
-            d.error(str(e), path)
-            continue
-        try:
-            first = True
-            for chunk in reader.chunks(stream):
-                if first and _binary(chunk):
-                    d.error(f"{path}: binary data (NUL bytes), not a log: nothing read")
-                    d._source["bytes"] = 0  # type: ignore[index]
-                    break
-                first = False
-                d.feed(chunk, source=path)
-                if progress is not None:
-                    progress(len(chunk))
-        except reader.TruncatedInput as e:
-            d.error(f"{path}: {e}")
-        finally:
-            if path != "-":
-                stream.close()
-        d.end_source()
+        d.read(path, stdin=stdin, progress=progress)
     return d.finish()
 
 
