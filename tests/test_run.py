@@ -558,6 +558,15 @@ def test_report_file_after_a_failed_job(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+def test_report_file_when_the_command_is_not_found(tmp_path):
+    path = tmp_path / "run.json"
+    r = run("--no-gate", "--report-file", str(path), "--", "rdmadoctor-no-such-command")
+    assert r.returncode == 127
+    doc = json.loads(path.read_text())
+    assert doc["exit_code"] == 127 and doc["child"] is None and doc["gate"] is None
+    assert doc["notes"] == ["cannot run 'rdmadoctor-no-such-command': command not found"]
+
+
 def test_report_file_when_the_gate_stops_the_job(tmp_path):
     path = tmp_path / "run.json"
     r = run("--example", "broken-pod", "--report-file", str(path), "--", "true")

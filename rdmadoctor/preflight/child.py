@@ -579,19 +579,21 @@ def transport_message(nccl: dict[str, Any], diagnoser: Any = None) -> str | None
 
 def fallback_reason(diagnoser: Any) -> str | None:
     """The earliest problem seen so far that explains a fall back to sockets, as the diagnosis
-    will name it (rdmadoctor.logs.scan: the NCCL_SOCKET_FALLBACK finding's ``because``).
+    will name it (rdmadoctor.logs.scan: the NCCL_SOCKET_FALLBACK finding's "because").
 
-    Read from the Diagnoser's running state: it has no public call for "so far" yet.
+    Read from the Diagnoser's running state, as its own finish() does: it has no public call for
+    "so far" yet. tests/test_run.py holds this to a real log, so a change there shows.
     """
     try:
         from rdmadoctor.core.model import ERROR, WARNING
-        from rdmadoctor.logs.scan import _FALLBACK_REASONS, _fill
+        from rdmadoctor.logs import kb
+        from rdmadoctor.logs.scan import _FALLBACK_REASONS
 
         aggs = sorted(getattr(diagnoser, "aggs", {}).values(), key=lambda a: a.seq)
         for a in aggs:
             p = a.pattern
             if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
-                return f"{_fill(p.message, a.groups).rstrip('. ')} ({p.code})"
+                return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
     except Exception:  # noqa: BLE001 - a missing reason never stops the job's output
         return None
     return None
@@ -726,8 +728,9 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
                   on_eof=lambda name: feeds[name].close())
     try:
         result = child.run()
-    except SpawnError:
-        report["exit_code"] = None
+    except SpawnError as e:
+        report["exit_code"] = e.code
+        report["notes"] = notes + [str(e)]
         _write_report(report_file, report, started, err)
         raise
     diagnosis = diagnoser.finish()
