@@ -552,6 +552,15 @@ class Diagnoser:
             pass
 
     # -- the verdict ----------------------------------------------------------------------
+    def fallback_reason(self) -> str | None:
+        """The earliest problem seen so far that explains a fall back to sockets, worded as the
+        NCCL_SOCKET_FALLBACK finding words it ("... (NCCL_IB_DISABLED_BY_ENV)"); None: none yet."""
+        for a in sorted(self.aggs.values(), key=lambda a: a.seq):
+            p = a.pattern
+            if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
+                return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
+        return None
+
     def finish(self) -> Diagnosis:
         self.end_source()
         nccl = self.facts.to_json()

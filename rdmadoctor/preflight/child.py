@@ -578,22 +578,10 @@ def transport_message(nccl: dict[str, Any], diagnoser: Any = None) -> str | None
 
 
 def fallback_reason(diagnoser: Any) -> str | None:
-    """The earliest problem seen so far that explains a fall back to sockets, as the diagnosis
-    will name it (rdmadoctor.logs.scan: the NCCL_SOCKET_FALLBACK finding's "because").
-
-    Read from the Diagnoser's running state, as its own finish() does: it has no public call for
-    "so far" yet. tests/test_run.py holds this to a real log, so a change there shows.
-    """
+    """The earliest problem seen so far that explains a fall back to sockets (the Diagnoser's own
+    wording, as its NCCL_SOCKET_FALLBACK finding gives it)."""
     try:
-        from rdmadoctor.core.model import ERROR, WARNING
-        from rdmadoctor.logs import kb
-        from rdmadoctor.logs.scan import _FALLBACK_REASONS
-
-        aggs = sorted(getattr(diagnoser, "aggs", {}).values(), key=lambda a: a.seq)
-        for a in aggs:
-            p = a.pattern
-            if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
-                return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
+        return diagnoser.fallback_reason()
     except Exception:  # noqa: BLE001 - a missing reason never stops the job's output
         return None
     return None
