@@ -273,9 +273,9 @@ class _TracingHost(Host):
         self.ops.append(("read", path))
         return super().read_bytes(path, limit)
 
-    def listdir(self, path: str) -> list[str]:
+    def _names(self, path: str) -> list[str]:  # under listdir and glob alike
         self.ops.append(("list", path))
-        return super().listdir(path)
+        return super()._names(path)
 
     def exists(self, path: str) -> bool:
         self.ops.append(("probe", path))

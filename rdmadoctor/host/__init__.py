@@ -30,13 +30,18 @@ if TYPE_CHECKING:
     from rdmadoctor.host.tools import CmdResult
 
 __all__ = [
-    "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "LOGS_DIR", "MAX_BUNDLE", "MAX_LOGS", "MAX_READ", "CmdResult", "Host",
+    "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "LOGS_DIR", "MAX_BUNDLE", "MAX_LIST", "MAX_LOGS", "MAX_READ", "CmdResult", "Host",
     "HostError", "Link", "MemTree", "Runtime", "filter_env", "live_runtime", "mem_host", "open_host", "run_tool",
 ]
 
 MAX_READ = 4 * 1024 * 1024  # no sysfs or proc file we read is near this; a bigger one is not ours
 LOGS_DIR = "/logs"  # a bundle's job logs (`collect --log`); read in pieces, never whole
 MAX_LOGS = 256
+# Entries a listing gives the checks, which make facts (and often a finding) per entry: a bundle
+# of 100,000 made-up devices took 936 MB. Far above a real node's longest folder the checks walk
+# (/sys/bus/pci/devices with every SR-IOV function, /sys/class/net with every veth); a longer one
+# gives its first MAX_LIST names, sorted, and says so in Host.notes.
+MAX_LIST = 8192
 DEFAULT_TIMEOUT = 5.0  # seconds a live host gives each tool (tools.COMMANDS)
 _MAX_LINKS = 40  # symlinks followed in one lookup, as the kernel's MAXSYMLINKS
 _MAX_PATH = 4096  # PATH_MAX
@@ -157,6 +162,8 @@ class Host:
         self._cmd_cache: dict[str, CmdResult] = {}
         self._transcripts: dict[str, list | None] = {}
         self._reads: dict[tuple[str, int], bytes | None] = {}
+        self.cut_listings: dict[str, int] = {}  # folder -> its entries, when more than MAX_LIST
+        self.notes: list[str] = []  # what this host's reader left out, for the report
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:
@@ -251,8 +258,20 @@ class Host:
         return t or None
 
     def listdir(self, path: str) -> list[str]:
-        """Sorted entries of a directory; [] when missing or unreadable."""
+        """Sorted entries of a directory, at most MAX_LIST; [] when missing or unreadable."""
         self.trace.append(path)
+        names = self._names(path)
+        if len(names) > MAX_LIST:
+            if path not in self.cut_listings:
+                self.cut_listings[path] = len(names)
+                self.notes.append(
+                    f"{path} has {len(names)} entries; the checks read its first {MAX_LIST} of {len(names)} (sorted by name): "
+                    "far more than a node has, so the bundle or root is most likely not a real node's"
+                )
+            del names[MAX_LIST:]
+        return names
+
+    def _names(self, path: str) -> list[str]:
         real = self.realpath(path)
         if real is None:
             return []
@@ -292,13 +311,20 @@ class Host:
             magic = any(c in part for c in "*?[")
             for base in found:
                 if magic:
-                    for name in self.listdir(base):
+                    # The whole folder is matched (a library past the first MAX_LIST names of a
+                    # big /usr/lib is still found); the matches are capped like a listing.
+                    self.trace.append(base)
+                    for name in self._names(base):
                         if fnmatch.fnmatchcase(name, part):
                             nxt.append(posixpath.join(base, name))
+                            if len(nxt) >= MAX_LIST:
+                                break
                 else:
                     cand = posixpath.join(base, part)
                     if self.exists(cand) or self.readlink(cand) is not None:
                         nxt.append(cand)
+                if len(nxt) >= MAX_LIST:
+                    break
             found = nxt
         return sorted(found)
 
