@@ -36,6 +36,7 @@ from typing import Any
 
 from rdmadoctor import __version__
 from rdmadoctor.host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
+from rdmadoctor.host.tools import MAX_OUTPUT, cut_message
 
 # Tools recorded besides host.COMMANDS (which the checks may run themselves).
 EXTRA_COMMANDS: dict[str, tuple[str, ...]] = {
@@ -48,7 +49,7 @@ EXTRA_COMMANDS: dict[str, tuple[str, ...]] = {
 
 MAX_FILE = 1024 * 1024  # a bigger file is not a sysfs attribute or a config file we need
 MAX_CONFIG = 4096  # PCI config space: the capability lists (ACS, ATS, link) live in the first 4 KiB
-MAX_CMD_OUTPUT = 4 * 1024 * 1024  # `lspci -vvv` of a 512-VF node is ~2 MiB
+MAX_CMD_OUTPUT = MAX_OUTPUT  # run_tool stops a tool there; `lspci -vvv` of a 512-VF node is ~2 MiB
 MAX_FILES = 200_000
 MAX_BYTES = 128 * 1024 * 1024  # uncompressed; sysfs text compresses ~10x
 # Job logs (`collect --log FILE`): of a longer log the first LOG_HEAD bytes (NCCL's version, its
@@ -729,9 +730,12 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
                 failed[name] = {"argv": list(argv), "error": res.error, "timed_out": res.timed_out, "seconds": round(took, 2)}
                 continue
             data = res.text.encode("utf-8")
-            if len(data) > MAX_CMD_OUTPUT:
+            if res.truncated or len(data) > MAX_CMD_OUTPUT:
+                # Kept, and said cut: the checks read its beginning, cmd/errors.json says the rest is unknown.
                 data = data[:MAX_CMD_OUTPUT]
-                failed[name] = {"argv": list(argv), "error": f"output cut at {MAX_CMD_OUTPUT} bytes", "timed_out": False, "truncated": True}
+                error = res.error if res.truncated and res.error else f"{' '.join(argv)}: {cut_message(MAX_CMD_OUTPUT)}"
+                failed[name] = {"argv": list(argv), "error": error, "timed_out": False, "truncated": True, "output_recorded": True,
+                                "seconds": round(took, 2)}
             elif res.error:
                 # Recorded all the same: `ibstat` and `ibv_devinfo` exit non-zero with no devices.
                 failed[name] = {"argv": list(argv), "error": res.error, "timed_out": False, "output_recorded": True}

@@ -50,9 +50,7 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
     shown = ", ".join(res.commands)
     failed = ""
     if res.failed:
-        failed = "; failed: " + ", ".join(
-            f"{name} ({'timed out' if why.get('timed_out') else 'see cmd/errors.json'})" for name, why in sorted(res.failed.items())
-        )
+        failed = "; failed: " + ", ".join(f"{name} ({_why(why)})" for name, why in sorted(res.failed.items()))
     logs_text = ""
     if res.logs:
         cut = [log.name for log in res.logs if log.cut]
@@ -65,3 +63,13 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         if log.error:
             sys.stderr.write(f"rdmadoctor: warning: {log.source}: {log.error}\n")
     return 0
+
+
+def _why(failed: dict) -> str:
+    if failed.get("timed_out"):
+        return "timed out"
+    if failed.get("truncated"):
+        from rdmadoctor.collect import MAX_CMD_OUTPUT
+
+        return f"output cut at {MAX_CMD_OUTPUT} bytes, its beginning kept"
+    return "see cmd/errors.json"

@@ -440,6 +440,14 @@ class Host:
             where += f" and {len(found) - 4} more"
         return CmdResult(name, "\n".join(p.text for _, p in found), source=f"bundle transcript: {where}")
 
+    def _collect_note(self, name: str) -> dict | None:
+        """What collect recorded about tool ``name`` in cmd/errors.json (timed out, failed, cut)."""
+        try:
+            why = json.loads(self.read_bytes("/cmd/errors.json") or b"{}").get(name)
+        except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
+            return None
+        return why if isinstance(why, dict) else None
+
     def _cmd(self, name: str) -> CmdResult:
         from rdmadoctor.host.tools import COMMANDS, CmdResult, run_tool
 
@@ -448,6 +456,11 @@ class Host:
             data = self.read_bytes(rel)
             text = None if data is None else data.decode("utf-8", "replace")
             if text is not None and self._transcript(rel, text) is None:
+                why = self._collect_note(name)
+                if why is not None and why.get("truncated"):
+                    # collect stopped the tool at its output cap: what is here is its beginning.
+                    error = why.get("error") if isinstance(why.get("error"), str) else "output cut"
+                    return CmdResult(name, text, error=f"at collect time: {error}", truncated=True, source=f"bundle:{rel[1:]}")
                 return CmdResult(name, text, source=f"bundle:{rel[1:]}")
             # A terminal transcript (here or in another cmd/*.txt): the parts of this command.
             found = self._from_transcripts(name, rel)
@@ -457,11 +470,8 @@ class Host:
                 return CmdResult(name, None, error=f"{rel[1:]} is a terminal transcript with no `{name}` command in it")
             if data is None:
                 # collect records why a tool gave nothing (timed out, failed) in cmd/errors.json.
-                try:
-                    why = json.loads(self.read_bytes("/cmd/errors.json") or b"{}").get(name)
-                except (ValueError, AttributeError, UnicodeDecodeError, RecursionError):
-                    why = None
-                if isinstance(why, dict) and why.get("error"):
+                why = self._collect_note(name)
+                if why is not None and why.get("error"):
                     return CmdResult(name, None, error=f"at collect time: {why['error']}", timed_out=bool(why.get("timed_out")))
                 return CmdResult(name, None, error=f"not recorded ({rel[1:]} absent)")
             return CmdResult(name, data.decode("utf-8", "replace"), source=f"bundle:{rel[1:]}")
