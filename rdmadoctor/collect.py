@@ -24,6 +24,7 @@ filtered to the variables that matter to a job (never ``/proc/self/environ``: se
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -37,6 +38,7 @@ from typing import Any
 from rdmadoctor import __version__
 from rdmadoctor.host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
 from rdmadoctor.host.tools import MAX_OUTPUT, cut_message
+from rdmadoctor.publish.fsutil import NotRegularFile, not_regular, replacing
 
 # Tools recorded besides host.COMMANDS (which the checks may run themselves).
 EXTRA_COMMANDS: dict[str, tuple[str, ...]] = {
@@ -151,6 +153,15 @@ class Entry:
 
 class CollectError(Exception):
     """An input of ``collect`` cannot be used (a --log file that is missing, a directory ...)."""
+
+
+class OutputRefused(Exception):
+    """``-o`` names something that is not a regular file (a symlink, a device, a FIFO): a bundle
+    replaces a regular file or makes a new one, never what a link points at or a device node."""
+
+    def __init__(self, output: str, what: str):
+        super().__init__(f"{output} is {what}")
+        self.output, self.what = output, what
 
 
 @dataclass
@@ -626,6 +637,19 @@ class Recorder:
                 self.add(path, "read" if op == "read" else "fixed")
 
 
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(text: str) -> str:
+    """A string from the environment, its bytes that are not UTF-8 as \\xNN: mlx\\xff."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def _is_library(path: str) -> bool:
     name = posixpath.basename(path)
     return name.endswith((".so", ".a")) or ".so." in name or (name.startswith(LIB_PREFIXES) and path.startswith(("/usr/", "/lib")))
@@ -696,100 +720,115 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
     # The logs first: a --log that cannot be read fails the command before seconds go to tools.
     job_logs = read_logs(logs, stdin=stdin)
     host.timeout = timeout
-    tmp = f"{output}.tmp{os.getpid()}"
-    # Fail on an unwritable output before spending seconds on tools. A stream is written only at
-    # the end, in one go, once everything is recorded: nothing half-made reaches the reader early.
-    out_f = _Counting(stream) if stream is not None else open(tmp, "wb")
+    if stream is None:
+        why = not_regular(output)
+        if why:
+            raise OutputRefused(output, why)
     try:
-        cmds = _run_commands(host, timeout)
-        check_error = None
-        check_status = None
-        try:
-            from rdmadoctor.runner import Options, diagnose
-
-            diag = diagnose(Options(root=host.root, timeout=timeout), host=host)
-            check_status = diag.report.get("status")
-        except Exception as e:  # noqa: BLE001 - the bundle is most wanted when the checks break
-            check_error = f"{type(e).__name__}: {e}"
-        ops = list(host.ops)
-        runtime = host.runtime.to_json()
-
-        rec = Recorder(host.root)
-        rec.fixed()
-        rec.traced(ops)
-        if host.root and host.root != "/":
-            rec.own_process()
-
-        extra: dict[str, bytes] = {}
-        recorded, failed, missing = [], {}, []
-        for name, (argv, res, took) in sorted(cmds.items()):
-            if _missing(res):
-                missing.append(name)
-                continue
-            if res.text is None:
-                failed[name] = {"argv": list(argv), "error": res.error, "timed_out": res.timed_out, "seconds": round(took, 2)}
-                continue
-            data = res.text.encode("utf-8")
-            if res.truncated or len(data) > MAX_CMD_OUTPUT:
-                # Kept, and said cut: the checks read its beginning, cmd/errors.json says the rest is unknown.
-                data = data[:MAX_CMD_OUTPUT]
-                error = res.error if res.truncated and res.error else f"{' '.join(argv)}: {cut_message(MAX_CMD_OUTPUT)}"
-                failed[name] = {"argv": list(argv), "error": error, "timed_out": False, "truncated": True, "output_recorded": True,
-                                "seconds": round(took, 2)}
-            elif res.error:
-                # Recorded all the same: `ibstat` and `ibv_devinfo` exit non-zero with no devices.
-                failed[name] = {"argv": list(argv), "error": res.error, "timed_out": False, "output_recorded": True}
-            extra[f"cmd/{name}.txt"] = data
-            recorded.append(name)
-        env = runtime.get("env") or {}
-        extra["cmd/env.txt"] = "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode()
-        recorded.append("env")
-        if failed:
-            extra["cmd/errors.json"] = (json.dumps(failed, indent=2, sort_keys=True) + "\n").encode()
-        extra["runtime.json"] = (json.dumps(runtime, indent=2, sort_keys=True) + "\n").encode()
-        for log in job_logs:
-            if log.data or not log.error:
-                extra[log.name] = log.data
-        absent = rec.absent()
-        files = sum(1 for e in rec.entries.values() if e.kind != "dir")
-        manifest = {
-            "schema": "rdmadoctor.bundle/v1",
-            "rdmadoctor_version": __version__,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "host": {"label": host.label, "kind": host.kind, "hostname": runtime.get("hostname")},
-            "timeout_seconds": timeout,
-            "files": files,
-            "bytes_uncompressed": rec.bytes,
-            "commands": sorted(recorded),
-            "commands_failed": failed,
-            "commands_missing": sorted(missing),
-            "check_status": check_status,
-            "check_error": check_error,
-            "skipped": dict(sorted(rec.skipped.items())[:200]),
-            "skipped_count": len(rec.skipped),
-            "trimmed": rec.trimmed,
-            "absent": absent,
-            "size_limit_reached": rec.full,
-            "logs": [log.to_json() for log in job_logs],
-            "seconds": round(time.time() - started, 2),
-        }
-        extra["bundle.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
-        _write_tar(out_f, rec.entries, extra, started, rec.read_order)
-        if stream is not None:
-            out_f.flush()
-        else:
-            out_f.close()
-            os.replace(tmp, output)
-    except BaseException:
-        if stream is None:
-            out_f.close()
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        raise
+        with contextlib.ExitStack() as stack:
+            # Fail on an unwritable output before spending seconds on tools: the bundle goes to a
+            # temp file of an unpredictable name, made exclusively beside it, renamed over it at
+            # the end (fsutil.replacing). A stream is written only at the end, in one go, once
+            # everything is recorded: nothing half-made reaches the reader early.
+            out_f = _Counting(stream) if stream is not None else stack.enter_context(replacing(output, _file_mode(), regular_only=True))
+            files, extra, recorded, failed, manifest = _record(host, timeout, job_logs, started, out_f)
+            if stream is not None:
+                out_f.flush()
+    except NotRegularFile:  # it became one while the tools ran: left as it is
+        raise OutputRefused(output, not_regular(output) or "no longer a regular file") from None
     size = out_f.size if stream is not None else os.path.getsize(output)
     return Collected(output, files + len(extra), sorted(recorded), failed, size, manifest, job_logs)
+
+
+def _file_mode() -> int:
+    """0666 less the umask, as open() would make the file (mkstemp makes 0600)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def _record(host: Host, timeout: float, job_logs: list[Log], started: float, out_f: Any) -> tuple:
+    """Run the tools and the checks, record what they read, write the bundle to ``out_f``."""
+    cmds = _run_commands(host, timeout)
+    check_error = None
+    check_status = None
+    try:
+        from rdmadoctor.runner import Options, diagnose
+
+        diag = diagnose(Options(root=host.root, timeout=timeout), host=host)
+        check_status = diag.report.get("status")
+    except Exception as e:  # noqa: BLE001 - the bundle is most wanted when the checks break
+        check_error = f"{type(e).__name__}: {e}"
+    ops = list(host.ops)
+    runtime = host.runtime.to_json()
+
+    rec = Recorder(host.root)
+    rec.fixed()
+    rec.traced(ops)
+    if host.root and host.root != "/":
+        rec.own_process()
+
+    extra: dict[str, bytes] = {}
+    recorded, failed, missing = [], {}, []
+    for name, (argv, res, took) in sorted(cmds.items()):
+        if _missing(res):
+            missing.append(name)
+            continue
+        if res.text is None:
+            failed[name] = {"argv": list(argv), "error": res.error, "timed_out": res.timed_out, "seconds": round(took, 2)}
+            continue
+        data = res.text.encode("utf-8")
+        if res.truncated or len(data) > MAX_CMD_OUTPUT:
+            # Kept, and said cut: the checks read its beginning, cmd/errors.json says the rest is unknown.
+            data = data[:MAX_CMD_OUTPUT]
+            error = res.error if res.truncated and res.error else f"{' '.join(argv)}: {cut_message(MAX_CMD_OUTPUT)}"
+            failed[name] = {"argv": list(argv), "error": error, "timed_out": False, "truncated": True, "output_recorded": True,
+                            "seconds": round(took, 2)}
+        elif res.error:
+            # Recorded all the same: `ibstat` and `ibv_devinfo` exit non-zero with no devices.
+            failed[name] = {"argv": list(argv), "error": res.error, "timed_out": False, "output_recorded": True}
+        extra[f"cmd/{name}.txt"] = data
+        recorded.append(name)
+    env = runtime.get("env") or {}
+    # os.environ holds bytes that are not UTF-8 as lone surrogates (NCCL_IB_HCA=$'mlx\xff'):
+    # env.txt gets the bytes back, as `env` prints them; runtime.json escapes them ("\udcff",
+    # ASCII JSON), which json.loads reads back as the same string; the manifest lists them.
+    extra["cmd/env.txt"] = "".join(f"{k}={v}\n" for k, v in sorted(env.items())).encode("utf-8", "surrogateescape")
+    not_utf8 = {_shown(k): _shown(v) for k, v in sorted(env.items()) if not _is_utf8(k) or not _is_utf8(v)}
+    recorded.append("env")
+    if failed:
+        extra["cmd/errors.json"] = (json.dumps(failed, indent=2, sort_keys=True) + "\n").encode()
+    extra["runtime.json"] = (json.dumps(runtime, indent=2, sort_keys=True) + "\n").encode()
+    for log in job_logs:
+        if log.data or not log.error:
+            extra[log.name] = log.data
+    absent = rec.absent()
+    files = sum(1 for e in rec.entries.values() if e.kind != "dir")
+    manifest = {
+        "schema": "rdmadoctor.bundle/v1",
+        "rdmadoctor_version": __version__,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "host": {"label": host.label, "kind": host.kind, "hostname": runtime.get("hostname")},
+        "timeout_seconds": timeout,
+        "files": files,
+        "bytes_uncompressed": rec.bytes,
+        "commands": sorted(recorded),
+        "commands_failed": failed,
+        "commands_missing": sorted(missing),
+        "check_status": check_status,
+        "check_error": check_error,
+        "skipped": dict(sorted(rec.skipped.items())[:200]),
+        "skipped_count": len(rec.skipped),
+        "trimmed": rec.trimmed,
+        "absent": absent,
+        "size_limit_reached": rec.full,
+        "logs": [log.to_json() for log in job_logs],
+        **({"env_not_utf8": not_utf8} if not_utf8 else {}),
+        "seconds": round(time.time() - started, 2),
+    }
+    extra["bundle.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
+    _write_tar(out_f, rec.entries, extra, started, rec.read_order)
+    return files, extra, recorded, failed, manifest
 
 
 def _write_tar(fileobj: Any, entries: dict[str, Entry], extra: dict[str, bytes], mtime: float, order: dict[str, int]) -> None:

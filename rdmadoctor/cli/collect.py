@@ -11,13 +11,26 @@ import sys
 
 from rdmadoctor.cli.errors import fail_usage
 
+TIMEOUT_HINT = "seconds each tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
+
+
+def _refused(output: str, what: str) -> int:
+    # A bundle replaces a regular file or makes a new one: never what a link points at, never a
+    # device node (`-o /dev/full` was once replaced by a regular file).
+    return fail_usage(
+        f"refusing to write the bundle to {output}: it is {what}, not a regular file",
+        "give a new file name or an existing regular file, e.g. -o /tmp/node.tar.gz; for stdout give -o -",
+    )
+
 
 def run_collect(*, output: str, root: str | None = None, timeout: float | None = None, logs: list[str] | None = None) -> int:
-    from rdmadoctor.collect import CollectError, collect
+    from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number
+    from rdmadoctor.collect import CollectError, OutputRefused, collect
     from rdmadoctor.host import HostError
 
-    if timeout is not None and timeout <= 0:
-        return fail_usage(f"--timeout must be positive, got {timeout:g}")
+    bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
+    if bad is not None:
+        return bad
     stream = None
     if output == "-":
         if sys.stdout.isatty():
@@ -29,12 +42,20 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         stream = sys.stdout.buffer
     elif not output or output.endswith("/") or os.path.isdir(output):
         return fail_usage(f"cannot write the bundle to {output!r}: not a file name", "give a file, e.g. -o node.tar.gz, or -o - for stdout")
+    else:
+        from rdmadoctor.publish.fsutil import not_regular
+
+        what = not_regular(output)
+        if what:
+            return _refused(output, what)
     if logs and logs.count("-") > 1:
         return fail_usage("--log - (stdin) given more than once", "stdin can be read once: give the other logs as files")
     try:
         res = collect(output, root=root, timeout=timeout, stream=stream, logs=logs or ())
     except HostError as e:
         return fail_usage(str(e))
+    except OutputRefused as e:
+        return _refused(output, e.what)
     except CollectError as e:
         return fail_usage(f"--log {e}", "give a log file (plain or .gz); for a folder of logs give its files: --log DIR/rank0.log --log DIR/rank1.log")
     except BrokenPipeError:

@@ -1,16 +1,25 @@
-"""Atomic file replacement, shared by the NFD feature file and the agent's report file."""
+"""Atomic file replacement, shared by the NFD feature file, the agent's report file and `collect -o`."""
 
 from __future__ import annotations
 
 import os
 import tempfile
 import threading
+from contextlib import contextmanager
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import BinaryIO, Iterator
 
 # Held for the whole of each write. A process about to exit takes it (hold_writes): a write in
 # progress on another thread (the agent's cycle, abandoned at SIGTERM) finishes first, and a
 # later one blocks before it creates its temp file, so no .tmp file is left behind. Reentrant:
 # the exiting thread may still write (closing a publisher) while it holds it.
 _WRITES = threading.RLock()
+
+
+class NotRegularFile(FileExistsError):
+    """The path to replace is there and is not a regular file (a symlink, a device, a FIFO)."""
 
 
 def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
@@ -37,18 +46,38 @@ def release_writes() -> None:
 
 
 def _write(path: str, data: bytes, mode: int) -> None:
+    with replacing(path, mode) as f:
+        fd = f.fileno()  # nothing buffered in f: straight to the file
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+
+
+@contextmanager
+def replacing(path: str | os.PathLike, mode: int = 0o644, *, regular_only: bool = False) -> Iterator[BinaryIO]:
+    """A file to write that replaces ``path`` whole when the block ends without an error.
+
+    The temp file is made by mkstemp in the same directory: an unpredictable name created with
+    O_CREAT|O_EXCL, so a link planted at a guessable name (``<out>.tmp<PID>``) is never opened,
+    let alone followed and truncated. On an error it is removed and ``path`` is left as it was.
+    ``regular_only``: refuse (:class:`NotRegularFile`, nothing replaced) when ``path`` has become
+    something other than a regular file by the time the new one is ready (a device node, a
+    FIFO, a symlink: replacing one of those is never what was asked for).
+    """
+    path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     name = os.path.basename(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
     try:
-        try:
+        with open(fd, "wb") as f:  # owns fd from here
             os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            yield f
+            f.flush()
             os.fsync(fd)
-        finally:
-            os.close(fd)
+        if regular_only:
+            why = not_regular(path)
+            if why:
+                raise NotRegularFile(f"{path} is {why}, not a regular file")
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -56,6 +85,31 @@ def _write(path: str, data: bytes, mode: int) -> None:
         except OSError:
             pass
         raise
+    _sync_dir(directory)
+
+
+def not_regular(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it exists and is not a regular file ("a symlink", "a FIFO", ...);
+    None when it is a regular file or absent."""
+    import stat
+
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # unreachable or not a directory on the way: creating the file will say why
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return "not a regular file"
+
+
+def _sync_dir(directory: str) -> None:
+    """fsync the directory, so that a rename survives a power cut."""
     try:
         dfd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     except OSError:
