@@ -193,3 +193,13 @@ def test_tarfile_bundles_still_read_alike(tmp_path: Path) -> None:
     host = open_host(bundle=str(p))
     assert host.read_value("/sys/a") == "1" and host.read_bytes("/logs/x.log", 4 * MiB) == b"y" * (2 * MiB)
     assert host.logs() == ["/logs/x.log"]
+
+
+def test_a_bundle_of_logs_alone_keeps_its_logs_folder(tmp_path: Path) -> None:
+    # logs/ is a bundle's own top folder (collect --log): a tar of it alone is not a wrapper to
+    # look through (its log was read as /rank0.log, and logs.diagnose found nothing).
+    path = _write(tmp_path / "logs.tar.gz", [_member("logs/rank0.log", b"NCCL WARN x\n")], compress=True)
+    host = open_host(bundle=str(path))
+    assert host.logs() == ["/logs/rank0.log"] and host.read_bytes("/rank0.log") is None
+    host._tree.close()
+    host._tree.close()  # twice is fine

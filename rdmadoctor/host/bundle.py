@@ -31,7 +31,7 @@ _GZ_CHUNK = 1 << 16
 _PIECE = 1 << 20  # compressed input read, and output taken from a decompressor, per call
 # Names of a bundle's own top level: a single top folder other than these is a wrapper
 # (`tar czf x.tar.gz bundle/`) that is looked through.
-_ROOT_NAMES = frozenset(("sys", "proc", "etc", "dev", "cmd", "var", "usr", "lib", "runtime.json", "bundle.json"))
+_ROOT_NAMES = frozenset(("sys", "proc", "etc", "dev", "cmd", "var", "usr", "lib", "logs", "runtime.json", "bundle.json"))
 
 
 class ScanBudgetError(RuntimeError):
@@ -456,6 +456,12 @@ class _Spill:
         if self._f is not None:
             self._f.flush()
 
+    def close(self) -> None:
+        f, self._f = self._f, None
+        self._mem = None
+        if f is not None:
+            f.close()
+
     def pread(self, off: int, n: int) -> bytes:
         if self._mem is not None:
             return bytes(self._mem[off : off + n])
@@ -514,10 +520,21 @@ class _TarTree(_Tree):
             f.close()
             raise
         if plain:
-            self._file = f  # closed with the tree
+            self._file = f  # closed with the tree (close(), or when it is collected)
             self._far = _Far(fd=f.fileno())
         else:
             f.close()
+
+    def close(self) -> None:
+        f, self._file = getattr(self, "_file", None), None
+        if f is not None:
+            f.close()
+        spill = getattr(self, "_spill", None)
+        if spill is not None:
+            spill.close()
+
+    def __del__(self) -> None:
+        self.close()
 
     @classmethod
     def from_bytes(cls, raw: bytes, label: str = "bundle") -> _TarTree:
