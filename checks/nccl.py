@@ -932,7 +932,7 @@ def _judge_iwarp(facts: NcclFacts) -> list[Finding]:
             IWARP_NCCL_IB.code,
             ERROR,
             "NCCL_IB_HCA",
-            f"{how} {names}, an iWARP port: NCCL lists it as a RoCE device and the job fails at its first inter-node "
+            f"{how} {names}: iWARP, which NCCL lists as a RoCE device, and the job fails at its first inter-node "
             "connection ('Call to ibv_modify_qp failed with 22 Invalid argument', then 'unhandled system error'), "
             "because iWARP QPs are connected only through the iWARP connection manager. Expected NET/IB to use "
             "InfiniBand or RoCE ports only.",
@@ -1182,8 +1182,10 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     NCCL_SOCKET_IFNAME_SLOW.code,
                     ERROR,
                     subj,
-                    f"{shown}: NCCL's sockets would carry the job's data over "
-                    + ", ".join(f"{i.name} at {i.speed_mbps / 1000:g} Gb/s" for i in slow)
+                    f"{shown}: NCCL's sockets would carry the job's data over {', '.join(i.shown() for i in used)}"
+                    + (", spread over all of them" if len(used) > 1 else "")
+                    + ", and "
+                    + ", ".join(f"{i.name} runs at {i.speed_mbps / 1000:g} Gb/s" for i in slow)
                     + f"; expected at least {min_gbps:g} Gb/s (socket_min_gbps) on every interface NCCL uses"
                     + (f". Faster here: {', '.join(i.shown() for i in fast)}" if fast else "")
                     + f"{src}.",

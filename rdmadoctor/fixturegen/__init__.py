@@ -42,6 +42,7 @@ from rdmadoctor.fixturegen.model import (
     Port,
     down_port,
     ib_port,
+    iwarp_port,
     roce_port,
 )
 from rdmadoctor.fixturegen.nodes import (
@@ -85,7 +86,7 @@ from rdmadoctor.fixturegen.write import MTIME, read_dir, read_tar, tar_bytes, wr
 __all__ = [
     # model
     "KIB", "MIB", "GIB", "CAP_DEFAULT", "CAP_DEFAULT_IPC_LOCK", "CAP_ALL", "HCA_MODELS", "GPU_MODELS",
-    "RDMA_PACKAGES", "BASE_PACKAGES", "Port", "ib_port", "down_port", "roce_port", "Pcie", "Hca", "Gpu",
+    "RDMA_PACKAGES", "BASE_PACKAGES", "Port", "ib_port", "down_port", "roce_port", "iwarp_port", "Pcie", "Hca", "Gpu",
     "NetIf", "Node",
     # sysfs
     "PORT_STATE_NUM", "PHYS_STATE_NUM", "PCIE_SPEED", "IB_MODULES", "GPU_MODULES", "LIBDIR", "PCIE_TYPE",
