@@ -824,11 +824,8 @@ def _used_ports(facts: NcclFacts) -> list[HcaPort]:
     return [p for p in facts.ports if p.active]
 
 
-def _ib_off(facts: NcclFacts) -> bool:
-    """Does NCCL keep NET/IB off (NCCL_IB_DISABLE non-zero, or NCCL_NET naming another network)?"""
-    raw = facts.settings.get("NCCL_IB_DISABLE")
-    if raw and c_strtoll(raw):
-        return True
+def _net_not_ib(facts: NcclFacts) -> bool:
+    """NCCL_NET names another network than IB (Socket, or a plugin such as aws-ofi-nccl's "AWS Libfabric")."""
     net = facts.settings.get("NCCL_NET")
     return bool(net) and net.lower() != "ib"
 
@@ -1279,7 +1276,6 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     for why in facts.conf_problems:
         out.append(Finding(NCCL_ENV_INVALID.code, WARNING, "nccl.conf", why, "Write KEY=VALUE with nothing around '='."))
     nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
-    ib_off = _ib_off(facts)
     if not nccl:
         active = [p.subject for p in facts.ports or () if p.active]
         what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
@@ -1293,7 +1289,8 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
         if hca and not ib_off:  # NCCL reads an empty value as unset
             out.extend(_judge_hca(facts, hca, expect.get("compute_hcas")))
         if not ib_off:
-            out.extend(_judge_iwarp(facts))
+            if not _net_not_ib(facts):
+                out.extend(_judge_iwarp(facts))
             out.extend(_judge_gid_index(facts))
         out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, ib_off)))
     out.extend(_judge_master(facts))
