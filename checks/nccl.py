@@ -1109,8 +1109,16 @@ def _judge_socket(facts: NcclFacts, expect: dict | None = None, sockets: bool = 
     usable = [i for i in running if i.addresses is None or i.addresses]
     if sockets or socket_pool:
         return _judge_socket_data(facts, expect, shown, usable, src)
-    used = ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in usable)
-    return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {used}{src}.")]
+    return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {_addressed(usable)}{src}.")]
+
+
+def _addressed(interfaces: Iterable[NetIf]) -> str:
+    return ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in interfaces)
+
+
+def _speed_mtu(i: NetIf) -> str:
+    speed = f"{i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else "speed unknown"
+    return f"{i.name} at {speed}" + (f", MTU {i.mtu}" if i.mtu is not None else "")
 
 
 def _fastest_first(interfaces: Iterable[NetIf]) -> list[NetIf]:
@@ -1226,7 +1234,9 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                 NCCL_SOCKET_TRANSPORT.code,
                 INFO,
                 subj,
-                f"{shown}: NCCL moves the data between nodes over TCP on {', '.join(i.shown() for i in used)}{src}: {verdict}.",
+                f"{shown}: NCCL will use {_addressed(used)}{src}, and the data between nodes goes over TCP there ("
+                + ", ".join(_speed_mtu(i) for i in used)
+                + f"): {verdict}.",
                 data={"verdict": verdict, "interfaces": [{**i.to_json(), "speed_mbps": i.speed_mbps} for i in used]},
             )
         )

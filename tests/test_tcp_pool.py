@@ -62,7 +62,7 @@ def test_socket_pool_passes_under_its_profile_with_the_verdict():
     assert (no_rdma["code"], no_rdma["severity"]) == ("RDMA_NOT_REQUIRED", "info")
     f = socket_finding(rep, "NCCL_SOCKET_TRANSPORT")
     assert f["data"]["verdict"] == "ready to train over sockets on eth0 at 25 Gb/s"
-    assert "eth0 (25 Gb/s, MTU 9000, 10.20.0.7)" in f["message"] and "[netlink, recorded]" in f["message"]
+    assert "NCCL will use eth0 (10.20.0.7) [netlink, recorded]" in f["message"] and "eth0 at 25 Gb/s, MTU 9000" in f["message"]
     # NCCL_IB_DISABLE is what this pool expects, not an error.
     (ib_off,) = [x for x in findings(rep, "nccl.env") if x["subject"] == "NCCL_IB_DISABLE"]
     assert ib_off["severity"] == "info" and "as the profile expects" in ib_off["message"]
