@@ -11,6 +11,10 @@ relative symlinks, :func:`write_tar` as a deterministic ``.tar.gz`` (same input,
     python -m rdmadoctor.fixturegen --scenarios tests/fixtures
     python -m rdmadoctor.fixturegen --sriov 512 -o /tmp/big  # 8 GPUs, 10 HCAs, 512 VFs
 
+HCAs are ConnectX (``cx7``, ``cx6``, ``cx3``: InfiniBand or RoCE ports) or a Chelsio T6 iWARP RNIC
+(``t62100``, ports from ``iwarp_port``); a node without HCAs with ``NetIf`` speeds and addresses is a
+socket-only pool (``record_interfaces`` keeps the netlink view in runtime.json, as ``collect`` does).
+
 One module per job: ``model`` (the description: Node, Hca, Port, Pcie, ...), ``sysfs`` (the
 tree builder), ``tools`` (ibstat, ibdev2netdev, show_gids, nvidia-smi topo text rendered from
 it), ``write`` (directories and tarballs), ``nodes`` (the examples and scenarios). This module
