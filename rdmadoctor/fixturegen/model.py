@@ -29,8 +29,9 @@ HCA_MODELS: dict[str, dict[str, str]] = {
     # Chelsio T62100-CR (2x100G), an iWARP RNIC. cxgb4 binds PF4 only (device id 0x64xx: 6 for T6,
     # 4 for PF4, 0d for the T62100-CR: t4_pci_id_tbl.h), an Ethernet controller; iw_cxgb4 registers
     # the RDMA device cxgb4_0 on it, node_type "4: RNIC". Its sysfs attributes as iw_cxgb4's
-    # provider.c writes them: hca_type "T<chip>", board_id "<vendor>.<device>", fw_ver a.b.c.d.
-    "t62100": {"vendor": "0x1425", "device": "0x640d", "subsystem_device": "0x0000", "hca_type": "T6",
+    # provider.c writes them: hca_type the netdev's ethtool driver name, board_id "<vendor>.<device>",
+    # fw_ver a.b.c.d.
+    "t62100": {"vendor": "0x1425", "device": "0x640d", "subsystem_device": "0x0000", "hca_type": "cxgb4",
                "board_id": "1425.640d", "fw_ver": "1.27.5.0", "driver": "cxgb4", "vf_device": "0x680d",
                "provider": "cxgb4", "gen": "3", "pci_fn": "4", "class": "0x020000", "node_type": "4: RNIC",
                "modules": "cxgb4 libcxgb iw_cxgb4"},
