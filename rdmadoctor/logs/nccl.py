@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 _VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
-_NETWORK = re.compile(r"Using network (\S.*?)\s*$")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
 _NET_DEVS = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+ ?)+)")
 _NET_DEV = re.compile(r"\[\d+\]([\w.:-]+?):(\d+)/(\w+)")
 _SOCK_DEVS = re.compile(r"NET/Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
@@ -22,7 +22,8 @@ _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
     r"(\S.*?)(?: \(v\d+\))?\s*$"
 )
-_CHANNEL_NET = re.compile(r"Channel \d+/\d+ : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
+# 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
+_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")
@@ -66,7 +67,7 @@ class NcclFacts:
             m = _VERSION.search(text)
             if m:
                 self.version, self.cuda = m.group(1), m.group(2)
-        if "Using network" in text:
+        if "Using network" in text or "Using internal Network" in text:
             m = _NETWORK.search(text)
             if m and len(self.networks) < self.MAX:
                 self.networks[host] = m.group(1)
@@ -87,7 +88,7 @@ class NcclFacts:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
-        if "Channel " in text:
+        if "Channel " in text or "Ring " in text:
             m = _CHANNEL_NET.search(text)
             if m:
                 self.net_channels += 1

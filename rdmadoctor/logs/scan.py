@@ -40,7 +40,8 @@ MAX_SEGMENT_LINES = 20000
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
-    "Channel ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE",
+    "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
+    "Using internal Network",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -149,18 +150,6 @@ class _Agg:
         self.hosts: set[str] = set()
         self.ranks: set[int] = set()
         self.symptom = symptom
-
-
-class _Fmt(dict):
-    def __missing__(self, key: str) -> str:
-        return "?"
-
-
-def _fill(template: str, groups: dict) -> str:
-    try:
-        return template.format_map(_Fmt({k: ("?" if v is None else v) for k, v in groups.items()}))
-    except (ValueError, IndexError, AttributeError):
-        return template
 
 
 class _Tables:
@@ -419,7 +408,10 @@ class Diagnoser:
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
+        # Each needle in the line gets its first matching row: a traceback pasted on one line
+        # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
+        hit: set[tuple[str, str]] = set()
         for m in self.t.line_needles.finditer(text):
             needle = m.group()
             if needle in seen:
@@ -429,24 +421,21 @@ class Diagnoser:
                 g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
                 if g is None:
                     continue
-                self._hit(p, g.groupdict(), text, lineno, meta)
-                return  # the first row that matches a line wins
+                self._hit(p, kb.groups_of(p, g), text, lineno, meta, hit)
+                break
 
-    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta) -> None:
-        groups = {k: v for k, v in groups.items()}
-        if p.derive is not None:
-            try:
-                groups.update(p.derive(groups))
-            except Exception:  # noqa: BLE001 - a row's helper never breaks the diagnosis
-                pass
-        subject = _fill(p.subject, groups)
+    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
+        subject = kb.render(p.subject, groups).strip() or p.code
+        if (p.code, subject) in hit:  # two rows saying the same thing of one line count once
+            return
+        hit.add((p.code, subject))
         key = (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:
             if len(self.aggs) >= MAX_FINDINGS:
                 self.dropped_findings += 1
                 return
-            symptom = p.symptom or any(groups.get(k) == v for k, v in p.symptom_when)
+            symptom = kb.is_symptom(p, groups)
             agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom)
         agg.count += 1
         if meta.host and len(agg.hosts) < 64:
@@ -519,17 +508,26 @@ def _finding(a: _Agg) -> Finding:
         data["ranks"] = sorted(a.ranks)
     if a.symptom:
         data["symptom"] = True
-    return Finding(p.code, p.severity, a.subject, _fill(p.message, a.groups), p.fix, data=data)
+    return Finding(p.code, p.severity, a.subject, kb.render(p.message, a.groups), p.fix, data=data)
+
+
+# PyTorch raises `NCCL error in: ..., unhandled system error` and prints the NCCL WARN that
+# explains it on the lines after ("Last error:"): a symptom with no cause before it takes one
+# from this many lines after it, in the same input.
+LOOKAHEAD_LINES = 8
 
 
 def _link(aggs: list[_Agg]) -> list[Finding]:
     """Findings in order, each symptom linked to the earliest problem seen before it."""
     out: list[Finding] = []
     roots: list[tuple[_Agg, Finding]] = []
+    all_roots = [(a, _finding(a)) for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)]
     for a in aggs:
         f = _finding(a)
         if a.symptom:
-            cause = _cause_for(a, roots)
+            cause = _cause_for(a, roots) or _cause_for(a, [
+                (ra, rf) for ra, rf in all_roots
+                if ra.seq[0] == a.seq[0] and a.seq[1] <= ra.seq[1] <= a.seq[1] + LOOKAHEAD_LINES])
             if cause is not None:
                 ca, cf = cause
                 ev = ca.evidence[0] if ca.evidence else {}
@@ -577,7 +575,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
     if reasons:
         r = reasons[0]
         cause = r.pattern.code
-        why = f", because {_fill(r.pattern.message, r.groups)}"
+        why = f", because: {kb.render(r.pattern.message, r.groups).rstrip('.')}"
         ev = r.evidence[0] if r.evidence else {}
         follows = {"code": cause, "subject": r.subject, "file": ev.get("file"), "line": ev.get("line")}
     message = (f"NCCL uses {name} (TCP) for inter-node traffic{where}, over {ifaces}{why}. "
@@ -595,8 +593,9 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
 # and the node's own findings use the same codes).
 _FALLBACK_REASONS = {
     "NCCL_IB_DISABLED_BY_ENV", "NCCL_IB_NO_DEVICE", "NCCL_IB_HCA_NO_MATCH", "VERBS_LIB_MISSING",
-    "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "DEV_UVERBS_MISSING", "IB_NO_DEVICES",
-    "NCCL_NET_PLUGIN_FAILED", "VERBS_NO_DEVICES", "IB_PORT_DOWN", "IB_PORT_INIT",
+    "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH", "DEV_UVERBS_MISSING",
+    "IB_NO_DEVICES", "VERBS_NO_DEVICES", "NCCL_NET_PLUGIN_LOAD_FAILED", "NCCL_NET_INIT_FAILED",
+    "IB_PORT_DOWN", "IB_PORT_INIT",
 }
 
 

@@ -19,6 +19,22 @@ must contain: the scanner looks for needles only, in C, so a log of a gigabyte s
 ``regex`` (searched, not matched, in the cleaned line; named groups fill ``subject`` and
 ``message``), at least one real line in ``examples`` and where the string comes from in ``ref``.
 tests/test_kb.py matches every example against its row and checks every field.
+
+Order: the modules in ``SOURCES`` order, each module's rows in their order; the first row whose
+needle is in a line and whose regex matches it wins. Rows are written to be disjoint (a general
+row excludes what a specific one takes: ``nccl.ib_async_event`` leaves ``port error`` to
+``nccl.ib_async_port_error``, ``pytorch.nccl_error`` leaves ``unhandled system error`` to
+``nccl.system_error``), and tests/test_kb.py checks that no example matches a second row, so the
+order decides nothing today; keep it that way, or list the overlap in the test.
+
+``subject`` and ``message`` are templates; ``meaning`` and ``fix`` are plain text (they may hold
+YAML braces) and are never formatted.
+
+Templates (``subject``, ``message``) are ``str.format`` templates over :func:`groups_of`: the
+regex's named groups, where a group that did not take part in the match is the empty string
+(never ``None``, never ``'?'``), plus what the row's ``derive`` adds. ``derive`` adds new names
+(``status_name``, ``where``) and leaves the regex's groups alone; templates that would read
+badly with an empty group use a derived name that is worded for both cases.
 """
 
 from __future__ import annotations
@@ -27,6 +43,7 @@ from rdmadoctor.core.record import field, record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import re
     from typing import Any, Callable
 
     from rdmadoctor.core.model import Code
@@ -84,3 +101,37 @@ def codes() -> tuple[Code, ...]:
     for mod in modules():
         out.extend(mod.CODES)
     return tuple(out)
+
+
+def groups_of(pattern: Pattern, match: re.Match[str]) -> dict[str, str]:
+    """A match's named groups (one that did not take part: ``""``) and what ``derive`` adds.
+
+    Never raises: a ``derive`` that fails (it should not) adds nothing.
+    """
+    groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
+    if pattern.derive is not None:
+        try:
+            extra = pattern.derive(dict(groups))
+        except Exception:  # a table row must never turn a log line into a traceback
+            extra = {}
+        for k, v in (extra or {}).items():
+            groups.setdefault(k, "" if v is None else str(v))
+    return groups
+
+
+class _Blank(dict):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def render(template: str, groups: dict[str, str]) -> str:
+    """``template`` formatted with ``groups``; an unknown name is ``""``. Never raises."""
+    try:
+        return template.format_map(_Blank(groups))
+    except (ValueError, IndexError, AttributeError, KeyError):
+        return template
+
+
+def is_symptom(pattern: Pattern, groups: dict[str, str]) -> bool:
+    """Does this match only follow from an earlier error (the row, or one of its ``symptom_when``)?"""
+    return pattern.symptom or any(groups.get(k) == v for k, v in pattern.symptom_when)

@@ -1,8 +1,269 @@
-"""ibtools: rows to come from ../shared/research/log-patterns.md (see rdmadoctor.logs.kb)."""
+"""What the RDMA tools print when they fail: ibv_devinfo, ibstat, the perftest tools.
+
+The tools' normal output (ports, states, rates) goes to the parsers that ``check --bundle`` uses;
+these rows are the error lines around it. Strings checked against linux-rdma/rdma-core
+(libibverbs/examples/devinfo.c, infiniband-diags/ibstat.c, libibmad/mad.h) and linux-rdma/perftest
+(src/perftest_parameters.c, src/perftest_resources.c), HEAD of both.
+"""
 
 from __future__ import annotations
 
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 
-CODES: tuple = ()
-PATTERNS: tuple[Pattern, ...] = ()
+VERBS_NO_DEVICES = Code(
+    "VERBS_NO_DEVICES",
+    "libibverbs lists no RDMA device",
+    "A verbs tool (ibv_devinfo, ib_write_bw, the pingpong examples) asked libibverbs for the RDMA "
+    "devices and got none. In a container that usually means the devices were not passed in (no "
+    "/dev/infiniband/uverbs*), or the image lacks the provider for the HCA; on a host, that no RDMA "
+    "driver is loaded. NCCL in the same environment falls back to sockets.",
+    "Compare with the host: `ls /sys/class/infiniband` (the kernel's devices), `ls /dev/infiniband` (what the "
+    "container got), `ls /etc/libibverbs.d` (the providers). Request the device in the pod spec "
+    "(resources.limits: {rdma/hca: 1}) and install ibverbs-providers in the image; on the host load "
+    "the driver (`modprobe mlx5_ib ib_uverbs`).",
+    condition=CONFIG,
+)
+IB_DEVICE_NAME_UNKNOWN = Code(
+    "IB_DEVICE_NAME_UNKNOWN",
+    "A tool was given an RDMA device name this host does not have",
+    "The device named with `-d`/`--ib-dev` (or ibstat's argument) is not among the devices libibverbs or "
+    "libibumad list: a typo, a name from another node (mlx5_N numbering differs between hosts, and "
+    "predictable names like ibp12s0 replace mlx5_N on some systems), or the device is not visible here.",
+    "List the names this host has (`ibv_devices`, `ibstat -l`, `rdma link`) and use one of them; in "
+    "scripts and NCCL_IB_HCA prefer names that are stable on every node.",
+    condition=CONFIG,
+)
+IB_TOOL_FAILED = Code(
+    "IB_TOOL_FAILED",
+    "An InfiniBand diagnostic tool aborted",
+    "ibstat, ibstatus, perfquery and the other infiniband-diags tools talk to the HCA through libibumad "
+    "(/dev/infiniband/umad*, module ib_umad). The tool stopped with `ibpanic` or warned that one device "
+    "could not be queried, so its output is missing or partial. NCCL itself does not need umad.",
+    "In a pod, the RDMA device plugin often passes only uverbs: read the port state from sysfs instead "
+    "(`cat /sys/class/infiniband/*/ports/*/state`) or run the tool on the host; there, `modprobe ib_umad`. "
+    "A device that fails alone and is not an InfiniBand port (Azure's mlx5_an0 VF) can be ignored; "
+    "rdma-core >= 54 keeps going after it.",
+    condition=CONFIG,
+)
+
+CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED)
+
+# Codes that live with their checks, named by string (the logs layer is below the checks).
+DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
+MOD_MISSING = "MOD_MISSING"
+IB_PORT_DOWN = "IB_PORT_DOWN"
+IB_PORT_INIT = "IB_PORT_INIT"
+IB_NO_DEVICES = "IB_NO_DEVICES"
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="ibtools.ibstatus_no_sysfs",
+        code=IB_NO_DEVICES,
+        severity=ERROR,
+        needle="sys files not found",
+        regex=r"Fatal error: +device '(?P<device>[^']*)': sys files not found(?: \((?P<path>[^)]*)\))?",
+        subject="/sys/class/infiniband",
+        message="ibstatus found no RDMA device in sysfs ({path}): the kernel lists no HCA here.",
+        meaning="No RDMA driver is bound to any device in this host or container; nothing can use RDMA and NCCL falls "
+                "back to TCP sockets.",
+        fix="On the node: `lspci | grep -i mellanox`, then load the driver (`modprobe mlx5_ib`, or mlx4_ib for "
+            "ConnectX-3) or install MLNX_OFED / DOCA-OFED; in a pod, /sys/class/infiniband is filled only when the "
+            "host's driver is loaded.",
+        ref="linux-rdma/rdma-core infiniband-diags/scripts/ibstatus (`Fatal error:  device '$dev': sys files not found`)",
+        examples=("Fatal error:  device '*': sys files not found (/sys/class/infiniband/*/ports)",),
+    ),
+    Pattern(
+        id="ibtools.no_devices",
+        code=VERBS_NO_DEVICES.code,
+        severity=ERROR,
+        needle="No IB devices found",
+        regex=r"No IB devices found",
+        subject="libibverbs",
+        message="The verbs tool found no RDMA device (`No IB devices found`); this host or container should list its "
+                "HCAs.",
+        meaning="Nothing in this environment can use RDMA; NCCL falls back to TCP sockets.",
+        fix="Check `ls /dev/infiniband` and `ls /etc/libibverbs.d` in the container; request the device (rdma/hca) and "
+            "install ibverbs-providers; on the host `modprobe mlx5_ib ib_uverbs`.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c and the *_pingpong examples; linux-rdma/perftest "
+            "src/perftest_resources.c",
+        examples=("No IB devices found", "[pod/trainer-0/main] No IB devices found"),
+    ),
+    Pattern(
+        id="ibtools.device_list_enosys",
+        code=MOD_MISSING,
+        severity=ERROR,
+        needle="Failed to get IB devices list",
+        # ENOSYS: /sys/class/infiniband_verbs/abi_version is missing, i.e. ib_uverbs is not loaded
+        # (libibverbs/init.c check_abi_version).
+        regex=r"Failed to get IB devices list: Function not implemented",
+        subject="ib_uverbs",
+        message="libibverbs found no uverbs ABI in sysfs (`Function not implemented`): the ib_uverbs kernel module is "
+                "not loaded on the host.",
+        meaning="No process on this node can use RDMA until it is loaded.",
+        fix="On the host: `modprobe ib_uverbs` (and mlx5_ib), persisted in /etc/modules-load.d/rdma.conf; with MLNX_OFED "
+            "`/etc/init.d/openibd restart`.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c perror(\"Failed to get IB devices list\"); "
+            "libibverbs/init.c check_abi_version returns ENOSYS",
+        examples=("Failed to get IB devices list: Function not implemented",),
+    ),
+    Pattern(
+        id="ibtools.device_list_failed",
+        code=VERBS_NO_DEVICES.code,
+        severity=ERROR,
+        needle="Failed to get IB devices list",
+        regex=r"Failed to get IB devices list(?!: Function not implemented)(?:: (?P<error>.+?))?\s*$",
+        subject="libibverbs",
+        message="libibverbs could not list the RDMA devices{error_note}.",
+        meaning="Nothing in this environment can use RDMA; NCCL falls back to TCP sockets.",
+        fix="Check the kernel side (`ls /sys/class/infiniband_verbs`, `lsmod | grep ib_uverbs`) and the container's "
+            "/dev/infiniband; load the modules on the host and request the device in the pod.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c; linux-rdma/perftest src/dm_memory.c",
+        examples=("Failed to get IB devices list: No such file or directory", "Failed to get IB devices list"),
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+    ),
+    Pattern(
+        id="ibtools.open_device_failed",
+        code=DEV_UVERBS_MISSING,
+        severity=ERROR,
+        needle="Failed to open device",
+        regex=r"Failed to open device\s*$",
+        subject="ibv_open_device",
+        message="ibv_devinfo lists the device but cannot open it (ibv_open_device failed): its /dev/infiniband/uverbs "
+                "node is missing or not accessible in this container.",
+        meaning="RDMA cannot be used from here although the kernel has the device.",
+        fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1} or the SR-IOV VF resource) instead of "
+            "only mounting /sys; check `ls -l /dev/infiniband` and its permissions.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c print_hca_cap",
+        examples=("Failed to open device",),
+    ),
+    Pattern(
+        id="ibtools.perftest_no_context",
+        code=DEV_UVERBS_MISSING,
+        severity=ERROR,
+        needle="Couldn't get context for the device",
+        regex=r"Couldn't get context for the device",
+        subject="ibv_open_device",
+        message="perftest could not open the RDMA device (`Couldn't get context for the device`): its uverbs node is "
+                "missing or not accessible in this container.",
+        meaning="RDMA cannot be used from here although the kernel has the device.",
+        fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1}) and check `ls -l /dev/infiniband`.",
+        ref="linux-rdma/perftest src/perftest_resources.c, src/*_bw.c, src/*_lat.c",
+        examples=(" Couldn't get context for the device",),
+    ),
+    Pattern(
+        id="ibtools.device_name_unknown",
+        code=IB_DEVICE_NAME_UNKNOWN.code,
+        severity=ERROR,
+        needle="IB device ",
+        regex=r"IB device '(?P<dev>[^']*)' wasn't found|'(?P<dev2>[^']*)' IB device can't be found",
+        subject="{device}",
+        message="The tool was asked for RDMA device '{device}', which this host does not list.",
+        meaning="The command tested nothing; a script or NCCL_IB_HCA with this name is wrong on this node.",
+        fix="Use a name from `ibv_devices` / `ibstat -l` on this node.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c `IB device '%s' wasn't found`; "
+            "infiniband-diags/ibstat.c IBPANIC(\"'%s' IB device can't be found\")",
+        examples=(
+            "IB device 'mlx5_9' wasn't found",
+            "ibpanic: [2231] main: 'mlx5_9' IB device can't be found: No such file or directory",
+        ),
+        derive=lambda g: {"device": g.get("dev") or g.get("dev2") or "?"},
+    ),
+    Pattern(
+        id="ibtools.perftest_no_device",
+        code=IB_DEVICE_NAME_UNKNOWN.code,
+        severity=ERROR,
+        needle="Unable to find the Infiniband/RoCE device",
+        regex=r"Unable to find the Infiniband/RoCE device",
+        subject="perftest -d",
+        message="perftest could not find the RDMA device it was given with -d (or any device), so it tested nothing.",
+        meaning="The fabric was not tested; the device name is wrong here or no device is visible.",
+        fix="Pass a name from `ibv_devices` (`ib_write_bw -d mlx5_0 ...`); if the list is empty see VERBS_NO_DEVICES.",
+        ref="linux-rdma/perftest src/*_bw.c, src/*_lat.c, src/raw_ethernet_*.c",
+        examples=(" Unable to find the Infiniband/RoCE device",),
+    ),
+    Pattern(
+        id="ibtools.umad_init",
+        code=IB_TOOL_FAILED.code,
+        severity=WARNING,
+        needle="can't init UMAD library",
+        regex=r"ibpanic: \[\d+\] (?P<func>\w+): can't init UMAD library(?:: (?P<error>.+?))?\s*$",
+        subject="libibumad",
+        message="An infiniband-diags tool could not initialise libibumad{error_note}: /dev/infiniband/umad* or the "
+                "ib_umad module is missing, so ibstat-style tools cannot run here.",
+        meaning="The tool's output is missing; this says nothing about NCCL, which does not use umad.",
+        fix="Read port states from sysfs (`cat /sys/class/infiniband/*/ports/*/state`) or run the tool on the host; "
+            "there `modprobe ib_umad`.",
+        ref="linux-rdma/rdma-core infiniband-diags/ibstat.c, smpdump.c, libibmad/rpc.c IBPANIC; libibmad/mad.h "
+            "`ibpanic: [%d] %s: fmt: %m`",
+        examples=("ibpanic: [1283] main: can't init UMAD library: No such file or directory",),
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+    ),
+    Pattern(
+        id="ibtools.stat_failed",
+        code=IB_TOOL_FAILED.code,
+        severity=WARNING,
+        needle="stat of IB device",
+        regex=r"ib(?:panic|warn): \[\d+\] \w+: stat of IB device '(?P<dev>[^']*)' failed(?:: (?P<error>.+?))?\s*$",
+        subject="{dev}",
+        message="ibstat could not query {dev}; older ibstat (rdma-core < 54) stops there and prints nothing for the "
+                "devices after it.",
+        meaning="ibstat's output is partial; a device that is not an InfiniBand port (Azure's mlx5_an0) fails this way "
+                "harmlessly.",
+        fix="Run `ibstat <dev>` for each other device, or read /sys/class/infiniband/*/ports/*/state; upgrade "
+            "infiniband-diags to rdma-core >= 54.",
+        ref="linux-rdma/rdma-core infiniband-diags/ibstat.c: IBPANIC (before v54), IBWARN (v54+, commit 703b52c6e)",
+        examples=(
+            "ibpanic: [2112] main: stat of IB device 'mlx5_an0' failed: No such file or directory",
+            "ibwarn: [2112] main: stat of IB device 'mlx5_an0' failed",
+        ),
+    ),
+    Pattern(
+        id="ibtools.ibpanic",
+        code=IB_TOOL_FAILED.code,
+        severity=WARNING,
+        needle="ibpanic: ",
+        regex=r"ibpanic: \[\d+\] (?P<func>\w+): (?!can't init UMAD library|stat of IB device|'[^']*' IB device can't be "
+              r"found)(?P<what>.+?)\s*$",
+        subject="{func}",
+        message="An infiniband-diags tool aborted in {func}: {what}.",
+        meaning="The tool's output is missing or partial; the reason is in the message.",
+        fix="`can't open UMAD port`: the port's umad device is not in this container or ib_umad is not loaded; run the "
+            "tool on the host or read sysfs instead.",
+        ref="linux-rdma/rdma-core libibmad/mad.h IBPANIC (all infiniband-diags tools)",
+        examples=(
+            "ibpanic: [3310] mad_rpc_open_port: can't open UMAD port ((null):0): No such file or directory",
+            "ibpanic: [3310] main: can't list IB device names: No such file or directory",
+        ),
+    ),
+    Pattern(
+        id="ibtools.perftest_port_down",
+        code=IB_PORT_DOWN,
+        severity=ERROR,
+        needle="state is Down",
+        regex=r"Port number (?P<port>\d+) state is Down",
+        subject="port {port}",
+        message="perftest found port {port} of the device DOWN; it must be ACTIVE to carry traffic.",
+        meaning="No RDMA traffic can use this port: no cable, a bad cable or transceiver, or the switch port is down.",
+        fix="Check `ibstat` (Physical state Polling: cable/switch; Disabled: `ibportstate` or `mlxlink -d <dev> -a UP`), "
+            "reseat the cable, look at the switch port.",
+        ref="linux-rdma/perftest src/perftest_parameters.c set_link_layer (portStates[] = Nop, Down, Init, Armed, "
+            "Active Defer)",
+        examples=(" Port number 1 state is Down",),
+    ),
+    Pattern(
+        id="ibtools.perftest_port_init",
+        code=IB_PORT_INIT,
+        severity=ERROR,
+        needle="Port number ",
+        regex=r"Port number (?P<port>\d+) state is (?P<state>Init|Armed)\b",
+        subject="port {port}",
+        message="perftest found port {port} in state {state}: the link is up but no subnet manager has made it ACTIVE.",
+        meaning="Traffic cannot flow until a subnet manager configures the port.",
+        fix="Make sure a subnet manager runs on the fabric (`sminfo`; UFM, the switch's SM, or `systemctl start opensm` "
+            "on one host).",
+        ref="linux-rdma/perftest src/perftest_parameters.c set_link_layer",
+        examples=(" Port number 1 state is Init", " Port number 2 state is Armed"),
+    ),
+)

@@ -1,8 +1,404 @@
-"""kernel: rows to come from ../shared/research/log-patterns.md (see rdmadoctor.logs.kb)."""
+"""Kernel messages (dmesg, ``journalctl -k``): mlx5_core, the module loader, nvidia-peermem, PCIe AER.
+
+A dmesg line carries ``[  123.456789] `` or a syslog ``host kernel: `` before the driver's own
+``mlx5_core 0000:3b:00.0: `` (``netdev_info`` adds the interface: ``mlx5_core 0000:3b:00.0
+ens1f0np0: ``); rows search past any of that. Strings checked against torvalds/linux
+(drivers/net/ethernet/mellanox/mlx5/core/{cmd,health,events,en_main}.c, kernel/module,
+net/sched/sch_generic.c, drivers/pci/pcie/aer.c) through the code index, NVIDIA's nvidia-peermem
+source (nv_get_p2p_free_callback) and the lines quoted by NVIDIA/NVSentinel and leptonai/gpud.
+"""
 
 from __future__ import annotations
 
+from rdmadoctor.core.model import ERROR, GPUDIRECT, LINK, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 
-CODES: tuple = ()
-PATTERNS: tuple[Pattern, ...] = ()
+NIC_LINK_DOWN = Code(
+    "NIC_LINK_DOWN",
+    "A network port lost its link while the node was in use",
+    "The kernel driver (`mlx5_core ...: Link down`) or NCCL (an IB `port error` event) saw a port go "
+    "down: a cable, transceiver or switch-port problem, a switch reboot, or a flapping link. Traffic "
+    "on the port stops; NCCL connections over it fail with completion errors or time out.",
+    "Check the port now (`ibstat`, `ip link`, `mlxlink -d <dev> -m` for the module and BER, `ethtool -S "
+    "<if> | grep -i -e link_down -e phy`) and the switch port's log; reseat or replace the cable or "
+    "transceiver. A port that flaps repeatedly should be drained from scheduling until fixed.",
+    condition=LINK,
+)
+MLX5_CMD_TIMEOUT = Code(
+    "MLX5_CMD_TIMEOUT",
+    "The ConnectX firmware stopped answering driver commands",
+    "mlx5_core sent a command to the HCA's firmware and got no completion in time (`... timeout. Will "
+    "cause a leak of a command resource`). The device's control plane is broken: creating queues, "
+    "registering memory or resetting it hangs or fails, and jobs on the node fail.",
+    "Drain the node. Collect `dmesg`, `mlxfwmanager --query` and `devlink health show`; try a firmware "
+    "reset (`mlxfwreset -d <bdf> reset`) or a cold reboot, and update the firmware if it is old. If it "
+    "comes back, the card needs replacing.",
+    condition=LINK,
+)
+MLX5_HEALTH_ERROR = Code(
+    "MLX5_HEALTH_ERROR",
+    "A ConnectX device failed its health check",
+    "mlx5_core's health poll found the firmware heartbeat stopped (`device's health compromised - "
+    "reached miss count`) or the device reported a fatal syndrome (`synd 0x8: unrecoverable hardware "
+    "error`, `Fatal error N detected`). The driver resets or disables the device; every RDMA "
+    "connection on it is lost.",
+    "Drain the node and collect `dmesg` and `devlink health show`. After a reboot check the firmware "
+    "(`mlxfwmanager --query`) and the PCIe link (`lspci -vv -s <bdf>`); an `unrecoverable hardware "
+    "error` that returns means the card must be replaced.",
+    condition=LINK,
+)
+NIC_TX_TIMEOUT = Code(
+    "NIC_TX_TIMEOUT",
+    "A network interface's transmit queue stalled",
+    "The kernel's netdev watchdog found a transmit queue that sent nothing for seconds (`NETDEV "
+    "WATCHDOG ... transmit queue N timed out`) and asks the driver to recover it. mlx5 usually "
+    "recovers, but traffic on the interface (RoCE, IPoIB, NCCL's sockets) stalls meanwhile; "
+    "repeated timeouts mean a wedged NIC or firmware.",
+    "Check for mlx5 health or command-timeout messages around it (`dmesg | grep mlx5`) and `ethtool -S "
+    "<if>` for stuck queues; update the NIC firmware and driver. Repeated timeouts: drain the node "
+    "and reset the device.",
+    condition=LINK,
+)
+NIC_MODULE_EVENT = Code(
+    "NIC_MODULE_EVENT",
+    "The NIC reported a cable or transceiver problem",
+    "mlx5's port module event says the cable or transceiver was unplugged, or is in error (power budget "
+    "exceeded, high temperature, bad or shorted cable, unsupported cable). The port goes down or will "
+    "not come up.",
+    "Inspect the module: `mlxlink -d <dev> -m` (temperature, power, vendor), `ethtool -m <if>`; reseat "
+    "or replace the cable/transceiver, use one the NIC supports, and check the airflow for high "
+    "temperature.",
+    condition=LINK,
+)
+PCIE_AER_ERROR = Code(
+    "PCIE_AER_ERROR",
+    "The kernel reported PCIe bus errors (AER)",
+    "PCIe Advanced Error Reporting logged errors on a link. Corrected errors (bad TLPs/DLLPs, receiver "
+    "errors, replays) cost bandwidth when they are frequent and often precede a link that trains "
+    "down; uncorrected ones (completion timeouts, poisoned TLPs) can take the device (an HCA or a "
+    "GPU) off the bus.",
+    "Find the device (`lspci -s <bdf>`) and how often it happens (`grep -c AER` in dmesg, "
+    "/sys/bus/pci/devices/<bdf>/aer_dev_*); check its link (`lspci -vv -s <bdf> | grep LnkSta`) and "
+    "reseat the card or riser. Uncorrected errors on a GPU or HCA: drain the node for hardware service.",
+)
+GDR_PEERMEM_LOAD_FAILED = Code(
+    "GDR_PEERMEM_LOAD_FAILED",
+    "nvidia_peermem failed to load",
+    "The module that gives the HCA access to GPU memory (GPUDirect RDMA) would not load: it was built "
+    "against one RDMA stack (inbox ib_core) and the node runs another (MLNX_OFED/DOCA-OFED's ib_core), "
+    "so the kernel rejects its symbols (`Unknown symbol ib_register_peer_memory_client`, `disagrees "
+    "about version of symbol`). Without it NCCL stages every transfer through host memory.",
+    "Rebuild the NVIDIA driver's kernel modules against the installed OFED (install OFED first, then "
+    "the driver; or `dkms remove`/`dkms install` the nvidia module), then `modprobe nvidia_peermem`. "
+    "With the GPU Operator set `driver.rdma.enabled=true` and `driver.rdma.useHostMofed=true` when OFED "
+    "is on the host. Or skip peermem: DMA-BUF with the open kernel module and kernel >= 5.12.",
+    condition=GPUDIRECT,
+)
+GDR_PEERMEM_INVALID_CONTEXT = Code(
+    "GDR_PEERMEM_INVALID_CONTEXT",
+    "nvidia-peermem got a free callback for an unknown registration",
+    "nvidia-peermem's callback for freed GPU memory found a context it does not know (`ERROR detected "
+    "invalid context, skipping further processing`): GPU memory registered with the HCA was released "
+    "while, or after, the registration was torn down. Repeated messages go with GPUDirect RDMA "
+    "transfers that hang or fail.",
+    "Update the NVIDIA driver and the OFED stack to current releases; as a workaround use DMA-BUF "
+    "instead of peermem (open kernel module, kernel >= 5.12, NCCL_DMABUF_ENABLE=1) or, to confirm, run "
+    "with GPUDirect RDMA off (NCCL_NET_GDR_LEVEL=LOC).",
+    condition=GPUDIRECT,
+)
+
+CODES = (NIC_LINK_DOWN, MLX5_CMD_TIMEOUT, MLX5_HEALTH_ERROR, NIC_TX_TIMEOUT, NIC_MODULE_EVENT, PCIE_AER_ERROR,
+         GDR_PEERMEM_LOAD_FAILED, GDR_PEERMEM_INVALID_CONTEXT)
+
+# Codes that live elsewhere, named by string: with their checks (the logs layer is below them)
+# or in kb/nccl.py (which imports this module).
+MOD_MISSING = "MOD_MISSING"
+NCCL_REG_MR_FAILED = "NCCL_REG_MR_FAILED"
+
+# The mlx5_core device prefix, when present: `mlx5_core 0000:3b:00.0: ` or with the netdev.
+_MLX5 = r"(?:mlx5_core (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])[: ].*?)?"
+
+
+def _bdf(groups: dict[str, str]) -> dict[str, str]:
+    return {"device": groups.get("bdf") or "mlx5 device"}
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="kernel.mlx5_link_down",
+        code=NIC_LINK_DOWN.code,
+        severity=WARNING,
+        needle="Link down",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+) (?P<netdev>[\w.-]+): Link down",
+        subject="{netdev}",
+        message="The kernel logged `Link down` for {netdev} ({bdf}); a port in use should stay up.",
+        meaning="Traffic on the port stops; RoCE or IPoIB connections over it fail until it is back.",
+        fix="Check the cable, transceiver and switch port (`mlxlink -d <bdf> -m`, `ethtool -S <if>`); drain the node "
+            "if it flaps.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/en_main.c mlx5e_update_carrier netdev_info "
+            "`Link down`",
+        examples=("[ 5123.887211] mlx5_core 0000:3b:00.0 ens1f0np0: Link down",
+                  "Mar 04 10:12:33 gpu-node-7 kernel: mlx5_core 0000:b5:00.1 enp181s0f1np1: Link down"),
+    ),
+    Pattern(
+        id="kernel.mlx5_cmd_timeout",
+        code=MLX5_CMD_TIMEOUT.code,
+        severity=ERROR,
+        needle="Will cause a leak of a command resource",
+        regex=_MLX5 + r"(?P<cmd>[A-Z][A-Z0-9_]+)\(0x[0-9a-fA-F]+\)(?: Async,)? timeout\. Will cause a leak of a command "
+                      r"resource",
+        subject="{device}",
+        message="The ConnectX firmware of {device} did not answer command {cmd} in time; the device's control plane "
+                "is not responding.",
+        meaning="Queue creation, memory registration and resets on this HCA fail or hang; jobs on the node fail.",
+        fix="Drain the node; `mlxfwmanager --query`, `devlink health show`; `mlxfwreset -d <bdf> reset` or a cold "
+            "reboot; replace the card if it repeats.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/cmd.c wait_func / cb_timeout_handler (`cmd[%d]: "
+            "%s(0x%x) Async, timeout.` in newer kernels); NVIDIA/NVSentinel nicdriver cmd_exec_timeout",
+        examples=(
+            "kernel: [   66.816635] mlx5_core 0000:03:00.0: wait_func:964:(pid 112): ENABLE_HCA(0x104) timeout. Will "
+            "cause a leak of a command resource",
+            "[  257.137072] mlx5_core 0000:56:00.0: wait_func:1189:(pid 72061): ACCESS_REG(0x805) timeout. Will cause a "
+            "leak of a command resource",
+            "mlx5_core 0000:56:00.0: cb_timeout_handler:911:(pid 0): cmd[2]: CREATE_MKEY(0x200) Async, timeout. Will "
+            "cause a leak of a command resource",
+        ),
+        derive=_bdf,
+    ),
+    Pattern(
+        id="kernel.mlx5_health_miss",
+        code=MLX5_HEALTH_ERROR.code,
+        severity=ERROR,
+        needle="health compromised",
+        regex=_MLX5 + r"device's health compromised(?: - reached miss count)?",
+        subject="{device}",
+        message="The firmware heartbeat of {device} stopped (`device's health compromised`); a healthy HCA keeps it "
+                "counting.",
+        meaning="The driver will reset or disable the device; every RDMA connection on it is lost.",
+        fix="Drain the node; collect dmesg and `devlink health show`, then reboot and check the firmware; replace the "
+            "card if it returns.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/health.c poll_health (`- reached miss count` "
+            "since 4.x); NVIDIA/NVSentinel nicdriver health_poll_failed",
+        examples=(
+            "kernel: [   17.982092] mlx5_core 0000:41:00.0: poll_health:852:(pid 0): device's health compromised - "
+            "reached miss count",
+        ),
+        derive=_bdf,
+    ),
+    Pattern(
+        id="kernel.mlx5_health_syndrome",
+        code=MLX5_HEALTH_ERROR.code,
+        severity=ERROR,
+        needle="synd 0x",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+): (?:\w+:\d+:\(pid \d+\): )?synd 0x(?P<synd>[0-9a-fA-F]+): "
+              r"(?P<what>.+?)\s*$",
+        subject="{bdf}",
+        message="ConnectX device {bdf} reported health syndrome 0x{synd}: {what}.",
+        meaning="The device is in a fatal state; the driver resets or disables it and RDMA on it stops.",
+        fix="Drain the node; collect dmesg and `devlink health show`; an `unrecoverable hardware error` that returns "
+            "after a cold reboot means the card must be replaced.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/health.c print_health_info `synd 0x%x: %s` "
+            "(hsynd_str); NVIDIA/NVSentinel nicdriver unrecoverable_err",
+        examples=(
+            "kernel: [   17.982217] mlx5_core 0000:41:00.0: print_health_info:458:(pid 0): synd 0x8: unrecoverable "
+            "hardware error",
+            "mlx5_core 0000:41:00.0: synd 0x1: firmware internal error",
+        ),
+    ),
+    Pattern(
+        id="kernel.mlx5_fatal_error",
+        code=MLX5_HEALTH_ERROR.code,
+        severity=ERROR,
+        needle="Fatal error",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+): (?:\w+:\d+:\(pid \d+\): )?Fatal error (?P<n>\d+) detected",
+        subject="{bdf}",
+        message="ConnectX device {bdf} reported fatal error {n}; the driver starts its recovery.",
+        meaning="The device resets; RDMA connections on it are lost.",
+        fix="Drain the node; collect dmesg and `devlink health show`; check firmware and the PCIe link after a reboot.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/health.c poll_health `Fatal error %u detected`",
+        examples=("mlx5_core 0000:41:00.0: poll_health:866:(pid 0): Fatal error 1 detected",),
+    ),
+    Pattern(
+        id="kernel.netdev_watchdog",
+        code=NIC_TX_TIMEOUT.code,
+        severity=WARNING,
+        needle="NETDEV WATCHDOG",
+        # Kernel 6.8 (backported to 6.6.47 and 6.1.107) moved the driver in front of the text.
+        regex=r"NETDEV WATCHDOG: (?P<netdev>[\w.-]+) \((?P<driver>[^)]+)\): transmit queue (?P<queue>\d+) timed out"
+              r"|(?P<driver2>[\w-]+) (?P<bdf>[0-9a-fA-F:.]+) (?P<netdev2>[\w.-]+): NETDEV WATCHDOG: (?:CPU: \d+: )?"
+              r"transmit queue (?P<queue2>\d+) timed out",
+        subject="{ifname}",
+        message="Transmit queue {q} of {ifname} ({drv}) sent nothing for several seconds and the kernel asked the "
+                "driver to reset it.",
+        meaning="Traffic on the interface stalls meanwhile; repeated timeouts mean a wedged NIC.",
+        fix="Look for mlx5 command timeouts or health errors around it; update NIC firmware and driver; drain the "
+            "node if it repeats.",
+        ref="torvalds/linux net/sched/sch_generic.c dev_watchdog (`NETDEV WATCHDOG: %s (%s): transmit queue %u timed "
+            "out`; netdev_crit form since 6.8); NVIDIA/NVSentinel nicdriver netdev_watchdog",
+        examples=(
+            "[81234.11] NETDEV WATCHDOG: ens1f0np0 (mlx5_core): transmit queue 3 timed out",
+            "NETDEV WATCHDOG: eth0 (mlx5_core): transmit queue 0 timed out 5032 ms",
+            "mlx5_core 0000:65:00.0 eth0: NETDEV WATCHDOG: CPU: 5: transmit queue 0 timed out 5032 ms",
+        ),
+        derive=lambda g: {"ifname": g.get("netdev") or g.get("netdev2") or "?",
+                          "drv": g.get("driver") or g.get("driver2") or "?",
+                          "q": g.get("queue") or g.get("queue2") or "?"},
+    ),
+    Pattern(
+        id="kernel.mlx5_module_event",
+        code=NIC_MODULE_EVENT.code,
+        severity=WARNING,
+        needle="Port module event",
+        regex=_MLX5 + r"Port module event(?:\[error\])?: module (?P<module>\d+), (?P<status>Cable unplugged|Cable error)"
+                      r"(?:, (?P<error>.+?))?\s*$",
+        subject="{device} module {module}",
+        message="ConnectX {device} reported module {module}: {status}{error_note}; a port in use needs its cable "
+                "plugged and healthy.",
+        meaning="The port goes down or will not come up.",
+        fix="Inspect and reseat or replace the cable/transceiver (`mlxlink -d <bdf> -m`, `ethtool -m <if>`); use a "
+            "supported module; check cooling for `High Temperature`.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/events.c port_module (mlx5_pme_status, "
+            "mlx5_pme_error); NVIDIA/NVSentinel nicdriver module_unplugged, port_module_high_temp",
+        examples=(
+            "mlx5_core 0000:3b:00.0: Port module event: module 0, Cable unplugged",
+            "mlx5_core 0000:3b:00.0: Port module event[error]: module 1, Cable error, High Temperature",
+            "mlx5_core 0000:3b:00.0: Port module event[error]: module 0, Cable error, Power budget exceeded",
+        ),
+        derive=lambda g: {"device": g.get("bdf") or "mlx5 device",
+                          "error_note": f" ({g['error']})" if g.get("error") else ""},
+    ),
+    Pattern(
+        id="kernel.pcie_aer_uncorrected",
+        code=PCIE_AER_ERROR.code,
+        severity=ERROR,
+        needle="PCIe Bus Error: severity=Uncorrect",
+        regex=r"(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):? (?:AER: )?)?PCIe Bus Error: "
+              r"severity=(?P<severity>Uncorrected \((?:Fatal|Non-Fatal)\)|Uncorrectable[^,]*), type=(?P<type>[^,]+), "
+              r"(?:id=\w+)?\((?P<agent>[^)]*)\)",
+        subject="{device}",
+        message="PCIe reported an {severity} error ({type}, {agent}) at {device}; a healthy link has none.",
+        meaning="The device (an HCA or a GPU) can fall off the bus or corrupt transfers; jobs on it fail.",
+        fix="`lspci -s <bdf>` names the device; check its link (`lspci -vv -s <bdf> | grep LnkSta`) and drain the node "
+            "for hardware service if it repeats.",
+        ref="torvalds/linux drivers/pci/pcie/aer.c aer_print_error `PCIe Bus Error: severity=%s, type=%s, (%s)` "
+            "(older kernels `id=%04x(%s)`)",
+        examples=(
+            "pcieport 0000:c0:01.1: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, "
+            "(Requester ID)",
+            "[369145.923124] igb 0000:09:00.0: AER: PCIe Bus Error: severity=Uncorrected (Non-Fatal), type=Transaction "
+            "Layer, (Requester ID)",
+        ),
+        derive=lambda g: {"device": g.get("bdf") or "a PCIe device"},
+    ),
+    Pattern(
+        id="kernel.pcie_aer_corrected",
+        code=PCIE_AER_ERROR.code,
+        severity=WARNING,
+        needle="PCIe Bus Error: severity=Correct",
+        regex=r"(?:(?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):? (?:AER: )?)?PCIe Bus Error: "
+              r"severity=(?P<severity>Corrected|Correctable), type=(?P<type>[^,]+), (?:id=\w+)?\((?P<agent>[^)]*)\)",
+        subject="{device}",
+        message="PCIe corrected a {type} error at {device} ({agent}); frequent corrected errors mean a marginal link.",
+        meaning="Each one costs a replay; many of them lower the device's bandwidth and often precede a link that "
+                "trains down.",
+        fix="Count them (`dmesg | grep -c 'PCIe Bus Error'`); if they keep coming, reseat the card or riser and check "
+            "`lspci -vv -s <bdf> | grep LnkSta` against LnkCap.",
+        ref="torvalds/linux drivers/pci/pcie/aer.c aer_print_error (`Corrected`, `Correctable` in newer kernels)",
+        examples=(
+            "[ 4908.274589] pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Physical Layer, (Receiver ID)",
+            "pcieport 0000:07:00.0: PCIe Bus Error: severity=Correctable, type=Data Link Layer, (Receiver ID)",
+            "pcieport 0000:00:1c.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, id=00e0(Transmitter ID)",
+        ),
+        derive=lambda g: {"device": g.get("bdf") or "a PCIe device"},
+    ),
+    Pattern(
+        id="kernel.mlx5_mkey_limits",
+        code=NCCL_REG_MR_FAILED,
+        severity=ERROR,
+        needle="CREATE_MKEY",
+        regex=_MLX5 + r"CREATE_MKEY\(0x[0-9a-fA-F]+\) op_mod\(0x[0-9a-fA-F]+\) failed, status (?P<status>[\w ]+)"
+                      r"\(0x(?P<code>[0-9a-fA-F]+)\)",
+        subject="{device}",
+        message="The ConnectX firmware of {device} refused to create a memory key: {status} (0x{code}).",
+        meaning="Memory registrations (ibv_reg_mr) fail on this HCA: NCCL cannot register its buffers.",
+        fix="`limits exceeded`: too many or too large registrations for the HCA; fewer ranks or communicators per "
+            "HCA, NCCL_IB_QPS_PER_CONNECTION=1, and check nothing else pins memory on the node.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/cmd.c mlx5_cmd_check / mlx5_cmd_out_err `%s(0x%x) "
+            "op_mod(0x%x) failed, status %s(0x%x), syndrome (0x%x)`",
+        examples=("mlx5_core 0000:41:00.0: mlx5_cmd_check:816:(pid 2300450): CREATE_MKEY(0x200) op_mod(0x0) failed, "
+                  "status limits exceeded(0x8), syndrome (0x59c8a4)",),
+        derive=_bdf,
+    ),
+    Pattern(
+        id="kernel.peermem_symbol",
+        code=GDR_PEERMEM_LOAD_FAILED.code,
+        severity=ERROR,
+        needle=" symbol ",
+        regex=r"(?P<module>nvidia_peermem|nv_peer_mem): (?P<what>Unknown symbol|disagrees about version of symbol) "
+              r"(?P<symbol>\w+)",
+        subject="{module}",
+        message="The kernel refused to load {module}: {what} {symbol}. It was built against another RDMA stack than "
+                "the one loaded.",
+        meaning="GPUDirect RDMA is unavailable: NCCL stages every inter-node transfer through host memory.",
+        fix="Rebuild the NVIDIA driver modules against the installed OFED (OFED first, then the driver), then "
+            "`modprobe nvidia_peermem`; GPU Operator: driver.rdma.enabled=true, useHostMofed=true with host OFED.",
+        ref="torvalds/linux kernel/module/main.c resolve_symbol/check_version (`%s: Unknown symbol %s (err %d)`, `%s: "
+            "disagrees about version of symbol %s`); symbol from NVIDIA open-gpu-kernel-modules nvidia-peermem",
+        examples=(
+            "[31832.683273] nvidia_peermem: disagrees about version of symbol ib_register_peer_memory_client",
+            "[31832.683276] nvidia_peermem: Unknown symbol ib_register_peer_memory_client (err -22)",
+            "nv_peer_mem: Unknown symbol ib_unregister_peer_memory_client (err -2)",
+        ),
+    ),
+    Pattern(
+        id="kernel.peermem_modprobe",
+        code=GDR_PEERMEM_LOAD_FAILED.code,
+        severity=ERROR,
+        needle="could not insert '",
+        regex=r"could not insert '(?P<module>nvidia_peermem|nv_peer_mem)': (?P<error>.+?)\s*$",
+        subject="{module}",
+        message="modprobe could not load {module}: {error}.",
+        meaning="GPUDirect RDMA is unavailable: NCCL stages every inter-node transfer through host memory.",
+        fix="`dmesg | grep -i peermem` shows why (usually a symbol mismatch with OFED: rebuild the NVIDIA modules "
+            "after installing OFED); or use DMA-BUF with the open kernel module.",
+        ref="kmod modprobe `could not insert '%s': %s`",
+        examples=("modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument",
+                  "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter "
+                  "(see dmesg)"),
+    ),
+    Pattern(
+        id="kernel.rdma_module_symbol",
+        code=MOD_MISSING,
+        severity=ERROR,
+        needle=" symbol ",
+        regex=r"(?P<module>mlx5_ib|mlx5_core|ib_core|ib_uverbs|ib_umad|rdma_ucm|rdma_cm|ib_cm|ib_ipoib|rdma_rxe|"
+              r"mlx_compat): (?P<what>Unknown symbol|disagrees about version of symbol) (?P<symbol>\w+)",
+        subject="{module}",
+        message="The kernel refused to load RDMA module {module}: {what} {symbol}; its build does not match the "
+                "RDMA core that is loaded.",
+        meaning="The module stays unloaded: without it the RDMA stack is incomplete (no device, no uverbs, or no "
+                "connection manager).",
+        fix="Use one RDMA kernel stack: rebuild or reinstall MLNX_OFED/DOCA-OFED for the running kernel (`dkms status`, "
+            "`/etc/init.d/openibd restart`) or remove it and use the inbox modules.",
+        ref="torvalds/linux kernel/module/main.c resolve_symbol/check_version",
+        examples=("rdma_rxe: disagrees about version of symbol ib_register_device",
+                  "[  12.3] mlx5_ib: Unknown symbol ib_umem_get (err -22)"),
+    ),
+    Pattern(
+        id="kernel.peermem_invalid_context",
+        code=GDR_PEERMEM_INVALID_CONTEXT.code,
+        severity=WARNING,
+        needle="detected invalid context",
+        regex=r"nvidia-peermem (?P<func>\w+):\d+ ERROR detected invalid context",
+        subject="nvidia-peermem",
+        message="nvidia-peermem got a free callback for a registration it does not know ({func}); GPUDirect RDMA "
+                "registrations are being torn down out of order.",
+        meaning="Repeated, it goes with GPUDirect RDMA transfers that hang or fail.",
+        fix="Update the NVIDIA driver and OFED; use DMA-BUF instead of peermem (NCCL_DMABUF_ENABLE=1 with the open "
+            "kernel module), or confirm with NCCL_NET_GDR_LEVEL=LOC.",
+        ref="NVIDIA open-gpu-kernel-modules kernel-open/nvidia-peermem/nvidia-peermem.c nv_get_p2p_free_callback; "
+            "leptonai/gpud peermem matcher",
+        examples=("[Thu Sep 19 02:29:46 2024] nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, "
+                  "skipping further processing",),
+    ),
+)

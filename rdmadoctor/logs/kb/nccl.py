@@ -1,12 +1,17 @@
-"""NCCL's own messages: transport choice, IB verbs wrappers, work completions, shared memory.
+"""NCCL's own messages: transport choice, IB verbs wrappers, work completions, sockets, shared memory.
 
-Strings verified against NVIDIA/nccl (tags named in each row's ``ref``).
+Every string was checked against NVIDIA/nccl at the tags named in each row's ``ref`` (v2.5.6-1 ..
+v2.30.7-1): where a message changed between releases the regex takes every form, and one example
+per form is kept. Paths moved twice: ``src/include/*.h`` (<= 2.11) to ``src/misc/*.cc``, and in
+2.29 ``src/transport/net_ib.cc`` split into ``src/transport/net_ib/*.cc``; 2.30 moved sockets and
+shared memory into ``src/os/linux.cc``.
 """
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, GPUDIRECT, INFO, LINK, WARNING, Code
+from rdmadoctor.core.model import CONFIG, ERROR, GPUDIRECT, INFO, INFORMATION, LINK, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
+from rdmadoctor.logs.kb.kernel import NIC_LINK_DOWN
 
 NCCL_SOCKET_FALLBACK = Code(
     "NCCL_SOCKET_FALLBACK",
@@ -19,6 +24,18 @@ NCCL_SOCKET_FALLBACK = Code(
     "device found`, `NCCL_IB_DISABLE set by environment to 1`) or run `rdmadoctor diagnose LOG "
     "--live` in the pod: the uverbs device must be visible (request rdma/hca), NCCL_IB_HCA must "
     "name ACTIVE ports, NCCL_IB_DISABLE must be unset.",
+    condition=LINK,
+)
+NCCL_IB_NO_DEVICE = Code(
+    "NCCL_IB_NO_DEVICE",
+    "NCCL's IB transport found no usable RDMA device",
+    "NCCL looked for verbs devices with an ACTIVE port that NCCL_IB_HCA allows and found none: the "
+    "uverbs device is not visible in the pod, the image lacks the provider, every port is down, or "
+    "NCCL_IB_HCA names nothing that exists. NCCL then uses TCP sockets between nodes "
+    "(NCCL_SOCKET_FALLBACK follows from it).",
+    "In the pod: `ibv_devices` must list the HCAs (request rdma/hca in resources.limits, install "
+    "ibverbs-providers in the image), `ibstat` must show them ACTIVE, and NCCL_IB_HCA must name them "
+    "(`NCCL_IB_HCA=mlx5_0,mlx5_1`) or be unset. `rdmadoctor diagnose LOG --live` names which.",
     condition=LINK,
 )
 NCCL_GDR_DISABLED = Code(
@@ -72,8 +89,141 @@ NCCL_REG_MR_FAILED = Code(
     "or set an unlimited memlock limit; for GPU buffers load nvidia_peermem or use DMA-BUF.",
 )
 
-CODES = (NCCL_SOCKET_FALLBACK, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
-         NCCL_QP_CQ_CREATE_FAILED, NCCL_REG_MR_FAILED)
+# Codes the knowledge base adds for NCCL messages no check could see.
+NCCL_NO_SOCKET_INTERFACE = Code(
+    "NCCL_NO_SOCKET_INTERFACE",
+    "NCCL found no network interface for its sockets",
+    "NCCL needs one IP interface that is up and has an address for its bootstrap (and for the "
+    "out-of-band connection of NET/IB, and for all data over NET/Socket). It found none it may use "
+    "(NCCL skips lo and docker* unless told otherwise, and only takes what NCCL_SOCKET_IFNAME and "
+    "NCCL_SOCKET_FAMILY select): communicator creation fails on that rank.",
+    "List what the job's network namespace has: `ip -br addr`. Point NCCL at an interface that is "
+    "UP with an address, in the pod spec:\n"
+    "  env:\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=eth0\"   # net1 for a Multus network\n"
+    "Unset NCCL_SOCKET_FAMILY unless the interface has an address of that family; for `No interface "
+    "found in the same subnet`, the address in NCCL_COMM_ID must be reachable from one local subnet.",
+    condition=CONFIG,
+)
+NCCL_BOOTSTRAP_FAILED = Code(
+    "NCCL_BOOTSTRAP_FAILED",
+    "The ranks could not meet before NCCL could start",
+    "Before any data moves, every rank gets NCCL's unique id from rank 0 (through PyTorch's TCPStore "
+    "or MPI) and connects to rank 0's bootstrap socket. Here that exchange failed: rank 0 crashed or "
+    "hung before publishing the id, the store or rank 0 is unreachable, or a rank got an empty id "
+    "(address family 0). The job never starts its first collective.",
+    "Look at rank 0's log first: an error there explains the rest. Check MASTER_ADDR/MASTER_PORT "
+    "resolve to rank 0 and that the port is open between pods (`rdmadoctor preflight "
+    "--wait-for-master`); make every rank run the same NCCL and PyTorch version; raise the store "
+    "timeout only when rank 0 is merely slow to start.",
+)
+NCCL_SOCKET_ERROR = Code(
+    "NCCL_SOCKET_ERROR",
+    "A TCP connection between ranks failed",
+    "NCCL's bootstrap, proxy and NET/Socket connections run over TCP. A connection was refused, "
+    "reset, closed by the peer or timed out. Closed and reset connections almost always follow a "
+    "peer that already died (look for its first error); a refused or timed-out connect without an "
+    "earlier error points to the network: a wrong interface, a firewall or NetworkPolicy, a dead host.",
+    "Find the first error on the rank the address belongs to. If there is none, check that the "
+    "address is the peer's pod IP on the interface NCCL_SOCKET_IFNAME selects, that pod-to-pod TCP "
+    "is allowed on all ports (NCCL picks ephemeral ports), and `ping`/`nc -vz <ip> <port>` between the pods.",
+)
+NCCL_SYSTEM_ERROR = Code(
+    "NCCL_SYSTEM_ERROR",
+    "NCCL returned `unhandled system error`",
+    "A system or library call NCCL made failed (socket, shared memory, verbs, memory registration); "
+    "the call returned ncclSystemError to the framework, which aborts. The string itself never says "
+    "which call: the NCCL WARN line before it does.",
+    "Read the finding this one follows (the WARN line before it, e.g. a shared-memory or ibv_reg_mr "
+    "failure); without one, rerun with `NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET` and diagnose that log.",
+)
+NCCL_REMOTE_ERROR = Code(
+    "NCCL_REMOTE_ERROR",
+    "NCCL returned `remote process exited or there was a network error`",
+    "NCCL lost a peer (ncclRemoteError, NCCL >= 2.13): another rank exited or crashed, or the network "
+    "between the two failed (an IB work-completion error, a closed socket). This rank is a victim.",
+    "Find the rank that failed first (its log ends earliest, or shows the first WARN/traceback) and "
+    "diagnose that; if every rank shows only this, look for IB completion errors or port events "
+    "(`NET/IB : Got completion`, `port error`) around the same time.",
+)
+NCCL_IB_ASYNC_FATAL = Code(
+    "NCCL_IB_ASYNC_FATAL",
+    "The HCA reported a fatal asynchronous event",
+    "The RDMA device reported a catastrophic error for itself (`local catastrophic error`: firmware "
+    "or hardware failure) or for a completion queue or queue pair NCCL uses. Every connection on it "
+    "fails; the job aborts.",
+    "Drain the node and look at the HCA: `dmesg | grep mlx5` (health syndrome, command timeouts), "
+    "`mlxfwmanager --query`, `mlxlink -d <dev>`. A device fatal error needs a driver restart or a "
+    "reboot (`mlxfwreset` for firmware); repeated ones need the card replaced.",
+    condition=LINK,
+)
+NCCL_IB_ASYNC_EVENT = Code(
+    "NCCL_IB_ASYNC_EVENT",
+    "The HCA reported a port or fabric event during the run",
+    "NCCL's IB transport logged an asynchronous event that is not fatal by itself: the port became "
+    "active again, the LID, P_Key or subnet manager changed, the GID table changed (on RoCE: an IP "
+    "address moved), or a client reregistration. Connections made before it can fail afterwards.",
+    "Correlate with the switch and subnet-manager logs and `dmesg` at the same time; on RoCE keep the "
+    "netdev's IP addresses stable while jobs run (NCCL picks its GID at start). Repeated events on "
+    "one port: check the cable and port counters (`perfquery -x`, `mlxlink -d <dev> -c`).",
+    condition=LINK,
+)
+NCCL_IB_MODIFY_QP_FAILED = Code(
+    "NCCL_IB_MODIFY_QP_FAILED",
+    "ibv_modify_qp failed: a connection between two HCAs could not be set up",
+    "To connect two ranks NCCL moves each queue pair to RTR/RTS with the peer's address. `Invalid "
+    "argument` (EINVAL) almost always means the GID index NCCL_IB_GID_INDEX forces does not exist or "
+    "does not fit the peer; `Connection timed out` (ETIMEDOUT) that the two NICs cannot reach each "
+    "other (different rails, routing).",
+    "EINVAL: unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks the RoCE v2 GID itself) or set it to the "
+    "index of the RoCE v2 IPv4 GID that `show_gids` lists on every node. ETIMEDOUT: set "
+    "NCCL_CROSS_NIC=0 to keep traffic on one rail, and check the rails are wired and routed alike.",
+    condition=LINK,
+)
+NCCL_NET_PLUGIN_LOAD_FAILED = Code(
+    "NCCL_NET_PLUGIN_LOAD_FAILED",
+    "An NCCL network plugin could not be loaded",
+    "A net plugin (libnccl-net*.so: aws-ofi-nccl for EFA, the nccl-rdma-sharp-plugins, Google's "
+    "FastSocket/gIB) exists but failed to load (a library it needs is missing, an undefined symbol), "
+    "or the plugin NCCL_NET_PLUGIN names was not found. NCCL silently uses its internal IB or socket "
+    "transport instead: on EFA that means TCP sockets.",
+    "Make the plugin and its dependencies loadable in the image: `ldd /path/libnccl-net.so` shows "
+    "what is missing (libfabric for aws-ofi-nccl); add the directory to LD_LIBRARY_PATH, or fix "
+    "NCCL_NET_PLUGIN to the plugin's name (`ofi` loads libnccl-net-ofi.so).",
+    condition=CONFIG,
+)
+NCCL_NET_INIT_FAILED = Code(
+    "NCCL_NET_INIT_FAILED",
+    "NCCL initialised no network transport at all",
+    "Neither a plugin, nor NET/IB, nor NET/Socket could be initialised (NCCL >= 2.27 says so): a "
+    "communicator that spans nodes cannot be created. Usually no usable socket interface exists.",
+    "Look at the messages before it (`NET/Socket : no interface found`, NCCL_NET naming a transport "
+    "that is not there); unset NCCL_NET or set it to a transport this node has, and make "
+    "NCCL_SOCKET_IFNAME select an interface that is up with an address.",
+    condition=CONFIG,
+)
+NCCL_GDR_DISTANCE = Code(
+    "NCCL_GDR_DISTANCE",
+    "NCCL will not use GPUDirect RDMA between a GPU and an HCA that are far apart",
+    "Information: NCCL checks every GPU against every HCA and turns GPUDirect RDMA off for pairs whose "
+    "PCIe distance exceeds NCCL_NET_GDR_LEVEL (PXB by default). On a node with one HCA per GPU this "
+    "is expected for all but the near pair; it matters only when a GPU has no near HCA.",
+    "Nothing to fix when every GPU's channels show `/GDRDMA`. Otherwise see `rdmadoctor explain "
+    "GPU_NIC_FAR`: put GPU and HCA under one PCIe switch, or raise NCCL_NET_GDR_LEVEL only if the "
+    "path really supports peer-to-peer.",
+    kind=INFORMATION,
+)
+
+CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
+         NCCL_QP_CQ_CREATE_FAILED, NCCL_REG_MR_FAILED,
+         NCCL_NO_SOCKET_INTERFACE, NCCL_BOOTSTRAP_FAILED, NCCL_SOCKET_ERROR, NCCL_SYSTEM_ERROR,
+         NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
+         NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE)
+
+# Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
+# and names them by string. tests/test_kb.py checks that each exists.
+NCCL_IB_DISABLED_BY_ENV = "NCCL_IB_DISABLED_BY_ENV"
+VERBS_LIB_MISSING = "VERBS_LIB_MISSING"
+DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
 
 # ibv_wc_status (rdma-core libibverbs/verbs.h), by number: its enum name.
 WC_STATUS = {
@@ -85,47 +235,817 @@ WC_STATUS = {
     17: "IBV_WC_INV_EECN_ERR", 18: "IBV_WC_INV_EEC_STATE_ERR", 19: "IBV_WC_FATAL_ERR",
     20: "IBV_WC_RESP_TIMEOUT_ERR", 21: "IBV_WC_GENERAL_ERR", 22: "IBV_WC_TM_ERR", 23: "IBV_WC_TM_RNDV_INCOMPLETE",
 }
+# What a status means for the job (NCCL's own hints, printIbWcStatusHint in net_ib/common.h, and
+# the verbs spec); the rest get a generic sentence.
+WC_WHY = {
+    4: "the HCA could not access the local buffer, which on GPU buffers means GPUDirect RDMA is broken "
+       "(ACS or the IOMMU on the PCIe path, nvidia_peermem)",
+    5: "the request was flushed because its queue pair had already failed, so an earlier error is the cause",
+    10: "the peer refused access to its buffer (a memory-key or GPUDirect problem on the other host)",
+    12: "the peer never acknowledged (transport retry counter exceeded): it is unreachable over this rail "
+        "(cable, switch, RoCE routing or GID, rail wiring) or the fabric dropped the packets",
+    13: "the receiver had no buffer posted in time (RNR retry counter exceeded)",
+    20: "the response did not arrive in time",
+}
 
 
 def _wc(groups: dict[str, str]) -> dict[str, str]:
     try:
         n = int(groups.get("status") or "")
     except ValueError:
-        return {"status_name": "unknown status"}
-    return {"status_name": WC_STATUS.get(n, f"status {n}")}
+        n = -1
+    out = {
+        "status_name": WC_STATUS.get(n, f"status {n}" if n >= 0 else "unknown status"),
+        "status_why": WC_WHY.get(n, "the HCA failed the request"),
+    }
+    vendor = groups.get("vendor") or ""
+    out["vendor_note"] = f", vendor err {vendor} (0x{int(vendor):x})" if vendor.isdigit() else ""
+    where = ""
+    if groups.get("peer"):
+        where += f" with peer {groups['peer']}"
+    if groups.get("hca"):
+        where += f" on {groups['hca']}"
+    out["where"] = where
+    return out
+
+
+def _dev(groups: dict[str, str]) -> dict[str, str]:
+    """``dev``/``port`` groups (absent before 2.20) as a subject and a phrase."""
+    dev, port = groups.get("dev") or "", groups.get("port") or ""
+    name = f"{dev}:{port}" if dev and port else dev
+    return {"device": name or "NET/IB", "dev_note": f" {name}" if name else ""}
+
+
+def _async_event(groups: dict[str, str]) -> dict[str, str]:
+    out = _dev(groups)
+    out["event_text"] = (groups.get("event") or groups.get("what") or "an event").strip()
+    return out
+
+
+def _shm(groups: dict[str, str]) -> dict[str, str]:
+    err = (groups.get("error") or "").strip()
+    return {"error_note": f" ({err})" if err else ""}
+
+
+def _call_error(groups: dict[str, str]) -> dict[str, str]:
+    err = (groups.get("error") or "").strip()
+    return {"error_note": f" with `{err}`" if err else " (no reason printed, NCCL <= 2.12)"}
+
+
+def _modify_qp(groups: dict[str, str]) -> dict[str, str]:
+    err = (groups.get("error") or "").strip()
+    errno = groups.get("errno") or groups.get("errno2") or ""
+    out = {"error_text": err + (f" (errno {errno})" if errno else "")}
+    if groups.get("qpdev"):
+        out["qp_where"] = (f" on {groups['qpdev']}:{groups.get('qpport') or '?'}, moving to {groups.get('next') or '?'}"
+                           f", GID index {groups.get('gid_index') or '?'}")
+        out["device"] = f"{groups['qpdev']}:{groups.get('qpport') or '?'}"
+    else:
+        out["qp_where"] = ""
+        out["device"] = "ibv_modify_qp"
+    return out
+
+
+def _plugin(groups: dict[str, str]) -> dict[str, str]:
+    lib = groups.get("lib") or groups.get("lib2") or groups.get("lib3") or ""
+    note = f" {lib}" if lib else ""  # not repeated when the error text already starts with it
+    if not lib:  # dlerror names the plugin when the plugin itself is broken: "/x/libnccl-net.so: undefined symbol"
+        first = (groups.get("error") or "").split(":", 1)[0]
+        lib = first if "nccl-net" in first else ""
+    return {"plugin": lib or "libnccl-net", "plugin_note": note}
+
+
+def _gdr_pair(groups: dict[str, str]) -> dict[str, str]:
+    return {"gpu_text": groups.get("gpu") or "?", "hca_text": groups.get("net") or "?"}
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    # Seed row; the full table is being written from the catalogue (see the package docstring).
+    # -- transport choice ------------------------------------------------------------------------
     Pattern(
-        id="nccl.wc_error",
-        code=NCCL_IB_COMPLETION_ERROR.code,
-        severity=ERROR,
-        needle="Got completion",
-        regex=r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<status>\d+)"
-              r"(?:.*?vendor[ _]err(?:or)?[ =]?(?P<vendor>\d+))?",
-        subject="status {status} {status_name}",
-        message="NCCL got a work completion with status {status} ({status_name}), vendor error {vendor}",
-        meaning="A send or receive failed in the HCA; the communicator aborts.",
-        fix="Status 12 (retry exceeded): the peer is unreachable over this rail: run ib_write_bw between the two "
-            "hosts, check NCCL_IB_GID_INDEX on RoCE and NCCL_IB_TIMEOUT; 5 (flushed) follows an earlier error.",
-        ref="NVIDIA/nccl src/transport/net_ib.cc (2.7-2.21), src/transport/net_ib/common.cc (2.22+)",
-        examples=("NET/IB : Got completion from peer 10.0.0.2<42345> with error 12, opcode 0, len 0, vendor err 129",),
-        symptom_when=(("status", "5"),),
-        derive=_wc,
+        id="nccl.ib_disabled_env",
+        code=NCCL_IB_DISABLED_BY_ENV,
+        severity=WARNING,
+        needle="NCCL_IB_DISABLE set by environment to",
+        regex=r"NCCL_IB_DISABLE set by environment to (?!0\.)(?P<value>-?\d+)\.",
+        subject="NCCL_IB_DISABLE",
+        message="NCCL_IB_DISABLE is set to {value} in the job's environment, so NCCL does not use RDMA and sends "
+                "inter-node traffic over TCP sockets; it should be unset on an RDMA node.",
+        meaning="The job runs its collectives over TCP sockets although the node may have ACTIVE RDMA ports.",
+        fix="Remove NCCL_IB_DISABLE (and NCCL_NET=Socket) from the pod spec, the image's /etc/nccl.conf and the "
+            "launcher scripts.",
+        ref="NVIDIA/nccl src/misc/param.cc ncclLoadParam `%s set by environment to %lld.` (2.12-2.30); "
+            "src/include/param.h NCCL_PARAM `%lu.` (2.5-2.11)",
+        examples=(
+            "node-1:4127:4127 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
+            "NvYt-dcf441d17e21:97:221 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.",
+        ),
     ),
+    Pattern(
+        id="nccl.ib_no_device",
+        code=NCCL_IB_NO_DEVICE.code,
+        severity=WARNING,
+        needle="NET/IB : No device found.",
+        regex=r"NET/IB : No device found\.",
+        subject="NET/IB",
+        message="NCCL's IB transport found no usable RDMA device (no verbs device, no ACTIVE port, or NCCL_IB_HCA "
+                "matched nothing), so inter-node traffic goes over TCP sockets instead of RDMA.",
+        meaning="Multi-node collectives run over TCP at a fraction of the RDMA bandwidth; single-node jobs are not "
+                "affected.",
+        fix="In the pod: `ibv_devices` must list the HCAs (request rdma/hca, install ibverbs-providers), `ibstat` must "
+            "show them ACTIVE, and NCCL_IB_HCA must name them (`=mlx5_0,mlx5_1`) or be unset.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbInit (2.5-2.28), src/transport/net_ib/init.cc (2.29-2.30)",
+        examples=(
+            "instance-8g-96c-2:525781:525957 [0] NCCL INFO NET/IB : No device found.",
+            "[2025-03-04 10:12:33] node-7:2211:2290 [3] NCCL INFO NET/IB : No device found.",
+        ),
+    ),
+    Pattern(
+        id="nccl.libibverbs_missing",
+        code=VERBS_LIB_MISSING,
+        severity=WARNING,
+        needle="libibverbs.so",
+        # 2.30 tries NCCL_IBVERBS_LIB, libibverbs.so, then libibverbs.so.1 and logs each miss: only the
+        # last one (.so.1) means there is none; a missing unversioned dev symlink is harmless.
+        regex=r"Failed to open libibverbs\.so\[\.1\]|Count not open (?P<lib>\S*libibverbs\.so\.1)(?![\w.])",
+        subject="libibverbs",
+        message="NCCL could not load libibverbs (libibverbs.so.1), so its IB transport is off and inter-node traffic "
+                "goes over TCP sockets.",
+        meaning="Without the verbs library NCCL cannot use RDMA at all in this container.",
+        fix="Install it in the image: `apt-get install -y libibverbs1 ibverbs-providers` (Debian/Ubuntu) or "
+            "`dnf install -y rdma-core libibverbs` (RHEL); NGC images ship it.",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc (2.5-2.17, WARN until 2.10), src/misc/ibvsymbols.cc (2.18-2.29 "
+            "`Failed to open libibverbs.so[.1]`; 2.30 `Count not open %s`, sic)",
+        examples=(
+            "26a46eb2b1d3:111329:111329 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]",
+            "node-3:812:812 [0] NCCL INFO Failed to open libibverbs.so[.1]",
+            "node-3:812:812 [0] NCCL INFO Count not open libibverbs.so.1",
+        ),
+    ),
+    Pattern(
+        id="nccl.ib_open_device",
+        code=DEV_UVERBS_MISSING,
+        severity=WARNING,
+        needle="NET/IB : Unable to open device",
+        regex=r"NET/IB : Unable to open device (?P<dev>\S+)",
+        subject="{dev}",
+        message="NCCL could not open RDMA device {dev} (ibv_open_device failed), so it skips it; the device's "
+                "/dev/infiniband/uverbs node must be present and usable in the container.",
+        meaning="NCCL uses fewer rails, or none and falls back to sockets.",
+        fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1} with the RDMA shared device plugin, "
+            "or the SR-IOV VF resource); check `ls -l /dev/infiniband/` in the pod.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbInit (2.5-2.28), src/transport/net_ib/init.cc (2.29-2.30)",
+        examples=("node-2:33:33 [0] transport/net_ib.cc:158 NCCL WARN NET/IB : Unable to open device mlx5_0",),
+    ),
+    Pattern(
+        id="nccl.ib_no_ip_interface",
+        code=NCCL_NO_SOCKET_INTERFACE.code,
+        severity=ERROR,
+        needle="NET/IB : No IP interface found.",
+        regex=r"NET/IB : No IP interface found\.",
+        subject="NET/IB",
+        message="NCCL's IB transport found no IP interface for its out-of-band connection, so it cannot use RDMA; "
+                "an interface that is up with an address is needed.",
+        meaning="NET/IB is off on this rank; the socket transport needs the same interface and fails too.",
+        fix="Set NCCL_SOCKET_IFNAME to an interface that is up with an address (`ip -br addr`; eth0 in a pod, net1 "
+            "for Multus); unset NCCL_SOCKET_FAMILY if it excludes that address.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbInit (2.5-2.28), src/transport/net_ib/init.cc (2.29-2.30)",
+        examples=("gpu-node-4:2811:2811 [0] transport/net_ib.cc:610 NCCL WARN NET/IB : No IP interface found.",),
+    ),
+    Pattern(
+        id="nccl.bootstrap_no_interface",
+        code=NCCL_NO_SOCKET_INTERFACE.code,
+        severity=ERROR,
+        needle="Bootstrap : no socket interface found",
+        regex=r"Bootstrap : no socket interface found",
+        subject="Bootstrap",
+        message="NCCL found no network interface for its bootstrap (none up with an address, or none that "
+                "NCCL_SOCKET_IFNAME/NCCL_SOCKET_FAMILY select), so the communicator cannot be created.",
+        meaning="NCCL initialisation fails on this rank.",
+        fix="Set NCCL_SOCKET_IFNAME to an interface that is up with an address in the job's network namespace "
+            "(`ip -br addr`; eth0 in a pod, net1 for Multus), or unset it.",
+        ref="NVIDIA/nccl src/bootstrap.cc bootstrapNetInit (2.5-2.30)",
+        examples=("trainer-0:212:212 [0] bootstrap.cc:63 NCCL WARN Bootstrap : no socket interface found",),
+    ),
+    Pattern(
+        id="nccl.socket_no_interface",
+        code=NCCL_NO_SOCKET_INTERFACE.code,
+        severity=ERROR,
+        needle="NET/Socket : no interface found",
+        regex=r"NET/Socket : no interface found",
+        subject="NET/Socket",
+        message="NCCL's socket transport found no network interface it may use (none up with an address that "
+                "NCCL_SOCKET_IFNAME selects), so it cannot carry inter-node traffic.",
+        meaning="With no RDMA transport either, a multi-node communicator cannot be created.",
+        fix="Set NCCL_SOCKET_IFNAME to an interface that is up with an address (`ip -br addr`), or unset it.",
+        ref="NVIDIA/nccl src/transport/net_socket.cc ncclNetSocketInit (2.5-2.30)",
+        examples=("trainer-0:212:260 [0] transport/net_socket.cc:47 NCCL WARN NET/Socket : no interface found",),
+    ),
+    Pattern(
+        id="nccl.no_interface_subnet",
+        code=NCCL_NO_SOCKET_INTERFACE.code,
+        severity=ERROR,
+        needle="No interface found in the same subnet as remote address",
+        regex=r"No interface found in the same subnet as remote address (?P<addr>\S+)",
+        subject="{addr}",
+        message="No local interface is in the same subnet as {addr} (the address NCCL_COMM_ID names), so NCCL "
+                "cannot choose one to reach it.",
+        meaning="NCCL initialisation fails on this rank.",
+        fix="Make NCCL_COMM_ID name rank 0's address on a network this pod shares, or set NCCL_SOCKET_IFNAME to the "
+            "interface that reaches it.",
+        ref="NVIDIA/nccl src/include/socket.h (2.5-2.11), src/misc/socket.cc ncclFindInterfaceMatchSubnet (2.12-2.26)",
+        examples=("node-1:77:77 [0] misc/socket.cc:339 NCCL WARN Net : No interface found in the same subnet as "
+                  "remote address 10.20.0.5<34567>",),
+    ),
+    Pattern(
+        id="nccl.bootstrap_bad_family",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="is neither AF_INET(",
+        regex=r"connecting to address +(?:(?P<addr>\S+) +)?with family (?P<family>\d+) is neither AF_INET\(\d+\) nor AF_INET6",
+        subject="bootstrap",
+        message="NCCL was asked to connect to an address of family {family}, neither IPv4 nor IPv6: the bootstrap "
+                "handle this rank received from rank 0 is empty or corrupt.",
+        meaning="The rank cannot join the communicator; typically rank 0 failed before publishing its id, the ranks "
+                "run different NCCL versions, or the id was never passed on.",
+        fix="Check rank 0's log for an earlier failure; run the same NCCL build on every rank; with a custom launcher "
+            "make every rank get the ncclUniqueId rank 0 created (torch: one init_process_group per rank).",
+        ref="NVIDIA/nccl src/misc/socket.cc: `Error : connecting to address with family` (2.8-2.9), `Net : "
+            "connecting to address %s with family` (2.10-2.15), `ncclSocketInit: connecting to address` "
+            "(2.16-2.30); NVIDIA/nccl#1267, #1837",
+        examples=(
+            "node-0:1021:1021 [0] misc/socket.cc:484 NCCL WARN ncclSocketInit: connecting to address  with family 0 "
+            "is neither AF_INET(2) nor AF_INET6(10)",
+            "node-0:1021:1021 [0] misc/socket.cc:390 NCCL WARN Net : connecting to address  with family 0 is neither "
+            "AF_INET(2) nor AF_INET6(10)",
+            "node-0:1021:1021 [0] include/socket.h:390 NCCL WARN Error : connecting to address with family 0 is "
+            "neither AF_INET(2) nor AF_INET6(10)",
+        ),
+    ),
+    # -- sockets between ranks ---------------------------------------------------------------------
+    Pattern(
+        id="nccl.socket_connect_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="onnect to ",
+        # 2.24+ retries refused and timed-out connects, logging each retry at INFO (`..., retrying
+        # (1/34) after sleep for 100 msec`); only the final WARN (failed, or retries exceeded) counts.
+        regex=r"[Cc]onnect to (?P<peer>\S+) (?:failed(?: :| with error)|returned) (?P<error>[^,\n]+?)"
+              r"(?:, exceeded error retry count[^\n]*)?\s*$",
+        subject="{peer}",
+        message="NCCL could not connect to {peer}: {error}.",
+        meaning="The rank cannot reach a peer's bootstrap or proxy socket; if the peer had already died this only "
+                "follows that failure.",
+        fix="Find the first error on the peer at that address; if there is none, check that pod-to-pod TCP is "
+            "allowed on all ports and that NCCL_SOCKET_IFNAME selects the interface the peers share.",
+        ref="NVIDIA/nccl `Connect to %s failed : %s` src/include/socket.h (2.5-2.9), `Net : Connect to` (2.10-2.15), "
+            "`socketStartConnect: Connect to` src/misc/socket.cc (2.16-2.23), `%s: Connect to` (2.24-2.26), "
+            "`%s: connect to` (2.27-2.30), `%s: connect to %s returned %s, exceeded error retry count after %d "
+            "attempts` (2.27-2.30), `socketPollConnect to %s failed with error %s` (2.27-2.28), "
+            "`ncclOsSocketPollConnect to` src/os/linux.cc (2.29-2.30)",
+        examples=(
+            "node-1:55:120 [1] include/socket.h:403 NCCL WARN Connect to 10.0.0.3<45119> failed : Connection refused",
+            "node-1:55:120 [1] misc/socket.cc:464 NCCL WARN socketStartConnect: Connect to 10.0.0.3<45119> failed : "
+            "No route to host",
+            "node-1:55:120 [1] misc/socket.cc:580 NCCL WARN socketPollConnect to 10.0.0.3<45119> failed with error "
+            "Connection refused",
+            "node-1:55:120 [1] os/linux.cc:302 NCCL WARN ncclOsSocketStartConnect: connect to 10.0.0.3<45119> failed : "
+            "Network is unreachable",
+            "node-1:55:120 [1] os/linux.cc:288 NCCL WARN ncclOsSocketPollConnect: connect to 10.0.0.3<45119> returned "
+            "Connection timed out, exceeded error retry count after 35 attempts",
+        ),
+        symptom_when=(("error", "Connection refused"), ("error", "Connection reset by peer")),
+    ),
+    Pattern(
+        id="nccl.socket_connect_retries",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="connect returned ",
+        regex=r"connect returned (?P<error>[^,\n]+?), exceeded error retry count",
+        subject="connect",
+        message="NCCL gave up connecting to a peer after its retries: {error}.",
+        meaning="The rank cannot reach a peer's bootstrap or proxy socket; if the peer had already died this only "
+                "follows that failure.",
+        fix="Find the first error on the peer ranks; if there is none, check that pod-to-pod TCP is allowed on all "
+            "ports and that NCCL_SOCKET_IFNAME selects the interface the peers share.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketConnectCheck `%s: connect returned %s, exceeded error retry count "
+            "(%d)` (2.24-2.26)",
+        examples=("node-1:55:120 [1] misc/socket.cc:544 NCCL WARN socketPollConnect: connect returned Connection "
+                  "refused, exceeded error retry count (35)",),
+        symptom_when=(("error", "Connection refused"),),
+    ),
+    Pattern(
+        id="nccl.socket_closed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="Connection closed by remote peer",
+        regex=r"Connection closed by remote peer(?: (?P<peer>\S+))?",
+        subject="{peer_subject}",
+        message="The TCP connection to {peer_text} was closed by the other side in the middle of NCCL's exchange.",
+        meaning="The peer process exited or aborted first; this rank is a victim.",
+        fix="Find the first error of the rank on that host (its log ends first, or shows a WARN or traceback).",
+        ref="NVIDIA/nccl `Net : Connection closed by remote peer` src/include/socket.h (2.5-2.11, peer from 2.10), "
+            "src/misc/socket.cc (2.12-2.15); `socketProgress: Connection closed by remote peer %s` (2.16-2.30)",
+        examples=(
+            "node-2:301:399 [2] misc/socket.cc:47 NCCL WARN socketProgress: Connection closed by remote peer "
+            "node-5.train.svc<52140>",
+            "node-2:301:399 [2] include/socket.h:423 NCCL WARN Net : Connection closed by remote peer",
+        ),
+        symptom=True,
+        derive=lambda g: {"peer_text": f"peer {g['peer']}" if g.get("peer") else "a peer",
+                          "peer_subject": g.get("peer") or "socket"},
+    ),
+    Pattern(
+        id="nccl.socket_io_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle=" failed : ",
+        regex=r"Call to (?:recv|send)(?: (?:from|to) (?P<peer>\S+))? failed : (?P<error>.+?)\s*$",
+        subject="{peer_subject}",
+        message="A socket read or write to {peer_text} failed: {error}.",
+        meaning="The connection to the peer broke; a reset connection almost always means the peer died first.",
+        fix="Find the first error of the rank at that address; if it has none, look for network drops between the "
+            "hosts (`ip -s link`, NetworkPolicy).",
+        ref="NVIDIA/nccl `Call to recv failed : %s` src/include/socket.h (2.5-2.9), `Net : Call to recv from %s` "
+            "(2.10-2.15), `socketProgressOpt: Call to recv from` src/misc/socket.cc (2.16-2.23), `socketProgressOpt: "
+            "Call to %s %s failed` (2.24-2.28), `ncclOsSocketProgressOpt:` src/os/linux.cc (2.29-2.30)",
+        examples=(
+            "node-2:301:399 [2] misc/socket.cc:34 NCCL WARN socketProgressOpt: Call to recv from 10.0.0.7<38212> "
+            "failed : Connection reset by peer",
+            "node-2:301:399 [2] include/socket.h:416 NCCL WARN Call to recv failed : Connection reset by peer",
+        ),
+        symptom_when=(("error", "Connection reset by peer"), ("error", "Broken pipe")),
+        derive=lambda g: {"peer_text": g.get("peer") or "a peer", "peer_subject": g.get("peer") or "socket"},
+    ),
+    # -- GPUDirect RDMA ----------------------------------------------------------------------------
     Pattern(
         id="nccl.gdr_disabled_hca",
         code=NCCL_GDR_DISABLED.code,
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
-        regex=r"NET/(?P<net>\w+) ?: GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']+)'(?P<why> \(no module\))?",
+        regex=r"NET/(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
-        message="NCCL says GPU Direct RDMA is disabled for HCA {index} '{hca}'{why}: transfers go through host memory",
-        meaning="Every inter-node transfer is staged through host memory.",
-        fix="modprobe nvidia_peermem on the node (GPU Operator: driver.rdma.enabled=true), or DMA-BUF with the open driver.",
-        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbGdrSupport (2.7-2.30)",
-        examples=("NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)",),
+        message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
+                "through host memory; they should go straight to the HCA.",
+        meaning="Every inter-node transfer on this HCA is staged through host memory: lower bandwidth, more CPU.",
+        fix="`modprobe nvidia_peermem` on the node (GPU Operator: driver.rdma.enabled=true), or DMA-BUF with the open "
+            "NVIDIA kernel module on a kernel >= 5.12.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbGdrSupport `NET/IB : ... (no module)` (2.5-2.12); "
+            "src/graph/topo.cc `NET/%s : GPU Direct RDMA %s for HCA %d '%s'` (2.13-2.30)",
+        examples=(
+            "node-1:91:91 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)",
+            "node-1:91:150 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 1 'mlx5_1'",
+            "[2025-06-02 08:00:01] node-1:91:150 [0] NCCL INFO NET/IBext_v8 : GPU Direct RDMA Disabled for HCA 0 "
+            "'mlx5_0'",
+        ),
+    ),
+    Pattern(
+        id="nccl.gdr_distance",
+        code=NCCL_GDR_DISTANCE.code,
+        severity=INFO,
+        needle="GPU Direct RDMA Disabled for GPU",
+        regex=r"GPU Direct RDMA Disabled for GPU[ /](?P<gpu>[\w-]+)(?: \(rank \d+\))? [/-] (?:HCA |NET/)(?P<net>[\w-]+)"
+              r" \((?:[^)]*?)distance (?P<distance>\d+) >=? (?P<level>\d+)\)",
+        subject="GPU {gpu_text} / HCA {hca_text}",
+        message="NCCL turned GPUDirect RDMA off between GPU {gpu_text} and HCA {hca_text}: their PCIe distance "
+                "{distance} is above NCCL_NET_GDR_LEVEL {level}.",
+        meaning="Only matters when this GPU has no nearer HCA; NCCL prints it for every far pair.",
+        fix="Nothing when the GPU's NET channels show /GDRDMA; otherwise pair GPUs with HCAs under one PCIe switch.",
+        ref="NVIDIA/nccl src/transport/net.cc (2.5), src/graph/paths.cc ncclTopoCheckGdr: `GPU %lx / HCA %d` "
+            "(2.6-2.20), `GPU %lx / HCA %lx` (2.21-2.23), `GPU %d / HCA %lx` (2.24-2.28), `GPU/%ld-%ld (rank %d) - "
+            "NET/%ld-%ld (...)` (2.29; TRACE only from 2.30)",
+        examples=(
+            "node-1:91:150 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 1b000 / HCA 3 (distance 5 > 4)",
+            "node-1:91:150 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 0 / HCA 4b000 (distance 6 > 4)",
+            "node-1:91:150 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for GPU 1b000 / HCA 0 (distance 5 >= 4)",
+            "node-1:91:150 [0] NCCL INFO GPU Direct RDMA Disabled for GPU/0-1b000 (rank 0) - NET/0-3 (distance 5 > 4)",
+        ),
+        derive=_gdr_pair,
+    ),
+    # -- work completions --------------------------------------------------------------------------
+    Pattern(
+        id="nccl.wc_error",
+        code=NCCL_IB_COMPLETION_ERROR.code,
+        severity=ERROR,
+        needle="Got completion",
+        # status 0 is success: only a debug build's TRACE prints it, never a failure. The 2.29 INFO
+        # line `Got completion with error (devIndex=...` repeats the WARN that follows it: not taken.
+        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
+              r"(?:.*?vendor[ _]err[ =](?P<vendor>\d+))?(?:.*? hca (?P<hca>\S+))?",
+        subject="status {status} {status_name}{vendor_note}",
+        message="An RDMA work request{where} completed with status {status} ({status_name}) instead of success: "
+                "{status_why}.",
+        meaning="A send or receive failed in the HCA; the communicator aborts and the job dies or hangs.",
+        fix="Status 12: run `ib_write_bw -d <hca> <peer>` between the two hosts, check the rail wiring, "
+            "NCCL_IB_GID_INDEX on RoCE, then NCCL_IB_TIMEOUT (default 20, try 22); 4: disable ACS on the PCIe path "
+            "(see PCIE_ACS_ENABLED) or test with NCCL_NET_GDR_LEVEL=LOC; 5: fix the error before it.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc: `NET/IB : Got completion with error %d, opcode %d, len %d, vendor "
+            "err %d` (2.5-2.9), `from peer %s with error %d` (2.10-2.17), `(%s)` request type and GIDs (2.18-2.19), "
+            "`with status=%d opcode=%d len=%d vendor err %d` (2.20-2.21), `NET/IB:` + `hca %s` (2.22-2.28.3), "
+            "`status=%s(%d) opcode=%s(%d) reqSize=%d vendor_err=%u req_type=%s` (2.28.9); "
+            "src/transport/net_ib/p2p.cc `status=%s(%d) opcode=%s(%d) vendor_err=%u` (2.29-2.30); "
+            "`NET/IB/GIN:` gin.cc (2.28.9-2.30)",
+        examples=(
+            "node-1:330:401 [0] transport/net_ib.cc:1019 NCCL WARN NET/IB : Got completion with error 12, opcode 0, "
+            "len 0, vendor err 129",
+            "NET/IB : Got completion from peer 10.42.0.2<47534> with error 5, opcode 48, len 32764, vendor err 244",
+            "node-1:330:401 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.1.1.2<51234> "
+            "with error 12, opcode 0, len 0, vendor err 129 (Send) localGid ::ffff:10.1.1.1 remoteGid ::ffff:10.1.1.2",
+            "NET/IB : Got completion from peer 10.1.1.2<51234> with status=12 opcode=0 len=0 vendor err 129 (Send) "
+            "localGid ::ffff:10.1.1.1 remoteGid ::ffff:10.1.1.2",
+            "[2025-03-04 10:12:33] node-1:330:401 [0] transport/net_ib.cc:2470 NCCL WARN NET/IB: Got completion from "
+            "peer 10.1.1.2<51234> with status=4 opcode=1 len=0 vendor err 81 (Recv) hca mlx5_3",
+            "NET/IB: Got completion from peer 10.1.1.2<51234> with status=IBV_WC_RETRY_EXC_ERR(12) "
+            "opcode=IBV_WC_RDMA_WRITE(1) reqSize=524288 vendor_err=129 req_type=Send localGid ::ffff:10.1.1.1 "
+            "remoteGids::ffff:10.1.1.2 hca mlx5_3",
+            "node-1:330:401 [0] transport/net_ib/p2p.cc:651 NCCL WARN NET/IB: Got completion from peer "
+            "10.1.1.2<51234> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129  "
+            "localGid ::ffff:10.1.1.1 remoteGids::ffff:10.1.1.2 hca mlx5_3",
+            "NET/IB/GIN: Got completion from peer 10.1.1.2<51234> with status=13 opcode=0 len=0 vendor err 136 (IPut) "
+            "hca mlx5_1",
+        ),
+        symptom_when=(("status", "5"),),
+        derive=_wc,
+    ),
+    # -- asynchronous events -----------------------------------------------------------------------
+    Pattern(
+        id="nccl.ib_async_fatal",
+        code=NCCL_IB_ASYNC_FATAL.code,
+        severity=ERROR,
+        needle="async",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: "
+              r"|Got async event : )(?P<event>local catastrophic error|CQ error|local work queue catastrophic error"
+              r"|invalid request local work queue error|local access violation work queue error|SRQ catastrophic error"
+              r"|WQ fatal)",
+        subject="{device}",
+        message="The HCA{dev_note} reported a fatal asynchronous event: {event}. Every NCCL connection on it fails.",
+        meaning="The job aborts; a device-level error (`local catastrophic error`) means the HCA or its firmware failed.",
+        fix="Drain the node; check `dmesg | grep mlx5` (health syndrome, command timeouts) and the firmware "
+            "(`mlxfwmanager --query`); reset the driver or reboot, and replace the card if it repeats.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain: `NET/IB : Got async event : %s` (2.5-2.19), "
+            "`%s:%d Got async event` (2.20-2.22), `%s:%d async fatal event[ on CQ|QP|SRQ (...)]: %s` (2.23-2.28), "
+            "src/transport/net_ib/common.cc (2.29-2.30); event strings: rdma-core libibverbs/enum_strs.c",
+        examples=(
+            "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : local catastrophic error",
+            "node-4:71:140 [5] transport/net_ib.cc:140 NCCL WARN NET/IB : mlx5_5:1 async fatal event: local "
+            "catastrophic error",
+            "node-4:71:140 [5] transport/net_ib/common.cc:140 NCCL WARN NET/IB : mlx5_5:1 async fatal event on QP "
+            "(0x55d1c0a0b2f0) qpn=4711 handle=12 send_cq=3 recv_cq=3 state=6 sq_psn=0 rq_psn=0: local work queue "
+            "catastrophic error",
+        ),
+        derive=_dev,
+    ),
+    Pattern(
+        id="nccl.ib_async_port_error",
+        code=NIC_LINK_DOWN.code,
+        severity=ERROR,
+        needle="async",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
+              r"|non-fatal async event: )port error",
+        subject="{device}",
+        message="The RDMA port{dev_note} went down while NCCL was using it (async event `port error`); it should "
+                "stay ACTIVE for the whole run.",
+        meaning="Connections over the port fail (completion errors, timeouts) and the job dies or hangs.",
+        fix="Check the cable, transceiver and switch port (`ibstat`, `mlxlink -d <dev> -m`, `perfquery -x`, the "
+            "switch's log); a port that flaps repeatedly should be taken out of service.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc: `Got async event : %s` (2.5-2.22), `Got async error event: %s` "
+            "(2.23-2.27), `Got non-fatal async event: %s(%d)` (2.28), src/transport/net_ib/common.cc (2.29-2.30)",
+        examples=(
+            "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : port error",
+            "node-4:71:140 [5] transport/net_ib.cc:99 NCCL WARN NET/IB : mlx5_5:1 Got async event : port error",
+            "node-4:71:140 [5] transport/net_ib.cc:171 NCCL WARN NET/IB : mlx5_5:1 Got async error event: port error",
+            "node-4:71:140 [5] transport/net_ib/common.cc:179 NCCL WARN NET/IB : mlx5_5:1 Got non-fatal async "
+            "event: port error(10)",
+        ),
+        derive=_dev,
+    ),
+    Pattern(
+        id="nccl.ib_async_event",
+        code=NCCL_IB_ASYNC_EVENT.code,
+        severity=WARNING,
+        needle="async",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
+              r"|non-fatal async event: )(?!port error|local catastrophic error|CQ error|local work queue catastrophic"
+              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]+?)(?:\(\d+\))?\s*$",
+        subject="{device}",
+        message="The HCA{dev_note} reported `{event_text}` while NCCL was running; a stable fabric reports none.",
+        meaning="Not fatal by itself, but connections made before a LID, SM or P_Key change can fail afterwards.",
+        fix="Match the time against the subnet manager and switch logs; check the port's cable and counters "
+            "(`perfquery -x`) if it repeats.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain: `Got async event : %s` (2.5-2.22), `Got async "
+            "error event: %s` (2.23-2.27), `Got non-fatal async event: %s(%d)` (2.28), src/transport/net_ib/common.cc "
+            "(2.29-2.30); event strings: rdma-core libibverbs/enum_strs.c",
+        examples=(
+            "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : port active",
+            "node-4:71:140 [5] transport/net_ib.cc:171 NCCL WARN NET/IB : mlx5_2:1 Got async error event: SM change",
+            "node-4:71:140 [5] transport/net_ib/common.cc:179 NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: "
+            "client reregistration(17)",
+        ),
+        derive=_async_event,
+    ),
+    Pattern(
+        id="nccl.ib_gid_changed",
+        code=NCCL_IB_ASYNC_EVENT.code,
+        severity=WARNING,
+        needle="GID table changed",
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?GID table changed",
+        subject="{device}",
+        message="The GID table of{dev_note} changed while NCCL was running (on RoCE: an IP address of the netdev was "
+                "added, removed or moved); the GIDs NCCL connected with should stay put.",
+        meaning="Connections made with a GID that went away fail; new ones may pick another GID index.",
+        fix="Keep the RoCE netdev's IP addresses stable while jobs run (no DHCP renumbering, no address moves by the "
+            "CNI); pin NCCL_IB_GID_INDEX only to an index that exists on every node.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain IBV_EVENT_GID_CHANGE (2.28), "
+            "src/transport/net_ib/common.cc (2.29-2.30); earlier releases print `Got async event : GID table change`",
+        examples=("node-4:71:140 [5] transport/net_ib/common.cc:153 NCCL WARN NET/IB : mlx5_2:1 GID table changed",),
+        derive=lambda g: {**_dev(g), "dev_note": f" {_dev(g)['device']}" if g.get("dev") else " the HCA"},
+    ),
+    # -- verbs resources ---------------------------------------------------------------------------
+    Pattern(
+        id="nccl.reg_mr_failed",
+        code=NCCL_REG_MR_FAILED.code,
+        severity=ERROR,
+        needle="Call to ibv_reg_",
+        regex=r"Call to (?P<call>ibv_reg_(?:dmabuf_)?mr(?:_iova2)?) failed(?: with error (?P<error>.+?)(?: errno \d+)?)?\s*$",
+        subject="{call}",
+        message="NCCL could not register a buffer with the HCA: {call} failed{error_note}. Registration must succeed "
+                "for RDMA to reach the buffer.",
+        meaning="The communicator fails; `Cannot allocate memory` is the locked-memory limit, `Bad address` or "
+                "`Invalid argument` on GPU buffers is GPUDirect (peermem or DMA-BUF) not working.",
+        fix="Add IPC_LOCK to the container (securityContext.capabilities.add: [IPC_LOCK]) or set memlock unlimited "
+            "(`ulimit -l unlimited`); for GPU buffers load nvidia_peermem or use DMA-BUF (NCCL_DMABUF_ENABLE=1).",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc IBV_PTR_CHECK `Call to %s failed` (2.5-2.12) and IBV_PTR_CHECK_ERRNO "
+            "`Call to %s failed with error %s` (2.13-2.30)",
+        examples=(
+            "node-6:91:180 [0] misc/ibvwrap.cc:187 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory",
+            "node-6:91:180 [0] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_reg_mr failed",
+            "node-6:91:180 [0] misc/ibvwrap.cc:167 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Bad address",
+            "node-6:91:180 [0] misc/ibvwrap.cc:174 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Invalid argument",
+        ),
+        derive=_call_error,
+    ),
+    Pattern(
+        id="nccl.ofi_reg_mr_failed",
+        code=NCCL_REG_MR_FAILED.code,
+        severity=ERROR,
+        needle="Unable to register memory",
+        regex=r"NET/OFI Unable to register memory \(type = (?P<type>\d+)\) for device (?P<dev>\d+)\. RC: (?P<rc>-?\d+), "
+              r"Error: (?P<error>.+?)\s*$",
+        subject="OFI device {dev}",
+        message="aws-ofi-nccl could not register a {mem} buffer on device {dev}: {error} (RC {rc}).",
+        meaning="The communicator fails; GPU buffers (type 2) failing means GPUDirect RDMA over EFA is not working.",
+        fix="Use the libfabric and aws-ofi-nccl versions of the EFA installer, FI_EFA_USE_DEVICE_RDMA=1 on instances "
+            "that support it, and for `Invalid argument` on older efa-installer FI_EFA_SET_CUDA_SYNC_MEMOPS=0.",
+        ref="aws/aws-ofi-nccl src/nccl_ofi_rdma.cpp / nccl_ofi_sendrecv.cpp register_mr_buffers; aws/aws-ofi-nccl#584",
+        examples=("nid001264:1291155:1293014 [1] register_mr_buffers:647 NCCL WARN NET/OFI Unable to register memory "
+                  "(type = 2) for device 5. RC: -22, Error: Invalid argument",),
+        derive=lambda g: {"mem": {"1": "host", "2": "GPU"}.get(g.get("type") or "", "type " + (g.get("type") or "?"))},
+    ),
+    Pattern(
+        id="nccl.qp_cq_create_failed",
+        code=NCCL_QP_CQ_CREATE_FAILED.code,
+        severity=ERROR,
+        needle="Call to ibv_create_",
+        regex=r"Call to (?P<call>ibv_create_(?:qp|cq)) failed(?: with error (?P<error>.+?)(?: errno \d+)?)?\s*$",
+        subject="{call}",
+        message="NCCL could not create an RDMA queue: {call} failed{error_note}.",
+        meaning="The communicator fails to initialise; `Cannot allocate memory` is the locked-memory limit or the "
+                "HCA's queue limit.",
+        fix="Add IPC_LOCK to the container or set memlock unlimited; with many ranks per HCA lower NCCL_IB_QPS_PER_CONNECTION "
+            "and check max_qp/max_cq in `ibv_devinfo -v`.",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc IBV_PTR_CHECK `Call to %s failed` (2.5-2.13), IBV_PTR_CHECK_ERRNO "
+            "(2.14-2.30)",
+        examples=(
+            "node-6:91:180 [0] misc/ibvwrap.cc:202 NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory",
+            "node-6:91:180 [0] misc/ibvwrap.cc:268 NCCL WARN Call to ibv_create_cq failed",
+        ),
+        derive=_call_error,
+    ),
+    Pattern(
+        id="nccl.modify_qp_failed",
+        code=NCCL_IB_MODIFY_QP_FAILED.code,
+        severity=ERROR,
+        needle="Call to ibv_modify_qp failed",
+        # 2.24+ logs each retry at INFO (`..., retrying 3/35 after 300 msec of sleep`): only the final
+        # WARN (no `retrying`) is the failure.
+        regex=r"Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:(?P<errno>\d+) )?"
+              r"(?P<error>[A-Za-z][^,]*?)(?: errno (?P<errno2>\d+))?(?:,|\s*$)"
+              r"(?: on dev (?P<qpdev>[^:,\s]+):(?P<qpport>-?\d+), curr state \w+, next state (?P<next>\w+), "
+              r"local GID index (?P<gid_index>-?\d+))?",
+        subject="{device}",
+        message="NCCL could not connect a queue pair{qp_where}: ibv_modify_qp failed with {error_text}.",
+        meaning="`Invalid argument`: the GID index is wrong for this port or the peer; `Connection timed out`: the two "
+                "NICs cannot reach each other.",
+        fix="EINVAL: unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks it) or set the RoCE v2 index `show_gids` lists on "
+            "every node; ETIMEDOUT: NCCL_CROSS_NIC=0 and check the rail wiring.",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc IBV_INT_CHECK_RET_ERRNO `Call to ibv_modify_qp failed with error %s` "
+            "(2.5-2.18), `... errno %d` (2.19-2.23), wrap_ibv_modify_qp `failed with %d %s, %s` + printIbModifyQpHint "
+            "(2.24-2.30)",
+        examples=(
+            "node-1:91:180 [0] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument",
+            "node-1:91:180 [0] misc/ibvwrap.cc:206 NCCL WARN Call to ibv_modify_qp failed with error Connection timed "
+            "out errno 110",
+            "node-1:91:180 [0] misc/ibvwrap.cc:291 NCCL WARN Call to ibv_modify_qp failed with 22 Invalid argument, on "
+            "dev mlx5_0:1, curr state INIT, next state RTR, local GID index 3, local GID ::ffff:10.1.1.1, remote GID "
+            "::ffff:10.1.2.1",
+        ),
+        derive=_modify_qp,
+    ),
+    # -- shared memory -----------------------------------------------------------------------------
+    Pattern(
+        id="nccl.shm_extend",
+        code=NCCL_SHM_FAILED.code,
+        severity=ERROR,
+        needle="Error: failed to extend",
+        regex=r"Error: failed to extend (?P<path>\S+) to (?P<size>\d+) bytes(?:, error: (?P<error>[^(]+?)(?: \(\d+\))?)?\s*$",
+        subject="{path}",
+        message="NCCL could not grow shared-memory file {path} to {size} bytes{error_note}; /dev/shm is too small or "
+                "full.",
+        meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error`.",
+        fix="Mount a memory-backed emptyDir on /dev/shm (medium: Memory, sizeLimit: 16Gi) or run with --shm-size=16g "
+            "/ --ipc=host; remove leftover /dev/shm/nccl-* files.",
+        ref="NVIDIA/nccl src/misc/shmutils.cc ncclShmOpen `%d bytes` (2.12-2.15), `%ld bytes` (2.16-2.21), `, error: "
+            "%s (%d)` (2.22-2.29), src/os/linux.cc (2.30)",
+        examples=(
+            "node-1:60:60 [1] misc/shmutils.cc:87 NCCL WARN Error: failed to extend /dev/shm/nccl-vhGGZv to 9637892 "
+            "bytes, error: No space left on device (28)",
+            "node-1:60:60 [1] misc/shmutils.cc:70 NCCL WARN Error: failed to extend /dev/shm/nccl-Ab1cDe to 9637892 bytes",
+        ),
+        derive=_shm,
+    ),
+    Pattern(
+        id="nccl.shm_create_file",
+        code=NCCL_SHM_FAILED.code,
+        severity=ERROR,
+        needle="Error: failed to create shared memory file",
+        regex=r"Error: failed to create shared memory file (?P<path>\S+), error (?P<error>[^(]+?)(?: \(\d+\))?\s*$",
+        subject="{path}",
+        message="NCCL could not create shared-memory file {path}: {error}.",
+        meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error`.",
+        fix="Give the pod a writable, memory-backed /dev/shm (emptyDir medium: Memory) large enough for NCCL, or "
+            "--ipc=host outside Kubernetes.",
+        ref="NVIDIA/nccl src/misc/shmutils.cc `%p` (2.22-2.23, prints a pointer), `%s` (2.24-2.29), src/os/linux.cc (2.30)",
+        examples=("node-1:60:60 [1] misc/shmutils.cc:73 NCCL WARN Error: failed to create shared memory file "
+                  "/dev/shm/nccl-Qw3Rt9, error No space left on device (28)",),
+    ),
+    Pattern(
+        id="nccl.shm_syscall",
+        code=NCCL_SHM_FAILED.code,
+        severity=ERROR,
+        needle="Call to ",
+        regex=r"Call to (?P<call>posix_fallocate|shm_open) failed ?: (?P<error>.+?)\s*$",
+        subject="/dev/shm",
+        message="NCCL's {call} on /dev/shm failed: {error}.",
+        meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error`.",
+        fix="Mount a memory-backed emptyDir on /dev/shm (medium: Memory, sizeLimit: 16Gi) or run with --shm-size=16g "
+            "/ --ipc=host.",
+        ref="NVIDIA/nccl src/include/shm.h shmOpen SYSCHECK `Call to %s failed : %s` (2.5-2.11)",
+        examples=(
+            "node-1:60:60 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+            "node-1:60:60 [1] include/shm.h:22 NCCL WARN Call to shm_open failed : Permission denied",
+        ),
+    ),
+    Pattern(
+        id="nccl.shm_segment",
+        code=NCCL_SHM_FAILED.code,
+        severity=ERROR,
+        needle="shared memory segment",
+        regex=r"Error while (?P<op>creating|attaching to) shared memory segment (?P<path>\S+) \(size (?P<size>\d+)\)"
+              r"(?:, error: (?P<error>[^(]+?)(?: \(\d+\))?)?\s*$",
+        subject="{path}",
+        message="NCCL failed {op} shared-memory segment {path} of {size} bytes{error_note}.",
+        meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error` and peers see "
+                "closed sockets.",
+        fix="Mount a memory-backed emptyDir on /dev/shm (medium: Memory, sizeLimit: 16Gi) or run with --shm-size=16g "
+            "/ --ipc=host.",
+        ref="NVIDIA/nccl src/include/shm.h (2.5-2.11), src/misc/shmutils.cc `(size %d)` (2.12-2.15), `(size %ld)` "
+            "(2.16-2.21), `, error: %s (%d)` (2.22-2.29), src/os/linux.cc (2.30)",
+        examples=(
+            "node-1:60:60 [1] misc/shmutils.cc:128 NCCL WARN Error while creating shared memory segment "
+            "/dev/shm/nccl-vhGGZv (size 9637888), error: No space left on device (28)",
+            "node-1:60:60 [1] include/shm.h:48 NCCL WARN Error while attaching to shared memory segment "
+            "nccl-shm-recv-b3c1a2-0-1-2 (size 4194656)",
+        ),
+        # It closes the failure the lines above it describe (which file, which call).
+        symptom=True,
+        follows=("nccl.shm_extend", "nccl.shm_create_file", "nccl.shm_syscall"),
+        derive=_shm,
+    ),
+    # -- plugins -----------------------------------------------------------------------------------
+    Pattern(
+        id="nccl.net_plugin_load_failed",
+        code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        severity=WARNING,
+        needle="NET/Plugin",
+        # A plain `libnccl-net.so: cannot open shared object file` is the default plugin being absent:
+        # harmless, NCCL uses its own transports (and 2.22+ says `Could not find:` instead).
+        regex=r"NET/Plugin ?: (?:Plugin load (?:\((?P<lib>[^)]*)\) )?returned -?\d+ : |dlerror="
+              r"|(?P<lib2>\S+\.so(?:\.\d+)*): )?(?P<error>(?![^\s=]*libnccl-net[\w.-]*\.so: cannot open shared object "
+              r"file)[^\s=]+: (?:cannot open shared object file|undefined symbol|version `|wrong ELF class|invalid ELF header"
+              r"|file too short)[^\n]*?)(?: No plugin found \((?P<lib3>[^)]*)\).*|\.? ?(?:: )?when loading \S+)?\.?\s*$",
+        subject="{plugin}",
+        message="NCCL could not load its net plugin{plugin_note}: {error}; it uses its internal transports instead.",
+        meaning="A plugin the job relies on (aws-ofi-nccl for EFA, SHARP, gIB) is not in use; on EFA traffic falls "
+                "back to TCP sockets.",
+        fix="`ldd` the plugin in the container and install or add to LD_LIBRARY_PATH what it lacks (libfabric for "
+            "aws-ofi-nccl); rebuild the plugin against this NCCL if a symbol is undefined.",
+        ref="NVIDIA/nccl src/net.cc `NET/Plugin : Plugin load returned %d : %s.` (2.5-2.20), `Plugin load (%s) "
+            "returned` (2.17-2.18), `dlerror=%s No plugin found (%s)` (2.19-2.20), `Plugin load returned %d : %s when "
+            "loading %s` (2.21), `NET/Plugin: %s` (2.22-2.27, src/plugin/plugin_open.cc from 2.26), `%s/Plugin: %s: %s` "
+            "(2.28-2.30)",
+        examples=(
+            "node-1:40:40 [0] NCCL INFO NET/Plugin : Plugin load returned 2 : libfabric.so.1: cannot open shared "
+            "object file: No such file or directory.",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin: Plugin load returned 0 : /opt/amazon/ofi-nccl/lib/libnccl-net.so: "
+            "undefined symbol: fi_mr_regattr when loading libnccl-net.so",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin: libfabric.so.1: cannot open shared object file: No such file or "
+            "directory",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin: libnccl-net.so: libfabric.so.1: cannot open shared object file: No "
+            "such file or directory",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin : dlerror=libfabric.so.1: cannot open shared object file: No such "
+            "file or directory No plugin found (libnccl-net.so), using internal implementation",
+        ),
+        derive=_plugin,
+    ),
+    Pattern(
+        id="nccl.net_plugin_not_found",
+        code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        severity=WARNING,
+        needle="NET/Plugin",
+        # Only a plugin someone asked for (NCCL_NET_PLUGIN): the default name alone is harmless.
+        regex=r"NET/Plugin ?: (?:Could not find:(?! libnccl-net\.so(?:\.|$| Using))(?P<names>(?: (?!Using\b)\S+)+?)\.?"
+              r"(?: Using internal.*)?$|No plugin found \((?!libnccl-net\.so\))(?P<lib>[^)]+)\))",
+        subject="{plugin}",
+        message="The net plugin NCCL was told to use ({plugin}) was not found, so NCCL uses its internal transports.",
+        meaning="The job does not use the network plugin it was configured for; on EFA that means TCP sockets.",
+        fix="Install the plugin in the image and put its directory on LD_LIBRARY_PATH, or correct NCCL_NET_PLUGIN "
+            "(`ofi` finds libnccl-net-ofi.so).",
+        ref="NVIDIA/nccl src/net.cc `No plugin found (%s), using internal implementation` (2.11-2.16), `No plugin "
+            "found (%s)` (2.21); `Could not find:%s` src/net.cc (2.22-2.25), src/plugin/plugin_open.cc (2.26-2.30)",
+        examples=(
+            "node-1:40:40 [0] NCCL INFO NET/Plugin: Could not find: aws-ofi libnccl-net-aws-ofi.so. Using internal "
+            "net plugin.",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net-ofi.so",
+            "node-1:40:40 [0] NCCL INFO NET/Plugin : No plugin found (libnccl-net-aws.so), using internal implementation",
+        ),
+        derive=lambda g: {"plugin": (g.get("names") or g.get("lib") or "").strip().rstrip(".") or "the named plugin"},
+    ),
+    Pattern(
+        id="nccl.net_init_failed",
+        code=NCCL_NET_INIT_FAILED.code,
+        severity=ERROR,
+        needle="Failed to initialize any NET plugin",
+        regex=r"Failed to initialize any NET plugin",
+        subject="NCCL network",
+        message="NCCL could initialise no network transport (no plugin, no NET/IB, no NET/Socket); one is needed to "
+                "reach other nodes.",
+        meaning="A communicator that spans nodes cannot be created.",
+        fix="Fix the message before it (usually `NET/Socket : no interface found`: set NCCL_SOCKET_IFNAME); unset "
+            "NCCL_NET unless it names a transport this node has.",
+        ref="NVIDIA/nccl src/plugin/net.cc ncclNetInit (2.27-2.30)",
+        examples=("node-1:40:40 [0] plugin/net.cc:349 NCCL WARN Failed to initialize any NET plugin",),
+    ),
+    # -- NCCL's result strings, as frameworks and nccl-tests print them ---------------------------
+    Pattern(
+        id="nccl.system_error",
+        code=NCCL_SYSTEM_ERROR.code,
+        severity=ERROR,
+        needle="unhandled system error",
+        regex=r"unhandled system error(?: \(run with NCCL_DEBUG=INFO for details\))?(?:, NCCL version (?P<version>[\w.+-]+))?",
+        subject="NCCL",
+        message="An NCCL call failed with `unhandled system error` (ncclSystemError): a system or verbs call inside "
+                "NCCL failed; the WARN line before it names which.",
+        meaning="The framework aborts the job; this line alone does not say why.",
+        fix="Read the cause this finding is linked to; without one rerun with NCCL_DEBUG=INFO "
+            "NCCL_DEBUG_SUBSYS=INIT,NET and diagnose that log.",
+        ref="NVIDIA/nccl src/init.cc ncclGetErrorString `unhandled system error` (2.5-2.17), `... (run with "
+            "NCCL_DEBUG=INFO for details)` (2.18-2.30); pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp "
+            "`NCCL error in: %s:%d, %s, NCCL version %s`",
+        examples=(
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+            "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.19.3",
+            "RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:784, unhandled system error, "
+            "NCCL version 2.7.8",
+            "node-1: Test NCCL failure common.cu:1005 'unhandled system error (run with NCCL_DEBUG=INFO for details) / '",
+        ),
+        symptom=True,
+    ),
+    Pattern(
+        id="nccl.remote_error",
+        code=NCCL_REMOTE_ERROR.code,
+        severity=ERROR,
+        needle="remote process exited or there was a network error",
+        regex=r"remote process exited or there was a network error(?:, NCCL version (?P<version>[\w.+-]+))?",
+        subject="NCCL",
+        message="NCCL lost a peer: `remote process exited or there was a network error` (ncclRemoteError); another "
+                "rank died or the network between them failed.",
+        meaning="This rank is a victim; the cause is on another rank or in the fabric.",
+        fix="Find the rank that failed first and diagnose its log; if all ranks show only this, look for IB "
+            "completion errors and port events at the same time.",
+        ref="NVIDIA/nccl src/init.cc ncclGetErrorString ncclRemoteError (2.13-2.30)",
+        examples=(
+            "[E ProcessGroupNCCL.cpp:852] [Rank 16] NCCL watchdog thread terminated with exception: NCCL error: remote "
+            "process exited or there was a network error, NCCL version 2.19.3",
+        ),
+        symptom=True,
     ),
 )
-_ = INFO  # used by rows of kind info

@@ -1,9 +1,18 @@
-"""PyTorch's c10d ProcessGroupNCCL: watchdog timeouts and `NCCL error in:` exceptions."""
+"""PyTorch's c10d ProcessGroupNCCL: watchdog timeouts, heartbeat aborts, ``NCCL error in:`` exceptions.
+
+Strings from pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp and NCCLUtils.cpp
+(read through the code index: the repository is too large to fetch whole). Since PyTorch 2.2 the
+messages start with a log prefix that names the process group (``[PG 0 Rank 3]``, 2.4+ ``[PG ID 0
+PG GUID 0(default_pg) Rank 3]``), and torchrun/PyTorch prepend ``[rank3]:`` to every line; both are
+optional here. NCCL's own result strings inside these exceptions (``unhandled system error``,
+``remote process exited ...``) are matched by the NCCL rows, which come first.
+"""
 
 from __future__ import annotations
 
 from rdmadoctor.core.model import ERROR, Code
 from rdmadoctor.logs.kb import Pattern
+from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED
 
 NCCL_TIMEOUT = Code(
     "NCCL_TIMEOUT",
@@ -14,8 +23,59 @@ NCCL_TIMEOUT = Code(
     "shows one); with no error, find the rank that did not enter the collective (NCCL_DEBUG=INFO, "
     "TORCH_NCCL_DUMP_ON_TIMEOUT=1) and test the fabric between the hosts with nccl-tests.",
 )
+NCCL_WATCHDOG_HUNG = Code(
+    "NCCL_WATCHDOG_HUNG",
+    "PyTorch's NCCL watchdog itself stopped making progress",
+    "ProcessGroupNCCL's heartbeat monitor found the watchdog thread stuck (by default for 480 s, "
+    "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC) and kills the process. The watchdog blocks in a CUDA or NCCL "
+    "call: a GPU that stopped responding, an NCCL abort that hangs after an earlier failure, or "
+    "another thread holding the GIL inside a CUDA call.",
+    "Find the error before it (a collective timeout, an NCCL WARN, a GPU Xid in `dmesg | grep -i xid`); "
+    "with none, take stacks of the hung process (`py-spy dump --native --pid <pid>`) and check the GPU "
+    "(`nvidia-smi -q -d ERRORS`). Raise TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC only when a long wait is legitimate.",
+)
+NCCL_CALL_FAILED = Code(
+    "NCCL_CALL_FAILED",
+    "An NCCL call returned an error to PyTorch",
+    "PyTorch raised `NCCL error in: <file>:<line>, <reason>, NCCL version ...` for an NCCL result other "
+    "than a system or remote error: `unhandled cuda error` (a CUDA call inside NCCL failed: a GPU "
+    "fault, out of memory, peer access), `internal error`, `invalid usage` or `invalid argument` "
+    "(the program or the launch is wrong, e.g. two ranks on one GPU).",
+    "Read the NCCL WARN line before it (rerun with NCCL_DEBUG=WARN or INFO if there is none): `Cuda "
+    "failure` names the CUDA error; `Duplicate GPU detected` means CUDA_VISIBLE_DEVICES or the local "
+    "rank mapping gives two ranks one GPU; `invalid usage` points at mismatched collectives between ranks.",
+)
 
-CODES = (NCCL_TIMEOUT,)
+CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED)
+
+# The PG log prefix, when present: [Rank 3], [PG 0 Rank 3], [PG 0 (default_pg) Rank 3],
+# [PG ID 0 PG GUID 0(default_pg) Rank 3].
+_RANK = r"(?:\[(?:PG [^\]]*? )?Rank (?P<rank>\d+)\] ?)?"
+
+
+def _work(groups: dict[str, str]) -> dict[str, str]:
+    import re
+
+    out = _who(groups)
+    work = groups.get("work") or ""
+    op = re.search(r"OpType=(\w+)", work)
+    seq = re.search(r"SeqNum=(\d+)", work)
+    limit = re.search(r"Timeout\(ms\)=(\d+)", work)
+    out["op_text"] = (f"collective {op.group(1)}" if op else "a collective") + (f" (SeqNum {seq.group(1)})" if seq else "")
+    ms = groups.get("ms") or ""
+    if ms.isdigit():
+        out["waited"] = f"waited {int(ms) // 1000} s"
+    elif limit:
+        out["waited"] = f"waited its {int(limit.group(1)) // 1000} s timeout"
+    else:
+        out["waited"] = "waited past its timeout"
+    return out
+
+
+def _who(groups: dict[str, str]) -> dict[str, str]:
+    rank = groups.get("rank") or ""
+    return {"who": f"rank {rank}" if rank else "a rank", "rank_subject": f"rank {rank}" if rank else "c10d"}
+
 
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
@@ -23,15 +83,128 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_TIMEOUT.code,
         severity=ERROR,
         needle="Watchdog caught collective operation timeout",
-        regex=r"\[Rank (?P<rank>\d+)\] Watchdog caught collective operation timeout: WorkNCCL\((?P<work>[^)]*)\)"
-              r"(?: ran for (?P<ms>\d+) milliseconds before timing out)?",
-        subject="rank {rank}",
-        message="rank {rank}: the c10d watchdog caught a collective timeout ({work})",
+        regex=_RANK + r"Watchdog caught collective operation timeout:?(?: WorkNCCL\((?P<work>(?:[^()]|\([^()]*\))*)\))?"
+                      r"(?: ran for (?P<ms>\d+) (?:milliseconds|ms) before timing out)?",
+        subject="{rank_subject}",
+        message="On {who}, {op_text} {waited} without completing, so the c10d watchdog aborted it; the other ranks "
+                "never finished their side.",
         meaning="A collective did not finish within the process group's timeout; the job is torn down.",
         fix="Find the first error on any rank before the timeout; without one, find the rank that never entered the "
             "collective (TORCH_NCCL_DUMP_ON_TIMEOUT=1) and test the fabric with nccl-tests.",
-        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp",
-        examples=("[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
-                  "NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",),
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp WorkNCCL::checkTimeout (1.x-2.x; "
+            "logPrefix `[PG ...]` 2.2+)",
+        # A timeout follows from the first error any rank printed before it; alone, it is the headline.
+        symptom=True,
+        examples=(
+            "[Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+            "NumelOut=1, Timeout(ms)=600000) ran for 600017 milliseconds before timing out.",
+            "[rank0]:[E1218 20:27:21.426415540 ProcessGroupNCCL.cpp:629] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=1, OpType=BROADCAST, NumelIn=131072000, NumelOut=131072000, Timeout(ms)=600000) "
+            "ran for 600081 milliseconds before timing out.",
+            "[PG ID 0 PG GUID 0(default_pg) Rank 12] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=41207, OpType=ALLREDUCE, NumelIn=3145728, NumelOut=3145728, Timeout(ms)=600000) ran for "
+            "600041 milliseconds before timing out.",
+            "RuntimeError: [Rank 0] Watchdog caught collective operation timeout",
+        ),
+        derive=_work,
+    ),
+    Pattern(
+        id="pytorch.watchdog_stuck",
+        code=NCCL_WATCHDOG_HUNG.code,
+        severity=ERROR,
+        needle="watchdog got stuck for",
+        regex=_RANK + r"ProcessGroupNCCL's watchdog got stuck for (?P<secs>\d+) seconds",
+        subject="{rank_subject}",
+        message="PyTorch's NCCL watchdog on {who} made no progress for {secs} s (blocked in a CUDA or NCCL call), so "
+                "the process is killed.",
+        meaning="Usually follows an earlier failure whose NCCL abort or CUDA call hangs; alone it points at a hung GPU.",
+        fix="Find the error before it; with none, `py-spy dump --native --pid <pid>` on the hung rank and check "
+            "`dmesg | grep -i xid` on its node.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp HeartbeatMonitor (2.2+)",
+        examples=(
+            "[rank1]:[E1111 17:10:53] ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress",
+            "[PG ID 0 PG GUID 0(default_pg) Rank 5] ProcessGroupNCCL's watchdog got stuck for 480 seconds without "
+            "making progress in monitoring enqueued collectives. This typically indicates a NCCL/CUDA API (e.g., "
+            "CudaEventDestroy) hang blocking the watchdog, and could be triggered by another thread holding the GIL "
+            "inside a CUDA api (for example, CudaEventDestroy), or other deadlock-prone behaviors.",
+        ),
+        symptom=True,
+        derive=_who,
+    ),
+    Pattern(
+        id="pytorch.heartbeat_timeout",
+        code=NCCL_WATCHDOG_HUNG.code,
+        severity=ERROR,
+        needle="Heartbeat monitor timed out!",
+        regex=_RANK + r"Heartbeat monitor timed out! Process will be terminated",
+        subject="{rank_subject}",
+        message="PyTorch's heartbeat monitor on {who} found the NCCL watchdog stuck and terminates the process after "
+                "dumping debug info.",
+        meaning="Usually follows an earlier failure whose NCCL abort or CUDA call hangs; alone it points at a hung GPU.",
+        fix="Find the error before it; with none, `py-spy dump --native --pid <pid>` on the hung rank and check "
+            "`dmesg | grep -i xid` on its node.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp HeartbeatMonitor (2.2+)",
+        examples=("[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! Process will be "
+                  "terminated after dumping debug info. workMetaList_.size()=2",),
+        symptom=True,
+        derive=_who,
+    ),
+    Pattern(
+        id="pytorch.unique_id_store",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="ncclUniqueId from [0] via c10d key-value store",
+        regex=r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[0\] via "
+              r"c10d key-value store by key '(?P<key>[^']*)', but store->get\('[^']*'\) got error: (?P<error>.+?)"
+              r"(?:\. This may indicate.*)?\.?\s*$",
+        subject="{rank_subject}",
+        message="Rank {rank} could not fetch NCCL's unique id from rank 0 through the c10d store: {error}.",
+        meaning="The communicator is never created; a reset or closed connection means rank 0 (or the store) died "
+                "first, a timeout that rank 0 is slow, stuck or unreachable.",
+        fix="Read rank 0's log first; check MASTER_ADDR/MASTER_PORT reach rank 0 (`rdmadoctor preflight "
+            "--wait-for-master`); only if rank 0 is merely slow, raise the timeout of init_process_group.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp broadcastUniqueNCCLID (`retreiving`, "
+            "sic, in older releases)",
+        examples=(
+            "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from "
+            "[0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer",
+            "RuntimeError: [1] is setting up NCCL communicator and retreiving ncclUniqueId from [0] via c10d key-value "
+            "store by key '0', but store->get('0') got error: Socket Timeout",
+            "[rank5]: torch.distributed.DistBackendError: [5] is setting up NCCL communicator and retrieving "
+            "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: wait timeout "
+            "after 300000ms. This may indicate a possible application crash on rank 0 or a network set up issue.",
+        ),
+        symptom_when=(("error", "Connection reset by peer"), ("error", "Broken pipe"),
+                      ("error", "failed to recv, got 0 bytes")),
+        derive=_who,
+    ),
+    Pattern(
+        id="pytorch.nccl_error",
+        code=NCCL_CALL_FAILED.code,
+        severity=ERROR,
+        needle="NCCL error",
+        # `unhandled system error` and `remote process exited ...` are NCCL rows (they come first).
+        regex=r"NCCL error(?: in: (?P<where>\S+?),|:) (?P<error>unhandled cuda error|internal error|invalid usage"
+              r"|invalid argument|invalid device pointer|invalid device index|library wrapper load failed"
+              r"|in progress)[^,\n]*(?:, NCCL version (?P<version>[\w.+-]+))?",
+        subject="{error}",
+        message="An NCCL call returned `{error}` to PyTorch{where_note}.",
+        meaning="The job aborts; the reason is in the NCCL WARN line before it (a CUDA failure, two ranks on one GPU, "
+                "mismatched collectives).",
+        fix="Rerun with NCCL_DEBUG=WARN (or INFO) and read the WARN line: `Cuda failure` names the CUDA error, "
+            "`Duplicate GPU detected` means the local-rank to GPU mapping is wrong (CUDA_VISIBLE_DEVICES).",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp C10D_NCCL_CHECK `NCCL error in: %s:%d, %s`; "
+            "NVIDIA/nccl src/init.cc ncclGetErrorString (2.5-2.30)",
+        # The exception PyTorch raises for an NCCL failure: the WARN before it says why.
+        symptom=True,
+        examples=(
+            "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, "
+            "unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+            "RuntimeError: NCCL error in: /opt/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, invalid "
+            "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.18.1",
+            "[Rank 2] NCCL watchdog thread terminated with exception: NCCL error: internal error - please report this "
+            "issue to the NCCL developers, NCCL version 2.21.5",
+        ),
+        derive=lambda g: {"where_note": f" at {g['where']}" if g.get("where") else ""},
     ),
 )

@@ -1,8 +1,174 @@
-"""verbs: rows to come from ../shared/research/log-patterns.md (see rdmadoctor.logs.kb)."""
+"""libibverbs' own warnings: providers, kernel ABI, the memlock limit.
+
+libibverbs prefixes everything with ``libibverbs: `` (``PFX`` in libibverbs/ibverbs.h) and writes
+to stderr of whatever process loads it: NCCL, ibv_devinfo, perftest, MPI. Strings checked against
+linux-rdma/rdma-core (HEAD, v64; the history named in each ``ref``).
+"""
 
 from __future__ import annotations
 
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 
-CODES: tuple = ()
-PATTERNS: tuple[Pattern, ...] = ()
+VERBS_KERNEL_ABI_MISMATCH = Code(
+    "VERBS_KERNEL_ABI_MISMATCH",
+    "The verbs provider does not match the kernel driver's ABI",
+    "Each libibverbs provider supports a range of the kernel uverbs ABI; the kernel's RDMA driver "
+    "(inbox, or MLNX_OFED/DOCA-OFED's) reports another, so libibverbs skips the device and userspace "
+    "sees no RDMA device: NCCL falls back to sockets. Typical after installing MLNX_OFED kernel modules "
+    "on the host while the image keeps distro userspace that is far older, or the reverse.",
+    "Use userspace that matches the host's RDMA kernel stack: with MLNX_OFED/DOCA-OFED on the host, "
+    "install its user-space packages in the image (or use NVIDIA's images built for it); with the "
+    "inbox kernel driver, install a current rdma-core (`apt-get install -y rdma-core ibverbs-providers`). "
+    "`cat /sys/class/infiniband_verbs/abi_version` shows the kernel's side.",
+    condition=CONFIG,
+)
+
+CODES = (VERBS_KERNEL_ABI_MISMATCH,)
+
+# Codes that live with their checks, named by string (the logs layer is below the checks).
+VERBS_PROVIDER_MISSING = "VERBS_PROVIDER_MISSING"
+VERBS_ABI_MISMATCH = "VERBS_ABI_MISMATCH"
+MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
+
+
+def _kib(groups: dict[str, str]) -> dict[str, str]:
+    try:
+        n = int(groups.get("bytes") or "")
+    except ValueError:
+        return {"limit_text": "a small value"}
+    return {"limit_text": f"{n} bytes ({n // 1024} KiB)"}
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="verbs.no_config_dir",
+        code=VERBS_PROVIDER_MISSING,
+        severity=ERROR,
+        needle="couldn't open config directory",
+        regex=r"libibverbs: Warning: couldn't open config directory '(?P<dir>[^']*)'",
+        subject="{dir}",
+        message="libibverbs found no provider configuration ({dir} is missing), so it can load no device driver and "
+                "no RDMA device is usable; the image needs the providers.",
+        meaning="Userspace sees no RDMA device: NCCL uses sockets, ibv_devinfo lists nothing.",
+        fix="Install the providers in the image: `apt-get install -y ibverbs-providers` (Debian/Ubuntu) or `dnf "
+            "install -y libibverbs` (RHEL); with MLNX_OFED/DOCA userspace, its ibverbs-providers.",
+        ref="linux-rdma/rdma-core libibverbs/dynamic_driver.c read_config (all releases); only libibverbs builds "
+            "that load providers dynamically print it",
+        examples=("libibverbs: Warning: couldn't open config directory '/etc/libibverbs.d'.",),
+    ),
+    Pattern(
+        id="verbs.no_provider",
+        code=VERBS_PROVIDER_MISSING,
+        severity=ERROR,
+        needle="no userspace device-specific driver found for",
+        regex=r"libibverbs: Warning: no userspace device-specific driver found for (?P<dev>\S+)",
+        subject="{dev}",
+        message="libibverbs has no provider library for {dev}, so the device is invisible to userspace; it needs the "
+                "provider for its kernel driver (libmlx5 for mlx5_core).",
+        meaning="The device cannot be used for RDMA by NCCL, perftest or MPI in this container.",
+        fix="Install the provider: `apt-get install -y ibverbs-providers` (Debian/Ubuntu) or `dnf install -y "
+            "libibverbs` (RHEL); with MLNX_OFED/DOCA userspace, its ibverbs-providers.",
+        ref="linux-rdma/rdma-core libibverbs/init.c ibverbs_get_device_list (printed only with IBV_SHOW_WARNINGS set "
+            "since 2015; the sysfs path until 2019, the device name after)",
+        examples=(
+            "libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0",
+            "libibverbs: Warning: no userspace device-specific driver found for mlx5_0",
+        ),
+    ),
+    Pattern(
+        id="verbs.private_symbol",
+        code=VERBS_ABI_MISMATCH,
+        severity=ERROR,
+        needle="couldn't load driver",
+        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d+).*?)\s*$",
+        subject="{driver}",
+        message="libibverbs could not load provider {driver} because it was built for another libibverbs "
+                "(IBVERBS_PRIVATE_{abi}): {error}.",
+        meaning="The provider and libibverbs come from different rdma-core builds (distro vs MLNX_OFED); the device "
+                "stays invisible to userspace and NCCL uses sockets.",
+        fix="Install libibverbs and the providers from one source (`apt-get install -y --reinstall libibverbs1 "
+            "ibverbs-providers`, or all MLNX_OFED/DOCA packages) and remove the other set.",
+        ref="linux-rdma/rdma-core libibverbs/dynamic_driver.c load_driver `couldn't load driver '%s': %s` (dlerror); "
+            "providers link against libibverbs' private symbol version IBVERBS_PRIVATE_<N> (libibverbs/libibverbs.map.in)",
+        examples=(
+            "libibverbs: Warning: couldn't load driver 'libmlx5-rdmav34.so': /lib/x86_64-linux-gnu/libibverbs.so.1: "
+            "version `IBVERBS_PRIVATE_34' not found (required by /usr/lib/x86_64-linux-gnu/libibverbs/"
+            "libmlx5-rdmav34.so)",
+        ),
+    ),
+    Pattern(
+        id="verbs.load_driver",
+        code=VERBS_PROVIDER_MISSING,
+        severity=WARNING,
+        needle="couldn't load driver",
+        # Often harmless: /etc/libibverbs.d lists every provider rdma-core knows, and a missing
+        # library for hardware the node does not have changes nothing. The private-symbol form is
+        # the row above.
+        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.+?))?\.?\s*$",
+        subject="{driver}",
+        message="libibverbs could not load provider {driver}{error_note}; this only matters if the node's RDMA device "
+                "needs that provider.",
+        meaning="If the provider is the one for this node's HCA (mlx5 for ConnectX), its devices are invisible to "
+                "userspace and NCCL uses sockets; for other hardware it is noise.",
+        fix="If `ibv_devices` lists nothing, install the provider package (`ibverbs-providers` / `libibverbs`); if it "
+            "lists the HCAs, nothing needs fixing.",
+        ref="linux-rdma/rdma-core libibverbs/dynamic_driver.c load_driver `couldn't load driver '%s'.` and "
+            "`couldn't load driver '%s': %s`",
+        examples=(
+            "libibverbs: Warning: couldn't load driver 'libvmw_pvrdma-rdmav34.so': libvmw_pvrdma-rdmav34.so: cannot "
+            "open shared object file: No such file or directory",
+            "libibverbs: Warning: couldn't load driver 'mlx5'.",
+        ),
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+    ),
+    Pattern(
+        id="verbs.kernel_abi_driver",
+        code=VERBS_KERNEL_ABI_MISMATCH.code,
+        severity=ERROR,
+        needle="does not support the kernel ABI of",
+        regex=r"Warning: Driver (?P<driver>\S+) does not support the kernel ABI of (?P<abi>\d+) \(supports "
+              r"(?P<min>\d+) to (?P<max>\d+)\) for device (?P<dev>\S+)",
+        subject="{dev}",
+        message="Provider {driver} supports kernel ABI {min} to {max}, but the kernel driver of {dev} speaks ABI "
+                "{abi}, so libibverbs skips the device.",
+        meaning="The device is invisible to userspace; NCCL falls back to sockets.",
+        fix="Make the image's rdma-core match the host's RDMA kernel stack (MLNX_OFED/DOCA userspace with MLNX_OFED "
+            "kernel modules, a current rdma-core with the inbox driver).",
+        ref="linux-rdma/rdma-core libibverbs/init.c match_driver_id (since 2017, commit 36c8b58dd)",
+        examples=("libibverbs: Warning: Driver mlx5 does not support the kernel ABI of 2 (supports 1 to 1) for device "
+                  "/sys/class/infiniband/mlx5_0",),
+    ),
+    Pattern(
+        id="verbs.kernel_abi_fatal",
+        code=VERBS_KERNEL_ABI_MISMATCH.code,
+        severity=ERROR,
+        needle="doesn't match library version",
+        regex=r"libibverbs: Fatal: kernel ABI version (?P<abi>\d+) doesn't match library version (?P<lib>\d+)",
+        subject="uverbs ABI",
+        message="The kernel's uverbs ABI is version {abi}, but this libibverbs supports up to {lib}, so no RDMA device "
+                "can be used from this userspace.",
+        meaning="RDMA is unusable in this container; NCCL falls back to sockets.",
+        fix="Use an rdma-core in the image that supports the host kernel's uverbs ABI (a newer rdma-core, or "
+            "MLNX_OFED/DOCA userspace matching the host's kernel modules).",
+        ref="linux-rdma/rdma-core libibverbs/init.c check_abi_version",
+        examples=("libibverbs: Fatal: kernel ABI version 7 doesn't match library version 6.",),
+    ),
+    Pattern(
+        id="verbs.memlock",
+        code=MEMLOCK_LIMITED,
+        severity=WARNING,
+        needle="RLIMIT_MEMLOCK is",
+        regex=r"libibverbs: Warning: RLIMIT_MEMLOCK is (?P<bytes>\d+) bytes\.",
+        subject="memlock",
+        message="libibverbs warns that the locked-memory limit is {limit_text}, which severely limits memory "
+                "registration; RDMA needs it unlimited (or the process to hold CAP_IPC_LOCK).",
+        meaning="ibv_reg_mr fails with `Cannot allocate memory` as soon as NCCL registers its buffers.",
+        fix="Add IPC_LOCK to the container (securityContext.capabilities.add: [IPC_LOCK]), or raise the limit: "
+            "`ulimit -l unlimited` in the entrypoint, LimitMEMLOCK=infinity for the container runtime.",
+        ref="linux-rdma/rdma-core libibverbs/init.c check_memlock_limit (printed for non-root when the soft limit is "
+            "<= 32768 bytes)",
+        examples=("libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.",),
+        derive=_kib,
+    ),
+)
