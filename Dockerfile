@@ -58,9 +58,9 @@ RUN apt-get update \
 COPY --from=build /opt/rdmadoctor /opt/rdmadoctor
 
 # The root filesystem is read-only in the pods: no .pyc writes, unbuffered logs to stderr.
-ENV PATH="/opt/rdmadoctor/bin:${PATH}" \
-    PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PATH="/opt/rdmadoctor/bin:${PATH}"
 
 LABEL org.opencontainers.image.title="rdmadoctor" \
       org.opencontainers.image.description="Is this GPU node, and the pod on it, ready to train over RDMA?" \
