@@ -47,13 +47,18 @@ def _cut(text: str, n: int) -> str:
 
 def ranked(report: dict[str, Any], warnings: bool) -> list[dict[str, Any]]:
     """The findings that make the verdict, worst first; within a severity a root cause comes
-    before a finding that follows from another (``cause``), otherwise report order."""
+    before a finding that follows from another (``cause``), otherwise report order. Findings
+    that follow from a cause found here are left out."""
     found = []
     for c in report.get("checks") or []:
         for f in c.get("findings") or []:
             sev = f.get("severity")
             if sev in _RANK and (sev != "warning" or warnings):
                 found.append(f)
+    # A finding that only follows from another one found here is folded under it, as in the
+    # text report: the cause names the problem.
+    codes = {f.get("code") for f in found}
+    found = [f for f in found if not (f.get("cause") and f.get("cause") in codes)]
     order = {id(f): i for i, f in enumerate(found)}
     return sorted(found, key=lambda f: (_RANK[f["severity"]], bool(f.get("cause")), order[id(f)]))
 
