@@ -370,8 +370,9 @@ def test_format_npd_fast_path_and_typer_agree() -> None:
     assert fastpath.parse(["--example", "broken-pod", "--format", "npd"]) is not None
     fast = _cli("check", "--example", "broken-pod", "--format", "npd")
     assert fast.returncode == 1 and fast.stdout == "FAIL IB_PORT_DOWN mlx5_3/1; also MEMLOCK_LIMITED CAP_IPC_LOCK_MISSING +1\n"
-    from rdmadoctor.cli.app import app
     from typer.testing import CliRunner
+
+    from rdmadoctor.cli.app import app
 
     res = CliRunner().invoke(app, ["check", "--example", "broken-pod", "--format", "npd"])
     assert res.exit_code == 1 and res.stdout == fast.stdout
