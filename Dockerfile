@@ -1,4 +1,3 @@
-# syntax=docker/dockerfile:1
 # rdmadoctor: the agent (DaemonSet), `preflight` (init container or command prefix) and `collect`
 # in one image. Build it with `scripts/build-image.sh [TAG]` (podman or docker), or by hand:
 #   docker build -t ghcr.io/rdmadoctor/rdmadoctor:0.1.0 .

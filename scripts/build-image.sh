@@ -5,8 +5,9 @@
 #                                [--engine podman|docker]
 #
 # TAG      default ghcr.io/rdmadoctor/rdmadoctor:<version in rdmadoctor/__init__.py>
-# --arch   the image's architecture (default: this machine's). Another one needs qemu-user-static
-#          (binfmt_misc) on the builder: `apt-get install qemu-user-static`.
+# --arch   the image's architecture (default: this machine's). Another one runs through qemu:
+#          `apt-get install qemu-user-static arch-test`, with binfmt_misc mounted
+#          (`mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc` where it is not).
 # --base   auto (default): the Dockerfile's registry base (python:3.11-slim-bookworm) when it is
 #          present or can be pulled, else a Debian bookworm root made here with mmdebstrap
 #          (`apt-get install mmdebstrap`) and imported as localhost/rdmadoctor-base:...;
