@@ -111,7 +111,11 @@ local_base() {
         mmdebstrap --variant=minbase --arch="$arch" --include="$LOCAL_PACKAGES" \
             --aptopt='APT::Install-Recommends "false"' "${opts[@]}" \
             bookworm "$tmp/base.tar" >&2 || die "mmdebstrap failed (see above)"
-        "$engine" import --change "ENV PATH=$ENV_PATH" --change "ENV LANG=C.UTF-8" \
+        # The root's architecture goes into the image's metadata, or a cross build looks for it
+        # in a registry.
+        local platform=(--arch "$arch")
+        [ "$engine" = podman ] || platform=(--platform "linux/$arch")
+        "$engine" import "${platform[@]}" --change "ENV PATH=$ENV_PATH" --change "ENV LANG=C.UTF-8" \
             "$tmp/base.tar" "$ref" >&2 || die "$engine import failed"
         rm -f "$tmp/base.tar"
     fi

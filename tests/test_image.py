@@ -456,3 +456,23 @@ def test_npd_rule_runs_in_the_image(image: Podman, tmp_path: Path) -> None:
         proc = image.run(*rule["args"], flags=["--entrypoint", rule["path"], "-v", f"{host}:/host:ro", "-v", f"{cfg}:{cfg_dir}:ro"])
         assert proc.returncode == code, proc.stderr
         assert proc.stdout.startswith(line) and proc.stdout.count("\n") == 1 and len(proc.stdout.strip()) < 80
+
+
+# ---- the build script's own errors (no podman needed) --------------------------------------------------
+@pytest.mark.parametrize(
+    "args,said",
+    [
+        (["--arch", "sparc"], "--arch sparc: expected amd64 or arm64"),
+        (["--bogus"], "unknown option --bogus"),
+        (["a:1", "b:2"], "one TAG only"),
+    ],
+)
+def test_build_script_refuses_bad_arguments(args: list[str], said: str) -> None:
+    proc = subprocess.run([str(BUILD), *args], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and said in proc.stderr and proc.stdout == ""
+
+
+def test_build_script_help_is_its_header() -> None:
+    proc = subprocess.run([str(BUILD), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "scripts/build-image.sh [TAG]" in proc.stdout and "--arch" in proc.stdout
+    assert not [ln for ln in proc.stdout.splitlines() if ln.startswith("#") or ln.startswith("set -")]
