@@ -157,15 +157,53 @@ def _device(host, name: str) -> RdmaDevice:
     )
 
 
-def _from_tools(host) -> RdmaInventory | None:
+def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]
+    """ibstat output read past an ``ibpanic`` line, one run of the parser per piece.
+
+    ``ibstat mlx5_an0`` panics on a device it cannot stat (Azure's accelerated-networking NIC:
+    "stat of IB device 'mlx5_an0' failed"), and a transcript or a loop over the devices records
+    the next ``ibstat mlx5_ib0`` after it; the parser stops at a panic (gpud PR #752: ibstat can
+    abort halfway), so each piece is parsed on its own. rdma-core later made ibstat warn and go
+    on (its PR #1501).
+    """
+    from rdmadoctor.core.facts import Parsed
     from rdmadoctor.parsers.ibstat import parse_ibstat
+
+    if "ibpanic:" not in text.lower():
+        return parse_ibstat(text)
+    runs: list[list[str]] = [[]]
+    for line in text.splitlines():
+        runs[-1].append(line)
+        if line.strip().lower().startswith("ibpanic:"):
+            runs.append([])
+    runs = [r for r in runs if any(x.strip() for x in r)]
+    devices: dict[str, RdmaDevice] = {}
+    warnings: list[str] = []
+    ok = False
+    for i, run in enumerate(runs):
+        parsed = parse_ibstat("\n".join(run) + "\n")
+        panic = run[-1].strip() if run[-1].strip().lower().startswith("ibpanic:") else None
+        for w in parsed.warnings:
+            if panic is not None and i + 1 < len(runs) and w.startswith("ibstat aborted"):
+                w = f"{panic}; the listing after it was read"
+            if w not in warnings:
+                warnings.append(w)
+        if parsed.ok:
+            ok = True
+            for d in parsed.value:
+                devices.pop(d.name, None)  # a later listing of the same device wins, in its place
+                devices[d.name] = d
+    return Parsed(list(devices.values()), tuple(warnings), ok=ok)
+
+
+def _from_tools(host) -> RdmaInventory | None:
     from rdmadoctor.parsers.ibv_devinfo import parse_ibv_devinfo
     from rdmadoctor.parsers.netdev import parse_ibdev2netdev, parse_show_gids
 
     warnings: list[str] = []
     devices: list[RdmaDevice] | None = None
     source = "none"
-    for name, parser in (("ibstat", parse_ibstat), ("ibv_devinfo", parse_ibv_devinfo)):
+    for name, parser in (("ibstat", parse_ibstat_runs), ("ibv_devinfo", parse_ibv_devinfo)):
         res = host.cmd(name)
         if res.text is None:
             continue

@@ -16,7 +16,7 @@ from rdmadoctor.core.model import (
     Need,
     PodChange,
 )
-from rdmadoctor.core.record import replace
+from rdmadoctor.core.record import record, replace
 
 IB_NO_DEVICES = Code(
     "IB_NO_DEVICES",
@@ -145,15 +145,115 @@ def _has_devices(ctx) -> str | None:
 HAS_DEVICES = Need("rdma devices", _has_devices)
 
 
-def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
+# ---- what libibverbs said in the recorded tool outputs --------------------------------------
+
+# A line a tool printed that libibverbs (rdma-core libibverbs/init.c, dynamic_driver.c) wrote:
+# "libibverbs: Warning: couldn't load driver ...", "... no userspace device-specific driver found
+# for ...", "... Driver mlx5 does not support the kernel ABI of ...".
+_VERBS_LINE = b"libibverbs"
+MAX_MESSAGE_LINES = 64  # per file: a tool that repeats one warning per device says it 64 times at most
+
+
+@record
+class ToolMessages:
+    """What libibverbs printed into the bundle's recorded tool outputs (``cmd/*.txt``), judged by
+    the knowledge base's verbs rows (rdmadoctor.logs.kb.verbs): the same rows that judge a job's
+    log. verbs.userspace reports the findings; ib.devices the lines no row knows."""
+
+    findings: tuple[Finding, ...] = ()
+    unknown: tuple[tuple[str, int, str], ...] = ()  # (file, line, text) of lines no row knows
+
+
+def _is_verbs_row(f: Finding) -> bool:
+    return str(f.data.get("pattern", "")).startswith("verbs.")
+
+
+def probe_tool_messages(ctx) -> ToolMessages:
+    host = ctx.host
+    if host.live_process:
+        # A live host's tools are not recorded; verbs.userspace judges its files themselves.
+        return ToolMessages()
+    lines: list[tuple[str, int, str]] = []
+    for name in host.listdir("/cmd"):
+        data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") else None
+        if not data or _VERBS_LINE not in data:
+            continue
+        found = 0
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            if _VERBS_LINE in raw and found < MAX_MESSAGE_LINES:
+                found += 1
+                lines.append((f"cmd/{name}", n, raw.decode("utf-8", "replace").strip()))
+    if not lines:
+        return ToolMessages()
+    from rdmadoctor.logs import diagnose_bytes
+
+    merged: dict[tuple[str, str], Finding] = {}
+    unknown = []
+    for file, n, text in lines:
+        # One line at a time: each finding quotes the file and line it came from.
+        got = [f for f in diagnose_bytes(text.encode(), name=file).findings if _is_verbs_row(f)]
+        if not got:
+            unknown.append((file, n, text))
+            continue
+        for f in got:
+            ev = {"file": file, "line": n, "text": text[:400], "host": None, "rank": None}
+            have = merged.get((f.code, f.subject))
+            if have is None:
+                data = {**f.data, "evidence": [ev], "count": 1}
+                data.pop("follows", None)
+                merged[(f.code, f.subject)] = replace(f, data=data, cause=None)
+            else:
+                have.data["count"] = have.data.get("count", 1) + 1
+                if len(have.data["evidence"]) < 3:
+                    have.data["evidence"].append(ev)
+    return ToolMessages(tuple(merged.values()), tuple(unknown))
+
+
+def _verbs_warning(w: str) -> bool:
+    """A parse warning that echoes a libibverbs line (the parsers keep them as warnings)."""
+    return w.split(": ", 1)[-1].startswith("libibverbs")
+
+
+@record
+class DeviceFacts:
+    inv: RdmaInventory
+    messages: ToolMessages = ToolMessages()
+
+
+def probe_devices(ctx) -> DeviceFacts:
+    return DeviceFacts(ctx.get(probe_inventory), ctx.get(probe_tool_messages))
+
+
+def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | None = None) -> list[Finding]:
     out: list[Finding] = []
     if inv.source == "none":
         return [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix)]
     for w in inv.warnings:
+        # libibverbs' lines are judged by the knowledge base (verbs.userspace reports them), or
+        # reported below when no row knows them: never as a parse problem of the tool.
+        if messages is not None and _verbs_warning(w):
+            continue
         out.append(Finding(IB_PARSE_WARNING.code, WARNING, inv.source, w, "Send the full, unedited tool output."))
+    for file, n, text in messages.unknown if messages is not None else ():
+        out.append(
+            Finding(
+                IB_PARSE_WARNING.code,
+                WARNING,
+                file,
+                f"{file} line {n}: libibverbs printed {text!r}, a message rdmadoctor does not know yet.",
+                "Run the tool again inside the training container and send its whole output with `rdmadoctor collect`.",
+                data={"evidence": [{"file": file, "line": n, "text": text[:400], "host": None, "rank": None}]},
+            )
+        )
     pfs = inv.pfs()
     if not pfs:
         where = "/sys/class/infiniband is empty or absent" if inv.source == "sysfs" else f"{inv.source} lists no device"
+        # A tool's empty list right after libibverbs failed to load a provider: the devices may
+        # well exist, userspace cannot see them; the verbs finding is the root cause.
+        verbs = [f for f in (messages.findings if messages is not None else ()) if f.severity in (ERROR, WARNING)]
+        cause = verbs[0].code if verbs and inv.source != "sysfs" else None
+        if cause:
+            where += f", after libibverbs said: {verbs[0].message}"
         return out + [
             Finding(
                 IB_NO_DEVICES.code,
@@ -162,6 +262,7 @@ def judge_devices(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 f"no RDMA devices found ({where}); expected at least one HCA. Without one NCCL uses TCP sockets.",
                 IB_NO_DEVICES.fix,
                 pod=PodChange(rdma_device=True, whole=False),
+                cause=cause,
             )
         ]
     want = expect.get("expected_hcas")
@@ -350,10 +451,10 @@ CHECKS = [
         condition=LINK,
         gate=True,
         title="RDMA devices",
-        probe=lambda ctx: ctx.get(probe_inventory),
-        judge=judge_devices,
+        probe=probe_devices,
+        judge=lambda f, expect: judge_devices(f.inv, expect, f.messages),
         codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING),
-        inventory=_inventory_json,
+        inventory=lambda f: _inventory_json(f.inv),
         description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
     ),
     Check(

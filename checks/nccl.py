@@ -148,6 +148,20 @@ NCCL_IB_GID_INDEX_UNKNOWN = Code(
 class IfEntry:
     prefix: str
     port: int = -1  # -1: any port
+    port_text: str | None = field(default=None, compare=False)  # after ':', as written
+
+    def port_misread(self) -> str | None:
+        """How NCCL's atoi reads a port written as a number it cannot hold, or None."""
+        m = re.match(r"[ \t\n\v\f\r]*[+-]?(\d+)", self.port_text or "")
+        if m is None:
+            return None
+        written = m.group(1).lstrip("0") or "0"
+        if len(written) <= 9 or (len(written) == 10 and written <= "2147483647"):
+            return None  # it fits in an int: atoi reads what is written
+        port = f"'{clip(self.port_text or '')}'"
+        if self.port == -1:
+            return f"port {port} is out of range: NCCL reads it with atoi as -1, which means any port of {self.prefix}"
+        return f"port {port} is out of range: NCCL reads it with atoi as {self.port} (the low 32 bits)"
 
     def text(self) -> str:
         return self.prefix if self.port == -1 else f"{self.prefix}:{self.port}"
@@ -161,9 +175,33 @@ class IfList:
     entries: tuple[IfEntry, ...]
 
 
+# Python's int() refuses more than 4300 digits (CVE-2020-10735); a C long has at most 19 decimal,
+# 16 hex or 22 octal digits, so a longer run of significant digits overflows whatever it says.
+_LONG_DIGITS = {10: 19, 16: 16, 8: 22}
+LLONG_MIN, LLONG_MAX = -(2**63), 2**63 - 1
+
+
+def _c_long(sign: str, digits: str, base: int) -> int | None:
+    """The value of ``digits`` in ``base``, or None when it overflows a 64-bit long (ERANGE)."""
+    significant = digits.lstrip("0") or "0"
+    if len(significant) > _LONG_DIGITS[base]:
+        return None
+    v = int(significant, base)
+    v = -v if sign == "-" else v
+    return v if LLONG_MIN <= v <= LLONG_MAX else None
+
+
 def c_atoi(text: str) -> int:
-    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", text)
-    return int(m.group(1)) if m else 0
+    """glibc's atoi: ``(int) strtol(text, NULL, 10)``. strtol saturates at LONG_MAX/LONG_MIN and
+    the cast keeps the low 32 bits, so ``4294967297`` reads as 1 and a huge number as -1."""
+    m = re.match(r"[ \t\n\v\f\r]*([+-]?)(\d+)", text)
+    if m is None:
+        return 0
+    v = _c_long(m.group(1), m.group(2), 10)
+    if v is None:
+        v = LLONG_MIN if m.group(1) == "-" else LLONG_MAX
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
 
 
 def c_strtoll(text: str) -> int | None:
@@ -174,15 +212,18 @@ def c_strtoll(text: str) -> int | None:
         return 0
     digits = m.group(2)
     if digits[:2].lower() == "0x":
-        v = int(digits, 16)
-    elif digits.startswith("0"):
-        v = int(digits, 8)
-    else:
-        v = int(digits)
-    v = -v if m.group(1) == "-" else v
-    if not -(2**63) <= v < 2**63:
-        return None  # ERANGE: NCCL keeps the default
-    return v
+        return _c_long(m.group(1), digits[2:], 16)
+    if digits.startswith("0"):
+        return _c_long(m.group(1), digits, 8)
+    return _c_long(m.group(1), digits, 10)  # None: ERANGE, NCCL keeps the default
+
+
+def clip(text: str, limit: int = 40) -> str:
+    """A value as written, cut for a message: the 4301 digits someone pasted are not repeated."""
+    if len(text) <= limit:
+        return text
+    what = f"{len(text)} digits" if text.isdigit() else f"{len(text)} characters"
+    return f"{text[:limit]}... ({what})"
 
 
 def numeric_exact(text: str) -> bool:
@@ -204,7 +245,7 @@ def parse_if_list(value: str) -> IfList:
         name, sep, port = part.partition(":")
         if not name:  # ",," and ":1" add nothing
             continue
-        entries.append(IfEntry(name, c_atoi(port) if sep else -1))
+        entries.append(IfEntry(name, c_atoi(port) if sep else -1, port if sep else None))
     return IfList(value, exclude, exact, tuple(entries))
 
 
@@ -480,7 +521,7 @@ def _yaml_env(name: str, value: str) -> str:
 
 def _shown(facts: NcclFacts, name: str) -> str:
     where = facts.origin.get(name, "env")
-    return f"{name}={facts.settings[name]}" + ("" if where == "env" else f" (from {where})")
+    return f"{name}={clip(facts.settings[name], 80)}" + ("" if where == "env" else f" (from {where})")
 
 
 def _entry_problem(r: HcaEntryReport) -> str | None:
@@ -496,7 +537,31 @@ def _entry_problem(r: HcaEntryReport) -> str | None:
     return None
 
 
+def _misread_ports(facts: NcclFacts, value: str) -> list[Finding]:
+    """A port NCCL's atoi cannot hold (``mlx5_0:99999999999``) is read as something else."""
+    out = []
+    for e in parse_if_list(value).entries:
+        why = e.port_misread()
+        if why:
+            out.append(
+                Finding(
+                    NCCL_ENV_INVALID.code,
+                    WARNING,
+                    "NCCL_IB_HCA",
+                    f"{_shown(facts, 'NCCL_IB_HCA')}: entry '{clip(e.prefix)}': {why}; expected a port number "
+                    "(1 for the first port).",
+                    f"Write the port as a small number, e.g. NCCL_IB_HCA={clip(e.prefix)}:1, or leave the port out "
+                    "to use every ACTIVE port of the device.",
+                )
+            )
+    return out
+
+
 def _judge_hca(facts: NcclFacts, value: str, compute_hcas: object = None) -> list[Finding]:
+    return _misread_ports(facts, value) + _judge_hca_selection(facts, value, compute_hcas)
+
+
+def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = None) -> list[Finding]:
     subj = "NCCL_IB_HCA"
     shown = _shown(facts, subj)
     if facts.ports is None:
@@ -605,7 +670,18 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
         v = c_strtoll(raw)
         if v:
             disabled_by.append(_shown(facts, "NCCL_IB_DISABLE"))
-        if not numeric_exact(raw):
+        if v is None:
+            out.append(
+                Finding(
+                    NCCL_ENV_INVALID.code,
+                    WARNING,
+                    "NCCL_IB_DISABLE",
+                    f"{_shown(facts, 'NCCL_IB_DISABLE')} is out of range for a 64-bit integer: NCCL ignores it and "
+                    "keeps its default 0 (IB enabled); expected 0 or 1.",
+                    "Write NCCL_IB_DISABLE=0 (or remove it) to use RDMA, 1 to turn it off.",
+                )
+            )
+        elif not numeric_exact(raw):
             out.append(
                 Finding(
                     NCCL_ENV_INVALID.code,
@@ -647,7 +723,20 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
         return []
     shown = _shown(facts, subj)
     idx = c_strtoll(raw)
-    if idx is None or idx < 0:
+    if idx is None:
+        return [
+            Finding(
+                NCCL_ENV_INVALID.code,
+                WARNING,
+                subj,
+                f"{shown} is out of range for a 64-bit integer: NCCL ignores it and keeps its default (NCCL 2.21+ "
+                "picks the RoCE v2 GID of each port itself; older versions use GID 0, RoCE v1 or link-local); "
+                "expected a GID index such as 3.",
+                "Set the index of the RoCE v2 GID with the IPv4 address (`show_gids`), or remove NCCL_IB_GID_INDEX "
+                "on NCCL 2.21+.",
+            )
+        ]
+    if idx < 0:
         return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL picks the GID itself (NCCL 2.21+).")]
     roce = [p for p in _used_ports(facts) if p.link_layer == "Ethernet"]
     if facts.ports is None:

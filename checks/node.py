@@ -76,6 +76,8 @@ def _node_object(host) -> tuple[str | None, dict[str, str] | None, str | None]:
         obj = json.loads(raw)
     except ValueError as e:
         return None, None, f"cmd/node.json is not JSON ({e})"
+    except RecursionError:  # json's decoder recurses once a level: [[[[... a few thousand deep
+        return None, None, "cmd/node.json is nested too deeply to be a Node object (arrays or objects thousands of levels deep)"
     if isinstance(obj, dict) and obj.get("kind") == "List":  # `kubectl get nodes -o json` of one node
         items = obj.get("items")
         if not isinstance(items, list) or len(items) != 1:
@@ -168,7 +170,8 @@ CHECKS = [
         probe=probe_node,
         judge=judge_node,
         codes=(NODE_LABEL_MISSING, NODE_LABEL_STALE, NODE_OBJECT_UNREADABLE, LABEL_INVALID, NODE_LABELS),
-        after=("*",),
+        # logs.diagnose also runs after every other check: the labels compared are the whole report's.
+        after=("*", "logs.diagnose"),
         description="The labels this node should carry (feature.node.kubernetes.io/network-rdma.capable, "
         "rdmadoctor.io/{ready,link-layer,active-ports,min-rate-gbps,gpudirect,gpu-nic}), compared with the "
         "Node object when the bundle has cmd/node.json.",

@@ -12,10 +12,11 @@ import posixpath
 import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
-from rdmadoctor.checks.ib import HAS_DEVICES
+from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
 from rdmadoctor.core.facts import RdmaDevice
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, PodChange
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 from rdmadoctor.core.record import field, record
+from rdmadoctor.logs.kb import verbs as kb_verbs
 
 # (kernel drivers, device-name prefixes, libibverbs provider, kernel IB module). The kernel
 # driver is the one bound to the device behind /sys/class/infiniband/<dev>/device: the PCI
@@ -367,6 +368,10 @@ class VerbsFacts:
     libs_known: bool = True  # the host has library folders to look in (a pasted-ibstat bundle has none)
     dev_nodes: tuple[DevNode, ...] = ()
     notes: tuple[str, ...] = field(default=())
+    # What libibverbs printed into the recorded tool outputs, judged by the knowledge base.
+    messages: tuple[Finding, ...] = ()
+    # No RDMA device listed, only libibverbs' messages to judge (ib.devices says there is none).
+    only_messages: bool = False
 
 
 def _lib_dirs(host) -> list[str]:
@@ -433,6 +438,9 @@ def probe_verbs(ctx) -> VerbsFacts:
     host = ctx.host
     notes: list[str] = []
     inv: RdmaInventory = ctx.get(probe_inventory)
+    messages = ctx.get(probe_tool_messages).findings
+    if not inv.devices:
+        return VerbsFacts(None, None, None, None, None, (), (), (), messages=messages, only_messages=True)
     dirs = _lib_dirs(host)
     libs_known = host.live_process or bool(dirs)
     lib, soname = _find_libibverbs(host, dirs)
@@ -505,6 +513,7 @@ def probe_verbs(ctx) -> VerbsFacts:
         libs_known=libs_known,
         dev_nodes=tuple(nodes),
         notes=tuple(notes),
+        messages=messages,
     )
 
 
@@ -807,7 +816,43 @@ def _as_dev(d: VerbsDevice) -> RdmaDevice:
     return RdmaDevice(name=d.name, driver=d.driver, is_vf=d.is_vf)
 
 
+def _message_provider(m: Finding) -> str | None:
+    """The provider a libibverbs message names ("couldn't load driver 'libmlx5-rdmav34.so'",
+    "Driver mlx5 does not support the kernel ABI"), None when it names none."""
+    for ev in m.data.get("evidence") or ():
+        text = str(ev.get("text", ""))
+        hit = re.search(r"couldn't load driver '([^']*)'", text) or re.search(r"Driver (\S+) does not support", text)
+        if hit:
+            name = posixpath.basename(hit.group(1))
+            name = re.sub(r"-rdmav\d+\.so$", "", name)
+            return name[3:] if name.startswith("lib") else name
+    return None
+
+
+def _judge_messages(f: VerbsFacts, own: list[Finding]) -> list[Finding]:
+    """libibverbs' own words from the recorded tool outputs, as the knowledge base judges them."""
+    if f.only_messages:
+        return list(f.messages)
+    needed = {d.provider for d in f.devices if d.provider}
+    out: list[Finding] = []
+    for m in f.messages:
+        provider = _message_provider(m)
+        if provider is not None and needed and provider not in needed:
+            # libibverbs tries every driver named in /etc/libibverbs.d and complains about each one
+            # it cannot load; a provider no device here needs changes nothing.
+            continue
+        same = next((x for x in own if x.code == m.code), None)
+        if same is not None:
+            # The files said it already: the tool's words become its evidence, one finding.
+            same.data.setdefault("evidence", []).extend(m.data.get("evidence") or ())
+            continue
+        out.append(m)
+    return out
+
+
 def judge_verbs(f: VerbsFacts, expect: dict) -> list[Finding]:
+    if f.only_messages:
+        return _judge_messages(f, [])
     out: list[Finding] = []
     if not f.libs_known:
         out.append(
@@ -834,7 +879,15 @@ def judge_verbs(f: VerbsFacts, expect: dict) -> list[Finding]:
         out += _judge_providers(f, expect)
     out += _judge_packages(f, expect)
     out += _judge_dev(f, expect)
+    out += _judge_messages(f, out)
     return out
+
+
+def _has_devices_or_messages(ctx) -> str | None:
+    why = HAS_DEVICES.test(ctx)
+    if why and ctx.get(probe_tool_messages).findings:
+        return None  # no device listed, but libibverbs said why: that is this check's to report
+    return why
 
 
 def _inventory(f: VerbsFacts) -> dict:
@@ -869,8 +922,10 @@ CHECKS = [
             DEV_UVERBS_MISSING,
             DEV_RDMA_CM_MISSING,
             DEV_INFINIBAND_UNKNOWN,
+            # What the knowledge base's verbs rows may say beyond the codes above.
+            *kb_verbs.CODES,
         ),
-        needs=(HAS_DEVICES,),
+        needs=(Need("rdma devices or libibverbs messages", _has_devices_or_messages),),
         inventory=_inventory,
         description="libibverbs.so.1, a provider of the right ABI for every device's kernel driver, "
         "the recommended packages, and /dev/infiniband/uverbs* + rdma_cm openable read-write.",

@@ -51,6 +51,14 @@ MAX_CONFIG = 4096  # PCI config space: the capability lists (ACS, ATS, link) liv
 MAX_CMD_OUTPUT = 4 * 1024 * 1024  # `lspci -vvv` of a 512-VF node is ~2 MiB
 MAX_FILES = 200_000
 MAX_BYTES = 128 * 1024 * 1024  # uncompressed; sysfs text compresses ~10x
+# Job logs (`collect --log FILE`): of a longer log the first LOG_HEAD bytes (NCCL's version, its
+# choice of network and the first errors are printed at init) and the last LOG_TAIL (where the
+# job died) are kept, whole lines each, with a marker line where the middle was left out. All
+# logs together keep at most MAX_LOG_BYTES, so a bundle stays far below what a reader accepts
+# (host.bundle.MAX_BUNDLE).
+LOG_HEAD = 4 * 1024 * 1024
+LOG_TAIL = 28 * 1024 * 1024
+MAX_LOG_BYTES = 128 * 1024 * 1024
 
 # Never read: BARs and expansion ROMs (mmap-only, huge), VPD (slow EEPROM reads), memory images,
 # blocking or secret /proc files, and the write-only triggers some sysfs folders hold.
@@ -140,6 +148,107 @@ class Entry:
     placeholder: bool = False  # a name whose content was not read (device node, library)
 
 
+class CollectError(Exception):
+    """An input of ``collect`` cannot be used (a --log file that is missing, a directory ...)."""
+
+
+@dataclass
+class Log:
+    name: str  # its member in the bundle: "logs/rank0.log"
+    source: str  # the path given ("-": stdin)
+    data: bytes
+    bytes_read: int  # decompressed
+    cut: int = 0  # bytes left out of the middle
+    error: str | None = None  # reading stopped early (a gzip file cut short)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "source": self.source, "bytes_read": self.bytes_read, "bytes_kept": len(self.data),
+                "cut_bytes": self.cut, "error": self.error}
+
+
+def _log_name(path: str, gz: bool, taken: set[str]) -> str:
+    import re
+
+    base = "stdin.log" if path == "-" else posixpath.basename(path.rstrip("/")) or "log"
+    if gz:
+        base = re.sub(r"\.(?:gz|gzip)$", "", base) or "log"
+    base = re.sub(r"[^A-Za-z0-9._+-]", "_", base)
+    if base.startswith("."):
+        base = "log" + base
+    name, n = base, 1
+    while name in taken:  # rank0.log from two folders: rank0-2.log
+        n += 1
+        stem, dot, ext = base.rpartition(".")
+        name = f"{stem}-{n}.{ext}" if dot and stem else f"{base}-{n}"
+    taken.add(name)
+    return name
+
+
+def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
+    """A job log for the bundle: whole when it is short, else its first LOG_HEAD and last LOG_TAIL
+    bytes (whole lines) around a marker line. gzip input is stored unpacked. Raises CollectError."""
+    from collections import deque
+
+    from rdmadoctor.logs import reader
+
+    try:
+        stream = reader.open_source(path, stdin=stdin)
+    except reader.SourceError as e:
+        raise CollectError(str(e)) from None
+    peek = getattr(stream, "peek", None)
+    gz = bool(peek and peek(2)[:2] == b"\x1f\x8b")
+    head = bytearray()
+    tail: deque[bytes] = deque()
+    tail_len = total = 0
+    error = None
+    try:
+        for chunk in reader.chunks(stream):  # gunzipped member by member, bounded pieces
+            total += len(chunk)
+            if len(head) < LOG_HEAD:
+                take = LOG_HEAD - len(head)
+                head += chunk[:take]
+                chunk = chunk[take:]
+            if chunk:
+                tail.append(chunk)
+                tail_len += len(chunk)
+                while tail and tail_len - len(tail[0]) >= LOG_TAIL:
+                    tail_len -= len(tail.popleft())
+    except reader.TruncatedInput as e:
+        error = str(e)
+    finally:
+        if path != "-":
+            stream.close()
+    rest = b"".join(tail)
+    rest = rest[-LOG_TAIL:] if len(rest) > LOG_TAIL else rest
+    kept_head = bytes(head)
+    if total > len(head) + len(rest):
+        # The middle goes: end the head and start the tail on a line boundary.
+        nl = kept_head.rfind(b"\n")
+        kept_head = kept_head[: nl + 1] if nl >= 0 else kept_head
+        nl = rest.find(b"\n")
+        rest = rest[nl + 1 :] if 0 <= nl < len(rest) - 1 else rest
+        cut = total - len(kept_head) - len(rest)
+        marker = (f"[rdmadoctor collect: {cut} bytes of this log left out here; its first {len(kept_head)} and last "
+                  f"{len(rest)} bytes are kept]\n").encode()
+        return Log(f"logs/{_log_name(path, gz, taken)}", path, kept_head + marker + rest, total, cut, error)
+    return Log(f"logs/{_log_name(path, gz, taken)}", path, kept_head + rest, total, 0, error)
+
+
+def read_logs(paths: list[str] | tuple[str, ...], stdin: Any = None) -> list[Log]:
+    """Every --log, in order; past MAX_LOG_BYTES in all a log is listed in the manifest, not kept."""
+    out: list[Log] = []
+    taken: set[str] = set()
+    kept = 0
+    for path in paths:
+        log = read_log(path, taken, stdin=stdin)
+        if kept + len(log.data) > MAX_LOG_BYTES:
+            log = Log(log.name, path, b"", log.bytes_read, log.bytes_read,
+                      f"not kept: the bundle's logs already hold {kept} bytes (at most {MAX_LOG_BYTES} in all)")
+        kept += len(log.data)
+        out.append(log)
+    return out
+
+
 @dataclass
 class Collected:
     """What a collection produced, for the CLI's summary line and for tests."""
@@ -150,6 +259,7 @@ class Collected:
     failed: dict[str, dict[str, Any]]
     size: int
     manifest: dict[str, Any] = field(default_factory=dict)
+    logs: list[Log] = field(default_factory=list)
 
 
 class _TracingHost(Host):
@@ -574,13 +684,16 @@ class _Counting:
         self.stream.flush()
 
 
-def collect(output: str, root: str | None = None, timeout: float | None = None, stream: Any = None) -> Collected:
+def collect(output: str, root: str | None = None, timeout: float | None = None, stream: Any = None,
+            logs: list[str] | tuple[str, ...] = (), stdin: Any = None) -> Collected:
     """Write the bundle of ``root`` (default ``/``) to ``output``, or to the binary ``stream``
     when one is given (``collect -o -``; ``output`` is then only its name in the result).
-    Raises HostError, OSError."""
+    ``logs``: job logs to put under ``logs/`` (see read_log). Raises HostError, CollectError, OSError."""
     started = time.time()
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
     host = open_host(root=root, host_class=_TracingHost)
+    # The logs first: a --log that cannot be read fails the command before seconds go to tools.
+    job_logs = read_logs(logs, stdin=stdin)
     host.timeout = timeout
     tmp = f"{output}.tmp{os.getpid()}"
     # Fail on an unwritable output before spending seconds on tools. A stream is written only at
@@ -630,6 +743,9 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
         if failed:
             extra["cmd/errors.json"] = (json.dumps(failed, indent=2, sort_keys=True) + "\n").encode()
         extra["runtime.json"] = (json.dumps(runtime, indent=2, sort_keys=True) + "\n").encode()
+        for log in job_logs:
+            if log.data or not log.error:
+                extra[log.name] = log.data
         absent = rec.absent()
         files = sum(1 for e in rec.entries.values() if e.kind != "dir")
         manifest = {
@@ -650,6 +766,7 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
             "trimmed": rec.trimmed,
             "absent": absent,
             "size_limit_reached": rec.full,
+            "logs": [log.to_json() for log in job_logs],
             "seconds": round(time.time() - started, 2),
         }
         extra["bundle.json"] = (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
@@ -668,7 +785,7 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
                 pass
         raise
     size = out_f.size if stream is not None else os.path.getsize(output)
-    return Collected(output, files + len(extra), sorted(recorded), failed, size, manifest)
+    return Collected(output, files + len(extra), sorted(recorded), failed, size, manifest, job_logs)
 
 
 def _write_tar(fileobj: Any, entries: dict[str, Entry], extra: dict[str, bytes], mtime: float, order: dict[str, int]) -> None:

@@ -29,6 +29,11 @@ is the parsed JSON or None; each entry also has ``.query`` and ``.auth``). Fault
 ``fail_next(n, status)`` answers the next n requests with that status, ``slow_next(n, seconds)``
 delays them (client timeouts), ``down()`` closes the listening socket (connection refused) and
 ``up()`` listens again on the same port, ``token = "..."`` rotates the accepted bearer token.
+Misbehaving servers (issue 10): ``drip_next(n, every, pad)`` sends the next n answers one byte
+every ``every`` seconds (status line, headers and body; ``pad`` spaces after the JSON make the body
+as long as wanted, so the answer is still valid once whole) and records in ``.drips`` how far each
+got and whether the client hung up first; ``respond_next(n, status, body, headers)`` answers with
+exactly those bytes and headers (no Content-Type unless given), for answers no API server sends.
 
     with FakeKubeAPI() as api:
         api.add_node("gpu-1", labels={"team": "ml"})
@@ -195,11 +200,19 @@ def strategic_merge_patch(target: Any, patch: Any, path: tuple = ()) -> Any:
 
 
 class _Fault:
-    def __init__(self, count: int, status: int | None = None, delay: float = 0.0, methods: tuple[str, ...] | None = None):
+    def __init__(self, count: int, status: int | None = None, delay: float = 0.0, methods: tuple[str, ...] | None = None,
+                 drip: float = 0.0, pad: int = 0, raw: tuple[int, bytes, dict] | None = None):
         self.count = count
         self.status = status
         self.delay = delay
         self.methods = methods
+        self.drip = drip  # seconds between the bytes of the answer (0: sent at once)
+        self.pad = pad  # spaces after the JSON body
+        self.raw = raw  # (status, body, headers) sent as they are
+
+
+# The fault taken by the request a handler thread is serving (ThreadingHTTPServer: one thread each).
+_current = threading.local()
 
 
 class FakeKubeAPI:
@@ -217,6 +230,8 @@ class FakeKubeAPI:
         self._thread: threading.Thread | None = None
         self._port = 0
         self._rv = 1000
+        self.drips: list[dict] = []  # per dripped answer: sent, total, hung_up, finished
+        self._stopping = threading.Event()  # down(): dripping handlers stop
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "FakeKubeAPI":
@@ -230,6 +245,7 @@ class FakeKubeAPI:
         """Listen (again, on the same port after ``down()``)."""
         if self._server is not None:
             return
+        self._stopping.clear()
         api = self
 
         class Handler(_Handler):
@@ -245,6 +261,7 @@ class FakeKubeAPI:
     def down(self) -> None:
         """Stop listening: clients now get 'connection refused'."""
         server, self._server = self._server, None
+        self._stopping.set()
         if server is not None:
             server.shutdown()
             server.server_close()
@@ -328,6 +345,19 @@ class FakeKubeAPI:
         with self._lock:
             self._faults.append(_Fault(n, delay=seconds, methods=methods))
 
+    def drip_next(self, n: int, every: float, pad: int = 0, methods: tuple[str, ...] | None = None) -> None:
+        """Send the next ``n`` answers one byte every ``every`` seconds, with ``pad`` spaces after
+        the JSON body (valid JSON still; a large pad makes the answer take as long as wanted)."""
+        with self._lock:
+            self._faults.append(_Fault(n, drip=every, pad=pad, methods=methods))
+
+    def respond_next(self, n: int, status: int, body: bytes = b"", headers: dict | None = None,
+                     methods: tuple[str, ...] | None = None) -> None:
+        """Answer the next ``n`` requests with exactly this status, body and headers (plus
+        Content-Length): what a proxy, a load balancer or a broken server may send."""
+        with self._lock:
+            self._faults.append(_Fault(n, methods=methods, raw=(status, body, dict(headers or {}))))
+
     def _take_fault(self, method: str) -> _Fault | None:
         with self._lock:
             for f in self._faults:
@@ -355,6 +385,7 @@ class FakeKubeAPI:
         with self._lock:
             self.requests.append(Request(method, path, ctype_base, parsed, query, auth))
         fault = self._take_fault(method)
+        _current.fault = fault
         if fault is not None:
             if fault.delay:
                 time.sleep(fault.delay)
@@ -481,7 +512,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length) if length else b""
+        _current.fault = None
         code, obj = self.fake._handle(self.command, self.path, self.headers, body)
+        fault, _current.fault = _current.fault, None
+        if fault is not None and (fault.raw or fault.drip):
+            self._send_bytes(self._answer(code, obj, fault), fault.drip)
+            return
         data = json.dumps(obj).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
@@ -490,6 +526,36 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Retry-After", "1")
         self.end_headers()
         self.wfile.write(data)
+
+    def _answer(self, code: int, obj: dict, fault: _Fault) -> bytes:
+        """The whole answer as bytes: the fault's raw one, or the normal one padded."""
+        if fault.raw:
+            code, data, headers = fault.raw
+        else:
+            data = json.dumps(obj).encode() + b" " * fault.pad
+            headers = {"Content-Type": "application/json"}
+        lines = [f"HTTP/1.0 {code} {self.responses.get(code, ('Unknown',))[0]}"]
+        lines += [f"{k}: {v}" for k, v in headers.items()]
+        lines.append(f"Content-Length: {len(data)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode() + data
+
+    def _send_bytes(self, data: bytes, every: float) -> None:
+        if not every:
+            self.wfile.write(data)
+            return
+        record = {"sent": 0, "total": len(data), "hung_up": False, "finished": False}
+        with self.fake._lock:
+            self.fake.drips.append(record)
+        try:
+            for i in range(len(data)):
+                if self.fake._stopping.wait(every):
+                    return
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+                record["sent"] = i + 1
+            record["finished"] = True
+        except OSError:  # BrokenPipeError, ConnectionResetError: the client gave up
+            record["hung_up"] = True
 
     do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _serve
 

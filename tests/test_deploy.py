@@ -2,6 +2,8 @@
 strict mode, the kustomize builds render (and validate), the DaemonSet's security settings hold,
 its mounts cover what the checks read, its arguments are flags the real CLI has, and the direct
 overlay's ValidatingAdmissionPolicy allows exactly what it says (evaluated with cel-python).
+tests/test_deploy_harden.py adds what hardening needed (issue 10: the NFD relay, every status
+field pinned, the API token and Events) and runs the NFD-mode pod's steps in a sandbox.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ DEPLOY = ROOT / "deploy"
 BUILDS = {"base": DEPLOY / "base", "direct": DEPLOY / "overlays" / "direct", "direct-conditions": DEPLOY / "overlays" / "direct-conditions"}
 EXAMPLES = DEPLOY / "examples"
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
+# The relay's own directory in it, the only host path a container of the NFD-mode pod writes
+# (tests/test_deploy_harden.py has the rest).
+OWN_DIR = FEATURES_DIR + "/.rdmadoctor"
 # Kinds kubernetes-validate has no schema for (CRDs); their pod templates are validated instead.
 CRD_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job")}
 # prometheus-operator's kinds in deploy/monitoring: tests/test_monitoring.py checks them.
@@ -243,12 +248,13 @@ def test_host_mounts_read_only_except_features_dir(build: str) -> None:
     for c in containers(pod):
         for m in c.get("volumeMounts", []):
             if m["name"] in host_volumes and not m.get("readOnly"):
-                writable.append(host_volumes[m["name"]])
-    assert set(writable) <= {FEATURES_DIR}
+                writable.append((c["name"], host_volumes[m["name"]]))
     if build == "base":
-        assert FEATURES_DIR in writable  # NFD mode writes its feature file
+        # NFD mode: the init step sets up features.d, the relay writes its own directory there.
+        assert sorted(writable) == [("features-dir", FEATURES_DIR), ("nfd-relay", OWN_DIR)]
     else:
-        assert FEATURES_DIR not in host_volumes.values()  # direct mode writes only through the API
+        assert not writable  # direct mode writes only through the API
+        assert not [p for p in host_volumes.values() if p.startswith(FEATURES_DIR)]
     # /sys: its submounts (cgroupfs, debugfs ...) read-only too where the runtime can.
     sys_mount = next(m for m in agent(pod)["volumeMounts"] if host_volumes.get(m["name"]) == "/sys")
     assert sys_mount.get("recursiveReadOnly") in ("IfPossible", "Enabled")
@@ -265,7 +271,8 @@ def test_direct_overlay_least_privilege() -> None:
     docs = rendered("direct")
     sa = one(docs, "ServiceAccount", "rdmadoctor")
     pod = daemonset("direct")["spec"]["template"]["spec"]
-    assert sa["automountServiceAccountToken"] is True or pod["automountServiceAccountToken"] is True
+    # The API token is a projected one of at most an hour (tests/test_deploy_harden.py).
+    assert [v["name"] for v in pod["volumes"] if "projected" in v] == ["api-token"]
     roles = [d for d in docs if d["kind"] == "ClusterRole"]
     rules = [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for role in roles for r in role["rules"]]
     assert rules == [(("",), ("nodes",), ("get", "patch"))]
@@ -299,8 +306,8 @@ def test_direct_overlay_least_privilege() -> None:
 def test_admission_policy_names_the_agent(build: str) -> None:
     docs = rendered(build)
     sa = one(docs, "ServiceAccount", "rdmadoctor")
-    vap = one(docs, "ValidatingAdmissionPolicy")
-    vapb = one(docs, "ValidatingAdmissionPolicyBinding")
+    vap = one(docs, "ValidatingAdmissionPolicy", "rdmadoctor-own-node-labels")
+    vapb = one(docs, "ValidatingAdmissionPolicyBinding", "rdmadoctor-own-node-labels")
     assert vapb["spec"]["policyName"] == vap["metadata"]["name"]
     assert vapb["spec"]["validationActions"] == ["Deny"]
     assert vap["spec"]["failurePolicy"] == "Fail"
@@ -333,9 +340,9 @@ def test_agent_args_agree_with_the_pod() -> None:
     assert _arg(args, "--interval") == "60"
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in a["volumeMounts"]}
-    # --features-dir is the writable hostPath of NFD's features.d.
+    # --features-dir is an emptyDir the relay copies into NFD's features.d (test_deploy_harden.py).
     fd = _arg(args, "--features-dir")
-    assert fd == FEATURES_DIR and volumes[mounts[fd]["name"]]["hostPath"] == {"path": FEATURES_DIR, "type": "DirectoryOrCreate"}
+    assert "emptyDir" in volumes[mounts[fd]["name"]] and not mounts[fd].get("readOnly")
     # --report-file lives on an emptyDir (the root filesystem is read-only).
     rf = _arg(args, "--report-file")
     assert "emptyDir" in volumes[mounts[posixpath.dirname(rf)]["name"]]
@@ -349,8 +356,8 @@ def test_agent_args_agree_with_the_pod() -> None:
     root = _arg(args, "--root")
     for m in a["volumeMounts"]:
         hp = volumes[m["name"]].get("hostPath")
-        if hp and hp["path"] != FEATURES_DIR:
-            assert m["mountPath"] == root + hp["path"], m
+        if hp:
+            assert m["mountPath"] == root + hp["path"] and m.get("readOnly") is True, m
     # --config is the ConfigMap's file.
     cfg = _arg(args, "--config")
     cm_mount = mounts[posixpath.dirname(cfg)]
@@ -385,7 +392,7 @@ def test_agent_config_judges_the_node_not_the_agent_pod(tmp_path: Path) -> None:
     cm = one(rendered("base"), "ConfigMap", "rdmadoctor-agent")
     cfg = tmp_path / "node.toml"
     cfg.write_text(cm["data"]["node.toml"])
-    pod_scope = {"limits.memlock", "shm.size", "verbs.userspace", "nccl.env"}
+    pod_scope = {"limits.memlock", "shm.size", "verbs.userspace", "nccl.env", "logs.diagnose"}
     plain = {r.id: r.status for r in diagnose(Options(example="broken-pod")).results}
     diag = diagnose(Options(example="broken-pod", config=str(cfg), scope="node"))
     node = {r.id: r.status for r in diag.results}
@@ -521,7 +528,8 @@ def test_mounts_cover_what_the_checks_read() -> None:
     from rdmadoctor.runner import Options, diagnose, open_target
 
     pod = daemonset("base")["spec"]["template"]["spec"]
-    host_paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v and v["hostPath"]["path"] != FEATURES_DIR]
+    agent_volumes = {m["name"] for m in agent(pod)["volumeMounts"]}
+    host_paths = [v["hostPath"]["path"] for v in pod["volumes"] if "hostPath" in v and v["name"] in agent_volumes]
     read: set[str] = set()
     for example in ("hgx-h100-ib", "roce-node", "broken-pod"):
         opts = Options(example=example)
@@ -590,14 +598,18 @@ class Verdict:
         return not self.denied
 
 
-def evaluate(old: dict, new: dict, *, user: str = AGENT_USER, node: str | None = "gpu-07", sub: str = "") -> Verdict:
-    """The policy as the API server runs it: matchConditions, then variables in order, then every
-    validation (a message per failed one). An evaluation error counts as a denial (failurePolicy Fail)."""
+def evaluate(
+    old: dict | None, new: dict, *, user: str = AGENT_USER, node: str | None = "gpu-07", sub: str = "",
+    policy: dict | None = None, operation: str = "UPDATE",
+) -> Verdict:
+    """A ValidatingAdmissionPolicy (the direct overlay's Node policy unless ``policy`` is given) as
+    the API server runs it: matchConditions, then variables in order, then every validation (a
+    message per failed one). An evaluation error counts as a denial (failurePolicy Fail)."""
     celpy = pytest.importorskip("celpy", reason="cel-python (module celpy) is not installed")
-    policy = _policy()["spec"]
+    policy = (policy or _policy())["spec"]
     env = celpy.Environment()
     extra = {NODE_CLAIM: [node]} if node is not None else {}
-    request = {"operation": "UPDATE", "subResource": sub, "userInfo": {"username": user, "groups": [], "extra": extra}}
+    request = {"operation": operation, "subResource": sub, "userInfo": {"username": user, "groups": [], "extra": extra}}
     base = {"request": request, "object": new, "oldObject": old}
 
     def run(expr: str, variables: dict) -> Any:
@@ -832,7 +844,7 @@ def test_build_context_builds_the_package(tmp_path: Path) -> None:
     assert not [n for n in names if n.startswith("tests/")]
 
 
-# ---- the DaemonSet's pod, simulated ------------------------------------------------------------
+# ---- for the DaemonSet's pod, simulated (tests/test_deploy_harden.py runs it) -------------------
 def _shims(paths: list[str], base: Path) -> list[str]:
     """Shell lines that make the folders on the way to ``paths`` traversable for a non-root uid
     inside the private mount namespace only (a venv whose Python lives under /root, 0700): a
@@ -856,97 +868,3 @@ def _shims(paths: list[str], base: Path) -> list[str]:
             lines.append(f"mount --rbind '{src}' '{dst}'")
         lines.append(f"mount --rbind '{shim}' '{d}'")
     return lines
-
-
-@pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A scratch folder a non-root uid can reach (pytest's own tmp_path sits under 0700 folders)."""
-    import tempfile
-
-    base = Path(tempfile.mkdtemp(prefix="rdmadoctor-pod-"))
-    os.chmod(base, 0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def test_agent_runs_as_the_daemonset_runs_it(open_tmp: Path) -> None:
-    """The DaemonSet's pod, simulated with the host's own isolation tools: a private mount
-    namespace where every filesystem is read-only except the pod's writable volumes, the init
-    step with uid 0 and NO capabilities, then the agent with the DaemonSet's uid/gid, no
-    capabilities and no_new_privs, its real args (paths moved into tmp_path), the ConfigMap's
-    config, and an example bundle's files as the host under --root. One cycle must run, write
-    its report and the NFD feature file, and judge the node, not the agent's own pod."""
-    tmp_path = open_tmp
-    if os.geteuid() != 0 or not all(shutil.which(t) for t in ("unshare", "setpriv", "findmnt")):
-        pytest.skip("needs root, unshare, setpriv and findmnt to build the pod's sandbox")
-    import json
-    import shlex
-    import tarfile
-
-    ds = daemonset("base")
-    pod = ds["spec"]["template"]["spec"]
-    psc = pod["securityContext"]
-    a = agent(pod)
-    (init,) = pod["initContainers"]
-    uid, gid = psc["runAsUser"], psc["runAsGroup"]
-    isc = init["securityContext"]
-    assert isc["runAsUser"] == 0 and isc["capabilities"] == {"drop": ["ALL"]}
-
-    host, fd, run, tmp = (tmp_path / n for n in ("host", "features.d", "run", "tmp"))
-    for d in (host, fd, run, tmp):
-        d.mkdir()
-    os.chmod(tmp_path, 0o755)
-    os.chmod(fd, 0o755)  # as nfd-worker (or the kubelet) leaves it: root:root 0755
-    os.chmod(run, 0o777)  # an emptyDir is world-writable
-    os.chmod(tmp, 0o1777)
-    with tarfile.open(ROOT / "rdmadoctor" / "examples" / "hgx-h100-ib.tar.gz") as tf:
-        tf.extractall(host, filter="tar") if hasattr(tarfile, "data_filter") else tf.extractall(host)
-    for dirpath, dirnames, filenames in os.walk(host):
-        os.chmod(dirpath, 0o755)
-    cfg = tmp_path / "node.toml"
-    cfg.write_text(one(rendered("base"), "ConfigMap", "rdmadoctor-agent")["data"]["node.toml"])
-    os.chmod(cfg, 0o644)
-
-    moved = {"--root": str(host), "--features-dir": str(fd), "--report-file": str(run / "report.json"), "--config": str(cfg), "--metrics-port": "0"}
-    args = list(a["args"])
-    for flag, value in moved.items():
-        args[args.index(flag) + 1] = value
-    args.append("--once")
-    init_cmd = [c.replace(FEATURES_DIR, str(fd)) for c in init["command"]]
-
-    drop = "--inh-caps=-all --bounding-set=-all --no-new-privs --clear-groups"
-    writable = [str(fd), str(run), str(tmp)]
-    env = f"env -i PATH=/usr/bin:/bin HOME={tmp} TMPDIR={tmp} PYTHONDONTWRITEBYTECODE=1 RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD=1"
-    script = [
-        "set -e",
-        "mount --make-rprivate /",
-        *_shims([sys.executable, sys.prefix, sys.base_prefix, str(ROOT), str(run / "report.json")], tmp_path),
-        *[f"mount --bind '{w}' '{w}'" for w in writable],
-        # Every other filesystem read-only (the kernel's own /proc, /sys, /dev aside).
-        "findmnt -rno TARGET | while read -r m; do case \"$m\" in /proc*|/sys*|/dev*) continue;; esac; "
-        + " ".join(f'[ "$m" = "{w}" ] && continue;' for w in writable)
-        + ' mount -o remount,bind,ro "$m" 2>/dev/null || true; done',
-        f"! touch '{tmp_path}/probe' 2>/dev/null",  # the sandbox really is read-only
-        f"setpriv --reuid 0 --regid {gid} {drop} {shlex.join(init_cmd)}",
-        f"cd / && exec setpriv --reuid {uid} --regid {gid} {drop} {env} {shlex.join([sys.executable, '-m', 'rdmadoctor', *args])}",
-    ]
-    proc = subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(script)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # go or no-go: the cycle ran
-    assert not (tmp_path / "probe").exists()
-    st = fd.stat()
-    assert st.st_gid == gid and st.st_mode & 0o070 == 0o070  # the init step opened it up, no capability
-    feature = (fd / "rdmadoctor").read_text()
-    assert (fd / "rdmadoctor").stat().st_uid == uid
-    assert feature.startswith("# +expiry-time=") and "feature.node.kubernetes.io/network-rdma.capable=true" in feature
-    report = json.loads((run / "report.json").read_text())
-    status = {c["id"]: c["status"] for c in report["checks"]}
-    # Judged as a node: the agent's own memlock, capabilities, /dev/shm, userspace and env do not count.
-    assert report["scope"] == "node"
-    assert {k for k in ("limits.memlock", "shm.size", "verbs.userspace", "nccl.env") if status[k] == "skip"} == {
-        "limits.memlock", "shm.size", "verbs.userspace", "nccl.env"
-    }
-    assert status["ib.ports"] == "pass" and status["kernel.modules"] == "pass"
-    failing = {f["code"]: f["message"] for c in report["checks"] for f in c["findings"] if f["severity"] == "error"}
-    assert not failing and "rdmadoctor.io/ready=true" in feature

@@ -49,7 +49,7 @@ def register(app) -> None:
         config: Optional[str] = ConfigOpt,
         pool: Optional[str] = PoolOpt,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help="Where the labels go: an NFD features file (default, no API access), the Node object, or stdout."),
-        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="NFD's local features directory (with --publish nfd); mount the host's directory here writable."),
+        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="Where the NFD feature file is written (with --publish nfd): NFD's local features directory, or, as deploy/base does, a staging directory its nfd-relay container copies rdmadoctor's own labels from (the agent then writes no host path)."),
         expiry: int = typer.Option(600, "--expiry", metavar="SECONDS", help="The NFD file's labels expire this long after the last write, so they vanish if the agent stops; keep it several intervals long."),
         node: Optional[str] = typer.Option(None, "--node", metavar="NAME", envvar="NODE_NAME", help="The Node to patch with --publish node (default $NODE_NAME, set it from spec.nodeName with the downward API)."),
         kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help="Kubeconfig for --publish node; default: the in-cluster ServiceAccount."),
@@ -63,8 +63,22 @@ def register(app) -> None:
         log_format: str = typer.Option("text", "--log-format", metavar="text|json", help="Log lines on stderr as text, or as one JSON object a line (ts, level, msg, fields) for log pipelines."),
         once: bool = typer.Option(False, "--once", help="Run one cycle (check, publish, report file) and exit with check's codes: 0 healthy, 1 a problem, 2 unknown or the publish failed."),
     ) -> None:
+        from rdmadoctor.cli import errors as E
         from rdmadoctor.cli.errors import fail_usage
 
+        # The numbers before anything runs: an interval of inf or 1e-300 is a wait that never ends
+        # or a busy loop, an expiry of 1e20 a time stamp no clock has.
+        for option, value, low, high, low_open, unit, hint in (
+            ("--interval", interval, E.INTERVAL_MIN, E.INTERVAL_MAX, False, "seconds",
+             "seconds between cycles, e.g. --interval 60 (the default); at most a day (86400)"),
+            ("--expiry", expiry, 0, E.EXPIRY_MAX, True, "seconds",
+             "seconds the NFD labels outlive the last write, several intervals: e.g. --expiry 600 (the default); at most a year (31536000)"),
+            ("--metrics-port", metrics_port, 0, 65535, False, "",
+             "a TCP port, e.g. --metrics-port 9470 (the default); 0 turns /metrics and /healthz off"),
+        ):
+            bad = E.check_number(option, value, low=low, high=high, low_open=low_open, unit=unit, hint=hint)
+            if bad is not None:
+                raise typer.Exit(bad)
         if publish not in PUBLISH_MODES:
             raise typer.Exit(fail_usage(f"--publish must be one of {', '.join(PUBLISH_MODES)}, got {publish!r}"))
         if log_format not in LOG_FORMATS:

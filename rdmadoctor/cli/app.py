@@ -110,11 +110,17 @@ def collect(
     output: str = typer.Option(..., "-o", "--output", metavar="FILE.tar.gz|-", help="Where to write the bundle; - streams it to stdout (kubectl exec NODE-POD -- rdmadoctor collect -o - > node.tar.gz)."),
     root: Optional[str] = RootOpt,
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
+    log: Optional[List[str]] = typer.Option(
+        None, "--log", metavar="FILE",
+        help="A job log to put in the bundle under logs/ (repeat for more; .gz is read; - is stdin); `check --bundle` "
+        "diagnoses it. Of a log over 32 MiB the first 4 MiB (NCCL's init) and the last 28 MiB (where the job died) "
+        "are kept; 128 MiB of logs at most in all.",
+    ),
 ) -> None:
     """Write a bundle of everything the checks read here, for a ticket or for `check --bundle`."""
     from rdmadoctor.cli.collect import run_collect
 
-    raise typer.Exit(run_collect(output=output, root=root, timeout=timeout))
+    raise typer.Exit(run_collect(output=output, root=root, timeout=timeout, logs=list(log or [])))
 
 
 @app.command()
@@ -178,9 +184,9 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, diagnose, label, preflight
+    from rdmadoctor.cli import agent, diagnose, label, preflight, run
 
-    for mod in (label, agent, preflight, diagnose):
+    for mod in (label, agent, preflight, diagnose, run):
         mod.register(app)
 
 

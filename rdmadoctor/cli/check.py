@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import fail_usage, pipe_closed
+from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number, fail_usage, pipe_closed
 from rdmadoctor.runner import Options, UsageError, diagnose
 
 SEE_HELP = "see `rdmadoctor check --help`"
+TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
 # --format: text (default; rich on a terminal), json (as --json), npd (one line for Node Problem
 # Detector's custom plugin monitor: rdmadoctor/output/npd.py, deploy/npd/).
 FORMATS = ("text", "json", "npd")
@@ -51,8 +52,11 @@ def run_check(
         return fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
     if as_json and fmt != "json":
         return fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
-    if timeout is not None and timeout <= 0:
-        return _usage(fmt, f"--timeout must be positive, got {timeout:g}", "seconds a tool may run, e.g. --timeout 10 (default 5)")
+    bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
+    if bad is not None:
+        if fmt == "npd":
+            _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
+        return bad
     try:
         diag = diagnose(opts)
     except UsageError as e:
@@ -76,15 +80,19 @@ def run_check(
     return int(rep["exit_code"])
 
 
-def _usage(fmt: str, message: str, hint: str) -> int:
-    """A usage error: on stderr as always; with --format npd also as the one stdout line NPD shows
-    as the condition's message (exit 2: NPD marks the condition Unknown)."""
-    if fmt == "npd":
-        from rdmadoctor.output.npd import npd_error_line
+def _npd_line(message: str) -> None:
+    """A usage error as the one stdout line NPD shows as the condition's message (with exit 2,
+    NPD marks the condition Unknown); the error itself goes to stderr as always."""
+    from rdmadoctor.output.npd import npd_error_line
 
-        try:
-            sys.stdout.write(npd_error_line(message) + "\n")
-            sys.stdout.flush()
-        except BrokenPipeError:
-            pipe_closed()
+    try:
+        sys.stdout.write(npd_error_line(message) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pipe_closed()
+
+
+def _usage(fmt: str, message: str, hint: str) -> int:
+    if fmt == "npd":
+        _npd_line(message)
     return fail_usage(message, hint)

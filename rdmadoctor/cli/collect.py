@@ -12,8 +12,8 @@ import sys
 from rdmadoctor.cli.errors import fail_usage
 
 
-def run_collect(*, output: str, root: str | None = None, timeout: float | None = None) -> int:
-    from rdmadoctor.collect import collect
+def run_collect(*, output: str, root: str | None = None, timeout: float | None = None, logs: list[str] | None = None) -> int:
+    from rdmadoctor.collect import CollectError, collect
     from rdmadoctor.host import HostError
 
     if timeout is not None and timeout <= 0:
@@ -29,10 +29,14 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         stream = sys.stdout.buffer
     elif not output or output.endswith("/") or os.path.isdir(output):
         return fail_usage(f"cannot write the bundle to {output!r}: not a file name", "give a file, e.g. -o node.tar.gz, or -o - for stdout")
+    if logs and logs.count("-") > 1:
+        return fail_usage("--log - (stdin) given more than once", "stdin can be read once: give the other logs as files")
     try:
-        res = collect(output, root=root, timeout=timeout, stream=stream)
+        res = collect(output, root=root, timeout=timeout, stream=stream, logs=logs or ())
     except HostError as e:
         return fail_usage(str(e))
+    except CollectError as e:
+        return fail_usage(f"--log {e}", "give a log file (plain or .gz); for a folder of logs give its files: --log DIR/rank0.log --log DIR/rank1.log")
     except BrokenPipeError:
         from rdmadoctor.cli.errors import pipe_closed
 
@@ -49,8 +53,15 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         failed = "; failed: " + ", ".join(
             f"{name} ({'timed out' if why.get('timed_out') else 'see cmd/errors.json'})" for name, why in sorted(res.failed.items())
         )
+    logs_text = ""
+    if res.logs:
+        cut = [log.name for log in res.logs if log.cut]
+        logs_text = f", {len(res.logs)} log(s) in logs/" + (f" ({', '.join(cut)}: middle left out, see bundle.json)" if cut else "")
     sys.stderr.write(
-        f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}, "
-        f"{max(1, round(res.size / 1024))} KiB\n"
+        f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}"
+        f"{logs_text}, {max(1, round(res.size / 1024))} KiB\n"
     )
+    for log in res.logs:
+        if log.error:
+            sys.stderr.write(f"rdmadoctor: warning: {log.source}: {log.error}\n")
     return 0

@@ -76,16 +76,21 @@ def run_diagnose(
     if files.count("-") > 1:
         return fail_usage("stdin (-) can be read only once", SEE_HELP)
 
-    from rdmadoctor.logs import diagnose_paths
+    from rdmadoctor.logs import Diagnoser
 
-    diagnosis = None
+    # Read the files here, before the checks: a progress line on a terminal, stdin read once, and
+    # "nothing could be read" known before anything runs. The logs.diagnose check finishes it.
+    reader = None
     if files:
-        diagnosis = diagnose_paths(files, stdin=stdin, progress=_progress(files))
-        for src in diagnosis.sources:
+        reader = Diagnoser()
+        tick = _progress(files)
+        for path in files:
+            reader.read(path, stdin=stdin, progress=tick)
+        for src in reader.sources:
             if src.get("error"):
                 sys.stderr.write(f"rdmadoctor: warning: {src['error']}\n")
-        if not diagnosis.read_any and not node:
-            errors = [s["error"] for s in diagnosis.sources if s.get("error")]
+        if not any(s.get("bytes") for s in reader.sources) and not node:
+            errors = [s["error"] for s in reader.sources if s.get("error")]
             why = "; ".join(errors) if errors else "every input was empty"
             return fail_usage(f"nothing could be read: {why}", "give a log file with text in it (NCCL_DEBUG=INFO output, kubectl logs, a pasted terminal session)")
 
@@ -102,7 +107,7 @@ def run_diagnose(
         sets=list(sets or []),
         strict=strict,
         logs=files,
-        log_diagnosis=diagnosis,
+        log_diagnosis=reader,
     )
     host = None
     if not node:
@@ -115,8 +120,7 @@ def run_diagnose(
     except UsageError as e:
         return fail_usage(str(e), e.hint or SEE_HELP)
     rep = result.report
-    if diagnosis is not None:
-        rep.setdefault("inventory", {})["logs"] = {"sources": diagnosis.sources, "notes": diagnosis.notes}
+    notes = ((rep.get("inventory") or {}).get("logs") or {}).get("notes") or []
     try:
         if as_json:
             sys.stdout.write(json.dumps(rep, indent=2) + "\n")
@@ -124,7 +128,7 @@ def run_diagnose(
             from rdmadoctor.output.text import render_report
 
             render_report(rep, verbose=verbose)
-            for note in (diagnosis.notes if diagnosis is not None else ()):
+            for note in notes:
                 sys.stderr.write(f"rdmadoctor: note: {note}\n")
         sys.stdout.flush()
     except BrokenPipeError:

@@ -25,6 +25,66 @@ def fail_usage(message: str, hint: str = "") -> int:
     return USAGE_EXIT
 
 
+# The ranges of the number options, one place for every command (seconds unless said). A value
+# outside is a usage error: `nan` compares false with everything and `inf` overflows a clock or a
+# time stamp, so neither may reach the code that waits or writes; the upper bounds are far above
+# any real need and far below what overflows (a time_t, an RFC 3339 year, threading's wait).
+TOOL_TIMEOUT_MAX = 3600.0  # check/preflight --timeout: one tool's run
+EXPIRY_MAX = 365 * 86400.0  # label/agent --expiry: the NFD labels' lifetime
+INTERVAL_MIN = 0.1  # agent --interval: below this the agent runs cycle after cycle (busy)
+INTERVAL_MAX = 86400.0
+MASTER_TIMEOUT_MAX = 86400.0  # preflight --master-timeout
+MIN_RATE_MAX = 10000.0  # preflight --min-rate, Gb/s (as min_rate_gbps)
+
+
+def _number(value: Any) -> str:
+    """A number as typed, short: ints of any size (str() of one over 4300 digits raises)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        if value.bit_length() > 64:
+            return f"{'-' if value < 0 else ''}a number of more than 19 digits"
+        return str(value)
+    if isinstance(value, float):
+        if value == value and abs(value) < 1e15 and value == int(value):
+            return str(int(value))  # 31536000, not 3.1536e+07
+        return f"{value:g}"
+    return repr(value)
+
+
+def check_number(
+    option: str,
+    value: Any,
+    *,
+    low: float,
+    high: float,
+    low_open: bool = True,
+    unit: str = "seconds",
+    hint: str = "",
+) -> int | None:
+    """None when ``value`` (None: not given) is a finite number in range; else print the usage
+    error and return its exit code. ``low_open``: ``low`` itself is refused (``> 0``: positive).
+
+    Imported on the fast paths (no typer, no math): NaN is the one value not equal to itself.
+    """
+    if value is None:
+        return None
+    shown = _number(value)
+    units = f" {unit}" if unit else ""
+    span = f"more than {_number(low)} and at most {_number(high)}{units}" if low_open else f"{_number(low)}..{_number(high)}{units}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return fail_usage(f"{option} must be a number ({span}), got {shown}", hint)
+    if low <= value <= high and not (low_open and value == low):
+        return None
+    if low_open:
+        if value <= low:
+            return fail_usage(f"{option} must be {'positive' if low == 0 else f'more than {_number(low)}{units}'}, got {shown}", hint)
+        return fail_usage(f"{option} must be at most {_number(high)}{units}, got {shown}", hint)  # inf included
+    if value <= 0 < low:
+        return fail_usage(f"{option} must be positive ({span}), got {shown}", hint)
+    return fail_usage(f"{option} must be {span}, got {shown}", hint)
+
+
 def _close(word: str, choices: list[str], cutoff: float) -> list[str]:
     from difflib import get_close_matches
 

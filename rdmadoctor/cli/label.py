@@ -23,6 +23,7 @@ EXPIRY_HELP = (
     "Seconds the NFD labels stay valid (written as '# +expiry-time=' in the file): if rdmadoctor "
     "stops, NFD drops them after this. Keep it a few agent intervals long."
 )
+EXPIRY_HINT = "seconds, a few agent intervals long: e.g. --expiry 600 (the default); at most a year (31536000)"
 NODE_HELP = "Node to patch with --publish node / --conditions. Default: $NODE_NAME (downward API spec.nodeName)."
 KUBECONFIG_HELP = "Kubeconfig for --publish node / --conditions. Default: in-cluster ServiceAccount, then $KUBECONFIG, then ~/.kube/config."
 PREFIX_HELP = (
@@ -97,11 +98,14 @@ def run_label(
     conditions: bool = False,
     dry_run: bool = False,
 ) -> int:
-    from rdmadoctor.cli.errors import fail_usage
+    from rdmadoctor.cli.errors import EXPIRY_MAX, check_number, fail_usage
     from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
     from rdmadoctor.runner import Options, UsageError, diagnose
 
     # Options first: a wrong flag should not cost a whole diagnosis.
+    bad = check_number("--expiry", expiry, low=0, high=EXPIRY_MAX, hint=EXPIRY_HINT)
+    if bad is not None:
+        return bad
     try:
         pub = make_publisher(
             publish, features_dir=features_dir or DEFAULT_FEATURES_DIR, expiry=expiry, node=node,
@@ -115,6 +119,14 @@ def run_label(
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report
+        if not report.get("labels"):
+            # Every run that judged something computes ready=true|false at least: none at all means
+            # something upstream broke, and an empty set would take every label off the node.
+            sys.stderr.write(
+                "rdmadoctor: label: not publishing: the report has no labels (no check could run); "
+                "an empty set would remove the node's labels. Run `rdmadoctor check --scope node` to see why\n"
+            )
+            return 2
         try:
             written = pub.publish(report)
         except PublishConfigError as e:

@@ -76,14 +76,36 @@ def parse_argv(args: "list[str]") -> "dict[str, Any] | None":
 
 def run_preflight(**kwargs: "Any") -> int:
     """Run the gate; a usage problem it raises becomes ``rdmadoctor: error: ...`` and exit 2."""
-    from rdmadoctor.cli.errors import fail_usage
+    from rdmadoctor.cli import errors as E
     from rdmadoctor.preflight.run import run_preflight as run
     from rdmadoctor.runner import UsageError
 
+    bad = _bad_number(kwargs)
+    if bad is not None:
+        return bad
     try:
         return run(**kwargs)
     except UsageError as e:
-        return fail_usage(str(e), e.hint)
+        return E.fail_usage(str(e), e.hint)
+
+
+def _bad_number(kwargs: "dict[str, Any]") -> "int | None":
+    """The number options, finite and in range, before anything runs (both parsers end here).
+    --master-port is judged with MASTER_PORT, where rank 0 is found (preflight.master)."""
+    from rdmadoctor.cli import errors as E
+
+    for option, key, low, high, low_open, unit, hint in (
+        ("--timeout", "timeout", 0, E.TOOL_TIMEOUT_MAX, True, "seconds",
+         "it bounds each tool the checks run, as in `check` (default 5, at most an hour); the wait for rank 0 is --master-timeout"),
+        ("--master-timeout", "master_timeout", 0, E.MASTER_TIMEOUT_MAX, False, "seconds",
+         "how long --wait-for-master waits for rank 0, e.g. --master-timeout 600 (default 300, at most a day)"),
+        ("--min-rate", "min_rate", 0, E.MIN_RATE_MAX, True, "Gb/s",
+         "the lowest acceptable port rate, e.g. --min-rate 400 for NDR, 200 for HDR"),
+    ):
+        bad = E.check_number(option, kwargs.get(key), low=low, high=high, low_open=low_open, unit=unit, hint=hint)
+        if bad is not None:
+            return bad
+    return None
 
 
 def register(app: "Any") -> None:

@@ -171,7 +171,9 @@ def _load_file(path: str) -> dict[str, Any]:
     if path.endswith(".json"):
         try:
             data = json.loads(raw)
-        except (ValueError, RecursionError) as e:
+        except RecursionError as e:
+            raise _too_deep(f"config {path} is not valid JSON:") from e
+        except ValueError as e:
             raise ConfigError(f"config {path} is not valid JSON: {e}") from e
     else:
         try:
@@ -180,11 +182,22 @@ def _load_file(path: str) -> dict[str, Any]:
             import tomli as tomllib  # type: ignore[no-redef]
         try:
             data = tomllib.loads(raw.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        except RecursionError as e:
+            raise _too_deep(f"config {path} is not valid TOML:") from e
+        except (ValueError, UnicodeDecodeError) as e:
             raise ConfigError(f"config {path} is not valid TOML: {e}") from e
     if not isinstance(data, dict):
         raise ConfigError(f"config {path}: expected a table of expectations at the top level")
     return data
+
+
+def _too_deep(what: str) -> ConfigError:
+    """JSON's and TOML's readers recurse once a level: a value nested thousands deep exhausts
+    Python's stack (RecursionError). No expectation is more than a list of names."""
+    return ConfigError(
+        f"{what} nested too deeply to read (arrays or tables thousands of levels deep)",
+        "an expectation is a number, a string, true/false or a list of names; `rdmadoctor list-checks` lists them",
+    )
 
 
 def _json_value(text: str) -> Any:
@@ -208,7 +221,14 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             raise ConfigError(
                 f"--set {item!r}: expected KEY=VALUE", "e.g. --set min_rate_gbps=200; `rdmadoctor list-checks` lists the keys"
             )
-        out[key.strip()] = _json_value(value)
+        try:
+            out[key.strip()] = json.loads(value)
+        except RecursionError as e:
+            # Not "a string that is not JSON": [[[[... was meant as JSON, and taken as a name
+            # it would be a list of one odd name.
+            raise _too_deep(f"--set {key.strip()}: the value is") from e
+        except ValueError:
+            out[key.strip()] = value
     return out
 
 

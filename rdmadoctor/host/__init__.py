@@ -17,6 +17,7 @@ are not files), ``tools`` (commands a live host runs), ``memory`` (a tree for te
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import posixpath
@@ -29,11 +30,13 @@ if TYPE_CHECKING:
     from rdmadoctor.host.tools import CmdResult
 
 __all__ = [
-    "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "MAX_BUNDLE", "MAX_READ", "CmdResult", "Host",
+    "COMMANDS", "DEFAULT_TIMEOUT", "ENV_NAMES", "ENV_PREFIXES", "LOGS_DIR", "MAX_BUNDLE", "MAX_LOGS", "MAX_READ", "CmdResult", "Host",
     "HostError", "Link", "MemTree", "Runtime", "filter_env", "live_runtime", "mem_host", "open_host", "run_tool",
 ]
 
 MAX_READ = 4 * 1024 * 1024  # no sysfs or proc file we read is near this; a bigger one is not ours
+LOGS_DIR = "/logs"  # a bundle's job logs (`collect --log`); read in pieces, never whole
+MAX_LOGS = 256
 DEFAULT_TIMEOUT = 5.0  # seconds a live host gives each tool (tools.COMMANDS)
 _MAX_LINKS = 40  # symlinks followed in one lookup, as the kernel's MAXSYMLINKS
 _MAX_PATH = 4096  # PATH_MAX
@@ -106,8 +109,36 @@ class _DirTree(_Tree):
         with f:
             return f.read(limit)
 
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        import stat
+
+        fd = os.open(self._p(path), _OPEN_FLAGS)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"not a regular file: {path}")
+            return os.pread(fd, size, offset)
+        finally:
+            os.close(fd)
+
     def listdir(self, path: str) -> list[str]:
         return os.listdir(self._p(path))
+
+
+class _TreeFile(io.RawIOBase):
+    """A file of a tree as a stream, read ``read_at`` piece by piece."""
+
+    def __init__(self, tree: _Tree, path: str):
+        self._tree, self._path, self._pos = tree, path, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:  # noqa: ANN001 - a writable buffer
+        data = self._tree.read_at(self._path, self._pos, len(b))
+        n = len(data)
+        b[:n] = data
+        self._pos += n
+        return n
 
 
 class Host:
@@ -124,6 +155,7 @@ class Host:
         self.timeout = DEFAULT_TIMEOUT
         self.trace: list[str] = []  # every path and command read, for `collect`
         self._cmd_cache: dict[str, CmdResult] = {}
+        self._transcripts: dict[str, list | None] = {}
         self._reads: dict[tuple[str, int], bytes | None] = {}
 
     # ---- path resolution inside the host ------------------------------------------------
@@ -286,6 +318,53 @@ class Host:
         os.close(fd)
         return None
 
+    # ---- a bundle's job logs ---------------------------------------------------------------
+    def logs(self) -> list[str]:
+        """The job logs a bundle carries: its regular files under ``logs/`` (``collect --log``),
+        sub-folders included, sorted; at most MAX_LOGS. [] for a live host or a mounted root,
+        whose /logs is not ours to read."""
+        if self.kind != "bundle":
+            return []
+        # Not in self.trace: the trace tells `collect` what to copy from a host, and logs/ is
+        # never a host's (collect takes logs from --log only).
+        out: list[str] = []
+        todo = [(LOGS_DIR, 0)]
+        while todo and len(out) < MAX_LOGS:
+            folder, depth = todo.pop()
+            real_folder = self.realpath(folder)
+            try:
+                names = sorted(self._tree.listdir(real_folder)) if real_folder is not None else []
+            except (OSError, ValueError):
+                names = []
+            for name in reversed(names):
+                path = f"{folder}/{name}"
+                real = self.realpath(path)
+                if real is None:
+                    continue
+                kind = self._tree.kind(real)
+                if kind == "dir" and depth < 4:
+                    todo.append((path, depth + 1))
+                elif kind == "file":
+                    out.append(path)
+        return sorted(out[:MAX_LOGS])
+
+    def open_log(self, path: str):  # noqa: ANN201 - a binary stream
+        """A job log of the bundle as a binary stream read in pieces: a log of gigabytes in a
+        bundle folder never sits whole in memory. A gzipped log comes as it is stored;
+        rdmadoctor.logs.reader.chunks gunzips it member by member. Raises HostError."""
+        real = self.realpath(path)
+        if real is None or self._tree.kind(real) != "file":
+            raise HostError(f"{path}: not a file in the bundle")
+        stream = io.BufferedReader(_TreeFile(self._tree, real), 1 << 20)
+        try:
+            head = stream.peek(2)[:2]
+        except (OSError, ValueError) as e:
+            raise HostError(f"{path}: cannot read it ({e})") from None
+        except Exception as e:  # noqa: BLE001 - a corrupt tar member
+            raise HostError(f"{path}: cannot read it ({type(e).__name__}: {e})") from None
+        del head
+        return stream
+
     # ---- non-file facts -------------------------------------------------------------------
     @property
     def runtime(self) -> Runtime:
@@ -310,12 +389,46 @@ class Host:
         self._cmd_cache[name] = res
         return res
 
+    def _transcript(self, rel: str, text: str | None = None) -> list | None:
+        """The parts of a recorded cmd/*.txt that is a terminal transcript; None when it is not one."""
+        if rel not in self._transcripts:
+            from rdmadoctor.host.transcript import split
+
+            if text is None:
+                data = self.read_bytes(rel)
+                text = None if data is None else data.decode("utf-8", "replace")
+            stem = posixpath.basename(rel)[:-4]
+            self._transcripts[rel] = None if text is None else split(text, stem)
+        return self._transcripts[rel]
+
+    def _from_transcripts(self, name: str, own: str) -> CmdResult | None:
+        """Every part of the bundle's transcripts that is ``name``'s output (its own file first)."""
+        files = [own] + [f"/cmd/{n}" for n in self.listdir("/cmd") if n.endswith(".txt") and f"/cmd/{n}" != own]
+        found = [(f, p) for f in files for p in (self._transcript(f) or ()) if p.name == name]
+        if not found:
+            return None
+        from rdmadoctor.host.tools import CmdResult
+
+        where = ", ".join(f"{f[1:]} line {p.line - 1 if p.command else p.line} (`{p.command or name}`)" for f, p in found[:4])
+        if len(found) > 4:
+            where += f" and {len(found) - 4} more"
+        return CmdResult(name, "\n".join(p.text for _, p in found), source=f"bundle transcript: {where}")
+
     def _cmd(self, name: str) -> CmdResult:
         from rdmadoctor.host.tools import COMMANDS, CmdResult, run_tool
 
         rel = f"/cmd/{name}.txt"
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)
+            text = None if data is None else data.decode("utf-8", "replace")
+            if text is not None and self._transcript(rel, text) is None:
+                return CmdResult(name, text, source=f"bundle:{rel[1:]}")
+            # A terminal transcript (here or in another cmd/*.txt): the parts of this command.
+            found = self._from_transcripts(name, rel)
+            if found is not None:
+                return found
+            if text is not None:
+                return CmdResult(name, None, error=f"{rel[1:]} is a terminal transcript with no `{name}` command in it")
             if data is None:
                 # collect records why a tool gave nothing (timed out, failed) in cmd/errors.json.
                 try:

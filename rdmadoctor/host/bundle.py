@@ -348,6 +348,18 @@ class _TarTree(_Tree):
         _, off, size, _ = m
         return self._raw[off : off + min(size, limit)]
 
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        m = self._members.get(path)
+        for _ in range(8):
+            if m is None or m[0] != "hard":
+                break
+            m = self._members.get(m[3])
+        if m is None or m[0] != "file":
+            raise FileNotFoundError(path)
+        _, off, length, _ = m
+        start = off + min(max(offset, 0), length)
+        return self._raw[start : off + min(length, max(offset, 0) + size)]
+
     def listdir(self, path: str) -> list[str]:
         if path not in self._children:
             if self.kind(path) == "dir":

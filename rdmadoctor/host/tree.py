@@ -21,5 +21,10 @@ class _Tree:
     def read(self, path: str, limit: int) -> bytes:
         raise NotImplementedError
 
+    def read_at(self, path: str, offset: int, size: int) -> bytes:
+        """``size`` bytes of a regular file from ``offset`` (fewer at its end): a job log of gigabytes
+        is read in pieces, never whole. Trees that can seek do better than this fallback."""
+        return self.read(path, offset + size)[offset:]
+
     def listdir(self, path: str) -> list[str]:
         raise NotImplementedError

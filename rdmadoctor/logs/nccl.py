@@ -26,7 +26,7 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
@@ -51,6 +51,10 @@ class NcclFacts:
         self.net_channels = 0  # NET channel lines seen
         self.net_channels_gdr = 0
         self.socket_channel_hosts: set[str | None] = set()
+        # NCCL <= 2.5 may print no "Using network" line: "NET/IB : No device found." then
+        # "NET/Socket : Using [0]eth0" on one host says it runs on sockets.
+        self.no_ib_hosts: set[str | None] = set()
+        self.socket_iface_hosts: set[str | None] = set()
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
@@ -74,6 +78,8 @@ class NcclFacts:
         if ": Using [" in text or ":Using [" in text:
             m = _SOCK_DEVS.search(text)
             if m:
+                if len(self.socket_iface_hosts) < self.MAX:
+                    self.socket_iface_hosts.add(host)
                 for name in _SOCK_DEV.findall(m.group(1)):
                     if name not in self.socket_ifaces and len(self.socket_ifaces) < self.MAX:
                         self.socket_ifaces.append(name)
@@ -84,6 +90,8 @@ class NcclFacts:
                         dev = {"name": name, "port": int(port), "link_layer": LINK_LAYER_WORDS.get(ll, ll)}
                         if dev not in self.net_devices and len(self.net_devices) < self.MAX:
                             self.net_devices.append(dev)
+        if "No device found" in text and "NET/IB" in text and len(self.no_ib_hosts) < self.MAX:
+            self.no_ib_hosts.add(host)
         if "plugin" in text:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
@@ -118,19 +126,29 @@ class NcclFacts:
             self.connected = True
 
     # -- derived ------------------------------------------------------------------------
+    def _implied(self) -> dict[str | None, str]:
+        """Hosts that said no IB device and then listed socket interfaces, without a network line."""
+        if self.networks:
+            return {h: "Socket" for h in self.no_ib_hosts & self.socket_iface_hosts if h not in self.networks}
+        if self.no_ib_hosts and self.socket_iface_hosts:  # interleaved ranks: any host said both halves
+            return {h: "Socket" for h in self.no_ib_hosts | self.socket_iface_hosts}
+        return {}
+
     def network(self) -> str | None:
-        if not self.networks:
+        nets = {**self._implied(), **self.networks}
+        if not nets:
             if self.socket_channel_hosts:
                 return "Socket"
             return None
         counts: dict[str, int] = {}
-        for n in self.networks.values():
+        for n in nets.values():
             counts[n] = counts.get(n, 0) + 1
         return max(counts, key=lambda n: (counts[n], n not in SOCKET_NETWORKS))
 
     def socket_hosts(self) -> list[str] | None:
         """Hosts whose NCCL used sockets between nodes; None when the log does not say per host."""
-        hosts = {h for h, n in self.networks.items() if is_socket(n, None)} | self.socket_channel_hosts
+        nets = {**self._implied(), **self.networks}
+        hosts = {h for h, n in nets.items() if is_socket(n, None)} | self.socket_channel_hosts
         if None in hosts:
             hosts.discard(None)
             if not hosts and not self.hosts:

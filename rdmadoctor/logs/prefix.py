@@ -27,7 +27,7 @@ _WRAPPERS = re.compile(
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
     r"(?P<host>[\w.-]+):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
-    r"(?:(?P<loc>[\w./-]+:\d{1,6}) )?NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?"
+    r"(?:(?P<loc>[\w./-]+:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d{1,6})\]|\brank (\d{1,6})\b")
 

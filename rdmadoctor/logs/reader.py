@@ -53,7 +53,7 @@ def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
     """
     try:
         first = stream.read(size)
-    except OSError as e:
+    except (OSError, EOFError, ValueError) as e:
         raise TruncatedInput(f"reading stopped: {e}") from None
     if first[:2] == _GZIP:
         yield from _gunzip(stream, first, size)
@@ -63,7 +63,7 @@ def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
         yield data
         try:
             data = stream.read(size)
-        except OSError as e:
+        except (OSError, EOFError, ValueError) as e:
             raise TruncatedInput(f"reading stopped: {e}; the part before was diagnosed") from None
 
 

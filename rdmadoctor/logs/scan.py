@@ -41,7 +41,7 @@ MAX_SEGMENT_LINES = 20000
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
-    "Using internal Network",
+    "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
@@ -62,6 +62,11 @@ _HEADERS = (
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
 )
+# Lines that carry an error whatever its words: a needle with no rare character to anchor it
+# ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
+# says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
+_CONTEXT_NEEDLES = ("NCCL WARN", "ERROR", "Error", "Last error", "Warning")
+LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
@@ -78,16 +83,25 @@ def _prompt_with_command() -> str:
     return PROMPT[: -len(tail)] + r"\s*[$#%>](?:\s+(?P<cmd>.*))?$"
 
 
-def _anchor(literal: str) -> str | None:
-    """The longest tail of ``literal`` that starts at a rare character (at least 3 long), or None."""
+# Rare characters by preference as the start of an anchor: the ones least seen in NCCL's own
+# INFO lines first ("NCCL INFO", "NET/IB", "RDMA" are full of N, C, I, L, A, R, D, M, E, S, T).
+_PREFERRED = "_'!QZXJKYVOWUGPFHB$#DMESTRLACIN"
+
+
+def _anchors(literal: str) -> list[str]:
+    """The tails of ``literal`` the scan may look for (each at least 3 long, starting at a rare
+    character), best first; [] for a literal with none."""
     if not literal.isascii():
-        return None
-    for i, ch in enumerate(literal):
-        if len(literal) - i < min(3, len(literal)):
-            break
-        if ch in _RARE:
-            return literal[i:]
-    return None
+        return []
+    shortest = min(3, len(literal))
+    starts = [i for i, ch in enumerate(literal) if ch in _RARE and len(literal) - i >= shortest]
+    starts.sort(key=lambda i: (_PREFERRED.find(literal[i]) % len(_PREFERRED), i))
+    return [literal[i:] for i in starts]
+
+
+def _anchor(literal: str) -> str | None:
+    tails = _anchors(literal)
+    return tails[0] if tails else None
 
 
 def _trie(words: list[str]) -> str:
@@ -161,27 +175,48 @@ class _Tables:
         for p in patterns:
             self.by_needle.setdefault(p.needle, []).append(p)
         self.regex = {p.id: re.compile(p.regex) for p in patterns}
-        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES)
+        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
+        self.verify = re.compile("|".join(alts).encode())
         # The scan over the bytes: each needle is found through its anchor, the part of it that
         # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
         # first-character set the regex engine checks in C; needles without a rare character are
         # found with bytes.find. A candidate line is then checked for the whole needle.
+        # A needle without a rare character is not scanned for: it is found on the lines the
+        # context needles make candidates (tests/test_kb.py feeds every row's examples through
+        # the scan to keep that true). self.plain lists them, for that test and for --json.
+        # Translated, a tail made of rare characters matches any run of them ("WARN" matches
+        # "NCCL", "GDRD"): such false candidates cost a check of the line against every needle
+        # (self.verify, a few microseconds) before anything else is done with it.
         anchors, plain = set(), set()
-        for lit in literals | set(_PROMPT_ANCHORS):
+        for lit in literals:
             a = _anchor(lit)
             (anchors.add(a) if a else plain.add(lit))
         # Each anchor's first (rare) character is translated to \x01 before the scan, so the
         # pattern starts with one literal byte: the engine looks for that byte alone, two to three
-        # times faster than testing every byte against a set of first characters.
+        # times faster than testing every byte against a set of first characters. The prompt
+        # characters get \x02 and a pattern of their own: "$ " as an anchor of the trie would be
+        # "\x01 ", any rare character before a space.
         table = bytearray(range(256))
         for a in anchors:
             table[ord(a[0])] = 1
+        for ch in _PROMPT_ANCHORS:
+            table[ord(ch[0])] = 2
         self.table = bytes(table)
+        self.prompt_scan = re.compile(b"\x02 ")
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
-        self.plain = tuple(sorted(x.encode() for x in plain))
+        # A needle with no anchor of its own whose rows' examples all carry another anchor (a
+        # WARN, an ERROR) is found through that; the others are searched for with bytes.find.
+        fast_text = self.fast
+        uncovered = set()
+        for lit in plain:
+            for p in self.by_needle.get(lit, ()):
+                for ex in p.examples or ("",):
+                    if fast_text is None or fast_text.search(ex.encode().translate(self.table)) is None:
+                        uncovered.add(lit)
+        self.plain = tuple(sorted(x.encode() for x in uncovered))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
@@ -217,7 +252,9 @@ class Diagnoser:
         self._lineno = 0  # lines completed in this source
         self._seg: dict | None = None  # the tool output being collected
         self._cut_lines = 0
-        self._socket_seen: tuple | None = None  # (seq, evidence) of the first line showing NCCL on sockets
+        self._socket_seen: tuple | None = None
+        self._follow = 0  # lines still to read after a "Last error:" line
+        self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -264,6 +301,43 @@ class Diagnoser:
             self._tail = b""
             self._skipping = True
 
+    def read(self, path: str, *, stdin=None, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+        """Read one file (plain or gzip; ``-``: stdin) to its end; what stops it is that source's error."""
+        from rdmadoctor.logs import reader
+
+        self._ensure_source(path)
+        try:
+            stream = reader.open_source(path, stdin=stdin)
+        except reader.SourceError as e:
+            self.error(str(e), path)
+            self.end_source()
+            return
+        try:
+            self.read_stream(path, stream, progress=progress)
+        finally:
+            if path != "-":
+                stream.close()
+
+    def read_stream(self, name: str, stream, *, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+        """Read a binary stream (plain or gzip) to its end as the source ``name``."""
+        from rdmadoctor.logs import reader
+
+        src = self._ensure_source(name)
+        try:
+            first = True
+            for chunk in reader.chunks(stream):
+                if first and _binary(chunk):
+                    self.error(f"{name}: binary data (NUL bytes), not a log: nothing read")
+                    src["bytes"] = 0
+                    break
+                first = False
+                self.feed(chunk, source=name)
+                if progress is not None:
+                    progress(len(chunk))
+        except reader.TruncatedInput as e:
+            self.error(f"{name}: {e}")
+        self.end_source()
+
     def error(self, message: str, source: str | None = None) -> None:
         """Record why a source could not be read (wholly or from some point on)."""
         if source is not None:
@@ -299,29 +373,39 @@ class Diagnoser:
                 continue
             while i < len(starts) and starts[i] < pos:
                 i += 1
-            if i == len(starts):
+            forced = self._follow > 0
+            if forced:  # a line after "Last error:": read whatever it holds
+                self._follow -= 1
+                ls = pos
+            elif i == len(starts):
                 self._lineno += block.count(b"\n", pos)
                 return
-            ls = starts[i]
-            i += 1
+            else:
+                ls = starts[i]
+                i += 1
             self._lineno += block.count(b"\n", pos, ls) + 1
             le = block.find(b"\n", ls)
-            self._line(block[ls:le], self._lineno)
+            raw = block[ls:le]
+            if forced or self.t.verify.search(raw) or b"$ " in raw or b"# " in raw:
+                self._line(raw, self._lineno)
             pos = le + 1
 
     def _candidates(self, block: bytes) -> list[int]:
         """Starts of the lines of ``block`` that may hold a needle, in order."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
+        tb = block.translate(self.t.table)
         if self.t.fast is not None:
-            for m in self.t.fast.finditer(block.translate(self.t.table)):
+            for m in self.t.fast.finditer(tb):
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
+        for m in self.t.prompt_scan.finditer(tb):
+            starts.add(rfind(b"\n", 0, m.start()) + 1)
         for lit in self.t.plain:
             j = find(lit)
             while j >= 0:
-                ls = rfind(b"\n", 0, j) + 1
-                starts.add(ls)
-                j = find(lit, find(b"\n", j) + 1) if find(b"\n", j) >= 0 else -1
+                starts.add(rfind(b"\n", 0, j) + 1)
+                nl = find(b"\n", j)
+                j = find(lit, nl + 1) if nl >= 0 else -1
         return sorted(starts)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
@@ -332,7 +416,7 @@ class Diagnoser:
         while pos < n:
             le = block.find(b"\n", pos)
             raw = block[pos:le]
-            text = raw.decode("utf-8", "replace").rstrip()
+            text = _unquote(raw.decode("utf-8", "replace").rstrip())
             if self._ends_segment(text, seg):
                 self._close_segment()
                 return pos  # the line is scanned again, as a line of its own
@@ -380,7 +464,9 @@ class Diagnoser:
                      "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
 
     def _line(self, raw: bytes, lineno: int) -> None:
-        text = raw.decode("utf-8", "replace").rstrip()
+        text = _unquote(raw.decode("utf-8", "replace").rstrip())
+        if "Last error" in text:
+            self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
         if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
             command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
@@ -401,8 +487,13 @@ class Diagnoser:
         body, meta = prefix.split(text)
         if meta.level is not None or "NCCL" in text:
             self.facts.feed(body, meta.host)
-            if self._socket_seen is None and ("Using network" in body or "via NET/" in body) and (
-                    any(is_socket(n, None) for n in self.facts.networks.values()) or self.facts.socket_channel_hosts):
+            # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
+            # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
+            explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
+            if ("Using " in body or "via NET/" in body) and (
+                    self._socket_seen is None and (explicit or self.facts._implied())
+                    or self._socket_seen is not None and not self._socket_explicit and explicit):
+                self._socket_explicit = explicit
                 self._socket_seen = ((self._src_index, lineno), {
                     "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
                     "host": meta.host, "rank": meta.rank, "time": meta.time})
@@ -461,6 +552,15 @@ class Diagnoser:
             pass
 
     # -- the verdict ----------------------------------------------------------------------
+    def fallback_reason(self) -> str | None:
+        """The earliest problem seen so far that explains a fall back to sockets, worded as the
+        NCCL_SOCKET_FALLBACK finding words it ("... (NCCL_IB_DISABLED_BY_ENV)"); None: none yet."""
+        for a in sorted(self.aggs.values(), key=lambda a: a.seq):
+            p = a.pattern
+            if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
+                return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
+        return None
+
     def finish(self) -> Diagnosis:
         self.end_source()
         nccl = self.facts.to_json()
@@ -484,6 +584,13 @@ class Diagnoser:
         if self._cut_lines:
             notes.append(f"{self._cut_lines} line(s) longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
+
+
+def _unquote(text: str) -> str:
+    """A line of a ticket's paste with markdown's inline-code backticks around it removed."""
+    if text.startswith("`") or text.endswith("`"):
+        return text.strip("`")
+    return text
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
@@ -518,36 +625,54 @@ LOOKAHEAD_LINES = 8
 
 
 def _link(aggs: list[_Agg]) -> list[Finding]:
-    """Findings in order, each symptom linked to the earliest problem seen before it."""
-    out: list[Finding] = []
-    roots: list[tuple[_Agg, Finding]] = []
-    all_roots = [(a, _finding(a)) for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)]
-    for a in aggs:
-        f = _finding(a)
+    """Findings in order, each symptom linked to its cause.
+
+    A symptom's cause is the earliest problem seen before it (one its row ``follows`` first), else
+    the first one in the next LOOKAHEAD_LINES lines of the same input. Two passes: a symptom that
+    finds no cause among the root problems (``Error while creating shared memory segment`` quoted
+    alone under PyTorch's ``Last error:``) is a root itself, and the symptoms left over link to it.
+    """
+    found = [_finding(a) for a in aggs]
+    problem = [a.pattern.severity in (ERROR, WARNING) for a in aggs]
+    cause: dict[int, int] = {}
+    roots = [i for i, a in enumerate(aggs) if problem[i] and not a.symptom]
+    for i, a in enumerate(aggs):
         if a.symptom:
-            cause = _cause_for(a, roots) or _cause_for(a, [
-                (ra, rf) for ra, rf in all_roots
-                if ra.seq[0] == a.seq[0] and a.seq[1] <= ra.seq[1] <= a.seq[1] + LOOKAHEAD_LINES])
-            if cause is not None:
-                ca, cf = cause
-                ev = ca.evidence[0] if ca.evidence else {}
-                f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
-                f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
-        elif a.pattern.severity in (ERROR, WARNING):
-            roots.append((a, f))
+            c = _cause_for(aggs, i, roots)
+            if c is not None:
+                cause[i] = c
+    more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause])
+    for i, a in enumerate(aggs):
+        if a.symptom and i not in cause:
+            c = _cause_for(aggs, i, [j for j in more if j != i])
+            if c is not None and cause.get(c) != i:
+                cause[i] = c
+    out: list[Finding] = []
+    for i, f in enumerate(found):
+        if i in cause:
+            ca, cf = aggs[cause[i]], found[cause[i]]
+            ev = ca.evidence[0] if ca.evidence else {}
+            f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
+            f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
         out.append(f)
     return out
 
 
-def _cause_for(a: _Agg, roots: list[tuple[_Agg, Finding]]) -> tuple[_Agg, Finding] | None:
-    if not roots:
-        return None
+def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
+    a = aggs[i]
+    before = [j for j in candidates if j < i]
     wanted = set(a.pattern.follows)
     if wanted:
-        for ra, rf in roots:
-            if rf.code in wanted or ra.pattern.id in wanted:
-                return ra, rf
-    return roots[0]
+        for j in before:
+            if aggs[j].pattern.code in wanted or aggs[j].pattern.id in wanted:
+                return j
+    if before:
+        return before[0]
+    for j in candidates:
+        b = aggs[j]
+        if j > i and b.seq[0] == a.seq[0] and a.seq[1] <= b.seq[1] <= a.seq[1] + LOOKAHEAD_LINES:
+            return j
+    return None
 
 
 def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> Finding | None:
@@ -556,7 +681,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         return None
     hosts = nccl.get("socket_hosts")
     net = nccl.get("network")
-    socket_net = [n for n in facts.networks.values() if is_socket(n, None)]
+    socket_net = [n for n in {**facts._implied(), **facts.networks}.values() if is_socket(n, None)]
     if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin"))):
         return None
     name = socket_net[0] if socket_net else (nccl.get("plugin") or "Socket")
@@ -607,33 +732,9 @@ def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
 
 def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:  # noqa: ANN001
     """Every path (``-``: stdin) read in chunks; a path that cannot be read is an error of its own."""
-    from rdmadoctor.logs import reader
-
     d = Diagnoser(**kw)
     for path in paths:
-        d._ensure_source(path)
-        try:
-            stream = reader.open_source(path, stdin=stdin)
-        except reader.SourceError as e:
-            d.error(str(e), path)
-            continue
-        try:
-            first = True
-            for chunk in reader.chunks(stream):
-                if first and _binary(chunk):
-                    d.error(f"{path}: binary data (NUL bytes), not a log: nothing read")
-                    d._source["bytes"] = 0  # type: ignore[index]
-                    break
-                first = False
-                d.feed(chunk, source=path)
-                if progress is not None:
-                    progress(len(chunk))
-        except reader.TruncatedInput as e:
-            d.error(f"{path}: {e}")
-        finally:
-            if path != "-":
-                stream.close()
-        d.end_source()
+        d.read(path, stdin=stdin, progress=progress)
     return d.finish()
 
 

@@ -125,6 +125,14 @@ def summary_line(rep: dict[str, Any]) -> str:
     status = rep["status"]
     head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']})"
     missing = undecided(rep)
+    if host["kind"] == "logs":  # no node was judged: the verdict is the log's
+        roots, followers, errors, warnings = _problem_counts(rep)
+        if status == "unknown":
+            return f"UNKNOWN: {name}: {missing or 'the log could not be read'}"
+        if not roots:
+            return f"{status.upper()}: {name}: no known problem in the log"
+        word = _plural(roots, "problem") + (f" (and {followers} that follow from {'it' if roots == 1 else 'them'})" if followers else "")
+        return f"{status.upper()}: {name}: the log shows {word}, root cause first"
     if status == "unknown" or status not in VERDICT:
         head += f": could not decide: {missing or 'no check could judge this host'}"
     else:
@@ -282,8 +290,9 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
                 continue
             out += _finding_lines(f, 4, folds, done)
         for cause, n in elsewhere.items():
-            out.append((4, [(f"({_plural(n, 'finding')} following from {cause}, shown under it)", "dim")], False))
-    if rep.get("labels"):
+            name = " ".join(cause) if isinstance(cause, tuple) else cause  # (code, subject) of a log finding
+            out.append((4, [(f"({_plural(n, 'finding')} following from {name}, shown under it)", "dim")], False))
+    if rep.get("labels") and rep["host"].get("kind") != "logs":  # a log alone labels no node
         out.append((0, [], False))
         out.append((0, [("Node labels:", "bold")], False))
         for k, v in rep["labels"].items():

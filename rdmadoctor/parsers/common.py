@@ -12,14 +12,15 @@ import re
 from rdmadoctor.core.facts import PHYS_STATES, PORT_STATES
 
 # A shell prompt pasted along with the output: "$ ibstat", "user@host:~$ ibstat",
-# "[u@h ~]$ df -h", "((venv) ) [u@h ~]$ ...", "root@h:/# ...", "u@h ~ % ..." (zsh), and
+# "[u@h ~]$ df -h", "((venv) ) [u@h ~]$ ...", "root@h:/# ...", "u@h ~ % ..." (zsh), "~$ ...", and
 # docs that write "$ " in front of a real prompt ("$ sonata@coyote2:~$ ibv_devinfo").
 PROMPT = (
     r"^\s*(?:[$#%]\s+)?"
     r"(?:\((?:[^()\n]|\([^()\n]*\))*\)\s*)*"
     r"(?:\[[^\]\n]*\]"
     r"|[\w.-]+@[\w.-]+(?::\S*?)?(?:\s+[~/]\S*?)?"
-    r"|[\w.-]*:[~/]\S*?)?"
+    r"|[\w.-]*:[~/]\S*?"
+    r"|~\S*?)?"  # a bare working directory: "~$ ibstat", "~/work$ df -h"
     r"\s*[$#%>](?:\s.*)?$"
 )
 # Markdown code fences around a paste in a ticket.

@@ -72,6 +72,28 @@ def _is_ip(text: str) -> bool:
     return True
 
 
+def host_name_error(host: str) -> str | None:
+    """Why no resolver can look ``host`` up (None: an IP address, or a name that may resolve).
+
+    The rules getaddrinfo's idna encoding enforces before any DNS query (RFC 1035: labels of
+    1 to 63 characters, 253 in all without the final dot); Python raises UnicodeError for them,
+    and waiting cannot make such a name valid.
+    """
+    if _is_ip(host):
+        return None
+    name = host[:-1] if host.endswith(".") else host
+    if not name:
+        return "it is empty"
+    if len(name) > 253:
+        return f"it is {len(name)} characters long; a DNS name has at most 253"
+    for label in name.split("."):
+        if not label:
+            return "it has an empty label (two dots in a row, or a dot at the start)"
+        if len(label) > 63:
+            return f"its label '{label[:16]}...' is {len(label)} characters long; a DNS label has at most 63"
+    return None
+
+
 def _volcano_hosts(env: dict[str, str]) -> dict[str, str]:
     """VC_<TASK>_HOSTS of Volcano's svc plugin: task name upper-cased, '-' as '_', hosts joined by ','."""
     return {k: v for k, v in env.items() if k.startswith("VC_") and k.endswith("_HOSTS") and len(k) > 9 and v.strip()}
@@ -283,6 +305,11 @@ def wait_for_master(
     deadline = start + max(timeout, 0.0)
     delay, last_log = 0.25, start
     checked_self = False
+    bad = host_name_error(master.host)
+    if bad:
+        res.attempts = 1
+        res.last_error = f"{master.host_source} {master.host!r} is not a valid host name: {bad}"
+        return res
     while True:
         res.attempts += 1
         try:
@@ -316,6 +343,11 @@ def wait_for_master(
             res.last_error = "; ".join(errors) or "no address to connect to"
         except (OSError, TimeoutError) as e:
             res.last_error = _describe_error(e)
+        except ValueError as e:
+            # The name itself is refused before any query (the idna codec's UnicodeError, a NUL
+            # in it): no retry can change that.
+            res.last_error = f"{master.host_source} {master.host!r} is not a valid host name: {e}"
+            break
         now = clock()
         if now >= deadline:
             break

@@ -24,6 +24,14 @@ Errors: connection refused, timeouts, 5xx, 429 and 409 are retried a few times w
 client once, which reads the kubeconfig or the projected ServiceAccount token again (lightkube
 >= 1.0 already re-reads an in-cluster token file on a 401 by itself; older ones and static
 kubeconfig tokens need the rebuild); 403 and other 4xx are not retried and name the fix.
+
+Every request has an overall deadline (``timeout``, 5 s by default), not only httpx's per-read
+timeout: a server that drips its answer a byte at a time is abandoned at the deadline, so
+`label` ends and the agent's cycle goes on. An answer no API server should send is an API error
+with its reason, never a traceback: a Retry-After that is negative, NaN or unparsable is ignored
+(our own backoff applies, capped at MAX_BACKOFF), a body that is not the JSON object asked for is
+retried like an outage, and a redirect (3xx) is refused: the client does not follow redirects,
+which could carry the token to another host.
 """
 
 from __future__ import annotations
@@ -159,12 +167,59 @@ def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[st
     return {"metadata": meta} if meta else {}
 
 
+def retry_after(value: str | None, now: float | None = None) -> float | None:
+    """Seconds a Retry-After header asks for (RFC 9110: delay-seconds or an HTTP-date), or None
+    when it says nothing usable: negative, NaN, infinite, unparsable. The caller caps it."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not text or len(text) > 64:
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = None
+    if seconds is not None:
+        # NaN compares false with everything; inf and 1e999 are not a delay either.
+        return seconds if 0 <= seconds < 1e9 else None
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return max(0.0, when - (time.time() if now is None else now))
+
+
+def _short(value: object, limit: int = 200) -> str:
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _body_text(response) -> str:
+    try:
+        return _short(response.text) or "(no body)"
+    except Exception:  # noqa: BLE001 - an undecodable body says nothing more
+        return "(an unreadable body)"
+
+
+def _as_dict(obj) -> dict:
+    """The Node lightkube decoded, as a dict; a JSON value that is no object is refused here."""
+    out = obj.to_dict() if hasattr(obj, "to_dict") else obj
+    if not isinstance(out, dict):
+        raise TypeError(f"a JSON {type(out).__name__}, not an object")
+    return out
+
+
 class NodeAPI:
     """The three Node calls and event creation, with lightkube imported on first use."""
 
-    def __init__(self, kubeconfig: str | None, timeout: float):
+    def __init__(self, kubeconfig: str | None, timeout: float, cancel: threading.Event | None = None):
         self.kubeconfig = kubeconfig
+        # Seconds one request may take in all (connect, send, every read): the deadline. httpx's
+        # own timeout is per read, so a server dripping a byte now and then never trips it.
         self.timeout = timeout
+        self.cancel = cancel
         self._client = None
         try:
             import lightkube  # noqa: F401
@@ -193,8 +248,9 @@ class NodeAPI:
                 where = self.kubeconfig or "in-cluster ServiceAccount, $KUBECONFIG or ~/.kube/config"
                 raise PublishError(
                     f"cannot load Kubernetes credentials from {where}: {e}. In a pod, mount a "
-                    "ServiceAccount token (automountServiceAccountToken: true, the deploy/ direct-mode "
-                    "overlay); elsewhere pass --kubeconfig", transient=False,
+                    "ServiceAccount token (the deploy/ direct-mode overlays mount a projected token that "
+                    "expires after an hour, in the agent container only); elsewhere pass --kubeconfig",
+                    transient=False,
                 ) from e
             try:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
@@ -210,37 +266,93 @@ class NodeAPI:
             except Exception:  # noqa: BLE001
                 pass
 
-    def _call(self, fn):
+    def _call(self, fn, what: str, kind: str = "Node"):
+        """``fn(client)`` under an overall deadline of ``timeout`` seconds; its answer, or the
+        error the publisher understands (_Retry, _Unauthorized, _Refused, PublishError).
+
+        The request runs in a thread of its own and this one waits for it: past the deadline (or
+        on ``cancel``) the client is closed, which ends the abandoned request at its next read,
+        and the next request builds a new one. DNS, a TLS handshake, an exec credential plugin
+        and a server that drips its answer are all inside the deadline."""
+        client = self.client()
+        box: dict = {}
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box["value"] = fn(client)
+            except BaseException as e:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = e
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="rdmadoctor-api", daemon=True).start()
+        deadline = time.monotonic() + self.timeout
+        while not done.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or (self.cancel is not None and self.cancel.is_set()):
+                self.reset()
+                if left > 0:
+                    raise _Retry(f"{what}: stopping")
+                raise _Retry(
+                    f"{what}: no complete answer within {self.timeout:g} s (the API server, or a proxy or load "
+                    "balancer in between, is overloaded or stuck; the request was abandoned)"
+                )
+            done.wait(min(left, 0.1) if self.cancel is not None else left)
+        if "error" in box:
+            self._translate(box["error"], what, kind)
+        return box["value"]
+
+    def _translate(self, e: BaseException, what: str, kind: str):
         from lightkube import ApiError
         from lightkube.core.exceptions import ConfigError
 
         httpx = _httpx()
-        try:
-            return fn(self.client())
-        except ApiError as e:
-            code = int(getattr(e.status, "code", 0) or e.response.status_code)
-            msg = getattr(e.status, "message", None) or str(e)
-            retry_after = e.response.headers.get("Retry-After") if e.response is not None else None
-            self._raise_for(code, msg, retry_after)
-        except httpx.HTTPStatusError as e:  # an error without a JSON Status body (a proxy, a LB)
-            self._raise_for(e.response.status_code, e.response.text[:200], e.response.headers.get("Retry-After"))
-        except httpx.TransportError as e:  # refused, reset, DNS, timeouts
-            raise _Retry(f"{type(e).__name__}: {e or 'no answer'}") from e
-        except ConfigError as e:  # e.g. the token file vanished
+        if isinstance(e, (_Retry, _Unauthorized, PublishError)):
+            raise e
+        if isinstance(e, ApiError):
+            status = getattr(e, "status", None)
+            code = int(getattr(status, "code", 0) or e.response.status_code)
+            msg = getattr(status, "message", None) or str(e)
+            self._raise_for(code, msg, e.response.headers.get("Retry-After"), e.response.headers.get("Location"))
+        if isinstance(e, httpx.TransportError):  # refused, reset, DNS, a per-read timeout
+            raise _Retry(f"{what}: {type(e).__name__}: {e or 'no answer'}") from e
+        if isinstance(e, ConfigError):  # e.g. the token file vanished
             raise PublishError(f"Kubernetes credentials: {e}", transient=False) from e
+        # An error answer without a readable Status body (a proxy's 503 with no Content-Type or an
+        # HTML page, a redirect): lightkube fails while making its ApiError of it, with the
+        # HTTPStatusError as the cause or the context.
+        cause: BaseException | None = e
+        for _ in range(8):
+            if cause is None:
+                break
+            if isinstance(cause, httpx.HTTPStatusError):
+                r = cause.response
+                self._raise_for(r.status_code, _body_text(r), r.headers.get("Retry-After"), r.headers.get("Location"))
+            cause = cause.__cause__ or cause.__context__
+        if isinstance(e, Exception):
+            # A 2xx answer lightkube could not decode: not JSON, not an object, fields of the wrong
+            # type. Not the Kubernetes API as it should answer (a proxy, a captive portal, a bug):
+            # retried like an outage, and named if it lasts.
+            raise _Retry(
+                f"the answer to {what} is not a {kind} object ({type(e).__name__}: {_short(e)}): the server at the "
+                "kubeconfig's address does not answer as the Kubernetes API does (a proxy or load balancer in between?)"
+            ) from e
+        raise e
 
     @staticmethod
-    def _raise_for(code: int, msg: str, retry_after: str | None):
+    def _raise_for(code: int, msg: str, retry_after_header: str | None, location: str | None = None):
         if code == 401:
             raise _Unauthorized(msg)
         if code in _RETRY_STATUS:
-            after = None
-            if retry_after:
-                try:
-                    after = float(retry_after)
-                except ValueError:
-                    after = None
-            raise _Retry(f"HTTP {code}: {msg}", after)
+            raise _Retry(f"HTTP {code}: {msg}", retry_after(retry_after_header))
+        if 300 <= code < 400:
+            to = f" to {_short(location, 120)}" if location else ""
+            raise _Refused(
+                f"the API server answered HTTP {code} (a redirect{to}) instead of the Node; rdmadoctor does not follow "
+                "redirects, which could carry its token elsewhere. Point the kubeconfig's server (in a pod: "
+                "KUBERNETES_SERVICE_HOST) at the API server itself", code, msg,
+            )
         if code == 403:
             raise _Refused(
                 f"the API server refused (403 Forbidden): {msg}. The agent's ServiceAccount needs "
@@ -259,19 +371,19 @@ class NodeAPI:
     def get_node(self, name: str) -> dict:
         from lightkube.resources.core_v1 import Node
 
-        return self._call(lambda c: c.get(Node, name=name)).to_dict()
+        return self._call(lambda c: _as_dict(c.get(Node, name=name)), f"GET /api/v1/nodes/{name}")
 
     def patch_node(self, name: str, patch: dict) -> None:
         from lightkube.resources.core_v1 import Node
         from lightkube.types import PatchType
 
-        self._call(lambda c: c.patch(Node, name, patch, patch_type=PatchType.MERGE))
+        self._call(lambda c: c.patch(Node, name, patch, patch_type=PatchType.MERGE), f"PATCH /api/v1/nodes/{name}")
 
     def patch_status(self, name: str, patch: dict) -> None:
         from lightkube.resources.core_v1 import Node
         from lightkube.types import PatchType
 
-        self._call(lambda c: c.patch(Node.Status, name, patch, patch_type=PatchType.STRATEGIC))
+        self._call(lambda c: c.patch(Node.Status, name, patch, patch_type=PatchType.STRATEGIC), f"PATCH /api/v1/nodes/{name}/status")
 
     def create_event(self, namespace: str, body: dict) -> None:
         from lightkube.generic_resource import GenericNamespacedResource
@@ -283,7 +395,7 @@ class NodeAPI:
         class RawEvent(GenericNamespacedResource):
             _api_info = Event._api_info
 
-        self._call(lambda c: c.create(RawEvent(body), namespace=namespace))
+        self._call(lambda c: c.create(RawEvent(body), namespace=namespace), f"POST /api/v1/namespaces/{namespace}/events", "Event")
 
     def close(self) -> None:
         self.reset()
@@ -329,7 +441,7 @@ class NodePublisher(Publisher):
         self.backoff = float(backoff)
         self.clock = clock
         self.cancel = cancel
-        self.api = api if api is not None else NodeAPI(kubeconfig, timeout)
+        self.api = api if api is not None else NodeAPI(kubeconfig, timeout, cancel)
         self.problems: tuple[str, ...] = ()
         self.path = f"/api/v1/nodes/{self.node}"
         # Events are best effort: counted here (the agent may export them), never raised.
@@ -344,6 +456,14 @@ class NodePublisher(Publisher):
         notes: list[str] = []
         if self.do_labels:
             wanted, self.problems = node_labels(report, self.prefix)
+            if not wanted:
+                # Every report that judged anything has ready=true|false: none at all means something
+                # upstream broke, and this patch would remove every label rdmadoctor set on the node.
+                raise PublishError(
+                    f"the report has no labels to publish ({'; '.join(self.problems) or 'none computed'}): not "
+                    f"patching node {self.node}, which would remove every rdmadoctor label from it",
+                    transient=False,
+                )
             patch = label_patch(meta.get("labels") or {}, meta.get("annotations") or {}, wanted, self.prefix)
             if patch:
                 if self.dry_run:
@@ -469,7 +589,7 @@ class NodePublisher(Publisher):
                         transient=True,
                     ) from None
                 wait = e.after if e.after is not None else delay * (0.5 + random.random())
-                wait = min(wait, MAX_BACKOFF)
+                wait = min(max(wait, 0.0), MAX_BACKOFF)
                 delay = min(delay * 2, MAX_BACKOFF)
                 if self.cancel is not None:
                     if self.cancel.wait(wait):

@@ -59,6 +59,20 @@ IB_NO_DEVICES = "IB_NO_DEVICES"
 
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
+        id="ibtools.list_zero",
+        code=VERBS_NO_DEVICES.code,
+        severity=ERROR,
+        needle="HCAs found:",
+        regex=r"(?:^|\s|:)0 HCAs found:",
+        subject="libibverbs",
+        message="`ibv_devinfo -l` lists 0 HCAs: libibverbs sees no RDMA device in this host or container.",
+        meaning="Nothing in this environment can use RDMA; NCCL falls back to TCP sockets.",
+        fix="Check `ls /dev/infiniband` and `ls /etc/libibverbs.d` in the container; request the device (rdma/hca) and "
+            "install ibverbs-providers; on the host `modprobe mlx5_ib ib_uverbs`.",
+        ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c (`%d HCA%s found:` of `ibv_devinfo -l`)",
+        examples=("0 HCAs found:",),
+    ),
+    Pattern(
         id="ibtools.ibstatus_no_sysfs",
         code=IB_NO_DEVICES,
         severity=ERROR,

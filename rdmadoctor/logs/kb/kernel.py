@@ -169,7 +169,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="kernel.mlx5_health_miss",
         code=MLX5_HEALTH_ERROR.code,
         severity=ERROR,
-        needle="health compromised",
+        needle="mlx5_core",
         regex=_MLX5 + r"device's health compromised(?: - reached miss count)?",
         subject="{device}",
         message="The firmware heartbeat of {device} stopped (`device's health compromised`); a healthy HCA keeps it "
@@ -189,7 +189,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="kernel.mlx5_health_syndrome",
         code=MLX5_HEALTH_ERROR.code,
         severity=ERROR,
-        needle="synd 0x",
+        needle="mlx5_core",
         regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+): (?:\w+:\d+:\(pid \d+\): )?synd 0x(?P<synd>[0-9a-fA-F]+): "
               r"(?P<what>.+?)\s*$",
         subject="{bdf}",
@@ -333,7 +333,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="kernel.peermem_symbol",
         code=GDR_PEERMEM_LOAD_FAILED.code,
         severity=ERROR,
-        needle=" symbol ",
+        needle="_peer",
         regex=r"(?P<module>nvidia_peermem|nv_peer_mem): (?P<what>Unknown symbol|disagrees about version of symbol) "
               r"(?P<symbol>\w+)",
         subject="{module}",
@@ -367,12 +367,12 @@ PATTERNS: tuple[Pattern, ...] = (
                   "(see dmesg)"),
     ),
     Pattern(
-        id="kernel.rdma_module_symbol",
+        id="kernel.rdma_module_unknown_symbol",
         code=MOD_MISSING,
         severity=ERROR,
-        needle=" symbol ",
+        needle="Unknown symbol",
         regex=r"(?P<module>mlx5_ib|mlx5_core|ib_core|ib_uverbs|ib_umad|rdma_ucm|rdma_cm|ib_cm|ib_ipoib|rdma_rxe|"
-              r"mlx_compat): (?P<what>Unknown symbol|disagrees about version of symbol) (?P<symbol>\w+)",
+              r"mlx_compat): (?P<what>Unknown symbol) (?P<symbol>\w+)",
         subject="{module}",
         message="The kernel refused to load RDMA module {module}: {what} {symbol}; its build does not match the "
                 "RDMA core that is loaded.",
@@ -381,8 +381,24 @@ PATTERNS: tuple[Pattern, ...] = (
         fix="Use one RDMA kernel stack: rebuild or reinstall MLNX_OFED/DOCA-OFED for the running kernel (`dkms status`, "
             "`/etc/init.d/openibd restart`) or remove it and use the inbox modules.",
         ref="torvalds/linux kernel/module/main.c resolve_symbol/check_version",
-        examples=("rdma_rxe: disagrees about version of symbol ib_register_device",
-                  "[  12.3] mlx5_ib: Unknown symbol ib_umem_get (err -22)"),
+        examples=("[  12.3] mlx5_ib: Unknown symbol ib_umem_get (err -22)",),
+    ),
+    Pattern(
+        id="kernel.rdma_module_symbol_version",
+        code=MOD_MISSING,
+        severity=ERROR,
+        needle="disagrees about version of symbol",
+        regex=r"(?P<module>mlx5_ib|mlx5_core|ib_core|ib_uverbs|ib_umad|rdma_ucm|rdma_cm|ib_cm|ib_ipoib|rdma_rxe|"
+              r"mlx_compat): (?P<what>disagrees about version of symbol) (?P<symbol>\w+)",
+        subject="{module}",
+        message="The kernel refused to load RDMA module {module}: {what} {symbol}; its build does not match the "
+                "RDMA core that is loaded.",
+        meaning="The module stays unloaded: without it the RDMA stack is incomplete (no device, no uverbs, or no "
+                "connection manager).",
+        fix="Use one RDMA kernel stack: rebuild or reinstall MLNX_OFED/DOCA-OFED for the running kernel (`dkms status`, "
+            "`/etc/init.d/openibd restart`) or remove it and use the inbox modules.",
+        ref="torvalds/linux kernel/module/main.c resolve_symbol/check_version",
+        examples=("rdma_rxe: disagrees about version of symbol ib_register_device",),
     ),
     Pattern(
         id="kernel.peermem_invalid_context",

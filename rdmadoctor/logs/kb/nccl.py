@@ -582,7 +582,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_GDR_DISABLED.code,
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
-        regex=r"NET/(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
+        # Not NET/Socket: its "HCA" is a socket interface ('lo'), where GPUDirect RDMA never applies.
+        regex=r"NET/(?!Socket )(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
         message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
                 "through host memory; they should go straight to the HCA.",

@@ -1,0 +1,522 @@
+"""logs.diagnose: what the job printed, judged together with what this node is.
+
+It reads the logs given on the command line (``rdmadoctor diagnose LOG ...``, ``-`` for stdin)
+and a bundle's ``logs/`` (``rdmadoctor collect --log FILE``) with :mod:`rdmadoctor.logs`, whose
+knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. Then:
+
+- tool outputs pasted into the text (``ibstat``, ``ibv_devinfo``, ``ulimit -a``, ``df -h
+  /dev/shm``, ``lsmod``) go through the node checks' own probes and judges, on a small in-memory
+  bundle that holds the paste as its ``cmd/`` file: a pasted ``ibstat`` is judged exactly as
+  ``check --bundle`` judges a recorded one (one knowledge base, not two);
+- NCCL's fallback to sockets is joined with the node (the check runs after every other one):
+  "NCCL fell back to sockets although this node has 8 ACTIVE InfiniBand ports: <the reason the
+  node checks found>", following from that finding (the uverbs device missing in the pod,
+  NCCL_IB_HCA matching nothing, NCCL_IB_DISABLE, a missing libibverbs provider ...); the log's
+  failures whose cause the node shows (ibv_reg_mr failing with ENOMEM under a low memlock limit,
+  a shared-memory failure under a small /dev/shm) follow from the node's finding too.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
+from rdmadoctor.checks import ib as ib_checks
+from rdmadoctor.checks._rdma import ignored, port_subject, probe_inventory
+from rdmadoctor.checks.ib import (
+    IB_LINK_LAYER_MISMATCH,
+    IB_NO_DEVICES,
+    IB_NO_SM,
+    IB_PORT_DOWN,
+    IB_PORT_INIT,
+    IB_PORT_RATE_LOW,
+    judge_devices,
+    judge_ports,
+)
+from rdmadoctor.checks.kernel import MOD_MISSING, judge_kernel, probe_kernel
+from rdmadoctor.checks.limits import (
+    CAPS_UNREADABLE,
+    MEMLOCK_LIMITED,
+    SHM_NEARLY_FULL,
+    SHM_TOO_SMALL,
+    judge_memlock,
+    judge_shm,
+    probe_memlock,
+    probe_shm,
+)
+from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_HCA_NO_MATCH
+from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
+from rdmadoctor.core.model import (
+    COULD_NOT_DECIDE,
+    ERROR,
+    INFO,
+    INFORMATION,
+    UNKNOWN,
+    WARNING,
+    Check,
+    Code,
+    Finding,
+    Need,
+    PodChange,
+)
+from rdmadoctor.core.record import field, record, replace
+from rdmadoctor.logs import kb
+from rdmadoctor.logs.kb.nccl import (
+    NCCL_GDR_DISABLED,
+    NCCL_QP_CQ_CREATE_FAILED,
+    NCCL_REG_MR_FAILED,
+    NCCL_SHM_FAILED,
+    NCCL_SOCKET_FALLBACK,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+LOGS_READ = Code(
+    "LOGS_READ",
+    "Job logs read",
+    "Information: which logs were read (files, bytes, lines) and what NCCL said it uses, so a report with no "
+    "log finding still shows the logs were there and how far they were read.",
+    "Nothing to fix. For NCCL's transport to show, run the job with NCCL_DEBUG=INFO (NCCL_DEBUG_SUBSYS=INIT,NET).",
+    kind=INFORMATION,
+)
+LOG_UNREADABLE = Code(
+    "LOG_UNREADABLE",
+    "A job log could not be read",
+    "Could not decide: a log given to rdmadoctor (a missing file, a directory, binary data, a gzip file cut "
+    "short) could not be read, wholly or from some point on; what it would have shown is unknown.",
+    "Give the log files themselves (`rdmadoctor diagnose rank0.log rank1.log.gz`, `kubectl logs POD | "
+    "rdmadoctor diagnose -`), or record them in a bundle with `rdmadoctor collect --log FILE`.",
+    kind=COULD_NOT_DECIDE,
+)
+
+NO_LOGS = (
+    "no job logs to read: give them with `rdmadoctor diagnose LOG ...` or `kubectl logs POD | rdmadoctor diagnose -`, or record them in a "
+    "bundle with `rdmadoctor collect --log FILE`"
+)
+
+
+def _has_logs(ctx) -> str | None:
+    given = getattr(ctx, "logs", ()) or getattr(ctx, "log_diagnosis", None) is not None
+    return None if given or ctx.host.logs() else NO_LOGS
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+
+def _read(ctx) -> Any:
+    """One Diagnosis of every log: a bundle's logs/ (through the Host, in pieces) and the paths given.
+
+    `rdmadoctor diagnose` reads its files first (a progress line, stdin read once) and hands the
+    Diagnoser over in ``ctx.log_diagnosis``; the bundle's logs join the same diagnosis.
+    """
+    from rdmadoctor.logs import Diagnoser
+
+    pre = getattr(ctx, "log_diagnosis", None)
+    d = pre if pre is not None else Diagnoser()
+    from rdmadoctor.host import HostError
+
+    for path in ctx.host.logs():
+        name = path.lstrip("/")
+        try:
+            d.read_stream(name, ctx.host.open_log(path))
+        except HostError as e:
+            d.error(str(e), name)
+            d.end_source()
+    if pre is None:
+        for path in getattr(ctx, "logs", ()):
+            d.read(path)
+    return d.finish()
+
+
+# ---- pasted tool outputs, judged by the node checks ------------------------------------------
+
+
+class _Paste:
+    """What a node probe reads (host, expectations, shared probes), over one pasted output."""
+
+    def __init__(self, files: dict[str, str], expect: dict):
+        from rdmadoctor.host import mem_host
+
+        self.host = mem_host(files, label="pasted output")
+        self.expect = expect
+        self.logs: tuple[str, ...] = ()
+        self._memo: dict = {}
+
+    def get(self, probe):  # noqa: ANN001, ANN201
+        if probe not in self._memo:
+            self._memo[probe] = probe(self)
+        return self._memo[probe]
+
+
+# Expectations about how many HCAs and ports a node has: a paste may show one device of eight.
+_COUNTS = ("expected_hcas", "expected_active_ports")
+_PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW, IB_LINK_LAYER_MISMATCH)}
+
+
+def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    name = "ibv_devinfo" if seg.kind == "ibv_devinfo" else "ibstat"
+    paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
+    inv = probe_inventory(paste)
+    if not inv.devices:
+        # A paste that lists no device proves nothing about the node: the tool may have stopped
+        # early (an ibpanic on one device), or been filtered. "No IB devices found" has its own row.
+        return []
+    found = judge_devices(inv, paste.expect) + judge_ports(inv, paste.expect)
+    return [f for f in found if f.code in _PORT_CODES]
+
+
+def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    paste = _Paste({"/cmd/ulimit.txt": seg.text}, expect)
+    facts = probe_memlock(paste)
+    if not facts.known:
+        return []
+    have = node.memlock
+    if have is not None and have.cap_eff is not None:
+        # The paste shows the limit; whether it binds RDMA depends on CAP_IPC_LOCK, which only
+        # the node (the pod checked, `diagnose LOG --live` inside the job's pod) can say.
+        facts = replace(facts, cap_eff=have.cap_eff, cap_source=have.cap_source, uid=have.uid, cap_bnd=have.cap_bnd,
+                        userns=have.userns)
+    out = []
+    for f in judge_memlock(facts, expect):
+        if f.code == MEMLOCK_LIMITED.code:
+            out.append(f)
+        elif f.code == CAPS_UNREADABLE.code and f.data.get("memlock_soft") is not None:
+            # Below the expected limit, capabilities unknown: it binds RDMA unless the job holds
+            # CAP_IPC_LOCK. A warning, raised to an error when the log shows registration failing.
+            soft = limits.fmt_bytes(f.data.get("memlock_soft"))
+            want = expect.get("memlock_min_bytes")
+            out.append(
+                Finding(
+                    MEMLOCK_LIMITED.code,
+                    WARNING,
+                    "memlock",
+                    f"memlock soft limit {soft}; expected {'unlimited' if want is None else 'at least ' + limits.fmt_bytes(want)}, "
+                    "or CAP_IPC_LOCK, which lifts it for RDMA (the log does not show the job's capabilities): RDMA "
+                    "memory registration (ibv_reg_mr) fails with 'Cannot allocate memory' unless the job holds it.",
+                    MEMLOCK_LIMITED.fix,
+                    data=dict(f.data),
+                    pod=PodChange(ipc_lock=True, whole=False),
+                )
+            )
+    return out
+
+
+def _shm(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    paste = _Paste({"/cmd/df-shm.txt": seg.text}, expect)
+    facts = probe_shm(paste)
+    if facts.size is None:
+        return []  # a `df` without a /dev/shm row says nothing about it
+    return [f for f in judge_shm(facts, expect) if f.code in (SHM_TOO_SMALL.code, SHM_NEARLY_FULL.code)]
+
+
+def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    paste = _Paste({"/cmd/lsmod.txt": seg.text}, expect)
+    facts = probe_kernel(paste)
+    if facts.modules is None:
+        return []
+    # Only the modules a paste can prove missing: GPUDirect over dma-buf, for one, depends on the
+    # driver and kernel, which an lsmod does not show.
+    return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
+
+
+_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "ulimit": _memlock, "df": _shm, "lsmod": _modules}
+# What to quote as the evidence of a finding from a paste: the line that shows it.
+_QUOTE = {
+    MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",
+    SHM_TOO_SMALL.code: r"/dev/shm",
+    SHM_NEARLY_FULL.code: r"/dev/shm",
+    IB_NO_DEVICES.code: r"No IB devices|no devices|wasn't found",
+    IB_NO_SM.code: r"(?i)sm lid",
+}
+
+
+def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
+    """The line of the paste that shows ``f``: (line number in the log, its text)."""
+    lines = seg.text.split("\n")
+    at = None
+    pattern = _QUOTE.get(f.code)
+    if pattern is not None:
+        at = next((i for i, x in enumerate(lines) if re.search(pattern, x, re.IGNORECASE)), None)
+    elif f.code in _PORT_CODES and f.subject not in ("host", "fabric"):
+        dev, _, port = f.subject.partition("/")
+        start = next((i for i, x in enumerate(lines) if re.search(rf"'{re.escape(dev)}'|hca_id:\s*{re.escape(dev)}\s*$", x)), None)
+        if start is not None:
+            at = start
+            # The port's block, then its state line: what the finding is about.
+            block = next((i for i in range(start, len(lines)) if re.search(rf"(?i)^\s*port:?\s*{re.escape(port or '1')}:?\s*$|port {re.escape(port or '1')} status", lines[i])), start)
+            at = next((i for i in range(block, min(block + 12, len(lines))) if re.search(r"(?i)^\s*state:", lines[i])), block)
+    if at is None:
+        at = 0  # the output's first line (lsmod's header for a module it lacks)
+    return seg.line + at, lines[at]
+
+
+def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    out: dict[tuple[str, str], Finding] = {}
+    for seg in diag.segments:
+        judge = _JUDGES.get(seg.kind)
+        if judge is None or "|" in seg.command:  # `ibstat | grep State`: a filtered output proves nothing missing
+            continue
+        try:
+            found = judge(seg, expect, node)
+        except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
+            continue
+        shown = seg.command or seg.kind
+        for f in found:
+            n, text = _locate(seg, f)
+            ev = {"file": seg.file, "line": n, "text": text[:400], "host": None, "rank": None, "time": None}
+            have = out.get((f.code, f.subject))
+            if have is not None:
+                if len(have.data["evidence"]) < 3:
+                    have.data["evidence"].append(ev)
+                continue
+            data = {**f.data, "evidence": [ev], "pasted": seg.kind, "command": seg.command}
+            # The judges name their source ("not in cmd/lsmod.txt"): here that is the paste.
+            message = re.sub(r"\bcmd/[\w.-]+\.txt\b", "the pasted output", f.message)
+            out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {message}", data=data)
+    return list(out.values())
+
+
+# ---- the node, for the join ------------------------------------------------------------------
+
+
+@record
+class NodeView:
+    """What the node checks that ran before this one established, for the join with the log."""
+
+    ran: bool  # the RDMA devices were established (ib.devices ran and knew them)
+    active: tuple[tuple[str, str | None], ...] = ()  # (port, link layer) of every ACTIVE port
+    # (check id, finding) of every problem the node checks found, in report order.
+    problems: tuple[tuple[str, Finding], ...] = ()
+    memlock: Any = None  # limits.memlock's facts, for a pasted ulimit
+    hostname: str | None = None
+
+
+def _node_view(ctx) -> NodeView:
+    results = getattr(ctx, "results", {}) or {}
+    problems = tuple(
+        (cid, f) for cid, r in results.items() if cid != "logs.diagnose" for f in r.findings if f.severity in (ERROR, WARNING)
+    )
+    mem = results.get("limits.memlock")
+    memlock = mem.facts if mem is not None and isinstance(mem.facts, limits.MemlockFacts) else None
+    try:
+        hostname = ctx.host.runtime.hostname
+    except Exception:  # noqa: BLE001 - an odd runtime.json: the host is unnamed
+        hostname = None
+    dev = results.get("ib.devices")
+    facts = getattr(dev, "facts", None)
+    inv = getattr(facts, "inv", facts)
+    if inv is None or getattr(inv, "source", "none") == "none":
+        return NodeView(False, (), problems, memlock, hostname)
+    expect = getattr(ctx, "expect", {}) or {}
+    active = tuple(
+        (port_subject(d, p), p.link_layer)
+        for d in inv.pfs()
+        for p in d.ports
+        if p.state == "ACTIVE" and not ignored(d, p, expect)
+    )
+    return NodeView(True, active, problems, memlock, hostname)
+
+
+# Why NCCL takes sockets on a node with ACTIVE ports, as the node checks say it, surest first: a
+# setting that turns IB off, then the pod not reaching the devices, then the userspace, then a
+# device list that selects nothing.
+_FALLBACK_REASONS = (
+    NCCL_IB_DISABLED_BY_ENV, DEV_UVERBS_MISSING, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING, VERBS_ABI_MISMATCH,
+    NCCL_IB_HCA_NO_MATCH,
+)
+# Why NCCL takes sockets on a node without a usable port.
+_NO_PORT_REASONS = (IB_NO_DEVICES, IB_NO_SM, IB_PORT_INIT, IB_PORT_DOWN)
+# A failure in the log -> the node findings it follows from (when the log's words allow it).
+_NODE_CAUSES: dict[str, tuple[tuple[str, str | None], ...]] = {
+    NCCL_REG_MR_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
+    NCCL_QP_CQ_CREATE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
+    NCCL_SHM_FAILED.code: ((SHM_TOO_SMALL.code, None), (SHM_NEARLY_FULL.code, None)),
+    NCCL_GDR_DISABLED.code: ((kernel.GDR_PEERMEM_MISSING.code, None),),
+}
+
+
+def _pick(problems: tuple[tuple[str, Finding], ...], codes: tuple[Code, ...]) -> tuple[str, Finding] | None:
+    for severity in (ERROR, WARNING):
+        for code in codes:
+            for cid, f in problems:
+                if f.code == code.code and f.severity == severity:
+                    return cid, f
+    return None
+
+
+def _ports_text(active: tuple[tuple[str, str | None], ...]) -> str:
+    layers = {ll for _, ll in active}
+    word = {"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}.get(next(iter(layers)), "RDMA") if len(layers) == 1 else "RDMA"
+    return f"{len(active)} ACTIVE {word} port{'s' if len(active) != 1 else ''}"
+
+
+def _follows(cid: str, f: Finding) -> dict:
+    return {"code": f.code, "subject": f.subject, "check": cid}
+
+
+def _join_fallback(fb: Finding, node: NodeView, nccl: dict | None) -> Finding:
+    if not node.ran:
+        return fb
+    hosts, on_sockets = (nccl or {}).get("hosts") or [], (nccl or {}).get("socket_hosts") or []
+    if node.hostname and node.hostname in hosts and node.hostname not in on_sockets:
+        # The log shows this very host on RDMA: other hosts fell back, the reason is theirs.
+        return replace(fb, message=f"{fb.message} This node ({node.hostname}) is not one of them: check those hosts.")
+    data = {**fb.data, "log_message": fb.message, "active_ports": [p for p, _ in node.active]}
+    if node.active:
+        head = f"NCCL fell back to sockets although this node has {_ports_text(node.active)}"
+        hit = _pick(node.problems, _FALLBACK_REASONS)
+        if hit is None:
+            return replace(
+                fb,
+                message=f"{head}, and the checks of this node found no reason for it (IB enabled, uverbs devices present, "
+                "libibverbs and its provider installed): the job's pod may not be the one checked; run `rdmadoctor "
+                f"diagnose LOG --live` inside it. The log: {fb.message}",
+                data=data,
+            )
+    else:
+        head = "NCCL fell back to sockets: this node has no ACTIVE RDMA port"
+        hit = _pick(node.problems, _NO_PORT_REASONS)
+        if hit is None:
+            return replace(fb, message=f"{head}. The log: {fb.message}", data=data)
+    cid, why = hit
+    data["follows"] = _follows(cid, why)
+    return replace(
+        fb,
+        message=f"{head}: {why.message}",
+        remedy=why.remedy or fb.remedy,
+        pod=why.pod or fb.pod,
+        cause=why.code,
+        data=data,
+    )
+
+
+def _quoted(f: Finding) -> str:
+    return " ".join([f.message] + [str(e.get("text", "")) for e in f.data.get("evidence") or ()])
+
+
+def _join(findings: list[Finding], pasted: list[Finding], node: NodeView, nccl: dict | None = None) -> list[Finding]:
+    problems = tuple(("logs.diagnose", f) for f in pasted if f.severity in (ERROR, WARNING)) + node.problems
+    out = []
+    for f in findings:
+        if f.code == NCCL_SOCKET_FALLBACK.code:
+            f = _join_fallback(f, node, nccl)
+        elif f.code in _NODE_CAUSES and not f.cause:
+            for code, words in _NODE_CAUSES[f.code]:
+                hit = next(((cid, p) for cid, p in problems if p.code == code), None)
+                if hit is not None and (words is None or words in _quoted(f)):
+                    f = replace(f, cause=code, data={**f.data, "follows": _follows(*hit)})
+                    break
+        out.append(f)
+    return out
+
+
+# ---- the check -------------------------------------------------------------------------------
+
+
+@record
+class LogFacts:
+    diagnosis: Any  # rdmadoctor.logs.Diagnosis
+    pasted: tuple[Finding, ...] = ()  # judged from the tool outputs pasted into the logs
+    node: NodeView = field(default_factory=lambda: NodeView(False))
+
+
+def probe_logs(ctx) -> LogFacts:
+    diag = _read(ctx)
+    node = _node_view(ctx)
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node)), node)
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def _summary(diag) -> Finding:  # noqa: ANN001
+    from rdmadoctor.logs import transport_line
+
+    read = [s for s in diag.sources if s.get("bytes")]
+    names = ", ".join(s["name"] for s in read[:6]) + (f" and {len(read) - 6} more" if len(read) > 6 else "")
+    total = sum(s.get("bytes") or 0 for s in read)
+    lines = sum(s.get("lines") or 0 for s in read)
+    empty = [s["name"] for s in diag.sources if not s.get("bytes") and not s.get("error")]
+    line = transport_line(diag.nccl) or (
+        "NCCL's transport is not in the logs (run the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
+    )
+    message = f"read {len(read)} log(s), {_size(total)}, {lines} lines ({names}): {line}."
+    if empty:
+        message += f" Empty: {', '.join(empty[:6])}."
+    if diag.notes:
+        message += " " + "; ".join(diag.notes) + "."
+    data = {"sources": diag.sources, "segments": [{"kind": s.kind, "command": s.command, "file": s.file, "line": s.line}
+                                                  for s in diag.segments]}
+    return Finding(LOGS_READ.code, INFO, "logs", message, data=data)
+
+
+def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
+    diag = facts.diagnosis
+    out = _join(list(diag.findings), list(facts.pasted), facts.node, diag.nccl)
+    seen = {(f.code, f.subject) for f in out}
+    # A pasted limit that only might bind (capabilities unknown) is an error once the log shows a
+    # registration failing with ENOMEM because of it.
+    bound = {f.data["follows"]["subject"] for f in out if f.cause == MEMLOCK_LIMITED.code and f.data.get("follows", {}).get("check") == "logs.diagnose"}
+    out += [replace(f, severity=ERROR) if f.code == MEMLOCK_LIMITED.code and f.subject in bound else f
+            for f in facts.pasted if (f.code, f.subject) not in seen]
+    for s in diag.sources:
+        if s.get("error"):
+            out.append(
+                Finding(
+                    LOG_UNREADABLE.code,
+                    UNKNOWN,
+                    s["name"],
+                    f"{s['error']}" + (f" ({_size(s['bytes'])} read before)" if s.get("bytes") else ""),
+                    LOG_UNREADABLE.fix,
+                )
+            )
+    if diag.read_any:
+        out.append(_summary(diag))
+    return out
+
+
+def _inventory(facts: LogFacts) -> dict:
+    d = facts.diagnosis
+    return {"nccl": d.nccl, "logs": {"sources": d.sources, "notes": d.notes}}
+
+
+def _codes() -> tuple[Code, ...]:
+    """Every code this check can emit: the knowledge base's own, the node checks' codes its rows
+    and its pasted outputs reuse (one meaning, one code), and its two of its own."""
+    direct = (
+        LOGS_READ, LOG_UNREADABLE, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
+        IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING,
+    )
+    by = {c.code: c for c in (*kb.codes(), *direct)}
+    elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}
+    for row in kb.patterns():
+        if row.code not in by and row.code in elsewhere:
+            by[row.code] = elsewhere[row.code]
+    return tuple(by.values())
+
+
+CHECKS = [
+    Check(
+        scope="pod",
+        id="logs.diagnose",
+        condition=None,
+        gate=False,
+        title="Job logs (NCCL, libibverbs, PyTorch, kernel)",
+        probe=probe_logs,
+        judge=judge_logs,
+        codes=_codes(),
+        needs=(Need("job logs", _has_logs),),
+        # After every other check: the join needs what the node checks found.
+        after=("*",),
+        inventory=_inventory,
+        description="The job's logs (`rdmadoctor diagnose LOG`, a bundle's logs/ from `collect --log`) through the "
+        "knowledge base: root causes first, each with its evidence; tool outputs pasted in them judged by the node "
+        "checks; NCCL's fallback to sockets joined with this node's ports and the reason the node checks found.",
+    ),
+]
