@@ -455,12 +455,7 @@ def test_collect_inside_check_outside_same_verdict(image: Podman, tmp_path: Path
     def problems(rep: dict) -> set[tuple[str, str, str]]:
         return {(f["code"], f["severity"], f["subject"]) for c in rep["checks"] for f in c["findings"] if f["severity"] != "info"}
 
-    # KNOWN BUG, reported, not this test's to fix: checks/ib.py's scan of recorded tool outputs
-    # for libibverbs messages also reads cmd/dpkg-l.txt, where package descriptions mention
-    # libibverbs ("ii libibverbs1 ... Library for direct userspace use of RDMA"), and reports each
-    # as an unknown message (IB_PARSE_WARNING). Only those differ; the verdict does not.
-    spurious = {p for p in problems(outside) - problems(inside) if p[0] == "IB_PARSE_WARNING" and p[2] == "cmd/dpkg-l.txt"}
-    assert problems(outside) - spurious == problems(inside) and THE_PROBLEMS <= {p[0] for p in problems(outside)}
+    assert problems(outside) == problems(inside) and THE_PROBLEMS <= {p[0] for p in problems(outside)}
 
 
 # ---- Node Problem Detector's rule, in the image ----------------------------------------------------------
