@@ -162,7 +162,9 @@ HAS_DEVICES = Need("rdma devices", _has_devices)
 # A line a tool printed that libibverbs (rdma-core libibverbs/init.c, dynamic_driver.c) wrote:
 # "libibverbs: Warning: couldn't load driver ...", "... no userspace device-specific driver found
 # for ...", "... Driver mlx5 does not support the kernel ABI of ...".
-_VERBS_LINE = b"libibverbs"
+_VERBS_LINE = b"libibverbs:"  # its own prefix: "libibverbs: Warning: ..." (a package list only names it)
+# Package lists name libibverbs in every other line; none of it is libibverbs speaking.
+_PACKAGE_LISTS = ("dpkg-l.txt", "rpm-qa.txt", "ofed_info.txt")
 MAX_MESSAGE_LINES = 64  # per file: a tool that repeats one warning per device says it 64 times at most
 
 
@@ -187,7 +189,7 @@ def probe_tool_messages(ctx) -> ToolMessages:
         return ToolMessages()
     lines: list[tuple[str, int, str]] = []
     for name in host.listdir("/cmd"):
-        data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") else None
+        data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") and name not in _PACKAGE_LISTS else None
         if not data or _VERBS_LINE not in data:
             continue
         found = 0

@@ -49,7 +49,7 @@ def register(app) -> None:
         config: Optional[str] = ConfigOpt,
         pool: Optional[str] = PoolOpt,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help="Where the labels go: an NFD features file (default, no API access), the Node object, or stdout."),
-        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="NFD's local features directory (with --publish nfd); mount the host's directory here writable."),
+        features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="Where the NFD feature file is written (with --publish nfd): NFD's local features directory, or, as deploy/base does, a staging directory its nfd-relay container copies rdmadoctor's own labels from (the agent then writes no host path)."),
         expiry: int = typer.Option(600, "--expiry", metavar="SECONDS", help="The NFD file's labels expire this long after the last write, so they vanish if the agent stops; keep it several intervals long."),
         node: Optional[str] = typer.Option(None, "--node", metavar="NAME", envvar="NODE_NAME", help="The Node to patch with --publish node (default $NODE_NAME, set it from spec.nodeName with the downward API)."),
         kubeconfig: Optional[str] = typer.Option(None, "--kubeconfig", metavar="FILE", help="Kubeconfig for --publish node; default: the in-cluster ServiceAccount."),

@@ -248,8 +248,9 @@ class NodeAPI:
                 where = self.kubeconfig or "in-cluster ServiceAccount, $KUBECONFIG or ~/.kube/config"
                 raise PublishError(
                     f"cannot load Kubernetes credentials from {where}: {e}. In a pod, mount a "
-                    "ServiceAccount token (automountServiceAccountToken: true, the deploy/ direct-mode "
-                    "overlay); elsewhere pass --kubeconfig", transient=False,
+                    "ServiceAccount token (the deploy/ direct-mode overlays mount a projected token that "
+                    "expires after an hour, in the agent container only); elsewhere pass --kubeconfig",
+                    transient=False,
                 ) from e
             try:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)

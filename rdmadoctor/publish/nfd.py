@@ -130,8 +130,9 @@ def _remove_stale_temps(directory: Path, name: str, now: float) -> None:
 
 def _dir_error(directory: str, e: OSError | None) -> PublishError:
     mount = (
-        f"mount the host's {DEFAULT_FEATURES_DIR} into the container at {directory} "
-        "(hostPath volume, type: DirectoryOrCreate, not readOnly)"
+        f"give the agent a writable directory at {directory}: deploy/base's staging emptyDir (its nfd-relay "
+        f"container copies rdmadoctor's labels into the host's {DEFAULT_FEATURES_DIR}), or the host's "
+        f"{DEFAULT_FEATURES_DIR} itself (a hostPath volume, not readOnly) in a pod of your own"
     )
     if e is None or e.errno in (errno.ENOENT, errno.ENOTDIR):
         what = "does not exist" if e is None or e.errno == errno.ENOENT else "is not a directory"
