@@ -290,6 +290,50 @@ def port_subject(dev: RdmaDevice, port: Port) -> str:
     return f"{dev.name}/{port.port}"
 
 
+# ---- transport: InfiniBand, RoCE or iWARP ------------------------------------------------------
+#
+# The link layer does not tell RoCE from iWARP: both say "Ethernet" (the kernel's
+# rdma_port_get_link_layer() answers Ethernet for every port of an RNIC). The node type does:
+# sysfs node_type is "1: CA" for InfiniBand and RoCE HCAs and "4: RNIC" for iWARP
+# (drivers/infiniband/core/sysfs.c node_type_string: RDMA_NODE_RNIC -> "RNIC"); libibverbs maps
+# the same number to transport_type IBV_TRANSPORT_IWARP, which `ibv_devinfo` prints as
+# "transport: iWARP (1)" and `ibstat` as the CA type "iWARP RNIC".
+INFINIBAND, ROCE, IWARP = "InfiniBand", "RoCE", "iWARP"
+# Kernel drivers that only ever register iWARP devices (Chelsio T4-T7, soft iWARP). irdma and
+# qedr register RoCE or iWARP depending on the port's mode, so only node_type tells for them.
+IWARP_ONLY_DRIVERS = frozenset({"cxgb4", "iw_cxgb4", "siw"})
+IWARP_NAME_PREFIXES = ("cxgb4_", "siw")
+
+
+def is_rnic(dev: RdmaDevice) -> bool | None:
+    """True: an iWARP RNIC; False: an InfiniBand/RoCE CA (or a switch); None: not known."""
+    nt = (dev.node_type or "").strip().lower()
+    if nt:
+        return "rnic" in nt or "iwarp" in nt
+    driver = (dev.driver or "").split(".", 1)[0]
+    if driver in IWARP_ONLY_DRIVERS or dev.name.startswith(IWARP_NAME_PREFIXES):
+        return True
+    return None
+
+
+def transport_of(dev: RdmaDevice, port: Port) -> str | None:
+    """InfiniBand, RoCE or iWARP; None when the link layer (or, on Ethernet, the node type) is unknown.
+
+    An Ethernet port of a CA whose node type was not recorded (a pasted `ibv_devinfo` without its
+    transport line) is taken as RoCE, as every check before this one did; an iWARP driver (cxgb4,
+    siw) or device name still says iWARP."""
+    ll = port.link_layer
+    if ll == "InfiniBand":
+        return INFINIBAND
+    if ll != "Ethernet":
+        return None
+    return IWARP if is_rnic(dev) else ROCE
+
+
+def is_iwarp(dev: RdmaDevice, port: Port) -> bool:
+    return transport_of(dev, port) == IWARP
+
+
 def ignored(dev: RdmaDevice, port: Port | None, expect: dict) -> bool:
     names = set(expect.get("ignore_ports") or ())
     if dev.name in names or (port is not None and port_subject(dev, port) in names):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from rdmadoctor.checks._rdma import RdmaInventory, ignored, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import IWARP, RdmaInventory, ignored, port_subject, probe_inventory, transport_of
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
+    INFO,
+    INFORMATION,
     LINK,
     PROBLEM,
     UNKNOWN,
@@ -28,6 +30,16 @@ IB_NO_DEVICES = Code(
     "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
     "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
     kind=PROBLEM,
+)
+RDMA_NOT_REQUIRED = Code(
+    "RDMA_NOT_REQUIRED",
+    "No RDMA devices, as the profile expects",
+    "Information: the profile says this pool trains over TCP sockets on purpose (rdma_required = false, the tcp "
+    "profile): NCCL finds no RDMA device and uses its socket transport, which is the design here. What matters "
+    "then is the interface NCCL's sockets use: nccl.env judges NCCL_SOCKET_IFNAME (up, an address, its speed "
+    "and MTU against socket_min_gbps and socket_min_mtu).",
+    "Nothing to fix. If this node should have RDMA, use a profile that expects it (generic, hgx-8gpu-ndr, ...).",
+    kind=INFORMATION,
 )
 IB_DEVICE_COUNT_LOW = Code(
     "IB_DEVICE_COUNT_LOW",
@@ -150,7 +162,9 @@ HAS_DEVICES = Need("rdma devices", _has_devices)
 # A line a tool printed that libibverbs (rdma-core libibverbs/init.c, dynamic_driver.c) wrote:
 # "libibverbs: Warning: couldn't load driver ...", "... no userspace device-specific driver found
 # for ...", "... Driver mlx5 does not support the kernel ABI of ...".
-_VERBS_LINE = b"libibverbs"
+_VERBS_LINE = b"libibverbs:"  # its own prefix: "libibverbs: Warning: ..." (a package list only names it)
+# Package lists name libibverbs in every other line; none of it is libibverbs speaking.
+_PACKAGE_LISTS = ("dpkg-l.txt", "rpm-qa.txt", "ofed_info.txt")
 MAX_MESSAGE_LINES = 64  # per file: a tool that repeats one warning per device says it 64 times at most
 
 
@@ -175,7 +189,7 @@ def probe_tool_messages(ctx) -> ToolMessages:
         return ToolMessages()
     lines: list[tuple[str, int, str]] = []
     for name in host.listdir("/cmd"):
-        data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") else None
+        data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") and name not in _PACKAGE_LISTS else None
         if not data or _VERBS_LINE not in data:
             continue
         found = 0
@@ -251,6 +265,17 @@ def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | Non
         # A tool's empty list right after libibverbs failed to load a provider: the devices may
         # well exist, userspace cannot see them; the verbs finding is the root cause.
         verbs = [f for f in (messages.findings if messages is not None else ()) if f.severity in (ERROR, WARNING)]
+        if expect.get("rdma_required") is False and not verbs:
+            # A socket pool (the tcp profile): no RDMA is the design, not a fault.
+            return out + [
+                Finding(
+                    RDMA_NOT_REQUIRED.code,
+                    INFO,
+                    "host",
+                    f"no RDMA devices ({where}), as the profile expects (rdma_required = false): NCCL uses its socket "
+                    "transport; nccl.env judges the interface.",
+                )
+            ]
         cause = verbs[0].code if verbs and inv.source != "sysfs" else None
         if cause:
             where += f", after libibverbs said: {verbs[0].message}"
@@ -327,13 +352,16 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 )
                 continue
             if state == "DOWN" or phys in ("Polling", "Disabled", "Sleep"):
+                iwarp = transport_of(dev, port) == IWARP
                 why = {
                     "Polling": "no cable or no peer: the port is looking for a link",
-                    "Disabled": "the port is disabled by software",
+                    # An iWARP port is Disabled whenever its netdev has no carrier (core/device.c iw_query_port).
+                    "Disabled": "its netdev has no carrier" if iwarp else "the port is disabled by software",
                     "Sleep": "the port is asleep",
                 }.get(phys or "", "no link")
-                # A RoCE port follows its netdev: with the netdev down, roce.config's
-                # ROCE_NETDEV_DOWN is the root cause and names the command that brings it back.
+                # A RoCE (or iWARP) port follows its netdev: with the netdev down, roce.config's
+                # ROCE_NETDEV_DOWN (iwarp.config's IWARP_NETDEV_DOWN) is the root cause and names the
+                # command that brings it back.
                 netdev_down = ll == "Ethernet" and port.netdev_up is False
                 out.append(
                     Finding(
@@ -344,7 +372,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                         + (f" Its netdev {port.netdev} is down." if netdev_down else ""),
                         IB_PORT_DOWN.fix,
                         data={"state": state, "phys_state": phys},
-                        cause="ROCE_NETDEV_DOWN" if netdev_down else None,
+                        cause=("IWARP_NETDEV_DOWN" if iwarp else "ROCE_NETDEV_DOWN") if netdev_down else None,
                     )
                 )
                 continue
@@ -396,7 +424,10 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         want_hcas = expect.get("expected_hcas")
         if isinstance(want_hcas, int) and len(inv.pfs()) < want_hcas:
             roots.add("IB_DEVICE_COUNT_LOW")
-        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IB_DEVICE_COUNT_LOW")
+        # An iWARP port in INIT has no IPv4 address on its netdev (iwarp.config's IWARP_NO_IPV4).
+        if any(p.state == "INIT" and transport_of(d, p) == IWARP and not ignored(d, p, expect) for d in inv.devices for p in d.ports):
+            roots.add("IWARP_NO_IPV4")
+        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IWARP_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IWARP_NO_IPV4", "IB_DEVICE_COUNT_LOW")
         cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(
@@ -453,7 +484,7 @@ CHECKS = [
         title="RDMA devices",
         probe=probe_devices,
         judge=lambda f, expect: judge_devices(f.inv, expect, f.messages),
-        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING),
+        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING, RDMA_NOT_REQUIRED),
         inventory=lambda f: _inventory_json(f.inv),
         description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
     ),

@@ -289,7 +289,10 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
     for m in required:
         if isinstance(m, str) and m.strip():
             wanted.setdefault(m.strip().replace("-", "_"), MODULE_WHY.get(m.strip(), "required by the profile"))
-    for m, why in f.hca_needs:
+    # A socket pool (rdma_required = false) runs its NICs as Ethernet NICs on purpose: an HCA
+    # without its IB driver is not missing anything there.
+    socket_pool = expect.get("rdma_required") is False
+    for m, why in () if socket_pool else f.hca_needs:
         wanted.setdefault(m, why)
     # No RDMA device at all: nothing has loaded the RDMA core modules, which follows from the
     # missing device (IB_NO_DEVICES), the one headline. An HCA waiting for its IB driver is
@@ -310,7 +313,8 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
                 cause="IB_NO_DEVICES" if follows else None,
             )
         )
-    if f.gpus_present:
+    if f.gpus_present and not (socket_pool and f.rdma_devices is False):
+        # (No GPUDirect RDMA to want without RDMA, in a pool that trains over sockets by design.)
         gpus = f"{f.gpu_count} NVIDIA GPU(s)" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
         if any(f.has(m) for m in PEERMEM):
             pass

@@ -11,6 +11,22 @@ in net_ib.cc and socket.cc), not its docs' summary of it:
 - only ACTIVE ports are candidates for NCCL_IB_HCA; NCCL_SOCKET_IFNAME only sees interfaces that are
   running (up with a carrier) and have an IPv4/IPv6 address, and is ignored when 1 character long;
 - numeric variables are read with strtoll(value, NULL, 0): ``NCCL_IB_DISABLE=true`` reads as 0.
+
+Two transports are judged beyond the settings' syntax:
+
+- NET/IB on iWARP: ncclIbInitDevices (src/transport/net_ib/init.cc) keeps every ACTIVE port whose
+  link layer is InfiniBand or Ethernet and never reads the device's transport type, so an iWARP RNIC
+  is listed as a RoCE device ("NET/IB : Using [0]cxgb4_0:1/RoCE"). The job then fails at its first
+  inter-node connection: NCCL connects QPs itself with ibv_modify_qp to RTR and RTS (connect.cc
+  ncclIbQpRtr / ncclIbQpRts, an address handle built from GID index 0, the RNIC's only GID:
+  ncclIbGetGidIndex finds no other in a one-entry table), and an iWARP driver accepts RTS only for
+  a QP the iWARP connection manager connected (checks/iwarp.py cites the drivers): IWARP_NCCL_IB.
+- NET/Socket: with NCCL_IB_DISABLE, without a usable RDMA port, or in a pool that trains over TCP by
+  design (rdma_required = false), every byte between nodes goes through the interfaces NCCL's
+  socket transport found (src/misc/socket.cc ncclFindInterfaces: NCCL_SOCKET_IFNAME, else "ib*",
+  else anything but docker, lo and virbr), each at the speed NCCL itself reads from
+  /sys/class/net/<if>/speed (net_socket.cc ncclNetSocketGetSpeed). Their speed and MTU are judged
+  against socket_min_gbps and socket_min_mtu.
 """
 
 from __future__ import annotations
@@ -23,7 +39,7 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
-from rdmadoctor.checks._rdma import NET_CLASS, RdmaInventory, parse_int, probe_inventory
+from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, parse_int, probe_inventory, transport_of
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 
@@ -138,6 +154,82 @@ NCCL_IB_GID_INDEX_UNKNOWN = Code(
     "uses were not recorded, so whether that index is a RoCE v2 GID is unknown.",
     "Record the GID tables: `show_gids > cmd/show_gids.txt` in the bundle, or use `rdmadoctor collect`.",
     kind="unknown",
+)
+
+IWARP_NCCL_IB = Code(
+    "IWARP_NCCL_IB",
+    "NCCL's IB transport would use an iWARP port",
+    "NCCL's IB transport (NET/IB) takes every ACTIVE port whose link layer is InfiniBand or Ethernet and never "
+    "looks at the transport type (src/transport/net_ib/init.cc, ncclIbInitDevices), so it lists an iWARP RNIC as "
+    "a RoCE device ('NET/IB : Using [0]cxgb4_0:1/RoCE') and init succeeds. The first connection between two nodes "
+    "then fails: NCCL creates an RC QP and moves it to RTR and RTS with ibv_modify_qp itself, addressing the peer "
+    "by GID index 0 (connect.cc ncclIbQpRtr, ncclIbQpRts, ncclIbGetGidIndex), while an iWARP QP reaches RTS only "
+    "through the iWARP connection manager (iw_cm, driven by rdma_cm's rdma_connect / rdma_accept), which NCCL "
+    "never calls. The kernel driver answers EINVAL: cxgb4 (T5 and later) refuses the RTR call, irdma and siw the "
+    "RTS call. NCCL prints 'NCCL WARN Call to ibv_modify_qp failed with 22 Invalid argument, on dev cxgb4_0:1, "
+    "curr state INIT, next state RTR ...' followed by a hint about NCCL_IB_GID_INDEX that does not apply to "
+    "iWARP, and the communicator fails with 'unhandled system error' (ncclSystemError): NCCL chose NET/IB at "
+    "init and does not fall back to sockets then.",
+    "Keep NET/IB off the iWARP ports. With other RDMA ports on the node, name only those:\n"
+    "  env:\n  - name: NCCL_IB_HCA\n    value: \"=mlx5_0,mlx5_1\"\n"
+    "(or exclude the RNIC: \"^=cxgb4_0\"). With iWARP only, train over TCP on purpose:\n"
+    "  env:\n  - name: NCCL_IB_DISABLE\n    value: \"1\"\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=<the RNIC's netdev>\"\n"
+    "(the RNIC's netdev is a fast plain NIC for NCCL's sockets), or use a NCCL net plugin over libfabric "
+    "(aws-ofi-nccl with FI_PROVIDER=verbs: libfabric's verbs;ofi_rxm connects through rdma_cm, which iWARP "
+    "needs; not a path NCCL documents, so test it).",
+    kind="problem",
+)
+NCCL_SOCKET_IFNAME_SLOW = Code(
+    "NCCL_SOCKET_IFNAME_SLOW",
+    "NCCL's socket interface is slower than the pool expects",
+    "When NCCL moves its data over TCP (a socket pool, NCCL_IB_DISABLE, or no usable RDMA port), every byte "
+    "between nodes goes through the interfaces NCCL_SOCKET_IFNAME selects, and NCCL spreads its traffic over "
+    "all of them: one slow interface (a 1 Gb/s management NIC matched by a prefix, a pod's veth instead of the "
+    "ENI) caps the job's bandwidth. The speed is what the kernel reports in /sys/class/net/<if>/speed, the value "
+    "NCCL itself reads (net_socket.cc ncclNetSocketGetSpeed).",
+    "Point NCCL_SOCKET_IFNAME at the fast interface, exactly:\n"
+    "  env:\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=eth0\"\n"
+    "`ethtool <if>` shows its negotiated speed; a link that trained below its rating needs its cable or switch "
+    "port checked. If the pool's interfaces are slower by design, lower socket_min_gbps in the config.",
+    kind="problem",
+)
+NCCL_SOCKET_IFNAME_MTU_LOW = Code(
+    "NCCL_SOCKET_IFNAME_MTU_LOW",
+    "NCCL's socket interface MTU below the pool's",
+    "NCCL's socket transport sends large messages as TCP streams: with a 1500-byte MTU on a network built for "
+    "jumbo frames (socket_min_mtu, usually 9000), each message is cut into six times as many segments and the "
+    "CPU cost per byte goes up, which shows at 25 Gb/s and beyond.",
+    "`ip link set dev <if> mtu 9000` (persist it in netplan / NetworkManager, or the CNI config for a pod "
+    "interface); every hop must allow it. If 1500 is the design, lower socket_min_mtu in the config.",
+    kind="problem",
+)
+NCCL_SOCKET_IFNAME_UNSET = Code(
+    "NCCL_SOCKET_IFNAME_UNSET",
+    "NCCL picks its socket interfaces itself in a socket pool",
+    "NCCL_SOCKET_IFNAME is not set in a pool that trains over TCP: NCCL then uses every interface whose name "
+    "starts with 'ib', or else every interface that is up with an address except lo, docker* and virbr* "
+    "(src/misc/socket.cc ncclFindInterfaces), and spreads its traffic over all of them: a management or "
+    "storage NIC becomes part of the job's network.",
+    "Name the fast interface, exactly:\n  env:\n  - name: NCCL_SOCKET_IFNAME\n    value: \"=eth0\"",
+    kind="problem",
+)
+NCCL_SOCKET_SPEED_UNKNOWN = Code(
+    "NCCL_SOCKET_SPEED_UNKNOWN",
+    "Speed of NCCL's socket interface unknown",
+    "Could not decide: the pool expects a minimum speed (socket_min_gbps), and the interface's "
+    "/sys/class/net/<if>/speed could not be read or says -1 (virtio-net and many virtual NICs report no speed; "
+    "NCCL then assumes 10 Gb/s).",
+    "Check the speed by hand (`ethtool <if>`, the cloud's instance type). For virtual NICs that never report "
+    "one, set socket_min_gbps = null for that pool and measure with a NCCL test (nccl-tests all_reduce_perf).",
+    kind="unknown",
+)
+NCCL_SOCKET_TRANSPORT = Code(
+    "NCCL_SOCKET_TRANSPORT",
+    "NCCL trains over TCP sockets",
+    "Information: NCCL will move the data between nodes over TCP sockets on these interfaces, at this speed and "
+    "MTU; in a socket pool (the tcp profile) that is the design, and this is its verdict.",
+    "Nothing to fix.",
+    kind="info",
 )
 
 
@@ -273,6 +365,7 @@ class HcaPort:
     link_layer: str | None
     gids: tuple[Gid, ...] = ()
     gids_known: bool = False
+    iwarp: bool = False  # an iWARP RNIC's port: NET/IB takes it for RoCE and cannot connect it
 
     @property
     def subject(self) -> str:
@@ -289,6 +382,36 @@ class NetIf:
     up: bool | None  # running: admin up and operationally up (IFF_RUNNING)
     mtu: int | None = None
     addresses: tuple[str, ...] | None = None  # None: unknown (sysfs does not show addresses)
+    speed_mbps: int | None = None  # /sys/class/net/<if>/speed; None: unreadable or -1 (no speed reported)
+
+    @property
+    def usable(self) -> bool | None:
+        """Would NCCL take it: running with an address (None: the addresses are unknown)."""
+        if not self.up:
+            return False if self.up is False else None
+        return None if self.addresses is None else bool(self.addresses)
+
+    def shown(self) -> str:
+        speed = f"{self.speed_mbps / 1000:g} Gb/s" if self.speed_mbps else "speed unknown"
+        addr = f", {', '.join(self.addresses)}" if self.addresses else ""
+        mtu = f", MTU {self.mtu}" if self.mtu is not None else ""
+        return f"{self.name} ({speed}{mtu}{addr})"
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "up": self.up, "mtu": self.mtu, "addresses": list(self.addresses) if self.addresses is not None else None}
+
+    @classmethod
+    def from_json(cls, d: object) -> "NetIf | None":
+        """One interface as `collect` records it in runtime.json; None when it is not one."""
+        if not isinstance(d, dict) or not isinstance(d.get("name"), str) or not d["name"]:
+            return None
+        up, mtu, addrs = d.get("up"), d.get("mtu"), d.get("addresses")
+        return cls(
+            d["name"],
+            up if isinstance(up, bool) else None,
+            mtu if isinstance(mtu, int) and not isinstance(mtu, bool) and mtu > 0 else None,
+            tuple(a for a in addrs if isinstance(a, str)) if isinstance(addrs, list) else None,
+        )
 
 
 @record
@@ -454,19 +577,54 @@ def _sysfs_interfaces(host) -> tuple[NetIf, ...] | None:
     return tuple(out)
 
 
+def _speed(host, name: str) -> int | None:
+    """Mb/s as NCCL reads it (net_socket.cc: strtol of /sys/class/net/<if>/speed; <= 0 means unknown)."""
+    v = parse_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
+    return v if v is not None and v > 0 else None
+
+
+def _with_speeds(host, interfaces: tuple[NetIf, ...] | None) -> tuple[NetIf, ...] | None:
+    if interfaces is None:
+        return None
+    from rdmadoctor.core.record import replace
+
+    return tuple(replace(i, speed_mbps=_speed(host, i.name)) for i in interfaces)
+
+
+def _recorded_interfaces(host) -> tuple[NetIf, ...] | None:
+    """The netlink view `collect` kept in runtime.json (names, state, MTU, addresses)."""
+    raw = getattr(host.runtime, "interfaces", None)
+    if not isinstance(raw, list):
+        return None
+    got = [NetIf.from_json(d) for d in raw]
+    return tuple(i for i in got if i is not None)
+
+
 def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
+    """The network interfaces of the job's namespace, with their speeds, and where they came from.
+
+    A live host asks netlink (addresses are not in sysfs) and keeps what it read in the Host's
+    runtime facts, so `collect` records it in runtime.json; a bundle reads that record back. Speeds
+    always come from sysfs, where NCCL reads them."""
     tree = _sysfs_interfaces(host)
     if not host.live_process:
-        return tree, ("sysfs" if tree is not None else f"no {NET_CLASS} in {host.label}")
+        recorded = _recorded_interfaces(host)
+        if recorded is not None:
+            return _with_speeds(host, recorded), "netlink, recorded"
+        return _with_speeds(host, tree), ("sysfs" if tree is not None else f"no {NET_CLASS} in {host.label}")
     try:
         live = _netlink_interfaces()
     except Exception as e:  # noqa: BLE001 - no pyroute2, no netlink socket: fall back to the tree
         why = f"netlink unavailable ({type(e).__name__}: {e})"
-        return tree, (f"sysfs; {why}" if tree is not None else why)
+        return _with_speeds(host, tree), (f"sysfs; {why}" if tree is not None else why)
     if host.kind == "root" and tree is not None and {i.name for i in tree} != {i.name for i in live}:
         # An agent without hostNetwork sees its pod's namespace over netlink; the mounted root's /sys is the host's.
-        return tree, f"sysfs of {host.label} (this process's network namespace differs from the host's)"
-    return live, "netlink"
+        return _with_speeds(host, tree), f"sysfs of {host.label} (this process's network namespace differs from the host's)"
+    try:
+        host.runtime.interfaces = [i.to_json() for i in live]  # what `collect` writes to runtime.json
+    except AttributeError:
+        pass  # a Runtime without the field (an older host module): the bundle then has sysfs only
+    return _with_speeds(host, live), "netlink"
 
 
 def probe_nccl(ctx) -> NcclFacts:
@@ -501,13 +659,16 @@ def probe_nccl(ctx) -> NcclFacts:
                 p.link_layer,
                 p.gids,
                 inv.source == "sysfs" or bool(p.gids),
+                transport_of(d, p) == IWARP,
             )
             for d in inv.devices
             for p in d.ports
         )
     interfaces, if_source = None, ""
     ifname = settings.get("NCCL_SOCKET_IFNAME")
-    if ifname is not None and len(ifname) > 1:
+    # pyroute2 costs ~80 ms: read the interfaces only when a verdict needs them (a named socket
+    # interface, or a pool that trains over sockets, where NCCL's own choice is judged).
+    if (ifname is not None and len(ifname) > 1) or ctx.expect.get("rdma_required") is False:
         interfaces, if_source = _interfaces(host)
     return NcclFacts(settings, origin, source, ports, interfaces, if_source, tuple(problems))
 
@@ -569,7 +730,8 @@ def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = No
     sel = select_hcas(value, facts.ports)
     active = [p for p in facts.ports if p.active]
     active_txt = ", ".join(p.subject for p in active) or "none"
-    active_devs = sorted({p.device for p in active})
+    # iWARP devices are never suggested: NET/IB cannot connect them (IWARP_NCCL_IB).
+    active_devs = sorted({p.device for p in active if not p.iwarp})
     note = "the ACTIVE devices of this node; keep only the compute HCAs"
     if isinstance(compute_hcas, (list, tuple)) and compute_hcas:
         # The profile says which HCAs are for NCCL (storage and management NICs are not).
@@ -662,7 +824,13 @@ def _used_ports(facts: NcclFacts) -> list[HcaPort]:
     return [p for p in facts.ports if p.active]
 
 
-def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
+def _net_not_ib(facts: NcclFacts) -> bool:
+    """NCCL_NET names another network than IB (Socket, or a plugin such as aws-ofi-nccl's "AWS Libfabric")."""
+    net = facts.settings.get("NCCL_NET")
+    return bool(net) and net.lower() != "ib"
+
+
+def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[Finding], bool]:
     out: list[Finding] = []
     disabled_by = []
     raw = facts.settings.get("NCCL_IB_DISABLE")
@@ -697,9 +865,20 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
         disabled_by.append(_shown(facts, "NCCL_NET"))
     if not disabled_by:
         return out, False
-    active = [p for p in facts.ports or () if p.active]
+    active = [p for p in facts.ports or () if p.active and not p.iwarp]
+    iwarp = [p for p in facts.ports or () if p.active and p.iwarp]
     what = " and ".join(disabled_by)
-    if active:
+    if (expect or {}).get("rdma_required") is False:
+        out.append(
+            Finding(
+                NCCL_ENV_INFO.code,
+                INFO,
+                disabled_by[0].split("=")[0],
+                f"{what}: NCCL uses TCP sockets, as the profile expects (rdma_required = false)"
+                + (f"; the ACTIVE RDMA port(s) {', '.join(p.subject for p in active)} stay unused." if active else "."),
+            )
+        )
+    elif active:
         out.append(
             Finding(
                 NCCL_IB_DISABLED_BY_ENV.code,
@@ -711,9 +890,54 @@ def _judge_disable(facts: NcclFacts) -> tuple[list[Finding], bool]:
                 "the launch script.",
             )
         )
+    elif iwarp:
+        out.append(
+            Finding(
+                NCCL_ENV_INFO.code,
+                INFO,
+                disabled_by[0].split("=")[0],
+                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA port(s) "
+                f"{', '.join(p.subject for p in iwarp)} are iWARP, which NCCL's IB transport cannot connect.",
+            )
+        )
     else:
         out.append(Finding(NCCL_ENV_INFO.code, INFO, disabled_by[0].split("=")[0], f"{what}: NCCL uses TCP sockets (no ACTIVE RDMA port here anyway)."))
     return out, True
+
+
+def _judge_iwarp(facts: NcclFacts) -> list[Finding]:
+    """NET/IB would take an iWARP port (init.cc keeps any ACTIVE InfiniBand or Ethernet port)."""
+    taken = [p for p in _used_ports(facts) if p.iwarp]
+    if not taken:
+        return []
+    names = ", ".join(p.subject for p in taken)
+    hca = facts.settings.get("NCCL_IB_HCA")
+    how = f"{_shown(facts, 'NCCL_IB_HCA')} selects" if hca else "NCCL_IB_HCA is unset, so NCCL's IB transport takes every ACTIVE port, including"
+    others = sorted({p.device for p in facts.ports or () if p.active and not p.iwarp})
+    if others:
+        value = "=" + ",".join(others)
+        remedy = _yaml_env("NCCL_IB_HCA", value) + "   # the ACTIVE InfiniBand / RoCE devices of this node, without the iWARP ones"
+        pod = PodChange(env=(("NCCL_IB_HCA", value, "the ACTIVE InfiniBand / RoCE devices, without the iWARP RNIC"),))
+    else:
+        remedy = (
+            'env:\n- name: NCCL_IB_DISABLE\n  value: "1"   # NCCL trains over TCP sockets on purpose; set NCCL_SOCKET_IFNAME to the '
+            "RNIC's netdev to use its bandwidth. Or a libfabric net plugin (aws-ofi-nccl, FI_PROVIDER=verbs): `rdmadoctor explain IWARP_NCCL_IB`"
+        )
+        pod = PodChange(env=(("NCCL_IB_DISABLE", "1", "the node's only RDMA ports are iWARP, which NCCL's IB transport cannot connect"),), whole=False)
+    return [
+        Finding(
+            IWARP_NCCL_IB.code,
+            ERROR,
+            "NCCL_IB_HCA",
+            f"{how} {names}: iWARP, which NCCL lists as a RoCE device, and the job fails at its first inter-node "
+            "connection ('Call to ibv_modify_qp failed with 22 Invalid argument', then 'unhandled system error'), "
+            "because iWARP QPs are connected only through the iWARP connection manager. Expected NET/IB to use "
+            "InfiniBand or RoCE ports only.",
+            remedy,
+            data={"iwarp_ports": [p.subject for p in taken], "other_devices": others},
+            pod=pod,
+        )
+    ]
 
 
 def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
@@ -738,7 +962,7 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
         ]
     if idx < 0:
         return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL picks the GID itself (NCCL 2.21+).")]
-    roce = [p for p in _used_ports(facts) if p.link_layer == "Ethernet"]
+    roce = [p for p in _used_ports(facts) if p.link_layer == "Ethernet" and not p.iwarp]
     if facts.ports is None:
         return [Finding(NCCL_IB_GID_INDEX_UNKNOWN.code, UNKNOWN, subj, f"{shown}: the RDMA devices are unknown, so the GID cannot be checked.")]
     if not roce:
@@ -793,14 +1017,33 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
     return out
 
 
-def _judge_socket(facts: NcclFacts) -> list[Finding]:
+def nccl_auto_interfaces(interfaces: Iterable[NetIf]) -> list[NetIf]:
+    """What NCCL's socket transport takes with NCCL_SOCKET_IFNAME unset (src/misc/socket.cc
+    ncclFindInterfaces): interfaces named ib*, else any but docker*, lo and virbr*, else docker*,
+    else lo; each only when running with an address."""
+    have = [i for i in interfaces if i.usable is not False]
+    for pick in (lambda n: n.startswith("ib"), lambda n: not n.startswith(("docker", "lo", "virbr")), lambda n: n.startswith("docker"), lambda n: n.startswith("lo")):
+        found = [i for i in have if pick(i.name)]
+        if found:
+            return found
+    return []
+
+
+def _judge_socket(facts: NcclFacts, expect: dict | None = None, sockets: bool = False) -> list[Finding]:
+    """NCCL_SOCKET_IFNAME: up, with an address; when NCCL's data goes over sockets (``sockets``), also
+    fast enough (socket_min_gbps) with the MTU the pool wants (socket_min_mtu)."""
+    expect = expect or {}
     subj = "NCCL_SOCKET_IFNAME"
     value = facts.settings.get(subj)
-    if value is None:
-        return []
+    socket_pool = expect.get("rdma_required") is False
+    if value is None or len(value) <= 1:
+        out = []
+        if value is not None:
+            out.append(Finding(NCCL_ENV_INFO.code, INFO, subj, f"{_shown(facts, subj)} is ignored by NCCL (it needs more than 1 character); NCCL picks the interface itself."))
+        if socket_pool and facts.interfaces is not None:
+            out.extend(_judge_auto_interfaces(facts, expect))
+        return out
     shown = _shown(facts, subj)
-    if len(value) <= 1:
-        return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown} is ignored by NCCL (it needs more than 1 character); NCCL picks the interface itself.")]
     if facts.interfaces is None:
         return [
             Finding(
@@ -829,7 +1072,7 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
             if matched
             else "matches no interface"
         )
-        candidates = [i.name for i in up if not i.name.startswith(("lo", "docker", "virbr"))]
+        candidates = [i.name for i in _fastest_first(up) if not i.name.startswith(("lo", "docker", "virbr"))]
         remedy = (
             _yaml_env(subj, "=" + candidates[0]) + f"   # an interface that is up here: {', '.join(candidates)}"
             if candidates
@@ -863,8 +1106,141 @@ def _judge_socket(facts: NcclFacts) -> list[Finding]:
                 f"ip addr add <ip>/<prefix> dev {running[0].name}   # or fix the IPAM of the pod network",
             )
         ]
-    used = ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in running if i.addresses is None or i.addresses)
-    return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {used}{src}.")]
+    usable = [i for i in running if i.addresses is None or i.addresses]
+    if sockets or socket_pool:
+        return _judge_socket_data(facts, expect, shown, usable, src)
+    return [Finding(NCCL_ENV_INFO.code, INFO, subj, f"{shown}: NCCL will use {_addressed(usable)}{src}.")]
+
+
+def _addressed(interfaces: Iterable[NetIf]) -> str:
+    return ", ".join(i.name + (f" ({', '.join(i.addresses)})" if i.addresses else "") for i in interfaces)
+
+
+def _speed_mtu(i: NetIf) -> str:
+    speed = f"{i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else "speed unknown"
+    return f"{i.name} at {speed}" + (f", MTU {i.mtu}" if i.mtu is not None else "")
+
+
+def _fastest_first(interfaces: Iterable[NetIf]) -> list[NetIf]:
+    return sorted(interfaces, key=lambda i: -(i.speed_mbps or 0))
+
+
+def _judge_auto_interfaces(facts: NcclFacts, expect: dict) -> list[Finding]:
+    """A socket pool without NCCL_SOCKET_IFNAME: judge what NCCL picks by itself."""
+    subj = "NCCL_SOCKET_IFNAME"
+    src = f" [{facts.interfaces_source}]" if facts.interfaces_source else ""
+    picked = nccl_auto_interfaces(facts.interfaces or ())
+    real = [i for i in picked if not i.name.startswith("lo")]
+    if not real:
+        return [
+            Finding(
+                NCCL_SOCKET_IFNAME_NO_MATCH.code,
+                ERROR,
+                subj,
+                f"NCCL_SOCKET_IFNAME is unset and no interface but loopback is up with an address{src}: NCCL's sockets "
+                "cannot reach another node; expected the pod network's interface.",
+                "Check the pod's network (CNI, Multus): `ip -br addr` in the pod should list an interface with an address.",
+            )
+        ]
+    if len(real) > 1:
+        best = _fastest_first(real)[0]
+        return [
+            Finding(
+                NCCL_SOCKET_IFNAME_UNSET.code,
+                WARNING,
+                subj,
+                f"NCCL_SOCKET_IFNAME is unset in a socket pool: NCCL takes {', '.join(i.shown() for i in real)} and spreads "
+                f"its traffic over all of them{src}; expected one named interface.",
+                _yaml_env(subj, "=" + best.name) + "   # the fastest interface here",
+                pod=PodChange(env=((subj, "=" + best.name, "the fastest interface here"),)),
+                data={"interfaces": [i.name for i in real]},
+            )
+        ] + _judge_socket_data(facts, expect, "NCCL_SOCKET_IFNAME (unset)", real, src)
+    return _judge_socket_data(facts, expect, "NCCL_SOCKET_IFNAME (unset)", real, src)
+
+
+def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[NetIf], src: str) -> list[Finding]:
+    """The interfaces NCCL's socket transport moves the job's data over: speed, MTU, the verdict."""
+    subj = "NCCL_SOCKET_IFNAME"
+    out: list[Finding] = []
+    min_gbps = expect.get("socket_min_gbps")
+    min_mtu = expect.get("socket_min_mtu")
+    others = [i for i in _fastest_first(facts.interfaces or ()) if i.usable is not False and i not in used and not i.name.startswith(("lo", "docker", "virbr"))]
+    if isinstance(min_gbps, (int, float)) and not isinstance(min_gbps, bool):
+        slow = [i for i in used if i.speed_mbps is not None and i.speed_mbps < min_gbps * 1000]
+        unknown = [i for i in used if i.speed_mbps is None]
+        if slow:
+            fast = [i for i in others if i.speed_mbps is not None and i.speed_mbps >= min_gbps * 1000]
+            keep = [i for i in used if i not in slow and i not in unknown]
+            target = (keep or fast)[:1]
+            if target:
+                remedy = _yaml_env(subj, "=" + target[0].name) + f"   # {target[0].shown()}"
+                pod = PodChange(env=((subj, "=" + target[0].name, f"the interface at >= {min_gbps:g} Gb/s here"),))
+            else:
+                remedy = (
+                    f"No interface here runs at {min_gbps:g} Gb/s: check the link (`ethtool {slow[0].name}`), the cable and "
+                    "the switch port, or the instance type; if the pool is slower by design, lower socket_min_gbps."
+                )
+                pod = None
+            out.append(
+                Finding(
+                    NCCL_SOCKET_IFNAME_SLOW.code,
+                    ERROR,
+                    subj,
+                    f"{shown}: NCCL's sockets would carry the job's data over {', '.join(i.shown() for i in used)}"
+                    + (", spread over all of them" if len(used) > 1 else "")
+                    + ", and "
+                    + ", ".join(f"{i.name} runs at {i.speed_mbps / 1000:g} Gb/s" for i in slow)
+                    + f"; expected at least {min_gbps:g} Gb/s (socket_min_gbps) on every interface NCCL uses"
+                    + (f". Faster here: {', '.join(i.shown() for i in fast)}" if fast else "")
+                    + f"{src}.",
+                    remedy,
+                    pod=pod,
+                    data={"slow": {i.name: i.speed_mbps for i in slow}, "min_gbps": min_gbps},
+                )
+            )
+        if unknown:
+            out.append(
+                Finding(
+                    NCCL_SOCKET_SPEED_UNKNOWN.code,
+                    UNKNOWN,
+                    subj,
+                    f"{shown}: the speed of {', '.join(i.name for i in unknown)} is unknown (/sys/class/net/<if>/speed "
+                    f"unreadable or -1; NCCL assumes 10 Gb/s); the pool expects at least {min_gbps:g} Gb/s{src}.",
+                    NCCL_SOCKET_SPEED_UNKNOWN.fix,
+                )
+            )
+    if isinstance(min_mtu, int) and not isinstance(min_mtu, bool):
+        low = [i for i in used if i.mtu is not None and i.mtu < min_mtu]
+        if low:
+            out.append(
+                Finding(
+                    NCCL_SOCKET_IFNAME_MTU_LOW.code,
+                    WARNING,
+                    subj,
+                    f"{shown}: MTU " + ", ".join(f"{i.mtu} on {i.name}" for i in low) + f"; expected at least {min_mtu} "
+                    f"(socket_min_mtu){src}.",
+                    f"ip link set dev {low[0].name} mtu {min_mtu}   # persist it (netplan, NetworkManager or the CNI "
+                    "config); every hop must allow it",
+                    data={"mtu": {i.name: i.mtu for i in low}, "min_mtu": min_mtu},
+                )
+            )
+    if not any(f.severity in (ERROR, WARNING, UNKNOWN) for f in out):
+        verdict = "ready to train over sockets on " + ", ".join(
+            i.name + (f" at {i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else "") for i in used
+        )
+        out.append(
+            Finding(
+                NCCL_SOCKET_TRANSPORT.code,
+                INFO,
+                subj,
+                f"{shown}: NCCL will use {_addressed(used)}{src}, and the data between nodes goes over TCP there ("
+                + ", ".join(_speed_mtu(i) for i in used)
+                + f"): {verdict}.",
+                data={"verdict": verdict, "interfaces": [{**i.to_json(), "speed_mbps": i.speed_mbps} for i in used]},
+            )
+        )
+    return out
 
 
 def _judge_master(facts: NcclFacts) -> list[Finding]:
@@ -896,6 +1272,15 @@ def _judge_master(facts: NcclFacts) -> list[Finding]:
     return out
 
 
+def _sockets_carry_data(facts: NcclFacts, ib_off: bool) -> bool:
+    """Will NCCL move the job's data over TCP: IB off, or no ACTIVE port NET/IB can use."""
+    if ib_off:
+        return True
+    if facts.ports is None:
+        return False  # unknown: no speed verdict on a guess
+    return not any(p.active and not p.iwarp for p in facts.ports)
+
+
 def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     out: list[Finding] = []
     for why in facts.conf_problems:
@@ -905,15 +1290,19 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
         active = [p.subject for p in facts.ports or () if p.active]
         what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
         out.append(Finding(NCCL_ENV_INFO.code, INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
+        out.extend(_judge_iwarp(facts))
+        out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, False)))
     else:
-        disable, ib_off = _judge_disable(facts)
+        disable, ib_off = _judge_disable(facts, expect)
         out.extend(disable)
         hca = facts.settings.get("NCCL_IB_HCA")
         if hca and not ib_off:  # NCCL reads an empty value as unset
             out.extend(_judge_hca(facts, hca, expect.get("compute_hcas")))
         if not ib_off:
+            if not _net_not_ib(facts):
+                out.extend(_judge_iwarp(facts))
             out.extend(_judge_gid_index(facts))
-        out.extend(_judge_socket(facts))
+        out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, ib_off)))
     out.extend(_judge_master(facts))
     return out
 
@@ -944,11 +1333,18 @@ CHECKS = [
             NCCL_ENV_INVALID,
             NCCL_MASTER_ADDR_BAD,
             NCCL_ENV_INFO,
+            IWARP_NCCL_IB,
+            NCCL_SOCKET_IFNAME_SLOW,
+            NCCL_SOCKET_IFNAME_MTU_LOW,
+            NCCL_SOCKET_IFNAME_UNSET,
+            NCCL_SOCKET_SPEED_UNKNOWN,
+            NCCL_SOCKET_TRANSPORT,
         ),
         needs=(HAS_ENV,),
         inventory=_inventory_json,
         description="The job's NCCL_* settings (environment, NCCL_CONF_FILE, /etc/nccl.conf) against this node: "
-        "NCCL_IB_HCA selects ACTIVE ports, NCCL_SOCKET_IFNAME an interface that is up with an address, "
-        "NCCL_IB_GID_INDEX a RoCE v2 GID, no NCCL_IB_DISABLE while RDMA works, MASTER_ADDR/PORT well-formed.",
+        "NCCL_IB_HCA selects ACTIVE ports and no iWARP one, NCCL_SOCKET_IFNAME an interface that is up with an address "
+        "(and, when NCCL's data goes over sockets, at socket_min_gbps and socket_min_mtu), NCCL_IB_GID_INDEX a RoCE v2 "
+        "GID, no NCCL_IB_DISABLE while RDMA works (unless rdma_required = false), MASTER_ADDR/PORT well-formed.",
     ),
 ]

@@ -1,8 +1,24 @@
-"""roce.config: what a RoCE port needs beyond a link: a routable RoCE v2 GID, its netdev up, a 4096 MTU."""
+"""roce.config: what a RoCE port needs beyond a link: a routable RoCE v2 GID, its netdev up, a 4096 MTU.
+
+Only RoCE ports: an iWARP port (node_type "4: RNIC") has an Ethernet link layer too, but no RoCE v2
+GID ever (its one GID is its MAC address, typed "IB/RoCE v1" by the kernel's GID cache, and no
+RoCE MTU): checks/iwarp.py judges it as what it is.
+"""
 
 from __future__ import annotations
 
-from rdmadoctor.checks._rdma import IB_CLASS, NET_CLASS, RdmaInventory, ignored, parse_int, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import (
+    IB_CLASS,
+    IWARP,
+    NET_CLASS,
+    ROCE,
+    RdmaInventory,
+    ignored,
+    parse_int,
+    port_subject,
+    probe_inventory,
+    transport_of,
+)
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -104,11 +120,12 @@ class RoceFacts:
 
 
 def _ethernet_ports(inv: RdmaInventory, expect: dict) -> list[tuple[RdmaDevice, Port]]:
+    """The RoCE ports: Ethernet ports of CAs, not of iWARP RNICs."""
     return [
         (dev, port)
         for dev in inv.devices
         for port in dev.ports
-        if port.link_layer == "Ethernet" and not ignored(dev, port, expect)
+        if transport_of(dev, port) == ROCE and not ignored(dev, port, expect)
     ]
 
 
@@ -119,6 +136,9 @@ def _has_ethernet(ctx) -> str | None:
     if not inv.devices:
         return "no RDMA devices: see ib.devices"
     if not _ethernet_ports(inv, ctx.expect):
+        rnics = sorted({d.name for d in inv.devices for p in d.ports if transport_of(d, p) == IWARP})
+        if rnics:
+            return f"no RoCE port to judge: {', '.join(rnics)} {'is' if len(rnics) == 1 else 'are'} iWARP (see iwarp.config)"
         lls = sorted({p.link_layer or "unknown" for d in inv.devices for p in d.ports})
         return f"no Ethernet (RoCE) RDMA port to judge (link layers: {', '.join(lls) or 'no ports'})"
     return None

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything the test suite needs on a fresh Debian machine, then runs it:
 #   - as root: the Debian packages of the real-tool tests (ibsim, opensm, infiniband-diags,
-#     hwloc, iproute2); without root those tests skip;
+#     hwloc, iproute2; podman, runc and mmdebstrap for the image tests, which build the image once
+#     and reuse it while its inputs are unchanged; prometheus for promtool and a real server);
+#     without root those tests skip;
 #   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
 #   - lints: ruff (style, unused and undefined names, import order) and import-linter (the
 #     layers in pyproject.toml, checked on a real install: see tests/test_layers.py);
@@ -10,7 +12,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PACKAGES=(ibsim-utils libumad2sim0 opensm infiniband-diags hwloc iproute2 python3-venv)
+APT_PACKAGES=(ibsim-utils libumad2sim0 opensm infiniband-diags hwloc iproute2 python3-venv
+              podman runc mmdebstrap prometheus)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
@@ -23,7 +26,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     fi
 else
-    echo "test.sh: not root (or no apt-get): the ibsim, hwloc and netns tests will skip" >&2
+    echo "test.sh: not root (or no apt-get): the ibsim, hwloc, netns and container tests will skip" >&2
 fi
 
 PY=${PYTHON:-python3}

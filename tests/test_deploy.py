@@ -30,7 +30,9 @@ FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 # (tests/test_deploy_harden.py has the rest).
 OWN_DIR = FEATURES_DIR + "/.rdmadoctor"
 # Kinds kubernetes-validate has no schema for (CRDs); their pod templates are validated instead.
-CRD_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job")}
+CRD_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job"), ("kubeflow.org/v2beta1", "MPIJob")}
+# prometheus-operator's kinds in deploy/monitoring: tests/test_monitoring.py checks them.
+MONITORING_KINDS = {("monitoring.coreos.com/v1", "PodMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 # 1.30: the oldest release the direct overlay supports (ValidatingAdmissionPolicy v1, node-name
 # claim in pod-bound tokens); and the newest release the installed kubernetes-validate knows.
 MIN_K8S = "1.30.0"
@@ -49,7 +51,10 @@ def manifest_docs() -> list[tuple[str, dict]]:
     out = []
     for path in manifest_files():
         for i, doc in enumerate(_load_all(path.read_text())):
-            out.append((f"{path.relative_to(DEPLOY)}#{i}", doc))
+            # Not every YAML file is a Kubernetes object: deploy/monitoring's Prometheus rule
+            # files (rules.yaml, rules.test.yaml) are read by Prometheus and promtool.
+            if isinstance(doc, dict) and "kind" in doc and "apiVersion" in doc:
+                out.append((f"{path.relative_to(DEPLOY)}#{i}", doc))
     return out
 
 
@@ -126,6 +131,9 @@ def pod_templates(doc: dict) -> Iterator[tuple[str, dict]]:
     elif (doc["apiVersion"], kind) == ("batch.volcano.sh/v1alpha1", "Job"):
         for task in doc["spec"]["tasks"]:
             yield task["name"], task["template"]
+    elif kind == "MPIJob":
+        for role, spec in doc["spec"]["mpiReplicaSpecs"].items():
+            yield role, spec["template"]
     elif "template" in doc.get("spec", {}):
         yield kind, doc["spec"]["template"]
 
@@ -134,12 +142,19 @@ def containers(pod: dict) -> list[dict]:
     return list(pod.get("initContainers") or []) + list(pod["containers"])
 
 
+def runs_no_rank(doc: dict, where: str) -> bool:
+    """An MPIJob's launcher only runs mpirun: no GPU, no HCA, no gate of its own (the ranks it
+    starts on the workers run `rdmadoctor run`; tests/test_mpijob.py checks that)."""
+    return doc["kind"] == "MPIJob" and where == "Launcher"
+
+
 # ---- every manifest, strict, against real Kubernetes schemas -----------------------------------
 def test_deploy_tree_is_complete() -> None:
     names = {str(p.relative_to(DEPLOY)) for p in DEPLOY.rglob("*") if p.is_file()}
     for need in (
         "README.md", "base/kustomization.yaml", "base/daemonset.yaml", "overlays/direct/kustomization.yaml",
         "overlays/direct/admission-policy.yaml", "examples/pytorchjob.yaml", "examples/volcano-job.yaml", "examples/pod.yaml",
+        "examples/mpijob.yaml",
     ):
         assert need in names
     for path in DEPLOY.rglob("kustomization.yaml"):
@@ -152,6 +167,8 @@ def test_deploy_tree_is_complete() -> None:
 def test_manifest_validates_strict(where: str, doc: dict) -> None:
     if (doc.get("apiVersion"), doc.get("kind")) in CRD_KINDS:
         pytest.skip("a CRD: its pod templates are validated by test_crd_examples")
+    if (doc.get("apiVersion"), doc.get("kind")) in MONITORING_KINDS:
+        pytest.skip("a prometheus-operator object: tests/test_monitoring.py checks it")
     for version in _versions():
         validate_strict(doc, version)
 
@@ -390,7 +407,7 @@ def test_agent_config_judges_the_node_not_the_agent_pod(tmp_path: Path) -> None:
     diag = diagnose(Options(example="broken-pod", config=str(cfg), scope="node"))
     node = {r.id: r.status for r in diag.results}
     assert plain["limits.memlock"] == "fail" and plain["shm.size"] == "fail"
-    assert {k for k, v in node.items() if v == "skip" and k not in ("roce.config",)} == pod_scope
+    assert {k for k, v in node.items() if v == "skip" and k not in ("roce.config", "iwarp.config")} == pod_scope
     assert node["ib.ports"] == "fail"
     assert {k: v for k, v in node.items() if k not in pod_scope} == {k: v for k, v in plain.items() if k not in pod_scope}
     assert diag.report["labels"]["rdmadoctor.io/ready"] == "false" and diag.report["scope"] == "node"
@@ -448,6 +465,8 @@ def test_examples_use_preflight_both_ways() -> None:
     for path in EXAMPLES.glob("*.yaml"):
         for doc in _load_all(path.read_text()):
             for where, tpl in pod_templates(doc):
+                if runs_no_rank(doc, where):
+                    continue
                 inits = tpl["spec"].get("initContainers") or []
                 assert any(f"{path.name}:{where}:{c['name']}" in calls for c in inits), (path.name, where)
     for where, argv in calls.items():
@@ -469,6 +488,9 @@ def test_example_pods_are_rdma_ready(path: Path) -> None:
     for doc in _load_all(path.read_text()):
         for where, tpl in pod_templates(doc):
             spec = tpl["spec"]
+            if runs_no_rank(doc, where):
+                assert not any("nvidia.com/gpu" in c.get("resources", {}).get("limits", {}) for c in containers(spec)), where
+                continue
             shm = [v for v in spec["volumes"] if v.get("emptyDir", {}).get("medium") == "Memory"]
             assert len(shm) == 1 and shm[0]["emptyDir"].get("sizeLimit"), where
             terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
@@ -483,6 +505,11 @@ def test_example_pods_are_rdma_ready(path: Path) -> None:
                 assert any(m["name"] == shm[0]["name"] and m["mountPath"] == "/dev/shm" for m in c.get("volumeMounts", [])), name
                 assert "rdma/hca" in c["resources"]["limits"], name
                 env = {e["name"]: e.get("value") for e in c.get("env", [])}
+                if doc["kind"] == "MPIJob" and c in spec["containers"]:
+                    # sshd: the ranks it starts get their env from mpirun -x, not from this container
+                    # (tests/test_mpijob.py checks the launcher's env and the init container's).
+                    assert not any(k.startswith("NCCL_") for k in env), name
+                    continue
                 if doc["kind"] != "Pod":  # the NCCL jobs
                     assert re.fullmatch(r"=mlx5_\d+(,mlx5_\d+)*", env["NCCL_IB_HCA"]), name
                     assert env["NCCL_SOCKET_IFNAME"] and "nvidia.com/gpu" in c["resources"]["limits"], name
@@ -726,11 +753,14 @@ def _dockerfile() -> str:
 
 def test_dockerfile() -> None:
     text = _dockerfile()
+    # Every stage on the one base, a build argument (scripts/build-image.sh may pass a local
+    # bookworm root) defaulting to the registry image.
     stages = re.findall(r"^FROM\s+(\S+)", text, re.M)
-    assert stages and all(s == "python:3.11-slim-bookworm" for s in stages)
+    assert stages and all(s == "${BASE}" for s in stages)
+    assert re.findall(r"^ARG BASE=(\S+)$", text, re.M) == ["docker.io/library/python:3.11-slim-bookworm"]
     runtime = text[text.rindex("\nFROM ") :]
     assert "apt-get install -y --no-install-recommends" in runtime and "rm -rf /var/lib/apt/lists/*" in runtime
-    assert re.search(r'\[k8s\]', runtime)
+    assert re.search(r'\[k8s\]', text)
     assert re.search(r'^ENTRYPOINT \["rdmadoctor"\]$', runtime, re.M)
     user = re.findall(r"^USER\s+(\d+):(\d+)$", runtime, re.M)
     psc = daemonset("base")["spec"]["template"]["spec"]["securityContext"]

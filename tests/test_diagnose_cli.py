@@ -170,3 +170,57 @@ def test_list_patterns_and_explain_know_every_code() -> None:
     for code in ("NCCL_SOCKET_FALLBACK", "NCCL_GDR_DISABLED", "NCCL_IB_COMPLETION_ERROR", "NCCL_SHM_FAILED",
                  "NCCL_QP_CQ_CREATE_FAILED", "NCCL_REG_MR_FAILED", "NCCL_TIMEOUT"):
         assert rd("explain", code).returncode == 0
+
+
+def test_a_100_mb_line_is_read_in_bounded_memory_and_the_next_line_counts(tmp_path) -> None:
+    log = tmp_path / "flood.log"
+    with open(log, "wb") as f:
+        chunk = b"x" * (1 << 20)
+        for _ in range(100):
+            f.write(chunk)
+        f.write(b"\n" + FAILED_JOB.splitlines()[4].encode() + b"\n")
+    code = (
+        "import json, resource, sys\n"
+        "from rdmadoctor.cli.diagnose import run_diagnose\n"
+        "import rdmadoctor.checks.logs, rdmadoctor.logs.scan\n"
+        "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        f"rc = run_diagnose(files=[{str(log)!r}], as_json=True)\n"
+        "after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "sys.stderr.write(json.dumps([rc, before, after]))\n"
+    )
+    # A clean environment: no PYTHON* setting (a tracemalloc or debug allocator) from the caller.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
+    rc, before, after = json.loads(out.stderr.decode().splitlines()[-1])
+    rep = json.loads(out.stdout)
+    assert rc == 1 and [(f["code"], f["data"]["evidence"][0]["line"]) for f in findings(rep)] == [("NCCL_IB_COMPLETION_ERROR", 2)]
+    # Reading it adds a few MiB at most (a line's first 64 KiB and a chunk in flight), never the line.
+    assert after - before < 32 * 1024, (before, after)
+
+
+def test_a_progress_line_shows_on_a_terminal_for_a_big_input(tmp_path, monkeypatch) -> None:
+    import io
+
+    from rdmadoctor.cli import diagnose as cli
+
+    big = tmp_path / "big.log"
+    big.write_bytes(b"filler line of a training loop\n" * ((cli.PROGRESS_MIN_BYTES // 31) + 10))
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    err = Tty()
+    monkeypatch.setattr(sys, "stderr", err)
+    tick = cli._progress([str(big)])
+    assert tick is not None
+    for _ in range(3):
+        tick(big.stat().st_size // 3)
+    tick(big.stat().st_size)
+    text = err.getvalue()
+    assert "\rrdmadoctor: reading" in text and text.endswith("(100%)\n")
+    small = tmp_path / "small.log"
+    small.write_text("x\n")
+    assert cli._progress([str(small)]) is None  # small inputs: no progress line
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert cli._progress([str(big)]) is None  # not a terminal: no progress line

@@ -96,8 +96,8 @@ def test_go_on_healthy_hgx_with_its_profile():
     lines = r.stdout.splitlines()
     assert lines[0] == "rdmadoctor preflight: GO"
     assert "hgx-h100-017" in lines[1] and "profile hgx-8gpu-ndr" in lines[1]
-    # The IB node has no RoCE port: roce.config is skipped, the other eight pass.
-    assert "9 checks (8 passed, 1 skipped); 0 problem(s), 0 warning(s)" in lines[1]
+    # The IB node has no RoCE and no iWARP port: roce.config and iwarp.config are skipped, the other eight pass.
+    assert "10 checks (8 passed, 2 skipped); 0 problem(s), 0 warning(s)" in lines[1]
     assert "problem" not in r.stdout.split("\n", 2)[2]
     assert "\x1b[" not in r.stdout  # no colour when not a terminal
     assert r.stderr == ""
@@ -114,7 +114,7 @@ def test_json_verdict_runs_the_pod_checks_only():
     # The checks that declare gate=True, and only those: no list of ids to keep in step.
     checks, _ = load_checks()
     assert doc["checks"] == [c.id for c in checks if c.gate]
-    assert len(doc["checks"]) == 9
+    assert len(doc["checks"]) == 10
     assert "node.labels" not in doc["checks"] and "pci.link" not in doc["checks"]
     assert doc["problems"] == [] and doc["pod_spec_yaml"] is None and doc["master"] is None
     assert doc["report"]["schema"] == "rdmadoctor.report/v1"

@@ -733,14 +733,14 @@ def test_fast_parser_matches_typer(args, monkeypatch):
 
 
 def test_gate_options_are_preflights():
-    # `run` takes every option of `preflight` but --exec, and its own three.
+    # `run` takes every option of `preflight` but --exec, and its own four.
     from typer.main import get_command
 
     from rdmadoctor.cli.app import app
 
     cmd = get_command(app)
     opts = {c: {o for p in cmd.commands[c].params for o in p.opts if o.startswith("--")} for c in ("run", "preflight")}
-    assert opts["run"] == (opts["preflight"] - {"--exec"}) | {"--no-gate", "--nccl-debug", "--report-file"}
+    assert opts["run"] == (opts["preflight"] - {"--exec"}) | {"--no-gate", "--nccl-debug", "--report-file", "--read-all"}
     r = run("--no-gate", "python3", "-c", "import sys; print(sys.argv[1:])", "--json")  # no `--`: still CMD's
     assert r.returncode == 0 and r.stdout == b"['--json']\n"
 
@@ -795,3 +795,42 @@ def test_line_feed_keeps_streams_apart_and_cuts_long_lines():
     big.push(b"yyy\nnext\n")
     assert [len(x) for x in fed] == [LINE_LIMIT + 1, 5] and fed[1] == b"next\n"
     assert big.pending == b""
+
+
+def test_the_middle_of_a_long_output_is_counted_not_read(monkeypatch):
+    """run reads CMD's first and last READ_HEAD/READ_TAIL bytes (and NCCL lines until the
+    transport is known); the lines after the middle keep their true numbers."""
+    from rdmadoctor.logs import Diagnoser
+    from rdmadoctor.preflight import child
+
+    monkeypatch.setattr(child, "READ_HEAD", 1000)
+    monkeypatch.setattr(child, "READ_TAIL", 1000)
+    init = [b"h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>\n",
+            b"h:1:1 [0] NCCL INFO Using network IB\n",
+            b"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"]
+    warn = (b"h:1:2 [0] transport/net_ib.cc:1 NCCL WARN NET/IB : Got completion from peer p<1> with error 12, "
+            b"opcode 0, len 0, vendor err 129\n")
+    filler = b"step 000000 loss 2.0000 lr 1e-4 tokens/s 123456\n"  # 48 bytes
+    tail_warn = warn.replace(b"error 12", b"error 4")
+
+    def watch(lines, read_all=False):
+        d = Diagnoser()
+        w = child.Watch(d, "job output", read_all=read_all)
+        for ln in lines:
+            w.feed(ln)
+        w.close()
+        return d.finish()
+
+    # The transport is known from the head: the WARN at line 74 (past the head, long before the
+    # tail) is counted, not read; the one at line 575 is in the tail and keeps its number.
+    lines = init + [filler] * 20 + [filler] * 50 + [warn] + [filler] * 500 + [tail_warn] + [filler] * 5
+    got = watch(lines)
+    assert [(f.subject.split(",")[0], f.data["evidence"][0]["line"]) for f in got.findings] == [
+        ("status 4 IBV_WC_LOC_PROT_ERR", 575)]
+    assert got.sources[0]["lines"] == len(lines)
+    assert any("in the middle of the output were not read" in n for n in got.notes)
+    # --read-all: everything.
+    assert [f.data["evidence"][0]["line"] for f in watch(lines, read_all=True).findings] == [74, 575]
+    # The transport not known yet: an NCCL line in the middle is read, with its true number.
+    lines = [filler] * 70 + [warn] + [filler] * 500 + [tail_warn] + [filler] * 5
+    assert [f.data["evidence"][0]["line"] for f in watch(lines).findings] == [71, 572]

@@ -70,6 +70,19 @@ SCENARIOS = [
     # What was printed before the abort is kept; that the listing is cut off is said, not hidden.
     ("truncated-ibstat", "unknown", {W + "IB_PARSE_WARNING"} | TOOLS_ONLY_UNKNOWN, {ACTIVE: "2"},
      {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, ["mlx5_0", "mlx5_1"]),
+    # iWARP (issue 11), judged as iWARP: no RoCE finding on a port that has no RoCE v2 GID by nature.
+    # tests/test_iwarp.py has the rest.
+    ("iwarp-cxgb4", "pass", set(), {READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
+     {"cxgb4_0/1": "ACTIVE LinkUp 100", "cxgb4_0/2": "ACTIVE LinkUp 100"}, ["cxgb4_0"]),
+    ("iwarp-nccl-ib", "fail", {E + "IWARP_NCCL_IB"}, {READY: "false", ACTIVE: "2"}, {}, ["cxgb4_0"]),
+    ("iwarp-no-ipv4", "fail", {E + "IWARP_NO_IPV4"}, {READY: "false", ACTIVE: "1"},
+     {"cxgb4_0/2": "INIT PortConfigurationTraining 100"}, ["cxgb4_0"]),
+    # Socket pools under the generic profile, which expects RDMA; under the tcp profile the first
+    # passes and the second fails on its 1 Gb/s interface (tests/test_tcp_pool.py).
+    ("tcp-pool", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"},
+     {READY: "false", LL: "none", "feature.node.kubernetes.io/network-rdma.capable": "false"}, {}, []),
+    ("tcp-pool-slow", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"},
+     {READY: "false", LL: "none"}, {}, []),
 ]
 
 

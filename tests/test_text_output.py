@@ -213,3 +213,17 @@ def test_names_from_a_bundle_are_shown_escaped_never_obeyed(tmp_path):
     buf = StringIO()
     write_lines([(0, [(f"IB_PORT_DOWN {evil}/1: state DOWN", "")], False)], console=Console(file=buf, force_terminal=True, width=100))
     assert "\x1b[2J" not in buf.getvalue() and "\\x1b[2J" in buf.getvalue()
+
+
+def test_a_socket_pool_headline_says_where_it_trains():
+    """Profile tcp: the verdict is nccl.env's ("ready to train over sockets on eth0 at 25 Gb/s"),
+    never "ready to train over RDMA" nor "NCCL will fall back to TCP"."""
+    fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
+    ok = subprocess.run([sys.executable, "-m", "rdmadoctor", "check", "--bundle", os.path.join(fixtures, "tcp-pool"),
+                         "--profile", "tcp"], capture_output=True, text=True)
+    slow = subprocess.run([sys.executable, "-m", "rdmadoctor", "check", "--bundle", os.path.join(fixtures, "tcp-pool-slow"),
+                           "--profile", "tcp"], capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.splitlines()[0].startswith(
+        "PASS: eni-node-04 (bundle, profile tcp) is ready to train over sockets on eth0 at 25 Gb/s")
+    assert slow.returncode == 1 and "is NOT ready to train over sockets" in slow.stdout.splitlines()[0]
+    assert "RDMA" not in ok.stdout.splitlines()[0] and "fall back" not in slow.stdout.splitlines()[0]

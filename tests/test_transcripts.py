@@ -284,3 +284,15 @@ def test_a_live_host_reads_no_recorded_messages():
         host = open_host(root="/")
 
     assert probe_tool_messages(Ctx()) == ToolMessages()
+
+
+def test_a_package_list_naming_libibverbs_is_not_libibverbs_speaking(tmp_path):
+    """A collected bundle's cmd/dpkg-l.txt names libibverbs in its descriptions: no finding, no
+    parse warning (seen on a bundle collected inside the image)."""
+    dpkg = ("Desired=Unknown/Install/Remove/Purge/Hold\n"
+            "||/ Name           Version      Architecture Description\n"
+            "+++-==============-============-============-=================================\n"
+            "ii  libibverbs1:amd64 44.0-2    amd64        Library for direct userspace use of RDMA (InfiniBand/iWARP)\n"
+            "ii  ibverbs-providers:amd64 44.0-2 amd64     User space provider drivers for libibverbs\n")
+    results = _results(_bundle(tmp_path, {"cmd/dpkg-l.txt": dpkg}))
+    assert not [f for r in results.values() for f in r.findings if f.code == "IB_PARSE_WARNING"]

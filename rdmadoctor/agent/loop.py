@@ -152,7 +152,7 @@ class Agent:
         self.last_error = None
         report = diag.report
         self.last_report = report
-        self.metrics.update(diag.results)
+        self.metrics.update(diag.results, report=report)
         self._log_changes(report)
         self._write_report(report)
         self.publish(report)

@@ -10,6 +10,9 @@ from rdmadoctor.runner import Options, UsageError, diagnose
 
 SEE_HELP = "see `rdmadoctor check --help`"
 TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
+# --format: text (default; rich on a terminal), json (as --json), npd (one line for Node Problem
+# Detector's custom plugin monitor: rdmadoctor/output/npd.py, deploy/npd/).
+FORMATS = ("text", "json", "npd")
 
 
 def run_check(
@@ -28,6 +31,7 @@ def run_check(
     strict: bool = False,
     verbose: bool = False,
     scope: str = "all",
+    output_format: str | None = None,
 ) -> int:
     opts = Options(
         root=root,
@@ -43,16 +47,27 @@ def run_check(
         timeout=timeout,
         scope=scope or "all",
     )
+    fmt = (output_format or ("json" if as_json else "text")).lower()
+    if fmt not in FORMATS:
+        return fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
+    if as_json and fmt != "json":
+        return fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
     bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
     if bad is not None:
+        if fmt == "npd":
+            _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
         return bad
     try:
         diag = diagnose(opts)
     except UsageError as e:
-        return fail_usage(str(e), e.hint or SEE_HELP)
+        return _usage(fmt, str(e), e.hint or SEE_HELP)
     rep = diag.report
     try:
-        if as_json:
+        if fmt == "npd":
+            from rdmadoctor.output.npd import npd_line
+
+            sys.stdout.write(npd_line(rep) + "\n")
+        elif fmt == "json":
             sys.stdout.write(json.dumps(rep, indent=2, sort_keys=False) + "\n")
         else:
             from rdmadoctor.output.text import render_report
@@ -63,3 +78,21 @@ def run_check(
         # `check | head -1` read what it wanted; the verdict is the exit code, not the write.
         pipe_closed()
     return int(rep["exit_code"])
+
+
+def _npd_line(message: str) -> None:
+    """A usage error as the one stdout line NPD shows as the condition's message (with exit 2,
+    NPD marks the condition Unknown); the error itself goes to stderr as always."""
+    from rdmadoctor.output.npd import npd_error_line
+
+    try:
+        sys.stdout.write(npd_error_line(message) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pipe_closed()
+
+
+def _usage(fmt: str, message: str, hint: str) -> int:
+    if fmt == "npd":
+        _npd_line(message)
+    return fail_usage(message, hint)

@@ -20,6 +20,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--timeout": ("timeout", "float"),
     "--scope": ("scope", "str"),
     "--json": ("as_json", "flag"),
+    "--format": ("output_format", "str"),
     "--strict": ("strict", "flag"),
     "--verbose": ("verbose", "flag"),
 }

@@ -114,6 +114,27 @@ SPEC: dict[str, Expect] = {
         None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
         doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
     ),
+    "rdma_required": Expect(
+        True, "bool", nullable=False,
+        doc="false for a pool that trains over TCP sockets on purpose (the tcp profile): no RDMA device is "
+        "information rather than IB_NO_DEVICES, and NCCL_IB_DISABLE is expected rather than an error.",
+    ),
+    "rdma_transport": Expect(
+        None, "enum", choices=("InfiniBand", "RoCE", "iWARP"), null_means="any", example="RoCE",
+        aliases={"ib": "InfiniBand", "infiniband": "InfiniBand", "roce": "RoCE", "rocev2": "RoCE", "iwarp": "iWARP"},
+        doc="The RDMA transport the pool is built for. RoCE and iWARP ports both have an Ethernet link layer; "
+        "an iWARP port where RoCE is expected is IWARP_UNEXPECTED.",
+    ),
+    "socket_min_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=25,
+        doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
+        "judged when NCCL moves its data over TCP sockets.",
+    ),
+    "socket_min_mtu": Expect(
+        None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
+        doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
+        "over TCP sockets.",
+    ),
 }
 
 # Expectations every profile starts from, as plain values.
@@ -138,8 +159,31 @@ PROFILES: dict[str, dict[str, Any]] = {
         "expected_active_ports": 8,
         "min_rate_gbps": 400,
         "link_layer": "Ethernet",
+        "rdma_transport": "RoCE",
         "gpudirect_required": True,
         "gpu_nic_max": "PXB",
+    },
+    # A pool that trains over TCP on purpose: a cloud's elastic NICs given to pods by the CNI
+    # (Terway ENI), or any cluster without RDMA. No RDMA device is the design; what matters is the
+    # interface NCCL's sockets use. memlock and IPC_LOCK only matter to RDMA registration (ibv_reg_mr).
+    "tcp": {
+        "_description": "Trains over TCP sockets on purpose (no RDMA needed): NCCL_SOCKET_IFNAME must name an "
+        "interface that is up, has an address and runs at >= 25 Gb/s.",
+        "rdma_required": False,
+        "required_modules": [],
+        "recommended_packages": [],
+        "memlock_min_bytes": 0,
+        "require_ipc_lock": False,
+        "socket_min_gbps": 25,
+    },
+    # iWARP (RDMA over TCP: Chelsio cxgb4, Intel irdma in iWARP mode, soft iWARP siw): MPI jobs
+    # use it through libfabric's verbs;ofi_rxm (rdma_cm); NCCL's IB transport cannot (IWARP_NCCL_IB).
+    # iwarp.config judges iw_cm and rdma_cm itself (IWARP_CM_MISSING), so they are not listed here.
+    "iwarp": {
+        "_description": "iWARP RNICs (cxgb4, irdma in iWARP mode, siw): at least one ACTIVE iWARP port, iw_cm and "
+        "rdma_cm loaded; NCCL jobs must keep NCCL's IB transport off these ports.",
+        "link_layer": "Ethernet",
+        "rdma_transport": "iWARP",
     },
 }
 

@@ -26,6 +26,7 @@ AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"
 BUILTIN = {
     "ib": "rdmadoctor.checks.ib:CHECKS",
     "roce": "rdmadoctor.checks.roce:CHECKS",
+    "iwarp": "rdmadoctor.checks.iwarp:CHECKS",
     "verbs": "rdmadoctor.checks.verbs:CHECKS",
     "limits": "rdmadoctor.checks.limits:CHECKS",
     "kernel": "rdmadoctor.checks.kernel:CHECKS",

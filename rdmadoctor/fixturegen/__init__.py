@@ -11,6 +11,10 @@ relative symlinks, :func:`write_tar` as a deterministic ``.tar.gz`` (same input,
     python -m rdmadoctor.fixturegen --scenarios tests/fixtures
     python -m rdmadoctor.fixturegen --sriov 512 -o /tmp/big  # 8 GPUs, 10 HCAs, 512 VFs
 
+HCAs are ConnectX (``cx7``, ``cx6``, ``cx3``: InfiniBand or RoCE ports) or a Chelsio T6 iWARP RNIC
+(``t62100``, ports from ``iwarp_port``); a node without HCAs with ``NetIf`` speeds and addresses is a
+socket-only pool (``record_interfaces`` keeps the netlink view in runtime.json, as ``collect`` does).
+
 One module per job: ``model`` (the description: Node, Hca, Port, Pcie, ...), ``sysfs`` (the
 tree builder), ``tools`` (ibstat, ibdev2netdev, show_gids, nvidia-smi topo text rendered from
 it), ``write`` (directories and tarballs), ``nodes`` (the examples and scenarios). This module
@@ -42,6 +46,7 @@ from rdmadoctor.fixturegen.model import (
     Port,
     down_port,
     ib_port,
+    iwarp_port,
     roce_port,
 )
 from rdmadoctor.fixturegen.nodes import (
@@ -85,7 +90,7 @@ from rdmadoctor.fixturegen.write import MTIME, read_dir, read_tar, tar_bytes, wr
 __all__ = [
     # model
     "KIB", "MIB", "GIB", "CAP_DEFAULT", "CAP_DEFAULT_IPC_LOCK", "CAP_ALL", "HCA_MODELS", "GPU_MODELS",
-    "RDMA_PACKAGES", "BASE_PACKAGES", "Port", "ib_port", "down_port", "roce_port", "Pcie", "Hca", "Gpu",
+    "RDMA_PACKAGES", "BASE_PACKAGES", "Port", "ib_port", "down_port", "roce_port", "iwarp_port", "Pcie", "Hca", "Gpu",
     "NetIf", "Node",
     # sysfs
     "PORT_STATE_NUM", "PHYS_STATE_NUM", "PCIE_SPEED", "IB_MODULES", "GPU_MODULES", "LIBDIR", "PCIE_TYPE",

@@ -26,7 +26,20 @@ HCA_MODELS: dict[str, dict[str, str]] = {
             "fw_ver": "20.39.1002", "driver": "mlx5_core", "vf_device": "0x101c", "provider": "mlx5", "gen": "4"},
     "cx3": {"device": "0x1003", "subsystem_device": "0x0050", "hca_type": "MT4099", "board_id": "MT_1090120019",
             "fw_ver": "2.42.5000", "driver": "mlx4_core", "vf_device": "0x1004", "provider": "mlx4", "gen": "3"},
+    # Chelsio T62100-CR (2x100G), an iWARP RNIC. cxgb4 binds PF4 only (device id 0x64xx: 6 for T6,
+    # 4 for PF4, 0d for the T62100-CR: t4_pci_id_tbl.h), an Ethernet controller; iw_cxgb4 registers
+    # the RDMA device cxgb4_0 on it, node_type "4: RNIC". Its sysfs attributes as iw_cxgb4's
+    # provider.c writes them: hca_type the netdev's ethtool driver name, board_id "<vendor>.<device>",
+    # fw_ver a.b.c.d.
+    "t62100": {"vendor": "0x1425", "device": "0x640d", "subsystem_device": "0x0000", "hca_type": "cxgb4",
+               "board_id": "1425.640d", "fw_ver": "1.27.5.0", "driver": "cxgb4", "vf_device": "0x680d",
+               "provider": "cxgb4", "gen": "3", "pci_fn": "4", "class": "0x020000", "node_type": "4: RNIC",
+               "modules": "cxgb4 libcxgb iw_cxgb4"},
 }
+# The RDMA core modules of a node with only iWARP RNICs: no ib_umad / ib_ipoib (no InfiniBand
+# port), iw_cm (which the iWARP drivers depend on) and rdma_cm / rdma_ucm (rdma-core's udev rules
+# load them when an iWARP device appears).
+IWARP_CORE_MODULES = ["ib_core", "ib_uverbs", "iw_cm", "ib_cm", "rdma_cm", "rdma_ucm"]
 GPU_MODELS: dict[str, dict[str, str]] = {
     "h100": {"device": "0x2330", "subsystem_device": "0x16c1", "name": "NVIDIA H100 80GB HBM3", "gen": "5"},
     "a100": {"device": "0x20b2", "subsystem_device": "0x1463", "name": "NVIDIA A100-SXM4-80GB", "gen": "4"},
@@ -77,6 +90,18 @@ def roce_port(ipv4: str, rate: str = "200 Gb/sec (4X HDR)", mtu: int = 9000, **k
     return Port(rate=rate, link_layer="Ethernet", netdev_mtu=mtu, ipv4=ipv4, lid=0, sm_lid=0, **kw)
 
 
+def iwarp_port(netdev: str, ipv4: str | None, rate: str = "100 Gb/sec (4X EDR)", mtu: int = 9000, **kw: Any) -> Port:
+    """A port of an iWARP RNIC. The kernel's iw_query_port (core/device.c) makes it ACTIVE / LinkUp
+    with an IPv4 address on its netdev, INIT / PortConfigurationTraining with a carrier and no IPv4
+    address, DOWN / Disabled without a carrier; its rate comes from the netdev's speed
+    (ib_get_eth_speed: 100 Gb/s is "100 Gb/sec (4X EDR)")."""
+    if ipv4 is None:
+        kw.setdefault("state", "INIT")
+        kw.setdefault("phys_state", "PortConfigurationTraining")
+        kw.setdefault("operstate", "up")
+    return Port(rate=rate, link_layer="Ethernet", netdev=netdev, netdev_mtu=mtu, ipv4=ipv4, lid=0, sm_lid=0, **kw)
+
+
 @dataclass
 class Pcie:
     """Where a PCI function sits. Endpoints naming the same key share that element.
@@ -121,6 +146,8 @@ class NetIf:
     operstate: str = "up"
     mtu: int = 1500
     carrier: bool = True
+    speed: int | None = None  # Mb/s in /sys/class/net/<name>/speed; None: no such file (lo, dummy); -1: virtio
+    ipv4: str | None = None  # its address, in the recorded netlink view (Node.record_interfaces)
 
 
 @dataclass
@@ -152,3 +179,10 @@ class Node:
     proc_self: bool = True  # /proc/self/limits and /proc/self/status, consistent with the runtime facts
     sysfs: bool = True  # False: a bundle with no /sys, /proc, /etc, /dev (only cmd/ and runtime.json)
     runtime: bool = True
+    # runtime.json keeps the netlink view of the interfaces (name, up, MTU, addresses), as `collect`
+    # does once a check has read them.
+    record_interfaces: bool = False
+
+
+def is_rnic(hca: Hca) -> bool:
+    return HCA_MODELS[hca.model].get("node_type", "").endswith("RNIC")

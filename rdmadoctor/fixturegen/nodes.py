@@ -16,11 +16,13 @@ from rdmadoctor.fixturegen.model import (
     MIB,
     Gpu,
     Hca,
+    NetIf,
     Node,
     Pcie,
     Port,
     down_port,
     ib_port,
+    iwarp_port,
     roce_port,
 )
 from rdmadoctor.fixturegen.sysfs import ACS_CMPLT_REDIR, ACS_REQ_REDIR, ACS_SRC_VALID, build
@@ -238,6 +240,69 @@ def _node_labels_stale() -> Node:
     return node
 
 
+def _iwarp_cxgb4() -> Node:
+    """2 GPUs and a Chelsio T62100-CR (2x100G iWARP, cxgb4_0) behind one PCIe switch, each
+    port's netdev with an address; the job trains over TCP sockets on purpose on the RNIC's first
+    netdev (NCCL_IB_DISABLE=1), which is right for iWARP: NCCL's IB transport cannot connect it."""
+    at = Pcie(numa=0, host_bridge="hb0", root_port="rp0", switch="sw0")
+    gpus = [Gpu(at=replace(at), model="a100") for _ in range(2)]
+    rnic = Hca(
+        "cxgb4_0",
+        at=replace(at),
+        model="t62100",
+        ports=[iwarp_port("enp129s0f4", "10.40.0.21"), iwarp_port("enp129s0f4d1", "10.40.1.21")],
+    )
+    return Node(
+        hostname="iwarp-node-01",
+        gpus=gpus,
+        hcas=[rnic],
+        env={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=enp129s0f4", "NCCL_DEBUG": "INFO"},
+        in_container=True,
+        cap_eff=CAP_DEFAULT_IPC_LOCK,
+        netifs=[NetIf("eth0", speed=10000, ipv4="172.16.3.21"), NetIf("lo", "unknown", 65536)],
+        record_interfaces=True,
+    )
+
+
+def _iwarp_nccl_ib() -> Node:
+    # The same node, with the NCCL settings of a RoCE cluster: NET/IB would take cxgb4_0.
+    node = _iwarp_cxgb4()
+    node.env = {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_GID_INDEX": "3", "NCCL_DEBUG": "INFO"}
+    return node
+
+
+def _iwarp_no_ipv4() -> Node:
+    # The second port's netdev has a carrier and no IPv4 address: the kernel keeps the port in INIT.
+    node = _iwarp_cxgb4()
+    node.hcas[0].ports[1] = iwarp_port("enp129s0f4d1", None)
+    return node
+
+
+def _tcp_pool() -> Node:
+    """A pool that trains over TCP by design: 2 GPUs, no RDMA device, the pod's eth0 an elastic NIC
+    given by the CNI (Terway ENI style) at 25 Gb/s with jumbo frames."""
+    gpus = [Gpu(at=Pcie(numa=i, host_bridge=f"hb{i}", root_port=f"rp{i}", switch=f"sw{i}")) for i in range(2)]
+    return Node(
+        hostname="eni-node-04",
+        gpus=gpus,
+        hcas=[],
+        env={"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "=eth0", "NCCL_DEBUG": "INFO"},
+        in_container=True,
+        cap_eff=CAP_DEFAULT,
+        netifs=[NetIf("eth0", mtu=9000, speed=25000, ipv4="10.20.0.7"), NetIf("lo", "unknown", 65536)],
+        record_interfaces=True,
+    )
+
+
+def _tcp_pool_slow() -> Node:
+    # NCCL_SOCKET_IFNAME=eth is a prefix: it also takes the 1 Gb/s management NIC eth1, and NCCL
+    # spreads its traffic over both.
+    node = _tcp_pool()
+    node.netifs.insert(1, NetIf("eth1", speed=1000, ipv4="192.168.10.7"))
+    node.env["NCCL_SOCKET_IFNAME"] = "eth"
+    return node
+
+
 # `ibstat` of a ConnectX-3 VPI with ports 1 (FDR, active) and 2 (no cable), run in a container
 # without /dev/infiniband/umad*: ibstat still reads sysfs but warns for every umad it cannot open.
 IBSTAT_2PORT = """\
@@ -345,6 +410,11 @@ SCENARIOS: dict[str, Callable[[], Node]] = {
     "node-labels-stale": _node_labels_stale,
     "ibstat-only": _ibstat_only,
     "truncated-ibstat": _truncated_ibstat,
+    "iwarp-cxgb4": _iwarp_cxgb4,
+    "iwarp-nccl-ib": _iwarp_nccl_ib,
+    "iwarp-no-ipv4": _iwarp_no_ipv4,
+    "tcp-pool": _tcp_pool,
+    "tcp-pool-slow": _tcp_pool_slow,
 }
 
 

@@ -13,6 +13,7 @@ from rdmadoctor.fixturegen.model import (
     BASE_PACKAGES,
     GPU_MODELS,
     HCA_MODELS,
+    IWARP_CORE_MODULES,
     KIB,
     MIB,
     RDMA_PACKAGES,
@@ -21,6 +22,7 @@ from rdmadoctor.fixturegen.model import (
     NetIf,
     Node,
     Port,
+    is_rnic,
 )
 from rdmadoctor.host import Link, Runtime
 
@@ -164,6 +166,8 @@ class _Builder:
         if len(members) > 8:
             raise ValueError(f"{len(members)} functions in one slot; a PCI device has at most 8 (VFs aside)")
         for fn, ep in enumerate(members):
+            if isinstance(ep, Hca) and "pci_fn" in HCA_MODELS[ep.model]:
+                fn = int(HCA_MODELS[ep.model]["pci_fn"])  # cxgb4 binds PF4 of a Chelsio card
             bdf = f"0000:{bus:02x}:00.{fn}"
             f = _Fn(bdf, f"{parent}/{bdf}", numa, "gpu" if isinstance(ep, Gpu) else "hca", obj=ep)
             self.fns.append(f)
@@ -191,9 +195,9 @@ class _Builder:
             hca = f.obj[0] if f.kind == "vf" else f.obj
             m = HCA_MODELS[hca.model]
             eth = all(port.link_layer == "Ethernet" for port in hca.ports)
-            vendor, sub, driver, gen = "0x15b3", m["subsystem_device"], m["driver"], int(m["gen"])
+            vendor, sub, driver, gen = m.get("vendor", "0x15b3"), m["subsystem_device"], m["driver"], int(m["gen"])
             device = m["vf_device"] if f.kind == "vf" else m["device"]
-            cls = "0x020000" if eth else "0x020700"
+            cls = m.get("class") or ("0x020000" if eth else "0x020700")
         elif f.kind == "rp":
             vendor, device, sub, cls, driver, gen = "0x8086", "0x352a", "0x0000", "0x060400", "pcieport", 5
         else:  # PCIe switch ports (Broadcom PEX89000, as on HGX H100 baseboards)
@@ -255,9 +259,13 @@ class _Builder:
         ibdir = f"{f.path}/infiniband/{name}"
         guid = _h(f.bdf, "guid") & 0xFFFFFFFFFF
         node_guid = "a088:c203:00%02x:%04x" % ((guid >> 16) & 0xFF, guid & 0xFFFF)
+        if is_rnic(hca):
+            # iw_cxgb4 copies the first port's MAC address into the node GUID (Chelsio OUI 00:07:43).
+            mac = _h(f.bdf, 1, "mac") & 0xFFFFFF
+            node_guid = "0007:43%02x:%04x:0000" % (mac >> 16, mac & 0xFFFF)
         self.link(f"/sys/class/infiniband/{name}", ibdir)
         self.link(f"{ibdir}/device", f.path)
-        self.put(f"{ibdir}/node_type", "1: CA")
+        self.put(f"{ibdir}/node_type", m.get("node_type", "1: CA"))
         self.put(f"{ibdir}/node_guid", node_guid)
         self.put(f"{ibdir}/sys_image_guid", node_guid)
         self.put(f"{ibdir}/fw_ver", hca.fw_ver or m["fw_ver"])
@@ -275,9 +283,10 @@ class _Builder:
         self.uverbs += 1
         bus = int(f.bdf.split(":")[1], 16)
         fn = int(f.bdf.rsplit(".", 1)[1])
+        rnic = is_rnic(hca)
         for num, port in enumerate(ports, start=1):
-            self.port(f, ibdir, name, num, port, node_guid, bus, fn, vf)
-            if not vf:
+            self.port(f, ibdir, name, num, port, node_guid, bus, fn, vf, rnic)
+            if not vf and not rnic:  # ib_umad serves InfiniBand / RoCE MAD ports only, never iWARP
                 umad = f"{f.path}/infiniband_mad/umad{self.umad}"
                 self.link(f"/sys/class/infiniband_mad/umad{self.umad}", umad)
                 self.put(f"{umad}/ibdev", name)
@@ -290,7 +299,8 @@ class _Builder:
             self.put(f"{f.path}/sriov_numvfs", str(hca.vfs))
             self.put(f"{f.path}/sriov_drivers_autoprobe", "1")
 
-    def port(self, f: _Fn, ibdir: str, name: str, num: int, port: Port, node_guid: str, bus: int, fn: int, vf: bool) -> None:
+    def port(self, f: _Fn, ibdir: str, name: str, num: int, port: Port, node_guid: str, bus: int, fn: int, vf: bool,
+             rnic: bool = False) -> None:
         pdir = f"{ibdir}/ports/{num}"
         eth = port.link_layer == "Ethernet"
         configured = port.state in ("ACTIVE", "ARMED", "ACTIVE_DEFER")
@@ -308,10 +318,14 @@ class _Builder:
         self.put(f"{pdir}/sm_lid", f"0x{sm_lid:x}")
         self.put(f"{pdir}/lid_mask_count", "0")
         self.put(f"{pdir}/sm_sl", "0")
-        self.put(f"{pdir}/cap_mask", "0x00010000" if eth else "0xa751e848")
-        self.put(f"{pdir}/pkeys/0", "0xffff")
-        for counter in ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards"):
-            self.put(f"{pdir}/counters/{counter}", "0")
+        if rnic:
+            # iw_cxgb4's port_cap_flags; no P_Key table and no MAD counters (no process_mad).
+            self.put(f"{pdir}/cap_mask", "0x08090000")
+        else:
+            self.put(f"{pdir}/cap_mask", "0x00010000" if eth else "0xa751e848")
+            self.put(f"{pdir}/pkeys/0", "0xffff")
+            for counter in ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards"):
+                self.put(f"{pdir}/counters/{counter}", "0")
         netdev = None
         if port.netdev is not None and not vf:
             if port.netdev:
@@ -321,9 +335,14 @@ class _Builder:
             else:
                 netdev = f"ibp{bus}s0" + (f"f{fn}" if fn else "") + (f"d{num - 1}" if num > 1 else "")
         mac = _h(f.bdf, num, "mac") & 0xFFFFFF
-        mac_s = "0c:42:a1:%02x:%02x:%02x" % (mac >> 16, (mac >> 8) & 0xFF, mac & 0xFF)
+        oui = "00:07:43" if rnic else "0c:42:a1"
+        mac_s = oui + ":%02x:%02x:%02x" % (mac >> 16, (mac >> 8) & 0xFF, mac & 0xFF)
         if port.gids is not None:
             gids = list(port.gids)
+        elif rnic:
+            # One entry, the MAC address (c4iw_query_gid, irdma_query_gid, siw_query_gid); the GID
+            # cache (cache.c config_non_roce_gid_cache) gives it the default type, "IB/RoCE v1".
+            gids = [("0007:43%02x:%04x:0000:0000:0000:0000:0000" % (mac >> 16, mac & 0xFFFF), "IB/RoCE v1")]
         elif eth:
             ll = "fe80:0000:0000:0000:0e42:a1ff:fe%02x:%04x" % (mac >> 16, mac & 0xFFFF)
             gids = [(ll, "IB/RoCE v1"), (ll, "RoCE v2")]
@@ -338,14 +357,19 @@ class _Builder:
         for i, (gid, gtype) in enumerate(gids):
             self.put(f"{pdir}/gids/{i}", gid)
             self.put(f"{pdir}/gid_attrs/types/{i}", gtype)
-            if eth and netdev:
+            # iWARP GID entries have a netdev only since kernel 6.x; on 5.15 ndevs/<i> reads EINVAL.
+            if eth and netdev and not rnic:
                 self.put(f"{pdir}/gid_attrs/ndevs/{i}", netdev)
         # Unused table entries read as the zero GID; their types/ndevs files give EINVAL (left out).
-        for i in range(len(gids), len(gids) + 4):
+        # (An iWARP port's table has one entry: gid_tbl_len 1 in c4iw_query_port.)
+        for i in range(len(gids), len(gids) + (0 if rnic else 4)):
             self.put(f"{pdir}/gids/{i}", "0000:0000:0000:0000:0000:0000:0000:0000")
         if netdev:
             up = port.state == "ACTIVE"
             oper = port.operstate or ("up" if up else "down")
+            if rnic and oper == "up":
+                self.put(f"{f.path}/net/{netdev}/speed", str(_rate_mbps(port.rate)))
+            self.netlink.append((netdev, oper == "up", port.netdev_mtu or (9000 if eth else 4092), port.ipv4))
             mtu = port.netdev_mtu or (9000 if eth else 4092)
             nd = f"{f.path}/net/{netdev}"
             self.link(f"/sys/class/net/{netdev}", nd)
@@ -369,6 +393,10 @@ class _Builder:
         self.put(f"{d}/carrier", "1" if nif.carrier else "0")
         self.put(f"{d}/flags", "0x9" if nif.name == "lo" else "0x1003" if nif.operstate != "down" else "0x1002")
         self.put(f"{d}/type", "772" if nif.name == "lo" else "1")
+        if nif.speed is not None:
+            self.put(f"{d}/speed", str(nif.speed))
+        addr = "127.0.0.1" if nif.name == "lo" else nif.ipv4
+        self.netlink.append((nif.name, nif.operstate != "down" and nif.carrier, nif.mtu, addr))
         self.put(f"{d}/ifindex", str(1 if nif.name == "lo" else self.ifindex))
         if nif.name != "lo":
             self.ifindex += 1
@@ -377,6 +405,7 @@ class _Builder:
         node = self.node
         self.dev_ib: list[str] = []
         self.ifindex = 2
+        self.netlink: list[tuple[str, bool, int, str | None]] = []  # (name, up, mtu, ipv4) for runtime.json
         if node.sysfs:
             placed = self.layout()
             for f in self.fns:
@@ -440,6 +469,10 @@ class _Builder:
                 hostname=node.hostname,
                 in_container=node.in_container,
             )
+            if node.record_interfaces:
+                rt.interfaces = [
+                    {"name": n, "up": up, "mtu": mtu, "addresses": [a] if a else []} for n, up, mtu, a in sorted(self.netlink)
+                ]
             self.files["/runtime.json"] = (json.dumps(rt.to_json(), indent=2, sort_keys=True) + "\n").encode()
         for name, text in node.cmds.items():
             fname = name if "." in name else f"{name}.txt"  # cmd/node.json keeps its own suffix
@@ -482,7 +515,11 @@ class _Builder:
         if mods is None:
             mods = []
             drivers = {HCA_MODELS[h.model]["driver"] for h in node.hcas}
-            if node.hcas:
+            if node.hcas and all(is_rnic(h) for h in node.hcas):
+                mods += IWARP_CORE_MODULES
+                for h in node.hcas:
+                    mods += [m for m in HCA_MODELS[h.model]["modules"].split() if m not in mods]
+            elif node.hcas:
                 mods += [m for m in IB_MODULES if not m.startswith("mlx5") or "mlx5_core" in drivers]
                 if "mlx4_core" in drivers:
                     mods += ["mlx4_core", "mlx4_ib", "mlx4_en"]
@@ -543,6 +580,11 @@ class _Builder:
             dev = sorted(self.dev_ib, key=_natural) + (["rdma_cm"] if node.hcas else [])
         for d in dev:
             self.put(f"/dev/infiniband/{d}", b"")
+
+
+def _rate_mbps(rate: str) -> int:
+    """"100 Gb/sec (4X EDR)" -> 100000, the netdev speed an iWARP port's rate was derived from."""
+    return int(float(rate.split()[0]) * 1000)
 
 
 def _ipoib_hwaddr(gid: str, qpn: int) -> str:

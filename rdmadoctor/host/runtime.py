@@ -36,6 +36,10 @@ class Runtime:
     hostname: str | None = None
     in_container: bool | None = None
     uid: int | None = None  # effective uid of the process (the memlock verdict names it)
+    # The network interfaces of the process's namespace as netlink showed them (name, up, mtu,
+    # addresses: sysfs has no addresses). Read only when a check needs them (pyroute2 costs ~80 ms):
+    # nccl.env fills it, and `collect` writes it to runtime.json so a bundle has the same facts.
+    interfaces: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out = {
@@ -50,6 +54,8 @@ class Runtime:
         }
         if self.uid is not None:  # older bundles have none; a generated fixture keeps its bytes
             out["uid"] = self.uid
+        if self.interfaces is not None:
+            out["interfaces"] = self.interfaces
         return out
 
     @classmethod
@@ -81,6 +87,8 @@ class Runtime:
             hostname=data.get("hostname") if isinstance(data.get("hostname"), str) else None,
             in_container=ic if isinstance(ic, bool) else None,
             uid=num(data.get("uid")),
+            # Checked item by item where it is read (checks/nccl.py NetIf.from_json).
+            interfaces=[d for d in data["interfaces"] if isinstance(d, dict)] if isinstance(data.get("interfaces"), list) else None,
         )
 
 

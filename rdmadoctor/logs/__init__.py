@@ -24,6 +24,14 @@ Use::
 
 from __future__ import annotations
 
-from rdmadoctor.logs.scan import Diagnoser, Diagnosis, Segment, diagnose_bytes, diagnose_paths, transport_line
-
 __all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+    # `check` imports rdmadoctor.logs.kb (the checks declare its codes) on every run; the scanner
+    # (about 14 ms of imports) loads only when a log is read.
+    if name in __all__:
+        from rdmadoctor.logs import scan
+
+        return getattr(scan, name)
+    raise AttributeError(f"module 'rdmadoctor.logs' has no attribute {name!r}")

@@ -338,6 +338,23 @@ class Diagnoser:
             self.error(f"{name}: {e}")
         self.end_source()
 
+    def skip(self, lines: int, nbytes: int, source: str = "-") -> None:
+        """Count ``lines`` whole lines (``nbytes``) of ``source`` as passed over unread: the
+        lines after them keep their true numbers (`rdmadoctor run` reads a job's first and last
+        megabytes, not the middle)."""
+        src = self._ensure_source(source)
+        if lines <= 0:
+            return
+        self._close_segment()
+        self._lineno += lines
+        src["bytes"] += nbytes
+        src["skipped_lines"] = src.get("skipped_lines", 0) + lines
+
+    @property
+    def transport_shown(self) -> bool:
+        """NCCL's transport is known (on_transport has fired, or would have)."""
+        return self._fired or bool(self.facts.connected and self.facts.network())
+
     def error(self, message: str, source: str | None = None) -> None:
         """Record why a source could not be read (wholly or from some point on)."""
         if source is not None:

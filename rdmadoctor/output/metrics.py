@@ -42,6 +42,11 @@ HELP = {
         "timeouts, expired token; or the NFD file could not be written). The agent keeps retrying with backoff."
     ),
     "rdmadoctor_build_info": "Always 1; the version label says which rdmadoctor runs.",
+    "rdmadoctor_port_active": (
+        "1 when the RDMA port's state is ACTIVE, else 0 (DOWN, INIT, ARMED), per device and port, from the "
+        "last run; ports excluded with ignore_ports have no series."
+    ),
+    "rdmadoctor_port_rate_gbps": "The RDMA port's link rate in Gb/s as the kernel reports it, from the last run (no series when unknown).",
 }
 
 
@@ -53,10 +58,32 @@ class Snapshot:
     findings: dict[tuple[str, str], int] = field(default_factory=dict)
     durations: dict[str, float] = field(default_factory=dict)
     last_run: float | None = None
+    # (device, port, link layer) -> 1.0 / 0.0, and -> Gb/s
+    port_active: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    port_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
 
-def snapshot_of(results: list, finished_at: float) -> Snapshot:
-    """Build a snapshot from engine CheckResults (they carry status, findings and seconds)."""
+def ports_of(report: dict | None) -> tuple[dict, dict]:
+    """The report's RDMA ports (inventory.rdma_devices) as port_active and port_rate entries."""
+    active: dict[tuple[str, str, str], float] = {}
+    rate: dict[tuple[str, str, str], float] = {}
+    devices = ((report or {}).get("inventory") or {}).get("rdma_devices") or []
+    for dev in devices:
+        if not isinstance(dev, dict):
+            continue
+        for p in dev.get("ports") or []:
+            if not isinstance(p, dict) or p.get("ignored"):
+                continue
+            key = (str(dev.get("name") or ""), str(p.get("port") or ""), str(p.get("link_layer") or ""))
+            active[key] = 1.0 if str(p.get("state") or "").upper() == "ACTIVE" else 0.0
+            if isinstance(p.get("rate_gbps"), (int, float)):
+                rate[key] = float(p["rate_gbps"])
+    return active, rate
+
+
+def snapshot_of(results: list, finished_at: float, report: dict | None = None) -> Snapshot:
+    """Build a snapshot from engine CheckResults (they carry status, findings and seconds) and,
+    when given, the report built from them (its inventory gives the per-port series)."""
     check_ok: dict[str, float] = {}
     findings: dict[tuple[str, str], int] = {}
     durations: dict[str, float] = {}
@@ -67,7 +94,8 @@ def snapshot_of(results: list, finished_at: float) -> Snapshot:
         for f in r.findings:
             key = (f.code, f.severity)
             findings[key] = findings.get(key, 0) + 1
-    return Snapshot(check_ok, findings, durations, finished_at)
+    active, rate = ports_of(report)
+    return Snapshot(check_ok, findings, durations, finished_at, active, rate)
 
 
 class AgentMetrics:
@@ -82,8 +110,8 @@ class AgentMetrics:
         self._api_errors = 0
 
     # -- writers (the agent) ---------------------------------------------------------------
-    def update(self, results: list, finished_at: float | None = None) -> None:
-        snap = snapshot_of(results, time.time() if finished_at is None else finished_at)
+    def update(self, results: list, finished_at: float | None = None, report: dict | None = None) -> None:
+        snap = snapshot_of(results, time.time() if finished_at is None else finished_at, report)
         with self._lock:
             self._snap = snap
 
@@ -132,6 +160,17 @@ class AgentMetrics:
         for check, s in sorted(snap.durations.items()):
             dur.add_metric([check], s)
         yield dur
+
+        port_labels = ["device", "port", "link_layer"]
+        up = GaugeMetricFamily("rdmadoctor_port_active", HELP["rdmadoctor_port_active"], labels=port_labels)
+        for key, v in sorted(snap.port_active.items()):
+            up.add_metric(list(key), v)
+        yield up
+
+        rate = GaugeMetricFamily("rdmadoctor_port_rate_gbps", HELP["rdmadoctor_port_rate_gbps"], labels=port_labels)
+        for key, v in sorted(snap.port_rate.items()):
+            rate.add_metric(list(key), v)
+        yield rate
 
         last = GaugeMetricFamily("rdmadoctor_last_run_timestamp_seconds", HELP["rdmadoctor_last_run_timestamp_seconds"], unit="seconds")
         if snap.last_run is not None:

@@ -117,6 +117,16 @@ def undecided(rep: dict[str, Any]) -> str:
     return f"{listed} could not be established"
 
 
+def _socket_verdict(rep: dict[str, Any]) -> str | None:
+    """nccl.env's verdict for a socket-only pool ("ready to train over sockets on eth0 at 25 Gb/s")."""
+    for c in rep.get("checks", ()):
+        for f in c.get("findings", ()):
+            verdict = (f.get("data") or {}).get("verdict") if f.get("code") == "NCCL_SOCKET_TRANSPORT" else None
+            if isinstance(verdict, str) and verdict:
+                return verdict
+    return None
+
+
 def summary_line(rep: dict[str, Any]) -> str:
     """The headline: a sentence that says the verdict, then the counts of root causes and checks."""
     s = rep["summary"]
@@ -133,8 +143,14 @@ def summary_line(rep: dict[str, Any]) -> str:
             return f"{status.upper()}: {name}: no known problem in the log"
         word = _plural(roots, "problem") + (f" (and {followers} that follow from {'it' if roots == 1 else 'them'})" if followers else "")
         return f"{status.upper()}: {name}: the log shows {word}, root cause first"
+    sockets = _socket_verdict(rep)
     if status == "unknown" or status not in VERDICT:
         head += f": could not decide: {missing or 'no check could judge this host'}"
+    elif sockets is not None and status in ("pass", "warn"):
+        # A socket-only pool (profile tcp): NCCL trains over TCP on purpose, and says where.
+        head += f" is {sockets}" + ("" if status == "pass" else ", with warnings that may cost performance")
+    elif rep.get("profile") == "tcp" and status == "fail":
+        head += " is NOT ready to train over sockets"
     else:
         head += f" {VERDICT[status]}"
         if missing:

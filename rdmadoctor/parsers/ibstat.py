@@ -46,7 +46,8 @@ from rdmadoctor.parsers.common import (
 
 SOURCE = "ibstat"
 
-_CA = r"^([A-Za-z]\w*):? '([^']*)'$"  # "CA 'mlx5_0'": node type, then name ("-s" adds a colon)
+# "CA 'mlx5_0'": node type, then name ("-s" adds a colon); an RNIC is "iWARP RNIC 'cxgb4_0'".
+_CA = r"^([A-Za-z]\w*(?: \w+)?):? '([^']*)'$"
 _IBSTATUS = r"^Infiniband device '([^']*)' port (\d{1,9}) status:$"
 _PORT = r"^Port (\d{1,9}):$"
 

@@ -160,6 +160,76 @@ class LineFeed:
         self.skipping = False
 
 
+class Watch:
+    """What of CMD's output the Diagnoser reads: the first READ_HEAD bytes (NCCL's init, where it
+    chooses its transport), the last READ_TAIL bytes (where the job failed), and any batch with
+    "NCCL" in it until the transport is known; the middle is counted, not read.
+
+    Reading costs about 3 ns a byte (rdmadoctor.logs.scan), 1.5% of a core at 50k lines/s, twice
+    what passing the bytes through costs: a job that prints for days would pay it all along for
+    lines that are mostly step counters. --read-all reads everything.
+    """
+
+    def __init__(self, diagnoser: Any, source: str, read_all: bool = False):
+        from collections import deque
+
+        self.d, self.source = diagnoser, source
+        self.head_left: int | None = None if read_all else READ_HEAD
+        self.tail: Any = deque()
+        self.tail_bytes = 0
+        self.skipped_lines = self.skipped_bytes = 0  # passed over, not yet told to the Diagnoser
+        self.total_lines = self.total_bytes = 0  # passed over in all
+
+    def feed(self, data: bytes) -> None:  # whole lines (LineFeed)
+        if self.head_left is None or self.head_left > 0:
+            if self.head_left is not None:
+                self.head_left -= len(data)
+            self.d.feed(data, source=self.source)
+            return
+        if not self.d.transport_shown and b"NCCL" in data:
+            self._pass_over(len(self.tail))  # older than this batch: passed over for good
+            self._tell()
+            self.d.feed(data, source=self.source)
+            return
+        self.tail.append(data)
+        self.tail_bytes += len(data)
+        if self.tail_bytes > READ_TAIL and len(self.tail) > 1:
+            self._pass_over(1)
+
+    def _pass_over(self, n: int) -> None:
+        for _ in range(n):
+            old = self.tail.popleft()
+            self.tail_bytes -= len(old)
+            n = old.count(b"\n")
+            self.skipped_lines += n
+            self.skipped_bytes += len(old)
+            self.total_lines += n
+            self.total_bytes += len(old)
+
+    def _tell(self) -> None:
+        if self.skipped_lines:
+            self.d.skip(self.skipped_lines, self.skipped_bytes, source=self.source)
+            self.skipped_lines = self.skipped_bytes = 0
+
+    def close(self) -> None:
+        """At CMD's exit: count what was passed over, then read the tail."""
+        self._tell()
+        if self.total_lines:
+            self.d.notes.append(
+                f"{self.total_lines} lines ({self.total_bytes >> 20} MiB) in the middle of the output were not read: "
+                f"`rdmadoctor run` reads the first {READ_HEAD >> 20} MiB and the last {READ_TAIL >> 20} MiB "
+                "(--read-all reads everything; `rdmadoctor diagnose` reads a saved log whole)")
+            self.total_lines = self.total_bytes = 0
+        while self.tail:
+            data = self.tail.popleft()
+            self.d.feed(data, source=self.source)
+        self.tail_bytes = 0
+
+
+READ_HEAD = 16 << 20
+READ_TAIL = 16 << 20
+
+
 # -- the child -----------------------------------------------------------------------------------
 
 
@@ -646,6 +716,7 @@ def run_job(
     nccl_debug: bool = False,
     report_file: str | None = None,
     env: dict[str, str] | None = None,
+    read_all: bool = False,
 ) -> int:
     """The whole ``rdmadoctor run``; returns the exit code.
 
@@ -682,7 +753,7 @@ def run_job(
         except (OSError, ValueError):
             pass
     try:
-        return _run_child(argv, env, notes, report, report_file, started)
+        return _run_child(argv, env, notes, report, report_file, started, read_all=read_all)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
@@ -691,7 +762,7 @@ def run_job(
 
 
 def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: dict[str, Any],
-               report_file: str | None, started: float) -> int:
+               report_file: str | None, started: float, read_all: bool = False) -> int:
     from rdmadoctor.logs import Diagnoser
 
     err = sys.stderr
@@ -710,7 +781,8 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     # One source for both streams: the Diagnoser numbers lines per source and starts a new
     # source at every change of name, so two names interleaved would count lines wrongly.
     source = f"{os.path.basename(argv[0]) or argv[0]} output"
-    feeds = {name: LineFeed(lambda b: diagnoser.feed(b, source=source)) for name in ("stdout", "stderr")}
+    watch = Watch(diagnoser, source, read_all=read_all)
+    feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
     child = Child(argv, env, out_sink, err_sink,
                   on_data=lambda data, name: feeds[name].push(data),
                   on_eof=lambda name: feeds[name].close())
@@ -721,6 +793,7 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         report["notes"] = notes + [str(e)]
         _write_report(report_file, report, started, err)
         raise
+    watch.close()
     diagnosis = diagnoser.finish()
     code = result.exit_code
     report.update(child=result.to_json(), exit_code=code, nccl=diagnosis.nccl,

@@ -822,6 +822,29 @@ PATTERNS: tuple[Pattern, ...] = (
         derive=_call_error,
     ),
     Pattern(
+        id="nccl.modify_qp_iwarp",
+        code="IWARP_NCCL_IB",  # checks/nccl.py: the same meaning, judged there from the node
+        severity=ERROR,
+        needle="Call to ibv_modify_qp failed",
+        # cxgb4 (Chelsio) and siw (soft iWARP) are iWARP only; irdma may be RoCE or iWARP, so not named.
+        regex=r"Call to ibv_modify_qp failed with 22 Invalid argument, on dev (?P<dev>(?:cxgb4|iw_cxgb4|siw)[^:,\s]*):"
+              r"(?P<port>\d+), curr state \w+, next state (?P<next>\w+)",
+        subject="{dev}/{port}",
+        message="NCCL's IB transport took iWARP device {dev} as RoCE and could not move its queue pair to {next}: "
+                "iWARP queue pairs are connected by the iWARP connection manager, which NCCL does not use.",
+        meaning="The communicator fails to connect (`unhandled system error`); NCCL's own hint about "
+                "NCCL_IB_GID_INDEX does not apply to iWARP.",
+        fix="Set NCCL_IB_HCA to the node's InfiniBand/RoCE devices only (e.g. `NCCL_IB_HCA=mlx5`), or NCCL_IB_DISABLE=1 "
+            "to train over TCP on purpose; `rdmadoctor explain IWARP_NCCL_IB` says more.",
+        ref="NVIDIA/nccl src/transport/net_ib/init.cc ncclIbInitDevices (no transport check), connect.cc "
+            "ncclIbRtrQp/ncclIbRtsQp; linux drivers/infiniband/hw/cxgb4/qp.c, sw/siw/siw_qp.c (EINVAL)",
+        examples=(
+            "node-1:91:180 [0] misc/ibvwrap.cc:291 NCCL WARN Call to ibv_modify_qp failed with 22 Invalid argument, on "
+            "dev cxgb4_0:1, curr state INIT, next state RTR, local GID index 0, local GID ::ffff:10.1.1.1, remote GID "
+            "::ffff:10.1.2.1",
+        ),
+    ),
+    Pattern(
         id="nccl.modify_qp_failed",
         code=NCCL_IB_MODIFY_QP_FAILED.code,
         severity=ERROR,
