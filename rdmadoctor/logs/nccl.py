@@ -25,6 +25,8 @@ _PLUGIN = re.compile(
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
+_CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+_CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
@@ -96,19 +98,12 @@ class NcclFacts:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
-        if "Channel " in text or "Ring " in text:
+        if "via NET/" in text:
+            # Counted in bulk per block (count_channels): one line per channel and peer, the bulk of
+            # an NCCL_DEBUG=INFO log. Only the host of a socket channel is read here.
             m = _CHANNEL_NET.search(text)
-            if m:
-                self.net_channels += 1
-                if "GDRDMA" in m.group(2):
-                    self.net_channels_gdr += 1
-                if "Socket" in m.group(1):
-                    self.socket_channel_hosts.add(host)
-                self.connected = True
-            else:
-                m = _CHANNEL_RING.search(text)
-                if m:
-                    self.ring_channels = max(self.ring_channels or 0, int(m.group(2)))
+            if m and "Socket" in m.group(1) and len(self.socket_channel_hosts) < self.MAX:
+                self.socket_channel_hosts.add(host)
         if "coll channels" in text:
             m = _COLL_CHANNELS.search(text)
             if m:
@@ -124,6 +119,26 @@ class NcclFacts:
                 self.gdr_on = True
         if "Init COMPLETE" in text or "Connected all rings" in text:
             self.connected = True
+
+    def count_channels(self, block: bytes) -> None:
+        """The channel lines of a block of whole lines, counted in C: NET channels, those with
+        GPUDirect RDMA, and the ring listings' channel count ("Channel 00/24 :    0   1 ...")."""
+        n = block.count(b" via NET/")
+        if n:
+            self.seen = True
+            self.net_channels += n
+            self.net_channels_gdr += block.count(b"/GDRDMA")
+            self.connected = True
+        if b"Channel " in block or b"Ring " in block:
+            for m in _CHANNEL_RING_BYTES.finditer(block):
+                self.seen = True
+                self.ring_channels = max(self.ring_channels or 0, int(m.group(1)))
+            # The hosts that print channel lines, which are most of what many ranks print.
+            if len(self.hosts) < self.MAX:
+                for h in set(_CHANNEL_HOST_BYTES.findall(block)):
+                    self.seen = True
+                    if len(self.hosts) < self.MAX:
+                        self.hosts.add(h.decode("utf-8", "replace"))
 
     # -- derived ------------------------------------------------------------------------
     def _implied(self) -> dict[str | None, str]:

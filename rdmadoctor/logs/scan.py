@@ -40,7 +40,7 @@ MAX_SEGMENT_LINES = 20000
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
-    "Channel ", "Ring ", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
+    "via NET/Socket", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
@@ -65,7 +65,8 @@ _HEADERS = (
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
 # says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
-_CONTEXT_NEEDLES = ("NCCL WARN", "ERROR", "Error", "Last error", "Warning")
+_CONTEXT_NEEDLES = ("NCCL WARN", "ERROR:", "ERROR ", "Error", "Last error", "Warning", "NCCL failure",
+                    "Failed to open", "Count not open", "ProcessGroupNCCL")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
@@ -85,7 +86,7 @@ def _prompt_with_command() -> str:
 
 # Rare characters by preference as the start of an anchor: the ones least seen in NCCL's own
 # INFO lines first ("NCCL INFO", "NET/IB", "RDMA" are full of N, C, I, L, A, R, D, M, E, S, T).
-_PREFERRED = "_'!QZXJKYVOWUGPFHB$#DMESTRLACIN"
+_PREFERRED = "_'!QZXJKYVWUGPHB$#DMESTRAOLFICN"  # last: the letters of "NCCL INFO"
 
 
 def _anchors(literal: str) -> list[str]:
@@ -178,7 +179,8 @@ class _Tables:
         literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
-        self.verify = re.compile("|".join(alts).encode())
+        # A trie-shaped pattern: a position tries one branch per character, not every needle.
+        self.verify = re.compile(_trie(sorted(literals)).encode())
         # The scan over the bytes: each needle is found through its anchor, the part of it that
         # starts at a rare character (see _anchor), all anchors in one trie-shaped pattern whose
         # first-character set the regex engine checks in C; needles without a rare character are
@@ -189,15 +191,24 @@ class _Tables:
         # Translated, a tail made of rare characters matches any run of them ("WARN" matches
         # "NCCL", "GDRD"): such false candidates cost a check of the line against every needle
         # (self.verify, a few microseconds) before anything else is done with it.
-        anchors, plain = set(), set()
-        for lit in literals:
-            a = _anchor(lit)
-            (anchors.add(a) if a else plain.add(lit))
         # Each anchor's first (rare) character is translated to \x01 before the scan, so the
         # pattern starts with one literal byte: the engine looks for that byte alone, two to three
         # times faster than testing every byte against a set of first characters. The prompt
         # characters get \x02 and a pattern of their own: "$ " as an anchor of the trie would be
-        # "\x01 ", any rare character before a space.
+        # "\x01 ", any rare character before a space. Translated, a tail of rare characters only
+        # matches any run of them ("WARN" would match "NCCL", "INFO", "GDRD" on every NCCL line):
+        # each literal takes its first tail (by _PREFERRED) with two characters left as they are,
+        # or is searched for as it is (bytes.find).
+        choice = {lit: _anchor(lit) for lit in literals}
+        for _ in range(3):
+            firsts = {a[0] for a in choice.values() if a}
+            choice = {lit: next((t for t in _anchors(lit) if sum(ch not in firsts for ch in t[1:]) >= 2), None)
+                      for lit in literals}
+        firsts = {a[0] for a in choice.values() if a}
+        choice = {lit: (a if a and sum(ch not in firsts for ch in a[1:]) >= 2 else None) for lit, a in choice.items()}
+        anchors = {a for a in choice.values() if a}
+        plain = {lit for lit, a in choice.items() if a is None}
+        searched = {lit for lit in plain if _anchors(lit)}  # had a rare character, but only crowded tails
         table = bytearray(range(256))
         for a in anchors:
             table[ord(a[0])] = 1
@@ -207,14 +218,15 @@ class _Tables:
         self.prompt_scan = re.compile(b"\x02 ")
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
-        # A needle with no anchor of its own whose rows' examples all carry another anchor (a
-        # WARN, an ERROR) is found through that; the others are searched for with bytes.find.
+        # A needle with no anchor of its own whose rows' examples all carry another anchor or a
+        # searched literal (a WARN, an ERROR) is found through that; the rest are searched too.
         fast_text = self.fast
-        uncovered = set()
+        uncovered = set(searched)
         for lit in plain:
             for p in self.by_needle.get(lit, ()):
                 for ex in p.examples or ("",):
-                    if fast_text is None or fast_text.search(ex.encode().translate(self.table)) is None:
+                    hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
+                    if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
         self.plain = tuple(sorted(x.encode() for x in uncovered))
         self.prompt = re.compile(_prompt_with_command())
@@ -382,6 +394,9 @@ class Diagnoser:
         if b"\x1b" in block:
             block = _ANSI.sub(b"", block)
         n = len(block)
+        self.facts.count_channels(block)  # the channel lines, counted in C (most of an INFO log)
+        if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
+            self._fire()
         starts = self._candidates(block)
         pos, i = 0, 0
         while pos < n:
@@ -494,10 +509,11 @@ class Diagnoser:
                 kind = "other"
             self._open_segment(kind, command, lineno + 1, None)
             return
-        for rx, kind in self.t.headers:
-            if rx.search(text):
-                self._open_segment(kind, "", lineno, text)
-                return
+        if any(h in text for h in _HEADER_NEEDLES):
+            for rx, kind in self.t.headers:
+                if rx.search(text):
+                    self._open_segment(kind, "", lineno, text)
+                    return
         self._match(text, lineno)
 
     def _match(self, text: str, lineno: int, quick: bool = False) -> None:
