@@ -40,7 +40,7 @@ MAX_SEGMENT_LINES = 20000
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
     "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
-    "via NET/Socket", "nRanks", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
+    "via NET/Socket", "nRanks", "Channel ", "Ring ", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
@@ -65,9 +65,10 @@ _HEADERS = (
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
 # says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
-_CONTEXT_NEEDLES = ("NCCL WARN", "ERROR:", "ERROR ", "Error", "Last error", "Warning", "NCCL failure",
+_CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure",
                     "Failed to open", "Count not open", "ProcessGroupNCCL")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
+_CHANNEL_WORDS = (b"Channel ", b"Ring ")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
@@ -266,6 +267,7 @@ class Diagnoser:
         self._cut_lines = 0
         self._socket_seen: tuple | None = None
         self._follow = 0  # lines still to read after a "Last error:" line
+        self._channels = False  # the block being read holds channel lines
         self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
 
     # -- input ----------------------------------------------------------------------------
@@ -394,10 +396,11 @@ class Diagnoser:
         if b"\x1b" in block:
             block = _ANSI.sub(b"", block)
         n = len(block)
-        self.facts.count_channels(block)  # the channel lines, counted in C (most of an INFO log)
+        starts = self._candidates(block)
+        if self._channels:
+            self.facts.count_channels(block)  # the channel lines, counted in C (most of an INFO log)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
-        starts = self._candidates(block)
         pos, i = 0, 0
         while pos < n:
             if self._seg is not None:
@@ -427,9 +430,14 @@ class Diagnoser:
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
         tb = block.translate(self.t.table)
+        channels = False
         if self.t.fast is not None:
             for m in self.t.fast.finditer(tb):
+                if block.startswith(_CHANNEL_WORDS, m.start()):
+                    channels = True  # counted in bulk (NcclFacts.count_channels), not read one by one
+                    continue
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
+        self._channels = channels
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
         for lit in self.t.plain:
