@@ -375,7 +375,9 @@ def test_hung_tool_is_killed_with_its_children(tmp_path, monkeypatch):
     res = run_tool(("ibstat",), timeout=0.5)
     took = time.monotonic() - start
 
-    assert took < 2.0, took
+    # Not a speed claim: the tool's child sleeps 300 s, so returning at all before that proves
+    # the run did not wait for it (a loaded machine can take seconds, never minutes).
+    assert took < 150, took
     assert res.timed_out and res.text is None, res
     assert "did not finish within 0.5 s" in (res.error or ""), res.error
     pid = int(pidfile.read_text())
