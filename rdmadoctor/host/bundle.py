@@ -269,24 +269,6 @@ def _path(name: str) -> str | None:
     return "/" + "/".join(parts)
 
 
-def _path(name: str) -> str | None:
-    """A member name as an absolute path inside the bundle; None if it climbs out or is absurd.
-
-    "./.nccl.conf" is "/.nccl.conf" (a dot file, not "nccl.conf"); "/etc/x" and "./etc/x" are
-    "/etc/x"; a name with a ".." component is dropped, as GNU tar refuses to extract it.
-    """
-    if len(name) > MAX_PATH:
-        return None
-    # tar and collect write clean names: skip the split for them
-    if not name.startswith((".", "/")) and "//" not in name and "/." not in name and not name.endswith("/"):
-        if name.count("/") < MAX_DEPTH:
-            return "/" + name
-    parts = [p for p in name.split("/") if p and p != "."]
-    if ".." in parts or len(parts) > MAX_DEPTH:
-        return None
-    return "/" + "/".join(parts)
-
-
 _TAR_KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"1": "hard", b"2": "link", b"3": "file", b"4": "file", b"5": "dir"}
 _TOO_LONG = "/" * (MAX_PATH + 1)  # a GNU L/K name past MAX_PATH: fails the length test, so its member is dropped
 
