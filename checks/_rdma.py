@@ -114,6 +114,13 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
     )
 
 
+def netdev_speed_mbps(host, netdev: str) -> int | None:  # noqa: ANN001
+    """/sys/class/net/<netdev>/speed in Mb/s, as NCCL reads it (net_socket.cc: strtol; <= 0, i.e.
+    SPEED_UNKNOWN -1, means unknown); None when absent or not a number."""
+    v = parse_int(host.read_value(f"{NET_CLASS}/{netdev}/speed"), 10)
+    return v if v is not None and v > 0 else None
+
+
 def _carrier(host, netdev: str) -> bool:
     c = host.read_value(f"{NET_CLASS}/{netdev}/carrier")
     return c != "0"

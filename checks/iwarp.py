@@ -30,6 +30,7 @@ from rdmadoctor.checks._rdma import (
     NET_CLASS,
     RdmaInventory,
     ignored,
+    netdev_speed_mbps,
     parse_int,
     port_subject,
     probe_inventory,
@@ -179,9 +180,7 @@ def probe_iwarp(ctx) -> IwarpFacts:
         mtu = speed = None
         if port.netdev and inv.sysfs:
             mtu = parse_int(host.read_value(f"{NET_CLASS}/{port.netdev}/mtu"), 10)
-            speed = parse_int(host.read_value(f"{NET_CLASS}/{port.netdev}/speed"), 10)
-            if speed is not None and speed <= 0:
-                speed = None  # -1: SPEED_UNKNOWN
+            speed = netdev_speed_mbps(host, port.netdev)
         ports.append(IwarpPort(dev, port, mtu, speed))
     others = tuple(
         f"{port_subject(d, p)} ({transport_of(d, p) or p.link_layer or 'unknown link layer'})"

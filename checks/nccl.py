@@ -39,7 +39,7 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
-from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, parse_int, probe_inventory, transport_of
+from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, netdev_speed_mbps, parse_int, probe_inventory, transport_of
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 
@@ -578,9 +578,7 @@ def _sysfs_interfaces(host) -> tuple[NetIf, ...] | None:
 
 
 def _speed(host, name: str) -> int | None:
-    """Mb/s as NCCL reads it (net_socket.cc: strtol of /sys/class/net/<if>/speed; <= 0 means unknown)."""
-    v = parse_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
-    return v if v is not None and v > 0 else None
+    return netdev_speed_mbps(host, name)
 
 
 def _with_speeds(host, interfaces: tuple[NetIf, ...] | None) -> tuple[NetIf, ...] | None:
