@@ -169,6 +169,9 @@ def test_memory_does_not_grow_with_devices_past_the_cap(tmp_path: Path) -> None:
         return sum(len(c["findings"]) for c in rep["checks"] if c["id"] == "ib.ports")
 
     assert ports(rep_past) == ports(rep_cap) <= MAX_LIST + 1  # the same devices were judged
+    # ...and the report says that the rest were not (the verdict was made without them).
+    assert rep_cap["host"]["notes"] == []
+    assert [n for n in rep_past["host"]["notes"] if "/sys/class/infiniband" in n and f"first {MAX_LIST} of {4 * MAX_LIST}" in n]
     assert peak_past - peak_cap < 40 * MiB, (peak_past - peak_cap) // MiB
 
 

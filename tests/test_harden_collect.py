@@ -180,6 +180,36 @@ def test_collect_records_a_cut_output_and_check_reads_it_as_cut(tmp_path: Path, 
     assert 0 < peak < 256 * 1024 * 1024, peak  # 50 MiB measured: the checks ran too
 
 
+def test_a_report_says_which_tool_output_it_judged_cut(tmp_path: Path) -> None:
+    # A bundle whose lspci -vvv collect stopped at its cap: the PCIe checks read the devices it
+    # lists, and the report (JSON and text) says that the rest of that output was never seen.
+    from rdmadoctor.host.tools import MAX_OUTPUT, cut_message
+
+    root = tmp_path / "b"
+    _w(root, "sys/class/infiniband/.keep")
+    _w(root, "cmd/lspci.txt", "00:00.0 Host bridge: Intel Corporation Device 09a2 (rev 04)\n\tSubsystem: Intel Corporation Device 0000\n")
+    _w(root, "cmd/errors.json", json.dumps({"lspci": {"argv": ["lspci", "-vvv"], "error": f"lspci -vvv: {cut_message(MAX_OUTPUT)}",
+                                                     "timed_out": False, "truncated": True, "output_recorded": True}}))
+    whole = tmp_path / "whole.tar.gz"
+    cut = tmp_path / "cut.tar.gz"
+    with tarfile.open(cut, "w:gz") as tf:
+        tf.add(root, arcname=".")
+    (root / "cmd" / "errors.json").unlink()
+    with tarfile.open(whole, "w:gz") as tf:
+        tf.add(root, arcname=".")
+
+    code, out, err = run_cli(["check", "--bundle", str(cut), "--json"])
+    notes = json.loads(out)["host"]["notes"]
+    assert len(notes) == 1 and "`lspci`" in notes[0] and "cmd/lspci.txt" in notes[0] and f"cut at {MAX_OUTPUT} bytes" in notes[0], notes
+    code, text, err = run_cli(["check", "--bundle", str(cut)])
+    assert "Not read (the checks judged without it):" in text and f"cut at {MAX_OUTPUT} bytes" in text
+    # The same output recorded whole: nothing to say.
+    code, out, err = run_cli(["check", "--bundle", str(whole), "--json"])
+    assert json.loads(out)["host"]["notes"] == []
+    code, text, err = run_cli(["check", "--bundle", str(whole)])
+    assert "Not read" not in text
+
+
 # ---- 8: a tool whose grandchild keeps its stdout --------------------------------------------
 
 

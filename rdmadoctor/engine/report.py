@@ -94,6 +94,13 @@ def _check_json(r: CheckResult, check: Any) -> dict:
     return out
 
 
+def _host_notes(host: Any) -> list[str]:
+    """What the host's reader left out (a listing cut at MAX_LIST, a tool's output cut at its
+    cap): the findings were made without it, and the report says so. Once each, in order."""
+    notes = getattr(host, "notes", None)
+    return list(dict.fromkeys(n for n in notes if isinstance(n, str))) if isinstance(notes, list) else []
+
+
 def build(
     results: list[CheckResult],
     checks: dict,
@@ -128,7 +135,7 @@ def build(
         "time": rfc3339(time.time() if now is None else now),
         "status": status,
         "exit_code": exit_code(status, strict),
-        "host": {"label": host.label, "kind": host.kind, "hostname": runtime_host},
+        "host": {"label": host.label, "kind": host.kind, "hostname": runtime_host, "notes": _host_notes(host)},
         "profile": expect.get("_profile", "generic"),
         "summary": {
             "checks": len(results),

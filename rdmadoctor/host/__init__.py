@@ -413,6 +413,9 @@ class Host:
             return self._cmd_cache[name]
         res = self._cmd(name)
         self._cmd_cache[name] = res
+        if res.truncated:
+            # The checks judge the beginning they have; the report says that it is only that.
+            self.notes.append(f"the output of `{name}` ({res.source}) is cut ({res.error}): the checks read only its beginning")
         return res
 
     def _transcript(self, rel: str, text: str | None = None) -> list | None:

@@ -308,6 +308,12 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
         for cause, n in elsewhere.items():
             name = " ".join(cause) if isinstance(cause, tuple) else cause  # (code, subject) of a log finding
             out.append((4, [(f"({_plural(n, 'finding')} following from {name}, shown under it)", "dim")], False))
+    notes = rep["host"].get("notes")
+    if notes:  # what the reader left out: the verdict above was made without it
+        out.append((0, [], False))
+        out.append((0, [("Not read (the checks judged without it):", "bold")], False))
+        for note in notes:
+            out.append((2, [("- " + note, "")], False, 2))
     if rep.get("labels") and rep["host"].get("kind") != "logs":  # a log alone labels no node
         out.append((0, [], False))
         out.append((0, [("Node labels:", "bold")], False))
