@@ -304,3 +304,23 @@ def test_the_check_fast_path_imports_no_parser_no_schema_lib_and_no_rich_into_a_
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 1 and proc.stdout.startswith("FAIL: ")
     assert proc.stderr == ""
+
+
+def test_the_run_fast_path_imports_no_parser_and_no_rich():
+    # `rdmadoctor run -- ...` prefixes every rank's command (mpirun ... rdmadoctor run -- python
+    # train.py): like check and preflight, a plain line is parsed without typer, click or rich.
+    code = (
+        "import sys\n"
+        "from rdmadoctor.cli import main\n"
+        "try:\n    main(['run', '--example', 'broken-pod', '--no-gate', '--timeout', '3', '--', sys.executable, '-c', 'raise SystemExit(3)'])\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        "heavy = ('typer', 'click', 'jsonschema', 'rich', 'prometheus_client', 'pyroute2', 'lightkube')\n"
+        "sys.stderr.write('HEAVY: ' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in heavy)) + '\\n')\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert "exited with status 3" in proc.stderr and "HEAVY: \n" in proc.stderr, proc.stderr
+    # A bad number is refused with --no-gate too (it was taken silently: the gate that reads it did not run).
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "run", "--no-gate", "--timeout", "-1", "--", "true"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "--timeout must be positive, got -1" in proc.stderr, proc.stderr

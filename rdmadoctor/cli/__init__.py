@@ -2,7 +2,8 @@
 
 `check` runs in init containers and every minute on every node; typer and its click core cost
 ~30 ms to import, more than the whole check. So a ``check`` command line made only of the
-options in :data:`rdmadoctor.cli.fast.OPTIONS` is parsed here, and everything else (``--help``,
+options in :data:`rdmadoctor.cli.fast.OPTIONS` (and a ``preflight`` or ``run`` one made of
+theirs) is parsed here, and everything else (``--help``,
 other commands, a typo) goes to the typer app, which owns the errors and help texts.
 tests/test_cli.py keeps both parsers in step.
 """
@@ -35,6 +36,13 @@ def main(argv: list[str] | None = None) -> None:
         parsed = parse_argv(args[1:])
         if parsed is not None:
             raise SystemExit(run_preflight(**parsed))
+    elif args and args[0] == "run":
+        # The prefix of every rank's command line (mpirun ... rdmadoctor run -- python train.py).
+        from rdmadoctor.cli.run import parse_argv, run_run
+
+        parsed = parse_argv(args[1:])
+        if parsed is not None:
+            raise SystemExit(run_run(**parsed))
     from rdmadoctor.cli.app import app
 
     app(args=args, prog_name="rdmadoctor")

@@ -58,9 +58,13 @@ def run_run(*, command: "list[str]", no_gate: bool = False, nccl_debug: bool = F
             report_file: "str | None" = None, as_json: bool = False, **gate: "Any") -> int:
     """Run it; a usage problem becomes ``rdmadoctor: error: ...`` (exit 2, or 127/126 for CMD)."""
     from rdmadoctor.cli.errors import fail_usage
+    from rdmadoctor.cli.preflight import _bad_number
     from rdmadoctor.preflight.child import SpawnError, run_job
     from rdmadoctor.runner import UsageError
 
+    bad = _bad_number(gate)  # with --no-gate too: a bad number is a typo, whether the gate runs or not
+    if bad is not None:
+        return bad
     try:
         return run_job(list(command), gate_kwargs=gate, no_gate=no_gate, as_json=as_json,
                        nccl_debug=nccl_debug, report_file=report_file, read_all=read_all)
