@@ -683,9 +683,26 @@ def _shown(facts: NcclFacts, name: str) -> str:
     return f"{name}={clip(facts.settings[name], 80)}" + ("" if where == "env" else f" (from {where})")
 
 
+def unicodedata_name(c: str) -> str:
+    import unicodedata
+
+    return unicodedata.name(c, "").lower()
+
+
 def _entry_problem(r: HcaEntryReport) -> str | None:
     e = r.entry
     hint = " (NCCL does not trim spaces)" if e.prefix != e.prefix.strip() else ""
+    odd = next((c for c in e.prefix if not (c.isascii() and c.isprintable())), None)
+    if odd is not None:
+        # A no-break space from a copied web page, a byte that is not UTF-8, a control character:
+        # no device name holds one, and NCCL compares bytes.
+        if odd == "\ufffd":
+            what = "a byte that is not UTF-8"
+        elif 0xDC80 <= ord(odd) <= 0xDCFF:  # os.environ's surrogateescape: the raw byte
+            what = f"the byte 0x{ord(odd) - 0xDC00:02X}, not UTF-8"
+        else:
+            what = f"the character U+{ord(odd):04X}" + (f" ({unicodedata_name(odd)})" if unicodedata_name(odd) else "")
+        hint = f" (it holds {what}; no device name has one: retype the value)"
     if not r.devices:
         return f"'{e.text()}' matches no device{hint}"
     if not r.ports:

@@ -177,3 +177,21 @@ def test_label_never_publishes_an_empty_set(tmp_path, monkeypatch):
     code, out, err = run_cli(["label", "--example", "roce-node", "--features-dir", str(features)])
     assert code == 2 and "no labels" in err and "Traceback" not in err
     assert list(features.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "value, said",
+    [
+        ("=mlx5_0\u00a0", "U+00A0 (no-break space)"),  # pasted from a web page
+        ("=mlx5_\ufffd0", "a byte that is not UTF-8"),  # a bundle's env decoded with replacement
+        ("=mlx5_0\udcff", "the byte 0xFF, not UTF-8"),  # os.environ's surrogateescape
+        ("=mlx5_0\t", "U+0009"),  # a tab from a YAML block scalar
+    ],
+)
+def test_a_stray_character_in_an_hca_name_is_named(value, said):
+    check = nccl_env({"NCCL_IB_HCA": value})
+    (f,) = by_code(check, "NCCL_IB_HCA_NO_MATCH")
+    assert said in f["message"] and "retype the value" in f["message"], f["message"]
+    # A plain typo gets no such words.
+    (f,) = by_code(nccl_env({"NCCL_IB_HCA": "=mlx5_9"}), "NCCL_IB_HCA_NO_MATCH")
+    assert "retype" not in f["message"] and "matches no device" in f["message"]
