@@ -209,6 +209,28 @@ def test_names_and_links_never_lead_outside_the_bundle(tmp_path):
         assert host.read_bytes(p) is None, p  # neither the planted member nor this machine's file
     assert host.realpath("/sys/up") is None and host.read_value("/sys/ok") == "1"
     assert sorted(os.listdir(tmp_path)) == sorted(before + ["b.tar"])  # nothing unpacked
+    # The report says what was left out and why, once per reason, with the first name (escaped).
+    assert host.notes == [
+        "2 members of the archive left out, the first named '../../etc/passwd': its name has a '..' component, "
+        "which would climb out of the bundle (GNU tar refuses it too)",
+        "1 member of the archive left out, the first named 'sys/hard': it is a hard link to a name outside the "
+        "bundle (that name has a '..' component, which would climb out of the bundle (GNU tar refuses it too))",
+    ]
+
+
+def test_members_too_long_or_deep_are_said_left_out(tmp_path):
+    raw = tar(
+        member(b"././@LongLink", b"sys/" + b"x" * 5000 + b"\0", b"L"), member(b"placeholder", b"a"),
+        member(b"PaxHeader/x", pax_record(b"path", b"sys/\x1b[2J" + b"/d" * 80), b"x"), member(b"placeholder2", b"b"),
+        member(b"./", flag=b"5"),  # the archive's own top: not a member left out
+        member(b"sys/ok", b"1\n"),
+    )
+    host = open_bytes(tmp_path, raw)
+    assert host.read_value("/sys/ok") == "1"
+    (long_, deep_) = host.notes
+    assert long_.startswith("1 member of the archive left out, the first named '(a name too long to keep)'") and "4096" in long_
+    assert "'sys/\\x1b[2J/d/d" in deep_ and "deeper than 64 levels" in deep_  # the escape is shown, not obeyed
+    assert open_bytes(tmp_path, tar(member(b"./", flag=b"5"), member(b"sys/ok", b"1\n"))).notes == []
 
 
 def test_hard_link_inside_a_wrapping_folder_reads(tmp_path):

@@ -163,7 +163,7 @@ class Host:
         self._transcripts: dict[str, list | None] = {}
         self._reads: dict[tuple[str, int], bytes | None] = {}
         self.cut_listings: dict[str, int] = {}  # folder -> its entries, when more than MAX_LIST
-        self.notes: list[str] = []  # what this host's reader left out, for the report
+        self.notes: list[str] = list(getattr(tree, "notes", ()))  # what this host's reader left out, for the report
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:

@@ -273,11 +273,22 @@ _TAR_KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"1": "hard", b"2": "li
 _TOO_LONG = "/" * (MAX_PATH + 1)  # a GNU L/K name past MAX_PATH: fails the length test, so its member is dropped
 
 
-def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = None) -> None:  # noqa: ANN001
+def _why_dropped(name: str) -> str:
+    """Why :func:`_path` gave None for ``name`` (a member left out of the index)."""
+    if len(name) > MAX_PATH:
+        return f"its name is longer than {MAX_PATH} bytes (PATH_MAX)"
+    parts = [p for p in name.split("/") if p and p != "."]
+    if ".." in parts:
+        return "its name has a '..' component, which would climb out of the bundle (GNU tar refuses it too)"
+    return f"its name is deeper than {MAX_DEPTH} levels"
+
+
+def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = None, dropped=None) -> None:  # noqa: ANN001
     """Index a tar (ustar, GNU, pax, v7) read from ``stream``: ``add(path, kind, place, size, link)``
     for each member a bundle can use; ``on_data(size, padded)`` takes a regular file's data and its
     padding off the stream and returns its place (None: the archive ends inside it). ``path`` is absolute and normalised, a hard link's target too; members
-    whose name leaves the bundle or is too long or deep are left out.
+    whose name leaves the bundle or is too long or deep are left out, each told to
+    ``dropped(name, why)`` when given.
 
     tarfile builds a TarInfo per member and checks every field: 80 ms for a 2000-member bundle,
     most of a `check` run; it also has had its own loops on crafted headers. This reads only what
@@ -365,12 +376,22 @@ def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = N
             if kind == "file" and name.endswith("/"):
                 kind = "dir"  # v7 writes a directory as a file whose name ends in "/"
             path = _path(name)
-            if path == "/" or len(link) > MAX_PATH:
+            if path == "/":
+                path = None  # the archive's own top ("./"): nothing left out
+            elif path is None:
+                if dropped is not None:
+                    dropped(name, _why_dropped(name))
+            elif len(link) > MAX_PATH:
                 path = None
-            elif path is not None and kind == "hard":
-                link = _path(link)
-                if link is None:
+                if dropped is not None:
+                    dropped(name, f"it links to a name longer than {MAX_PATH} bytes")
+            elif kind == "hard":
+                target = _path(link)
+                if target is None:
                     path = None
+                    if dropped is not None:
+                        dropped(name, "it is a hard link to a name outside the bundle (" + _why_dropped(link).replace("its name", "that name") + ")")
+                link = target
         # Device nodes recorded by collect (3, 4) exist and have no content; only regular files'
         # data is taken off the stream for the index, everything else is passed over.
         if path is None or kind != "file" or flag in (b"3", b"4") or size == 0:
@@ -593,8 +614,21 @@ class _TarTree(_Tree):
             stream.skip(padded - n)
             return at
 
+        left_out: dict[str, list] = {}  # why -> [count, the first name]
+
+        def dropped(name: str, why: str) -> None:
+            if name == _TOO_LONG:  # a pax or GNU long name past MAX_META or MAX_PATH, not kept
+                name = "(a name too long to keep)"
+            seen = left_out.setdefault(why, [0, name])
+            seen[0] += 1
+
         budget = (size if size is not None else MAX_BUNDLE) // 512 + 2
-        _scan(stream, add, on_data, budget, size)
+        _scan(stream, add, on_data, budget, size, dropped)
+        self.notes = [
+            f"{n} member{'s' if n > 1 else ''} of the archive left out, the first named "
+            f"{first[:120]!r}{'...' if len(first) > 120 else ''}: {why}"
+            for why, (n, first) in left_out.items()
+        ]
 
         prefix = ""
         if len(tops) == 1:
