@@ -683,12 +683,6 @@ def _shown(facts: NcclFacts, name: str) -> str:
     return f"{name}={clip(facts.settings[name], 80)}" + ("" if where == "env" else f" (from {where})")
 
 
-def unicodedata_name(c: str) -> str:
-    import unicodedata
-
-    return unicodedata.name(c, "").lower()
-
-
 def _entry_problem(r: HcaEntryReport) -> str | None:
     e = r.entry
     hint = " (NCCL does not trim spaces)" if e.prefix != e.prefix.strip() else ""
@@ -701,7 +695,10 @@ def _entry_problem(r: HcaEntryReport) -> str | None:
         elif 0xDC80 <= ord(odd) <= 0xDCFF:  # os.environ's surrogateescape: the raw byte
             what = f"the byte 0x{ord(odd) - 0xDC00:02X}, not UTF-8"
         else:
-            what = f"the character U+{ord(odd):04X}" + (f" ({unicodedata_name(odd)})" if unicodedata_name(odd) else "")
+            import unicodedata
+
+            called = unicodedata.name(odd, "").lower()
+            what = f"the character U+{ord(odd):04X}" + (f" ({called})" if called else "")
         hint = f" (it holds {what}; no device name has one: retype the value)"
     if not r.devices:
         return f"'{e.text()}' matches no device{hint}"

@@ -95,8 +95,9 @@ def _check_json(r: CheckResult, check: Any) -> dict:
 
 
 def _host_notes(host: Any) -> list[str]:
-    """What the host's reader left out (a listing cut at MAX_LIST, a tool's output cut at its
-    cap): the findings were made without it, and the report says so. Once each, in order."""
+    """What the host's reader left out (archive members it refused, a listing cut at MAX_LIST, a
+    tool's output cut at its cap): the findings were made without it, and the report says so.
+    Once each, in order."""
     notes = getattr(host, "notes", None)
     return list(dict.fromkeys(n for n in notes if isinstance(n, str))) if isinstance(notes, list) else []
 

@@ -273,14 +273,14 @@ _TAR_KINDS = {b"0": "file", b"\0": "file", b"7": "file", b"1": "hard", b"2": "li
 _TOO_LONG = "/" * (MAX_PATH + 1)  # a GNU L/K name past MAX_PATH: fails the length test, so its member is dropped
 
 
-def _why_dropped(name: str) -> str:
+def _why_dropped(name: str, whose: str = "its name") -> str:
     """Why :func:`_path` gave None for ``name`` (a member left out of the index)."""
     if len(name) > MAX_PATH:
-        return f"its name is longer than {MAX_PATH} bytes (PATH_MAX)"
+        return f"{whose} is longer than {MAX_PATH} bytes (PATH_MAX)"
     parts = [p for p in name.split("/") if p and p != "."]
     if ".." in parts:
-        return "its name has a '..' component, which would climb out of the bundle (GNU tar refuses it too)"
-    return f"its name is deeper than {MAX_DEPTH} levels"
+        return f"{whose} has a '..' component, which would climb out of the bundle (GNU tar refuses it too)"
+    return f"{whose} is deeper than {MAX_DEPTH} levels"
 
 
 def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = None, dropped=None) -> None:  # noqa: ANN001
@@ -390,7 +390,7 @@ def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = N
                 if target is None:
                     path = None
                     if dropped is not None:
-                        dropped(name, "it is a hard link to a name outside the bundle (" + _why_dropped(link).replace("its name", "that name") + ")")
+                        dropped(name, f"it is a hard link to a name outside the bundle ({_why_dropped(link, 'that name')})")
                 link = target
         # Device nodes recorded by collect (3, 4) exist and have no content; only regular files'
         # data is taken off the stream for the index, everything else is passed over.
