@@ -324,3 +324,22 @@ def test_the_run_fast_path_imports_no_parser_and_no_rich():
     # A bad number is refused with --no-gate too (it was taken silently: the gate that reads it did not run).
     proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "run", "--no-gate", "--timeout", "-1", "--", "true"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "--timeout must be positive, got -1" in proc.stderr, proc.stderr
+
+
+def test_a_command_typer_parses_imports_no_pydantic(tmp_path):
+    # typer 0.29 builds a pydantic TypeAdapter for every parameter: 140 ms on every command it
+    # parses (pyproject.toml keeps typer below it). `diagnose` is one of those commands.
+    log = tmp_path / "job.log"
+    log.write_text("host1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\nhost1:1:1 [0] NCCL INFO Using network Socket\n")
+    code = (
+        "import sys\n"
+        "from rdmadoctor.cli import main\n"
+        f"try:\n    main(['diagnose', {str(log)!r}])\n"
+        "except SystemExit as e:\n    rc = e.code\n"
+        "sys.stderr.write('TYPER: ' + str('typer' in sys.modules) + '\\n')\n"
+        "sys.stderr.write('HEAVY: ' + ' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('pydantic', 'pydantic_core'))) + '\\n')\n"
+        "sys.exit(rc)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and "NCCL_SOCKET_FALLBACK" in proc.stdout, (proc.stdout, proc.stderr)
+    assert "TYPER: True\n" in proc.stderr and "HEAVY: \n" in proc.stderr, proc.stderr
