@@ -10,6 +10,7 @@ from typer.core import TyperGroup
 
 from rdmadoctor import __version__
 from rdmadoctor.cli.errors import parse_error, pipe_closed
+from rdmadoctor.cli.streams import OutputError, install, output_failed
 
 # The parser's usage-error base class: click's, or the copy typer >= 0.20 vendors.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -19,6 +20,7 @@ class RdmadoctorGroup(TyperGroup):
     """The root command: the parser's own errors speak like every other rdmadoctor error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        install()  # done by rdmadoctor.cli.main already, unless the app is called directly
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except UsageError as e:
@@ -28,6 +30,8 @@ class RdmadoctorGroup(TyperGroup):
         except typer.Abort:
             sys.stderr.write("rdmadoctor: aborted\n")
             code = 130
+        except OutputError as e:  # stdout closed or full (rdmadoctor.cli.streams): one line, exit 2
+            code = output_failed(e)
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code

@@ -64,6 +64,10 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         pipe_closed()
         return fail_usage("the reader of stdout went away: the bundle is incomplete", "redirect to a file: rdmadoctor collect -o - > node.tar.gz")
     except OSError as e:
+        if stream is not None:
+            from rdmadoctor.cli.streams import discard_stdout
+
+            discard_stdout()  # said here; the flush at exit must not fail again
         return fail_usage(
             f"cannot write the bundle to {output}: {e.strerror or e}",
             "pick a writable place, e.g. -o /tmp/node.tar.gz (in a pod: a mounted volume or /tmp)",

@@ -60,6 +60,40 @@ def exec_command(argv: list[str]) -> int:
     return 126  # not reached: execvp returns only by raising
 
 
+def _write_verdict(out: Any, err: Any, text: str, exec_: bool) -> None:
+    """The verdict on stdout. A reader that left (``| head -1``) leaves the exit code as it is,
+    as with `check`. Any other failure (stdout closed or full) is the CLI's to report (exit 2),
+    unless the job is to follow (--exec): then the verdict is the exit code or the job itself,
+    and rdmadoctor's own output failing must not keep the job from starting."""
+    try:
+        out.write(text)
+        if exec_:
+            out.flush()
+    except BrokenPipeError:
+        _drop_stdout(out, devnull=not exec_)  # the job inherits fd 1 as it is
+    except OSError as e:
+        if not exec_:
+            raise
+        err.write(f"rdmadoctor preflight: note: the verdict could not be written to stdout ({e.strerror or e})\n")
+        _drop_stdout(out, devnull=False)
+
+
+def _drop_stdout(out: Any, devnull: bool) -> None:
+    """Drop what stdout still buffers, so the flush at exit does not fail again. ``devnull``:
+    also point fd 1 at /dev/null (its reader left); otherwise the fd stays as it is, for the job
+    that --exec starts to inherit. (rdmadoctor.cli.streams' stdout has a ``discard`` switch.)"""
+    raw = getattr(getattr(out, "buffer", None), "raw", None)
+    if raw is not None and hasattr(raw, "discard"):
+        raw.discard = True
+    if devnull:
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, out.fileno())
+            os.close(fd)
+        except (OSError, ValueError, AttributeError):  # a test's StringIO: nothing to flush
+            pass
+
+
 def shell_join(argv: list[str]) -> str:
     import shlex
 
@@ -215,15 +249,16 @@ def run_preflight(
                 "exec": list(exec_argv) if exec_argv else None,
                 "report": g.report,
             }
-            out.write(json.dumps(doc, indent=2) + "\n")
+            text = json.dumps(doc, indent=2) + "\n"
         else:
-            out.write(render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose))
+            text = render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose)
+            if exec_argv and code == 0:
+                text += f"exec: {shell_join(exec_argv)}\n"
+        _write_verdict(out, err, text, bool(exec_argv))
         if exec_argv:
             if code != 0:
                 err.write(f"rdmadoctor preflight: not running {shell_join(exec_argv)}\n")
                 return code
-            if not as_json:
-                out.write(f"exec: {shell_join(exec_argv)}\n")
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
                 old_term = None
