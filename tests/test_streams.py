@@ -139,3 +139,77 @@ def test_run_with_its_stdout_full_still_runs_the_job(tmp_path):
     err = p.stderr.decode()
     assert p.returncode == 3 and (tmp_path / "ran.flag").exists(), err
     assert "writing the job's stdout failed (No space left on device)" in err and "Traceback" not in err, err
+
+
+# ---- --report-file: only a regular file (or a new one) is replaced; refused at start -----------
+
+
+def _targets(tmp_path):
+    """Name -> path of things that are not regular files (a device node only as root)."""
+    import stat
+
+    out = {}
+    os.mkfifo(tmp_path / "fifo")
+    out["a FIFO"] = "fifo"
+    (tmp_path / "target.json").write_text("{}\n")
+    os.symlink(tmp_path / "target.json", tmp_path / "slink.json")
+    out["a symlink"] = "slink.json"
+    (tmp_path / "somedir").mkdir()
+    out["a directory"] = "somedir"
+    try:
+        os.mknod(tmp_path / "fakenull", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        out["a character device"] = "fakenull"
+    except (PermissionError, OSError):
+        pass
+    return out
+
+
+def _unchanged(tmp_path):
+    assert (tmp_path / "fifo").is_fifo() and (tmp_path / "slink.json").is_symlink()
+    assert (tmp_path / "target.json").read_text() == "{}\n" and (tmp_path / "somedir").is_dir()
+    if (tmp_path / "fakenull").exists():
+        assert (tmp_path / "fakenull").is_char_device()
+
+
+def test_run_report_file_refuses_what_is_not_a_regular_file_before_the_job(tmp_path):
+    for what, name in _targets(tmp_path).items():
+        p = rdmadoctor(["run", "--no-gate", "--report-file", name, "--", "touch", "ran.flag"], cwd=tmp_path)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and not (tmp_path / "ran.flag").exists(), (what, err)
+        assert f"refusing to write --report-file {name}: it is {what}, not a regular file" in err, err
+    _unchanged(tmp_path)
+    for name, says in (("-", "stdout belongs to CMD"), ("", "an empty file name")):
+        p = rdmadoctor(["run", "--no-gate", "--report-file", name, "--", "touch", "ran.flag"], cwd=tmp_path)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and says in err and not (tmp_path / "ran.flag").exists(), err
+        assert not (tmp_path / "-").exists()
+    # A new file and an existing regular file are written, as before.
+    (tmp_path / "old.json").write_text("old")
+    for name in ("new.json", "old.json"):
+        p = rdmadoctor(["run", "--no-gate", "--report-file", name, "--", "true"], cwd=tmp_path)
+        assert p.returncode == 0 and '"schema": "rdmadoctor.run/v1"' in (tmp_path / name).read_text(), p.stderr.decode()
+
+
+def test_agent_report_file_refuses_what_is_not_a_regular_file_before_the_first_cycle(tmp_path):
+    agent = ["agent", "--example", "hgx-h100-ib", "--once", "--publish", "stdout", "--metrics-port", "0", "--report-file"]
+    for what, name in _targets(tmp_path).items():
+        p = rdmadoctor([*agent, name], cwd=tmp_path, stdout=subprocess.PIPE)
+        err = p.stderr.decode()
+        assert p.returncode == 2 and p.stdout == b"", (what, err)  # no cycle: nothing published
+        assert f"refusing to write --report-file {name}: it is {what}, not a regular file" in err, err
+    _unchanged(tmp_path)
+    p = rdmadoctor([*agent, ""], cwd=tmp_path, stdout=subprocess.PIPE)
+    assert p.returncode == 2 and "an empty file name" in p.stderr.decode()
+
+
+def test_write_atomic_regular_only_leaves_a_symlink_and_its_target(tmp_path):
+    from rdmadoctor.publish.fsutil import NotRegularFile, target_problem, write_atomic
+
+    (tmp_path / "target.json").write_text("{}\n")
+    os.symlink(tmp_path / "target.json", tmp_path / "slink.json")
+    with pytest.raises(NotRegularFile):
+        write_atomic(tmp_path / "slink.json", b"new", regular_only=True)
+    assert (tmp_path / "slink.json").is_symlink() and (tmp_path / "target.json").read_text() == "{}\n"
+    assert sorted(os.listdir(tmp_path)) == ["slink.json", "target.json"]  # no temp file left
+    assert target_problem(str(tmp_path / "slink.json")) == "a symlink"
+    assert target_problem(str(tmp_path / "new.json")) is None and target_problem("") == "an empty name"

@@ -178,7 +178,7 @@ class Agent:
         if not self.s.report_file or self.stop.is_set():
             return
         try:
-            write_atomic(self.s.report_file, (json.dumps(report, indent=1) + "\n").encode())
+            write_atomic(self.s.report_file, (json.dumps(report, indent=1) + "\n").encode(), regular_only=True)
         except OSError as e:
             why = f"{e.strerror or e} ({self.s.report_file})"
             if why != self.report_error:

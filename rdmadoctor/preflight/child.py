@@ -698,10 +698,23 @@ def run_gate(gate_kwargs: dict[str, Any], as_json: bool, err: Any) -> tuple[int,
     return code, doc
 
 
+REPORT_FILE_HINT = "give a new file name or an existing regular file, e.g. --report-file /tmp/run.json (it is replaced whole at exit)"
+
+
 def check_report_path(path: str) -> None:
+    """Refuse, before the gate and the job, a --report-file that could not be written at exit or
+    whose replacing would do harm (``/dev/null`` was deleted, a symlink replaced)."""
+    from rdmadoctor.publish.fsutil import target_problem
+
+    if path == "-":
+        raise PreflightError("--report-file -: stdout belongs to CMD (its output passes through there), not to the report",
+                             "give a file name, e.g. --report-file /tmp/run.json; the gate's verdict is on stderr (--json for JSON)")
+    what = target_problem(path)
+    if what == "an empty name":
+        raise PreflightError("--report-file '': an empty file name (an unset shell variable?)", REPORT_FILE_HINT)
+    if what:
+        raise PreflightError(f"refusing to write --report-file {path}: it is {what}, not a regular file", REPORT_FILE_HINT)
     directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise PreflightError(f"--report-file {path}: is a directory", "give a file name, e.g. --report-file /tmp/run.json")
     if not os.path.isdir(directory):
         raise PreflightError(f"--report-file {path}: no directory {directory}", "create it first, or write the report elsewhere")
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -824,7 +837,7 @@ def _write_report(path: str | None, report: dict[str, Any], started: float, err:
 
     report["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     try:
-        write_atomic(path, (json.dumps(report, indent=2) + "\n").encode())
+        write_atomic(path, (json.dumps(report, indent=2) + "\n").encode(), regular_only=True)
     except OSError as e:
         msg = f"could not write --report-file {path}: {e.strerror or e}"
         if sink is not None:
