@@ -213,3 +213,29 @@ def test_write_atomic_regular_only_leaves_a_symlink_and_its_target(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["slink.json", "target.json"]  # no temp file left
     assert target_problem(str(tmp_path / "slink.json")) == "a symlink"
     assert target_problem(str(tmp_path / "new.json")) is None and target_problem("") == "an empty name"
+
+
+# ---- what the user typed is quoted with its control characters shown, never obeyed -------------
+
+EVIL = "evil\x1b[2J\x1b[31mname"
+
+
+@pytest.mark.parametrize("args", [
+    ["diagnose", EVIL],
+    ["check", "--bundle", EVIL],
+    ["check", "--root", EVIL],
+    ["collect", "-o", EVIL + "/x.tar.gz"],
+    ["run", "--no-gate", "--report-file", EVIL + "/", "--", "true"],
+], ids=["diagnose", "check-bundle", "check-root", "collect", "run-report-file"])
+def test_an_escape_sequence_in_a_file_name_is_shown_escaped(args, tmp_path):
+    p = rdmadoctor(args, cwd=tmp_path)
+    err = p.stderr.decode()
+    assert p.returncode == 2 and "rdmadoctor: error: " in err, err
+    assert "\x1b" not in err and "evil\\x1b[2J\\x1b[31mname" in err, err
+
+
+def test_fail_usage_escapes_control_characters_but_keeps_line_breaks(capsys):
+    from rdmadoctor.cli.errors import fail_usage
+
+    assert fail_usage("bad \x1b[31mred\x9b\r", "two\nlines\tand a tab") == 2
+    assert capsys.readouterr().err == "rdmadoctor: error: bad \\x1b[31mred\\x9b\\x0d\n  hint: two\nlines\tand a tab\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage, say
 
 # How `explain` and `list-checks` name a code's kind (rdmadoctor.core.model.KINDS).
 KIND_WORDS = {"problem": "problem", "unknown": "could not decide", "info": "information"}
@@ -168,7 +168,7 @@ def run_list_checks(as_json: bool) -> int:
         table.add_row(r["id"], r["description"] or r["title"], "\n".join(f"{k['code']} ({KIND_WORDS.get(k['kind'], k['kind'])})" for k in r["codes"]))
     console().print(table)
     for e in errors:
-        sys.stderr.write(f"warning: {e}\n")
+        say(f"warning: {e}")
     return 0
 
 
@@ -241,6 +241,6 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     render_topology(topo)
     res = diag.results[0] if diag.results else None
     if res is not None and res.status == "unknown" and res.reason:
-        sys.stderr.write(f"rdmadoctor: {res.reason}\n")
+        say(f"rdmadoctor: {res.reason}")
         return 2
     return 0
