@@ -239,3 +239,44 @@ def test_fail_usage_escapes_control_characters_but_keeps_line_breaks(capsys):
 
     assert fail_usage("bad \x1b[31mred\x9b\r", "two\nlines\tand a tab") == 2
     assert capsys.readouterr().err == "rdmadoctor: error: bad \\x1b[31mred\\x9b\\x0d\n  hint: two\nlines\tand a tab\n"
+
+
+# ---- a command that cannot start: the same words from run and preflight --exec -----------------
+
+RUN = ["run", "--no-gate", "--"]
+EXEC = ["preflight", "--example", "hgx-h100-ib", "--exec", "--"]
+
+
+@pytest.mark.parametrize("prefix", [RUN, EXEC], ids=["run", "preflight-exec"])
+def test_an_empty_command_name_is_command_not_found_before_the_gate(prefix):
+    p = rdmadoctor([*prefix, ""], stdout=subprocess.PIPE)
+    err = p.stderr.decode()
+    assert p.returncode == 127, err
+    assert "command not found: '' (an empty command name)" in err and "unset shell variable" in err, err
+    assert "Traceback" not in err and "chmod" not in err and b"GO" not in p.stdout, err
+
+
+@pytest.mark.parametrize("prefix", [RUN, EXEC], ids=["run", "preflight-exec"])
+def test_a_script_whose_interpreter_is_missing_says_so(prefix, tmp_path):
+    script = tmp_path / "badinterp.sh"
+    script.write_text("#!/nonexistent/interp\necho hi\n")
+    script.chmod(0o755)
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "badcmd").write_bytes(script.read_bytes())
+    (bindir / "badcmd").chmod(0o755)
+    env = dict(os.environ, PATH=f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}")
+    for cmd in ("./badinterp.sh", "badcmd"):
+        p = rdmadoctor([*prefix, cmd], cwd=tmp_path, env=env, stdout=subprocess.PIPE)
+        err = p.stderr.decode()
+        assert p.returncode == 127, err
+        assert "the file exists but its interpreter (#! line: /nonexistent/interp) is missing" in err, err
+        assert "no such file" not in err and "command not found" not in err, err
+
+
+@pytest.mark.parametrize("prefix", [RUN, EXEC], ids=["run", "preflight-exec"])
+def test_a_directory_as_the_command_is_said_to_be_one(prefix, tmp_path):
+    (tmp_path / "somedir").mkdir()
+    p = rdmadoctor([*prefix, "./somedir"], cwd=tmp_path, stdout=subprocess.PIPE)
+    err = p.stderr.decode()
+    assert p.returncode == 126 and "cannot run './somedir': it is a directory" in err and "Permission denied" not in err, err
