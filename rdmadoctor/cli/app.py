@@ -146,7 +146,9 @@ def schema() -> None:
 
 
 @app.command("list-checks")
-def list_checks(as_json: bool = JsonOpt) -> None:
+def list_checks(
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON instead of a table: each one's id, title, description, scope, condition, whether preflight gates on it, and its codes with their kinds."),
+) -> None:
     """List the checks, their codes, and where they come from."""
     from rdmadoctor.cli.info import run_list_checks
 
@@ -155,7 +157,7 @@ def list_checks(as_json: bool = JsonOpt) -> None:
 
 @app.command("list-patterns")
 def list_patterns(
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the patterns as JSON instead of text: each one's id, source, code, severity, regex, meaning, fix and reference."),
     code: Optional[str] = typer.Option(None, "--code", metavar="CODE", help="Only the patterns that give this code."),
 ) -> None:
     """List the log messages `rdmadoctor diagnose` recognises: pattern, code, source (NCCL, verbs, IB tools, PyTorch, kernel)."""
@@ -165,7 +167,9 @@ def list_patterns(
 
 
 @app.command()
-def examples(as_json: bool = JsonOpt) -> None:
+def examples(
+    as_json: bool = typer.Option(False, "--json", help="Print the example names and their descriptions as one JSON object instead of text."),
+) -> None:
     """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
     from rdmadoctor.cli.info import run_examples
 
@@ -177,7 +181,7 @@ def topo(
     root: Optional[str] = RootOpt,
     bundle: Optional[str] = BundleOpt,
     example: Optional[str] = ExampleOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON instead of a table: the GPUs, the NICs, the relation of each GPU to each NIC (PIX, PXB, PHB, NODE, SYS), each GPU's NUMA node and where the topology was read."),
 ) -> None:
     """Print the GPU/NIC PCIe matrix like `nvidia-smi topo -m`, computed from sysfs."""
     from rdmadoctor.cli.info import run_topo

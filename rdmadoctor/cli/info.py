@@ -79,14 +79,23 @@ def run_explain(name: str) -> int:
     if key.upper() not in codes:
         from difflib import get_close_matches
 
-        up = key.upper()
-        close = [c for c in codes if up and (up in c or c.startswith(up.split("_")[0]))]
-        close += [i for i in get_close_matches(key.lower(), list(by_id), n=3, cutoff=0.6) if i not in close]
-        hint = (
-            f"did you mean {', '.join(sorted(close)[:5])}?"
-            if close
-            else "`rdmadoctor list-checks` lists every check and its codes"
-        )
+        up, low = key.upper(), key.lower()
+        close: list[str] = []  # the codes that start with it, then those that hold it, then its first word
+        for test in (lambda c: c.startswith(up), lambda c: up in c, lambda c: c.startswith(up.split("_")[0])):
+            close += sorted(c for c in codes if up and c not in close and test(c))
+        # The checks first: `explain ib` is after the ib.* checks, `explain logs` after logs.diagnose.
+        family = [i for i in by_id if low and i.split(".")[0] == low.rstrip(".")]
+        near = [i for i in by_id if low and low in i and i not in family]
+        near += [i for i in get_close_matches(low, list(by_id), n=3, cutoff=0.6) if i not in near and i not in family]
+        if family:
+            hint = (f"{low.rstrip('.')} is a family of checks: {', '.join(family)} "
+                    f"(`rdmadoctor explain {family[0]}` explains one; `--only {low.rstrip('.')}` runs them all)")
+            if close:
+                hint += f"; codes: {', '.join(close[:5])}{', ...' if len(close) > 5 else ''}"
+        elif near or close:
+            hint = f"did you mean {', '.join((near + close)[:6])}?"
+        else:
+            hint = "`rdmadoctor list-checks` lists every check and its codes"
         return fail_usage(f"no code or check named {name!r}", hint)
     c, check_id = codes[key.upper()]
     lines = [
