@@ -343,3 +343,39 @@ def test_a_command_typer_parses_imports_no_pydantic(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "NCCL_SOCKET_FALLBACK" in proc.stdout, (proc.stdout, proc.stderr)
     assert "TYPER: True\n" in proc.stderr and "HEAVY: \n" in proc.stderr, proc.stderr
+
+
+# ---- help texts say what the option does there --------------------------------------------------
+
+
+def test_json_help_of_the_listing_commands_says_what_they_print():
+    from typer.testing import CliRunner
+
+    from rdmadoctor.cli.app import app
+
+    for cmd in ("examples", "list-checks", "list-patterns", "topo"):
+        res = CliRunner().invoke(app, [cmd, "--help"], env={"COLUMNS": "400"})
+        assert res.exit_code == 0
+        line = next(ln for ln in res.stdout.splitlines() if "--json" in ln)
+        assert "report" not in line and "rdmadoctor.report/v1" not in line, (cmd, line)
+
+
+def test_profile_help_lists_every_profile():
+    from typer.testing import CliRunner
+
+    from rdmadoctor.cli.app import app
+    from rdmadoctor.engine.expectations import PROFILES
+
+    res = CliRunner().invoke(app, ["check", "--help"], env={"COLUMNS": "400"})
+    line = next(ln for ln in res.stdout.splitlines() if "--profile" in ln)
+    assert all(name in line for name in PROFILES) and {"tcp", "iwarp"} <= set(PROFILES), line
+
+
+@pytest.mark.parametrize("name,says", [
+    ("ib", "ib is a family of checks: ib.devices, ib.ports"),
+    ("logs", "logs is a family of checks: logs.diagnose"),
+    ("memlock", "did you mean limits.memlock"),
+])
+def test_explain_of_a_family_or_word_suggests_the_checks(name, says):
+    code, out, err = run_cli(["explain", name])
+    assert code == 2 and out == "" and says in err, err

@@ -178,7 +178,7 @@ class Agent:
         if not self.s.report_file or self.stop.is_set():
             return
         try:
-            write_atomic(self.s.report_file, (json.dumps(report, indent=1) + "\n").encode())
+            write_atomic(self.s.report_file, (json.dumps(report, indent=1) + "\n").encode(), regular_only=True)
         except OSError as e:
             why = f"{e.strerror or e} ({self.s.report_file})"
             if why != self.report_error:
@@ -214,7 +214,12 @@ class Agent:
                 return False  # the publisher gave up because we are stopping: not an API error
             transient_attr = getattr(e, "transient", None)
             transient = bool(transient_attr)
-            why = str(e) if transient_attr is not None else f"internal error {type(e).__name__}: {e}"
+            if transient_attr is not None:
+                why = str(e)
+            elif isinstance(e, OSError):  # --publish stdout to a closed or full stdout: no bug
+                why = f"cannot write: {e.strerror or e}"
+            else:
+                why = f"internal error {type(e).__name__}: {e}"
             self.metrics.record_api_error()
             self.pending = report
             self.publish_failures += 1

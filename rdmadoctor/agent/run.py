@@ -57,6 +57,8 @@ def run_agent(
         raise UsageError(f"--interval must be positive, got {interval:g}")
     if not 0 <= metrics_port <= 65535:
         raise UsageError(f"--metrics-port must be 0..65535, got {metrics_port}")
+    if report_file is not None:
+        _check_report_file(report_file)
     if report_file and not os.path.isdir(os.path.dirname(os.path.abspath(report_file))):
         raise UsageError(f"--report-file {report_file}: its directory does not exist", "mount a writable emptyDir there, or give another path")
 
@@ -143,6 +145,21 @@ def run_agent(
     finally:
         if held:  # the cycle thread saw `stop` and starts no report write any more (Agent._write_report)
             release_writes()
+
+
+def _check_report_file(path: str) -> None:
+    """Refuse at start what no cycle could write, or should not replace (a device node such as
+    /dev/null, a FIFO, a symlink, a directory): a usage error, exit 2, before the first cycle."""
+    from rdmadoctor.publish.fsutil import target_problem
+
+    hint = "give a new file name or an existing regular file, e.g. --report-file /var/run/rdmadoctor/report.json (replaced whole each cycle)"
+    if path == "-":
+        raise UsageError("--report-file -: the report file is a file, not stdout", "give a file name; for labels on stdout use --publish stdout")
+    what = target_problem(path)
+    if what == "an empty name":
+        raise UsageError("--report-file '': an empty file name (an unset shell variable?)", hint)
+    if what:
+        raise UsageError(f"refusing to write --report-file {path}: it is {what}, not a regular file", hint)
 
 
 def _finish(agent: Agent, publisher: Any, server: Any, worker: threading.Thread, log: Log) -> int:

@@ -18,7 +18,28 @@ COMPLETE_VAR = "_RDMADOCTOR_COMPLETE"
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = list(sys.argv[1:] if argv is None else argv)
+    from rdmadoctor.cli.streams import OutputError, install, output_failed
+
+    install()  # a closed or full stdout/stderr: one error line (or none), never a traceback
+    try:
+        code = _dispatch(list(sys.argv[1:] if argv is None else argv))
+    except SystemExit as e:
+        code = e.code
+    except OutputError as e:
+        raise SystemExit(output_failed(e)) from None
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()  # here, not at exit, where a failure would be a traceback
+    except OutputError as e:
+        code = output_failed(e)
+    except BrokenPipeError:
+        from rdmadoctor.cli.errors import pipe_closed
+
+        pipe_closed()
+    raise SystemExit(code)
+
+
+def _dispatch(args: list[str]) -> int | None:
     if COMPLETE_VAR in os.environ:
         pass
     elif args and args[0] == "check":
@@ -28,21 +49,22 @@ def main(argv: list[str] | None = None) -> None:
         if parsed is not None:
             from rdmadoctor.cli.check import run_check
 
-            raise SystemExit(run_check(**parsed))
+            return run_check(**parsed)
     elif args and args[0] == "preflight":
         # Every init container of every job runs it: the same typer-free path as `check`.
         from rdmadoctor.cli.preflight import parse_argv, run_preflight
 
         parsed = parse_argv(args[1:])
         if parsed is not None:
-            raise SystemExit(run_preflight(**parsed))
+            return run_preflight(**parsed)
     elif args and args[0] == "run":
         # The prefix of every rank's command line (mpirun ... rdmadoctor run -- python train.py).
         from rdmadoctor.cli.run import parse_argv, run_run
 
         parsed = parse_argv(args[1:])
         if parsed is not None:
-            raise SystemExit(run_run(**parsed))
+            return run_run(**parsed)
     from rdmadoctor.cli.app import app
 
     app(args=args, prog_name="rdmadoctor")
+    return 0

@@ -10,6 +10,7 @@ from typer.core import TyperGroup
 
 from rdmadoctor import __version__
 from rdmadoctor.cli.errors import parse_error, pipe_closed
+from rdmadoctor.cli.streams import OutputError, install, output_failed
 
 # The parser's usage-error base class: click's, or the copy typer >= 0.20 vendors.
 UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -19,6 +20,7 @@ class RdmadoctorGroup(TyperGroup):
     """The root command: the parser's own errors speak like every other rdmadoctor error."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+        install()  # done by rdmadoctor.cli.main already, unless the app is called directly
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
         except UsageError as e:
@@ -28,6 +30,8 @@ class RdmadoctorGroup(TyperGroup):
         except typer.Abort:
             sys.stderr.write("rdmadoctor: aborted\n")
             code = 130
+        except OutputError as e:  # stdout closed or full (rdmadoctor.cli.streams): one line, exit 2
+            code = output_failed(e)
         code = code if isinstance(code, int) else 0
         if not standalone_mode:
             return code
@@ -142,7 +146,9 @@ def schema() -> None:
 
 
 @app.command("list-checks")
-def list_checks(as_json: bool = JsonOpt) -> None:
+def list_checks(
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON instead of a table: each one's id, title, description, scope, condition, whether preflight gates on it, and its codes with their kinds."),
+) -> None:
     """List the checks, their codes, and where they come from."""
     from rdmadoctor.cli.info import run_list_checks
 
@@ -151,7 +157,7 @@ def list_checks(as_json: bool = JsonOpt) -> None:
 
 @app.command("list-patterns")
 def list_patterns(
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the patterns as JSON instead of text: each one's id, source, code, severity, regex, meaning, fix and reference."),
     code: Optional[str] = typer.Option(None, "--code", metavar="CODE", help="Only the patterns that give this code."),
 ) -> None:
     """List the log messages `rdmadoctor diagnose` recognises: pattern, code, source (NCCL, verbs, IB tools, PyTorch, kernel)."""
@@ -161,7 +167,9 @@ def list_patterns(
 
 
 @app.command()
-def examples(as_json: bool = JsonOpt) -> None:
+def examples(
+    as_json: bool = typer.Option(False, "--json", help="Print the example names and their descriptions as one JSON object instead of text."),
+) -> None:
     """List the example bundles shipped with rdmadoctor (use with `check --example NAME`)."""
     from rdmadoctor.cli.info import run_examples
 
@@ -173,7 +181,7 @@ def topo(
     root: Optional[str] = RootOpt,
     bundle: Optional[str] = BundleOpt,
     example: Optional[str] = ExampleOpt,
-    as_json: bool = JsonOpt,
+    as_json: bool = typer.Option(False, "--json", help="Print the matrix as JSON instead of a table: the GPUs, the NICs, the relation of each GPU to each NIC (PIX, PXB, PHB, NODE, SYS), each GPU's NUMA node and where the topology was read."),
 ) -> None:
     """Print the GPU/NIC PCIe matrix like `nvidia-smi topo -m`, computed from sysfs."""
     from rdmadoctor.cli.info import run_topo

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from rdmadoctor.cli.errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage, say
 
 TIMEOUT_HINT = "seconds each tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
 
@@ -64,6 +64,10 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
         pipe_closed()
         return fail_usage("the reader of stdout went away: the bundle is incomplete", "redirect to a file: rdmadoctor collect -o - > node.tar.gz")
     except OSError as e:
+        if stream is not None:
+            from rdmadoctor.cli.streams import discard_stdout
+
+            discard_stdout()  # said here; the flush at exit must not fail again
         return fail_usage(
             f"cannot write the bundle to {output}: {e.strerror or e}",
             "pick a writable place, e.g. -o /tmp/node.tar.gz (in a pod: a mounted volume or /tmp)",
@@ -76,13 +80,13 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
     if res.logs:
         cut = [log.name for log in res.logs if log.cut]
         logs_text = f", {len(res.logs)} log(s) in logs/" + (f" ({', '.join(cut)}: middle left out, see bundle.json)" if cut else "")
-    sys.stderr.write(
+    say(
         f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}"
-        f"{logs_text}, {max(1, round(res.size / 1024))} KiB\n"
+        f"{logs_text}, {max(1, round(res.size / 1024))} KiB"
     )
     for log in res.logs:
         if log.error:
-            sys.stderr.write(f"rdmadoctor: warning: {log.source}: {log.error}\n")
+            say(f"rdmadoctor: warning: {log.source}: {log.error}")
     return 0
 
 

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from rdmadoctor.cli.errors import fail_usage, pipe_closed
+from rdmadoctor.cli.errors import fail_usage, pipe_closed, say
 from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, JsonOpt, PoolOpt, ProfileOpt, RootOpt
 
 SEE_HELP = "see `rdmadoctor diagnose --help`"
@@ -88,7 +88,7 @@ def run_diagnose(
             reader.read(path, stdin=stdin, progress=tick)
         for src in reader.sources:
             if src.get("error"):
-                sys.stderr.write(f"rdmadoctor: warning: {src['error']}\n")
+                say(f"rdmadoctor: warning: {src['error']}")
         if not any(s.get("bytes") for s in reader.sources) and not node:
             errors = [s["error"] for s in reader.sources if s.get("error")]
             why = "; ".join(errors) if errors else "every input was empty"
@@ -129,7 +129,7 @@ def run_diagnose(
 
             render_report(rep, verbose=verbose)
             for note in notes:
-                sys.stderr.write(f"rdmadoctor: note: {note}\n")
+                say(f"rdmadoctor: note: {note}")
         sys.stdout.flush()
     except BrokenPipeError:
         pipe_closed()

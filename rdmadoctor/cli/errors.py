@@ -19,10 +19,18 @@ USAGE_EXIT = 2
 
 
 def fail_usage(message: str, hint: str = "") -> int:
-    sys.stderr.write(f"rdmadoctor: error: {message}\n")
+    say(f"rdmadoctor: error: {message}")
     if hint:
-        sys.stderr.write(f"  hint: {hint}\n")
+        say(f"  hint: {hint}")
     return USAGE_EXIT
+
+
+def say(line: str) -> None:
+    """One line of rdmadoctor's on stderr, with the control characters of what it quotes (a file
+    name typed with an escape sequence in it) shown as \\x1b, never obeyed by the terminal."""
+    from rdmadoctor.output.text import safe
+
+    sys.stderr.write(safe(line) + "\n")
 
 
 # The ranges of the number options, one place for every command (seconds unless said). A value

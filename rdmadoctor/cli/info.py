@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import fail_usage
+from rdmadoctor.cli.errors import fail_usage, say
 
 # How `explain` and `list-checks` name a code's kind (rdmadoctor.core.model.KINDS).
 KIND_WORDS = {"problem": "problem", "unknown": "could not decide", "info": "information"}
@@ -79,14 +79,23 @@ def run_explain(name: str) -> int:
     if key.upper() not in codes:
         from difflib import get_close_matches
 
-        up = key.upper()
-        close = [c for c in codes if up and (up in c or c.startswith(up.split("_")[0]))]
-        close += [i for i in get_close_matches(key.lower(), list(by_id), n=3, cutoff=0.6) if i not in close]
-        hint = (
-            f"did you mean {', '.join(sorted(close)[:5])}?"
-            if close
-            else "`rdmadoctor list-checks` lists every check and its codes"
-        )
+        up, low = key.upper(), key.lower()
+        close: list[str] = []  # the codes that start with it, then those that hold it, then its first word
+        for test in (lambda c: c.startswith(up), lambda c: up in c, lambda c: c.startswith(up.split("_")[0])):
+            close += sorted(c for c in codes if up and c not in close and test(c))
+        # The checks first: `explain ib` is after the ib.* checks, `explain logs` after logs.diagnose.
+        family = [i for i in by_id if low and i.split(".")[0] == low.rstrip(".")]
+        near = [i for i in by_id if low and low in i and i not in family]
+        near += [i for i in get_close_matches(low, list(by_id), n=3, cutoff=0.6) if i not in near and i not in family]
+        if family:
+            hint = (f"{low.rstrip('.')} is a family of checks: {', '.join(family)} "
+                    f"(`rdmadoctor explain {family[0]}` explains one; `--only {low.rstrip('.')}` runs them all)")
+            if close:
+                hint += f"; codes: {', '.join(close[:5])}{', ...' if len(close) > 5 else ''}"
+        elif near or close:
+            hint = f"did you mean {', '.join((near + close)[:6])}?"
+        else:
+            hint = "`rdmadoctor list-checks` lists every check and its codes"
         return fail_usage(f"no code or check named {name!r}", hint)
     c, check_id = codes[key.upper()]
     lines = [
@@ -168,7 +177,7 @@ def run_list_checks(as_json: bool) -> int:
         table.add_row(r["id"], r["description"] or r["title"], "\n".join(f"{k['code']} ({KIND_WORDS.get(k['kind'], k['kind'])})" for k in r["codes"]))
     console().print(table)
     for e in errors:
-        sys.stderr.write(f"warning: {e}\n")
+        say(f"warning: {e}")
     return 0
 
 
@@ -241,6 +250,6 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     render_topology(topo)
     res = diag.results[0] if diag.results else None
     if res is not None and res.status == "unknown" and res.reason:
-        sys.stderr.write(f"rdmadoctor: {res.reason}\n")
+        say(f"rdmadoctor: {res.reason}")
         return 2
     return 0

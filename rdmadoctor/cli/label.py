@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from rdmadoctor.cli.errors import say
 from rdmadoctor.publish.base import DEFAULT_FEATURES_DIR
 
 PUBLISH_HELP = (
@@ -133,12 +134,12 @@ def run_label(
             return fail_usage(e.message, e.hint)
         except PublishError as e:
             # Whether the node's labels now say what the report says is unknown: 2, as `agent --once`.
-            sys.stderr.write(f"rdmadoctor: label: publishing failed: {e.message}\n")
+            say(f"rdmadoctor: label: publishing failed: {e.message}")
             return 2
         for note in getattr(pub, "problems", ()) or ():
-            sys.stderr.write(f"rdmadoctor: label: note: {note}\n")
+            say(f"rdmadoctor: label: note: {note}")
         what = pub.summary or (", ".join(written) if written else "nothing to change")
-        sys.stderr.write(f"rdmadoctor: label: {what} (node status: {report.get('status')})\n")
+        say(f"rdmadoctor: label: {what} (node status: {report.get('status')})")
         return int(report.get("exit_code", 2))
     finally:
         pub.close()

@@ -62,6 +62,13 @@ class SpawnError(PreflightError):
         self.code = code
 
 
+def spawn_error(cmd: str, error: BaseException | None, env: dict[str, str]) -> SpawnError:
+    """CMD could not be started: said as `preflight --exec` says it (preflight.run.cannot_start)."""
+    from rdmadoctor.preflight.run import cannot_start
+
+    return SpawnError(*cannot_start(cmd, error, env.get("PATH", "")))
+
+
 # -- output --------------------------------------------------------------------------------------
 
 
@@ -421,29 +428,17 @@ class Child:
             if arm is not None:
                 arm()
 
+        if not self.argv[0]:
+            raise spawn_error(self.argv[0], None, self.env)
         try:
             return subprocess.Popen(
                 self.argv, env=self.env, stdin=None, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 preexec_fn=child_setup, close_fds=True, bufsize=0,
             )
-        except FileNotFoundError:
-            cmd = self.argv[0]
-            if "/" in cmd:
-                where = "" if os.path.isabs(cmd) else f" (relative to {os.getcwd()})"
-                raise SpawnError(f"cannot run {cmd!r}: no such file{where}", code=127) from None
-            raise SpawnError(f"cannot run {cmd!r}: command not found",
-                             f"is it installed in this image? PATH={self.env.get('PATH', '')}", code=127) from None
-        except PermissionError as e:
-            if os.path.isdir(self.argv[0]):
-                raise SpawnError(f"cannot run {self.argv[0]!r}: it is a directory", code=126) from None
-            raise SpawnError(
-                f"cannot run {self.argv[0]!r}: {e.strerror or e}",
-                f"make it executable (chmod +x {self.argv[0]}) or run it through its interpreter", code=126,
-            ) from None
-        except OSError as e:  # ENOEXEC (a script without #!), ENOTDIR, E2BIG, ...
-            raise SpawnError(f"cannot run {self.argv[0]!r}: {e.strerror or e}", code=126) from None
+        except (OSError, ValueError) as e:  # ValueError: a NUL byte in an argument
+            raise spawn_error(self.argv[0], e, self.env) from None
         except subprocess.SubprocessError as e:  # the child's setup failed
-            raise SpawnError(f"cannot start {self.argv[0]!r}: {e}", code=126) from None
+            raise spawn_error(self.argv[0], e, self.env) from None
 
     def run(self) -> ChildResult:
         import time
@@ -698,10 +693,23 @@ def run_gate(gate_kwargs: dict[str, Any], as_json: bool, err: Any) -> tuple[int,
     return code, doc
 
 
+REPORT_FILE_HINT = "give a new file name or an existing regular file, e.g. --report-file /tmp/run.json (it is replaced whole at exit)"
+
+
 def check_report_path(path: str) -> None:
+    """Refuse, before the gate and the job, a --report-file that could not be written at exit or
+    whose replacing would do harm (``/dev/null`` was deleted, a symlink replaced)."""
+    from rdmadoctor.publish.fsutil import target_problem
+
+    if path == "-":
+        raise PreflightError("--report-file -: stdout belongs to CMD (its output passes through there), not to the report",
+                             "give a file name, e.g. --report-file /tmp/run.json; the gate's verdict is on stderr (--json for JSON)")
+    what = target_problem(path)
+    if what == "an empty name":
+        raise PreflightError("--report-file '': an empty file name (an unset shell variable?)", REPORT_FILE_HINT)
+    if what:
+        raise PreflightError(f"refusing to write --report-file {path}: it is {what}, not a regular file", REPORT_FILE_HINT)
     directory = os.path.dirname(os.path.abspath(path)) or "."
-    if os.path.isdir(path):
-        raise PreflightError(f"--report-file {path}: is a directory", "give a file name, e.g. --report-file /tmp/run.json")
     if not os.path.isdir(directory):
         raise PreflightError(f"--report-file {path}: no directory {directory}", "create it first, or write the report elsewhere")
     if not os.access(directory, os.W_OK | os.X_OK):
@@ -729,6 +737,8 @@ def run_job(
     from rdmadoctor.preflight.gate import EXIT, GO
     if not argv:
         raise PreflightError("run needs a command after --", "rdmadoctor run -- torchrun --nproc_per_node=8 train.py")
+    if not argv[0]:  # nothing could run it: said before the gate, 127 as a shell says it
+        raise spawn_error(argv[0], None, dict(os.environ if env is None else env))
     if report_file is not None:
         check_report_path(report_file)
     env, notes = child_env(dict(os.environ if env is None else env), nccl_debug)
@@ -824,7 +834,7 @@ def _write_report(path: str | None, report: dict[str, Any], started: float, err:
 
     report["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     try:
-        write_atomic(path, (json.dumps(report, indent=2) + "\n").encode())
+        write_atomic(path, (json.dumps(report, indent=2) + "\n").encode(), regular_only=True)
     except OSError as e:
         msg = f"could not write --report-file {path}: {e.strerror or e}"
         if sink is not None:

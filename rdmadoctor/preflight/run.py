@@ -40,6 +40,8 @@ def exec_command(argv: list[str]) -> int:
             stream.flush()
         except (OSError, ValueError):  # a closed pipe must not keep the job from starting
             pass
+    if not argv[0]:
+        return _cannot_run(*cannot_start(argv[0], None, os.environ.get("PATH", "")))
     # Python ignores SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec:
     # give the job the defaults it would have had without us (subprocess' restore_signals).
     for name in ("SIGPIPE", "SIGXFSZ"):
@@ -48,16 +50,114 @@ def exec_command(argv: list[str]) -> int:
             signal.signal(sig, signal.SIG_DFL)
     try:
         os.execvp(argv[0], argv)
-    except FileNotFoundError:
-        sys.stderr.write(
-            f"rdmadoctor preflight: cannot run {argv[0]!r}: command not found "
-            f"(PATH={os.environ.get('PATH', '')})\n"
-        )
-        return 127
-    except OSError as e:  # PermissionError included: not executable
-        sys.stderr.write(f"rdmadoctor preflight: cannot run {argv[0]!r}: {e.strerror or e}\n")
-        return 126
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in an argument
+        return _cannot_run(*cannot_start(argv[0], e, os.environ.get("PATH", "")))
     return 126  # not reached: execvp returns only by raising
+
+
+def _cannot_run(message: str, hint: str, code: int) -> int:
+    try:
+        sys.stderr.write(f"rdmadoctor preflight: {message}\n" + (f"  hint: {hint}\n" if hint else ""))
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    return code
+
+
+def cannot_start(cmd: str, error: BaseException | None, path_env: str) -> tuple[str, str, int]:
+    """Why CMD could not be started, as a shell would say it: (message, hint, exit code 127 when
+    there is nothing to run, 126 when there is but it cannot be executed). ``error``: what exec
+    raised (None: not tried, ``cmd`` is empty). One wording for `preflight --exec` and `run`."""
+    shown = repr(cmd)
+    if not cmd:
+        return ("command not found: '' (an empty command name)",
+                "the first word after -- is empty: an unset shell variable expanded to nothing? "
+                "(e.g. -- \"$TRAIN_CMD\" with TRAIN_CMD unset); give the command itself", 127)
+    if isinstance(error, ValueError):
+        return (f"cannot run {shown}: {error}", "", 126)
+    if isinstance(error, FileNotFoundError):
+        found = cmd if "/" in cmd else _which(cmd, path_env)
+        if found and os.path.exists(found):
+            # The file is there: what exec did not find is the interpreter of its #! line (or, for
+            # a binary, its dynamic loader), and a shell says the same (exit 127).
+            interp = _interpreter(found)
+            where = "" if found == cmd else f" ({found})"
+            if interp:
+                return (f"cannot run {shown}{where}: the file exists but its interpreter (#! line: {interp}) is missing",
+                        f"install {interp}, fix the #! line of {found}, or run it through an interpreter that exists "
+                        f"(e.g. bash {found})", 127)
+            return (f"cannot run {shown}{where}: the file exists but its program loader is missing "
+                    "(a binary built for another system or architecture?)",
+                    f"check it with `file {found}`; rebuild it for this image", 127)
+        if "/" in cmd:
+            where = "" if os.path.isabs(cmd) else f" (relative to {os.getcwd()})"
+            return (f"cannot run {shown}: no such file{where}", "", 127)
+        return (f"cannot run {shown}: command not found", f"is it installed in this image? PATH={path_env}", 127)
+    if isinstance(error, PermissionError):
+        target = cmd if "/" in cmd else (_which(cmd, path_env, executable=False) or cmd)
+        if os.path.isdir(target):
+            return (f"cannot run {shown}: it is a directory", "give the program inside it, e.g. -- ./dir/train.sh", 126)
+        return (f"cannot run {shown}: {error.strerror or error}",
+                f"make it executable (chmod +x {target}) or run it through its interpreter", 126)
+    if isinstance(error, OSError):  # ENOEXEC (a script without #!), ENOTDIR, E2BIG, ...
+        return (f"cannot run {shown}: {error.strerror or error}", "", 126)
+    return (f"cannot start {shown}: {error}", "", 126)
+
+
+def _which(cmd: str, path_env: str, executable: bool = True) -> str | None:
+    """The file PATH finds for ``cmd`` (``executable``: only one with an x bit), or None."""
+    for d in path_env.split(os.pathsep):
+        candidate = os.path.join(d or ".", cmd)
+        if os.path.exists(candidate) and (not executable or (os.path.isfile(candidate) and os.access(candidate, os.X_OK))):
+            return candidate
+    return None
+
+
+def _interpreter(path: str) -> str | None:
+    """The interpreter named on the #! line of ``path``, or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(256)
+    except OSError:
+        return None
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    return words[0].decode("utf-8", "replace") if words else None
+
+
+def _write_verdict(out: Any, err: Any, text: str, exec_: bool) -> None:
+    """The verdict on stdout. A reader that left (``| head -1``) leaves the exit code as it is,
+    as with `check`. Any other failure (stdout closed or full) is the CLI's to report (exit 2),
+    unless the job is to follow (--exec): then the verdict is the exit code or the job itself,
+    and rdmadoctor's own output failing must not keep the job from starting."""
+    try:
+        out.write(text)
+        if exec_:
+            out.flush()
+    except BrokenPipeError:
+        _drop_stdout(out, devnull=not exec_)  # the job inherits fd 1 as it is
+    except OSError as e:
+        if not exec_:
+            raise
+        err.write(f"rdmadoctor preflight: note: the verdict could not be written to stdout ({e.strerror or e})\n")
+        _drop_stdout(out, devnull=False)
+
+
+def _drop_stdout(out: Any, devnull: bool) -> None:
+    """Drop what stdout still buffers, so the flush at exit does not fail again. ``devnull``:
+    also point fd 1 at /dev/null (its reader left); otherwise the fd stays as it is, for the job
+    that --exec starts to inherit. (rdmadoctor.cli.streams' stdout has a ``discard`` switch.)"""
+    raw = getattr(getattr(out, "buffer", None), "raw", None)
+    if raw is not None and hasattr(raw, "discard"):
+        raw.discard = True
+    if devnull:
+        try:
+            fd = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(fd, out.fileno())
+            os.close(fd)
+        except (OSError, ValueError, AttributeError):  # a test's StringIO: nothing to flush
+            pass
 
 
 def shell_join(argv: list[str]) -> str:
@@ -132,6 +232,8 @@ def run_preflight(
         raise PreflightError(f"--master-timeout must be zero or more seconds, got {wait_s:g}")
     if exec_argv is not None and not exec_argv:
         raise PreflightError("--exec needs a command after --", "rdmadoctor preflight --exec -- torchrun --nproc_per_node=8 train.py")
+    if exec_argv and not exec_argv[0]:  # nothing could run it: said before the gate (127, as a shell)
+        return _cannot_run(*cannot_start("", None, ""))
     env = dict(os.environ if env is None else env)
     out, err = sys.stdout, sys.stderr
     if wait and timeout is not None and master_timeout is None:
@@ -215,15 +317,16 @@ def run_preflight(
                 "exec": list(exec_argv) if exec_argv else None,
                 "report": g.report,
             }
-            out.write(json.dumps(doc, indent=2) + "\n")
+            text = json.dumps(doc, indent=2) + "\n"
         else:
-            out.write(render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose))
+            text = render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose)
+            if exec_argv and code == 0:
+                text += f"exec: {shell_join(exec_argv)}\n"
+        _write_verdict(out, err, text, bool(exec_argv))
         if exec_argv:
             if code != 0:
                 err.write(f"rdmadoctor preflight: not running {shell_join(exec_argv)}\n")
                 return code
-            if not as_json:
-                out.write(f"exec: {shell_join(exec_argv)}\n")
             if old_term is not None:
                 signal.signal(signal.SIGTERM, old_term)
                 old_term = None

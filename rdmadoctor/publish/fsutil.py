@@ -22,16 +22,31 @@ class NotRegularFile(FileExistsError):
     """The path to replace is there and is not a regular file (a symlink, a device, a FIFO)."""
 
 
-def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644) -> None:
+def write_atomic(path: str | os.PathLike, data: bytes, mode: int = 0o644, *, regular_only: bool = False) -> None:
     """Replace ``path`` with ``data`` so a reader sees the old content or the new, never a mix.
 
     The temp file is a dot-file (NFD ignores those) in the same directory, since os.replace is
     atomic only within one filesystem; it is fsynced before the rename, so a crash cannot leave
     an empty file under the final name, and the directory after it, so the rename survives a
     power cut. ``mode``: mkstemp makes 0600, and NFD, a sidecar or `kubectl cp` must read it.
+    ``regular_only``: as for :func:`replacing` (a report file given on the command line: a
+    device node, a FIFO or a symlink there is never replaced; :func:`target_problem` says so
+    at start).
     """
     with _WRITES:
-        _write(os.fspath(path), data, mode)
+        _write(os.fspath(path), data, mode, regular_only)
+
+
+def target_problem(path: str) -> str | None:
+    """Why ``path``, given on the command line as a file to replace whole (a --report-file),
+    cannot be one: "an empty name", "a directory", "a character device" (``/dev/null``: the
+    rename would delete the system's), "a FIFO", "a symlink" (its target is not ours to
+    replace), ...; None when it is a regular file or does not exist yet."""
+    if not path:
+        return "an empty name"
+    if path.endswith("/") or os.path.basename(path) in (".", ".."):
+        return "a directory" if os.path.isdir(path) else "a directory name (it ends in /)"
+    return not_regular(path)
 
 
 def hold_writes(timeout: float = 5.0) -> bool:
@@ -45,8 +60,8 @@ def release_writes() -> None:
     _WRITES.release()
 
 
-def _write(path: str, data: bytes, mode: int) -> None:
-    with replacing(path, mode) as f:
+def _write(path: str, data: bytes, mode: int, regular_only: bool = False) -> None:
+    with replacing(path, mode, regular_only=regular_only) as f:
         fd = f.fileno()  # nothing buffered in f: straight to the file
         view = memoryview(data)
         while view:
