@@ -206,12 +206,63 @@ class ConfigError(Exception):
         self.where = where
 
 
-def _load_file(path: str) -> dict[str, Any]:
+# A config is a few dozen keys and some pools: a kilobyte or two. More than this is not a config
+# (/dev/zero, a log or an image given by mistake) and reading it whole would exhaust memory.
+CONFIG_MAX_BYTES = 1 << 20
+CONFIG_HINT = "--config takes a TOML or JSON file of expectations (see `rdmadoctor list-checks`)"
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in (
+        (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_config(path: str) -> bytes:
+    """At most CONFIG_MAX_BYTES of a regular file. Opened without blocking (a FIFO with no
+    writer would wait forever) and judged by what it is before a byte is read."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from e
+        if isinstance(e, IsADirectoryError):
+            raise ConfigError(f"config {path} is a directory, not a file", CONFIG_HINT) from e
+        raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"config {path} is {_kind(mode)}, not a file", CONFIG_HINT)
+        chunks: list[bytes] = []
+        left = CONFIG_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(
+            f"config {path} is larger than {CONFIG_MAX_BYTES // (1 << 20)} MiB, the most a config may be",
+            "a config holds a few expectations and [pools.NAME] tables; is it the right file? " + CONFIG_HINT,
+        )
+    return raw
+
+
+def _load_file(path: str) -> dict[str, Any]:
+    raw = _read_config(path)
     if path.endswith(".json"):
         try:
             data = json.loads(raw)
