@@ -73,3 +73,62 @@ def test_config_at_the_cap_is_read(tmp_path):
     body = b"min_rate_gbps = 100\n"
     cfg.write_bytes(body + b"#" * (expectations.CONFIG_MAX_BYTES - len(body)))
     assert expectations.resolve({}, config=str(cfg))["min_rate_gbps"] == 100
+
+
+# --- 2. a kubeconfig of the wrong shape --------------------------------------------------------
+
+LABEL = ["label", "--example", "hgx-h100-ib", "--publish", "node", "--node", "n1"]
+
+
+@pytest.mark.parametrize("body, said", [
+    ("", "not a kubeconfig (the file is empty"),
+    ("- 1\n", "not a kubeconfig (a YAML list at the top level"),
+    ("clusters: 5\n", "not a kubeconfig (clusters: is a number, expected a list"),
+    ("clusters: []\n", "not a kubeconfig (no contexts: list"),
+    ("clusters: [5]\ncontexts: []\n", "not a kubeconfig (clusters[0] is a number"),
+    ("clusters: [{name: c, cluster: x}]\ncontexts: []\n", "not a kubeconfig (clusters[0] ('c') has no cluster: mapping, its cluster: is a string)"),
+    ("a: [\n", "not a kubeconfig (not valid YAML: "),
+    ("clusters: [{name: c, cluster: {server: [1]}}]\ncontexts: []\n", "not a kubeconfig (ValidationError"),
+])
+def test_kubeconfig_of_the_wrong_shape_says_what_is_wrong(tmp_path, body, said):
+    pytest.importorskip("lightkube")
+    conf = tmp_path / "kc.yaml"
+    conf.write_text(body)
+    code, _, err = run_cli([*LABEL, "--kubeconfig", str(conf)])
+    assert code == 2, err
+    assert f"cannot load Kubernetes credentials from {conf}: {said}" in err, err
+    assert "Traceback" not in err and "AttributeError" not in err and "TypeError" not in err
+
+
+def test_kubeconfig_env_empty_file(tmp_path, monkeypatch):
+    pytest.importorskip("lightkube")
+    conf = tmp_path / "empty.yaml"
+    conf.write_text("")
+    monkeypatch.setenv("KUBECONFIG", str(conf))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, _, err = run_cli(LABEL)
+    assert code == 2, err
+    assert f"cannot load Kubernetes credentials from $KUBECONFIG={conf}: not a kubeconfig (the file is empty" in err
+
+
+@pytest.mark.parametrize("path, said", [("/dev/null", "it is a character device, not a kubeconfig file"),
+                                        (None, "it is a directory, not a kubeconfig file")])
+def test_kubeconfig_that_is_no_file_says_what_it_is(tmp_path, path, said):
+    pytest.importorskip("lightkube")
+    path = path or str(tmp_path)
+    code, _, err = run_cli([*LABEL, "--kubeconfig", path])
+    assert code == 2, err
+    assert f"cannot load Kubernetes credentials from {path}: {said}" in err
+    assert "not found" not in err
+
+
+def test_agent_with_an_empty_kubeconfig_logs_the_reason_not_an_internal_error(tmp_path):
+    pytest.importorskip("lightkube")
+    conf = tmp_path / "empty.yaml"
+    conf.write_text("")
+    p = cli("agent", "--example", "hgx-h100-ib", "--once", "--metrics-port", "0", "--publish", "node",
+            "--node", "n1", "--kubeconfig", str(conf))
+    assert p.returncode == 2, p.stderr
+    logs = p.stdout + p.stderr
+    assert "not a kubeconfig (the file is empty" in logs
+    assert "internal error" not in logs
