@@ -132,3 +132,96 @@ def test_agent_with_an_empty_kubeconfig_logs_the_reason_not_an_internal_error(tm
     logs = p.stdout + p.stderr
     assert "not a kubeconfig (the file is empty" in logs
     assert "internal error" not in logs
+
+
+# --- 3. an unreadable /sys/class/infiniband is unknown, not "no devices" -----------------------
+
+def _example_dir(tmp_path, name="hgx-h100-ib"):
+    import tarfile
+
+    from rdmadoctor.examples import example_path
+
+    out = tmp_path / "b"
+    out.mkdir()
+    with tarfile.open(example_path(name)) as t:
+        kw = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+        t.extractall(out, **kw)  # noqa: S202 - our own example
+    return out
+
+
+def _findings(rep: dict, check_id: str) -> list[dict]:
+    (c,) = [c for c in rep["checks"] if c["id"] == check_id]
+    return c["findings"]
+
+
+def test_unlistable_infiniband_class_is_unknown_with_the_reason(tmp_path):
+    from rdmadoctor.host import open_host
+    from rdmadoctor.runner import Options, diagnose
+
+    host = open_host(bundle=str(_example_dir(tmp_path)))
+    real = host._tree.listdir
+
+    def listdir(path):
+        if path == "/sys/class/infiniband":
+            raise PermissionError(13, "Permission denied")
+        return real(path)
+
+    host._tree.listdir = listdir
+    rep = diagnose(Options(), host=host).report
+    codes = [(f["code"], f["severity"]) for f in _findings(rep, "ib.devices")]
+    assert codes == [("RDMA_INVENTORY_UNKNOWN", "unknown")], codes
+    (f,) = _findings(rep, "ib.devices")
+    assert "sys/class/infiniband" in f["message"] and "Permission denied" in f["message"]
+    assert host.unlisted == {"/sys/class/infiniband": "Permission denied"}
+    assert "IB_NO_DEVICES" not in {f["code"] for c in rep["checks"] for f in c["findings"]}
+
+
+def test_absent_infiniband_class_is_still_no_devices(tmp_path):
+    import shutil
+
+    from rdmadoctor.host import open_host
+    from rdmadoctor.runner import Options, diagnose
+
+    root = _example_dir(tmp_path)
+    shutil.rmtree(root / "sys/class/infiniband")
+    host = open_host(bundle=str(root))
+    rep = diagnose(Options(), host=host).report
+    assert "IB_NO_DEVICES" in {f["code"] for f in _findings(rep, "ib.devices")}
+    assert host.unlisted == {}
+
+
+def test_unreadable_infiniband_class_in_a_real_process(tmp_path):
+    import shutil
+
+    root = _example_dir(tmp_path)
+    ib = root / "sys/class/infiniband"
+    os.chmod(ib, 0)
+    try:
+        argv = [sys.executable, "-m", "rdmadoctor", "check", "--json", "--bundle", str(root)]
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("root reads a mode-000 folder; setpriv is needed to drop CAP_DAC_OVERRIDE")
+            argv = [setpriv, "--bounding-set", "-dac_override,-dac_read_search", *argv]
+        p = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    finally:
+        os.chmod(ib, 0o755)
+    import json
+
+    rep = json.loads(p.stdout)
+    codes = {f["code"] for f in _findings(rep, "ib.devices")}
+    if codes != {"RDMA_INVENTORY_UNKNOWN"} and "IB_NO_DEVICES" not in codes:
+        pytest.skip("this process could still list the folder")
+    assert codes == {"RDMA_INVENTORY_UNKNOWN"}, p.stdout[:2000]
+    assert "Permission denied" in _findings(rep, "ib.devices")[0]["message"]
+
+
+def test_root_without_sys_says_mount_not_bundle(tmp_path):
+    code, out, err = run_cli(["check", "--json", "--root", str(tmp_path)])
+    import json
+
+    rep = json.loads(out)
+    (f,) = _findings(rep, "ib.devices")
+    assert f["code"] == "RDMA_INVENTORY_UNKNOWN"
+    assert f"no /sys under {tmp_path}" in f["message"] and "bundle" not in f["message"], f["message"]
+    assert "mount the host's /sys" in f["message"]

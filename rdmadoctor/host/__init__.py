@@ -163,6 +163,9 @@ class Host:
         self._transcripts: dict[str, list | None] = {}
         self._reads: dict[tuple[str, int], bytes | None] = {}
         self.cut_listings: dict[str, int] = {}  # folder -> its entries, when more than MAX_LIST
+        # folder -> why it could not be listed ("Permission denied"), when it is there but
+        # unreadable: a check tells "absent" (a finding about the node) from "could not look".
+        self.unlisted: dict[str, str] = {}
         self.notes: list[str] = list(getattr(tree, "notes", ()))  # what this host's reader left out, for the report
 
     # ---- path resolution inside the host ------------------------------------------------
@@ -258,7 +261,8 @@ class Host:
         return t or None
 
     def listdir(self, path: str) -> list[str]:
-        """Sorted entries of a directory, at most MAX_LIST; [] when missing or unreadable."""
+        """Sorted entries of a directory, at most MAX_LIST; [] when missing or unreadable (then
+        ``unlisted[path]`` says why: absent and unreadable are not the same answer)."""
         self.trace.append(path)
         names = self._names(path)
         if len(names) > MAX_LIST:
@@ -277,7 +281,12 @@ class Host:
             return []
         try:
             return sorted(self._tree.listdir(real))
-        except (OSError, ValueError):
+        except (FileNotFoundError, NotADirectoryError):
+            return []  # gone since it was resolved, or a file: absent as a folder
+        except OSError as e:
+            self.unlisted.setdefault(path, e.strerror or type(e).__name__)
+            return []
+        except ValueError:
             return []
 
     def exists(self, path: str) -> bool:
