@@ -225,3 +225,49 @@ def test_root_without_sys_says_mount_not_bundle(tmp_path):
     assert f["code"] == "RDMA_INVENTORY_UNKNOWN"
     assert f"no /sys under {tmp_path}" in f["message"] and "bundle" not in f["message"], f["message"]
     assert "mount the host's /sys" in f["message"]
+
+
+# --- 5. an empty option value is a usage error, not "not given" --------------------------------
+
+@pytest.mark.parametrize("option", ["--example", "--root", "--bundle", "--config", "--pool"])
+def test_check_empty_value_is_a_usage_error(option):
+    code, out, err = run_cli(["check", "--json", option, ""])
+    assert code == 2, err
+    assert f"rdmadoctor: error: {option} is empty" in err
+    assert out == ""  # nothing was checked (before: the live machine, or the defaults)
+
+
+@pytest.mark.parametrize("command", [
+    ["preflight"], ["label"], ["agent", "--once", "--metrics-port", "0"],
+])
+def test_other_commands_refuse_an_empty_example(command):
+    code, _, err = run_cli([*command, "--example", ""])
+    assert code == 2, err
+    assert "--example is empty" in err
+
+
+def test_run_refuses_an_empty_example():
+    p = cli("run", "--example", "", "--", sys.executable, "-c", "print('ran')")
+    assert p.returncode == 2, p.stderr
+    assert "--example is empty" in p.stderr and "ran" not in p.stdout
+
+
+def test_diagnose_with_a_log_refuses_an_empty_config(tmp_path):
+    log = tmp_path / "job.log"
+    log.write_text("NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n")
+    code, _, err = run_cli(["diagnose", str(log), "--example", "broken-pod", "--config", ""])
+    assert code == 2, err
+    assert "--config is empty" in err
+
+
+@pytest.mark.parametrize("value", ["", ","])
+def test_only_naming_nothing_is_a_usage_error(value):
+    code, _, err = run_cli(["check", "--example", "broken-pod", "--only", value])
+    assert code == 2, err
+    assert "--only is empty: it names no check" in err
+
+
+def test_empty_skip_skips_nothing():
+    a = run_cli(["check", "--json", "--example", "broken-pod", "--skip", ""])
+    b = run_cli(["check", "--json", "--example", "broken-pod"])
+    assert a[0] == b[0] and a[2] == "" and a[1] == b[1]
