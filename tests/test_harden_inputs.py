@@ -271,3 +271,26 @@ def test_empty_skip_skips_nothing():
     a = run_cli(["check", "--json", "--example", "broken-pod", "--skip", ""])
     b = run_cli(["check", "--json", "--example", "broken-pod"])
     assert a[0] == b[0] and a[2] == "" and a[1] == b[1]
+
+
+# --- 4. --bundle that is a device or a FIFO says so ----------------------------------------------
+
+@pytest.mark.parametrize("path, said", [("/dev/null", "a character device"), ("/dev/zero", "a character device")])
+def test_bundle_that_is_a_device_says_what_it_is(path, said):
+    code, _, err = run_cli(["check", "--bundle", path])
+    assert code == 2
+    assert f"bundle {path} is {said}, not a bundle" in err
+    assert "does not exist" not in err
+
+
+def test_bundle_that_is_a_fifo_says_so(tmp_path):
+    fifo = tmp_path / "b.tar.gz"
+    os.mkfifo(fifo)
+    p = cli("check", "--bundle", str(fifo), timeout=60)
+    assert p.returncode == 2
+    assert f"bundle {fifo} is a FIFO (named pipe), not a bundle" in p.stderr
+
+
+def test_missing_bundle_still_does_not_exist(tmp_path):
+    code, _, err = run_cli(["check", "--bundle", str(tmp_path / "nope.tar.gz")])
+    assert code == 2 and "does not exist" in err

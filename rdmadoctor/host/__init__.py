@@ -503,13 +503,33 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
             from rdmadoctor.host.bundle import _TarTree
 
             return cls(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
-        raise HostError(f"bundle {bundle} does not exist (expected a directory or a .tar.gz)")
+        raise HostError(_not_a_bundle(bundle))
     root = root or "/"
     if not os.path.isdir(root):
         raise HostError(f"root {root} is not a directory")
     root = os.path.abspath(root)
     kind = "live" if root == "/" else "root"
     return cls(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
+
+
+def _not_a_bundle(bundle: str) -> str:
+    """Why ``bundle`` (neither a folder nor a regular file) cannot be read as one: absent, or what
+    it is instead (/dev/null is a character device, not a missing file)."""
+    import stat
+
+    try:
+        mode = os.stat(bundle).st_mode
+    except FileNotFoundError:
+        return f"bundle {bundle} does not exist (expected a directory or a .tar.gz)"
+    except OSError as e:
+        return f"bundle {bundle} cannot be read: {e.strerror or e} (expected a directory or a .tar.gz)"
+    for test, name in (
+        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return f"bundle {bundle} is {name}, not a bundle (expected a directory or a .tar.gz from `rdmadoctor collect`)"
+    return f"bundle {bundle} is not a regular file or a directory (expected a directory or a .tar.gz)"
 
 
 class _EmptyTree(_Tree):
