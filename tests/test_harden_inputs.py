@@ -294,3 +294,33 @@ def test_bundle_that_is_a_fifo_says_so(tmp_path):
 def test_missing_bundle_still_does_not_exist(tmp_path):
     code, _, err = run_cli(["check", "--bundle", str(tmp_path / "nope.tar.gz")])
     assert code == 2 and "does not exist" in err
+
+
+# --- 6. --set KEY=nan is a number that is not finite, not "a string in quotes" ------------------
+
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity"])
+def test_set_nan_or_inf_is_not_a_finite_number(value):
+    with pytest.raises(expectations.ConfigError) as e:
+        expectations.resolve({}, overrides=expectations.parse_set([f"min_rate_gbps={value}"]))
+    # NaN and Infinity are read by Python's JSON (as nan, inf); nan and inf were kept as text.
+    shown = {"NaN": "nan", "Infinity": "inf"}.get(value, value)
+    assert f"--set min_rate_gbps: {shown} is not a finite number" in str(e.value)
+    assert "in quotes" not in str(e.value)
+
+
+def test_set_nan_on_the_command_line():
+    code, _, err = run_cli(["check", "--example", "broken-pod", "--set", "min_rate_gbps=nan"])
+    assert code == 2
+    assert "--set min_rate_gbps: nan is not a finite number" in err and "in quotes" not in err
+
+
+def test_set_quoted_nan_is_still_a_string_in_quotes():
+    with pytest.raises(expectations.ConfigError) as e:
+        expectations.resolve({}, overrides=expectations.parse_set(['min_rate_gbps="nan"']))
+    assert "is a string (in quotes)" in str(e.value)
+
+
+def test_set_bare_nan_for_a_text_key_is_still_text():
+    # A list of names may hold any name; the finite-number wording is for number keys only.
+    got = expectations.resolve({}, overrides=expectations.parse_set(["compute_hcas=inf"]))
+    assert got["compute_hcas"] == ["inf"]

@@ -303,13 +303,30 @@ def _json_value(text: str) -> Any:
         return text
 
 
+class SetValues(dict):
+    """``--set`` values by key; ``bare``: the keys whose value was not JSON and is kept as the
+    text typed (no quotes around it): ``--set min_rate_gbps=nan`` is not a quoted string."""
+
+    bare: frozenset = frozenset()
+
+
+def _non_finite(text: str) -> bool:
+    """nan, inf, -Infinity, 1e999: what Python's float() reads as a number that is not finite."""
+    try:
+        f = float(text)
+    except ValueError:
+        return False
+    return f != f or f in (float("inf"), float("-inf"))
+
+
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``--set key=value``: the value is read as JSON when it parses, else kept as a string.
 
     Its type is judged later, against the key's Expect, so that ``--set min_rate_gbps=abc``
     is an error and not a string the rate check cannot compare (and silently skips).
     """
-    out: dict[str, Any] = {}
+    out = SetValues()
+    bare: set[str] = set()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -318,12 +335,15 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             )
         try:
             out[key.strip()] = json.loads(value)
+            bare.discard(key.strip())
         except RecursionError as e:
             # Not "a string that is not JSON": [[[[... was meant as JSON, and taken as a name
             # it would be a list of one odd name.
             raise _too_deep(f"--set {key.strip()}: the value is") from e
         except ValueError:
             out[key.strip()] = value
+            bare.add(key.strip())
+    out.bare = frozenset(bare)
     return out
 
 
@@ -409,9 +429,13 @@ def _unknown(key: str, where: str, known: dict[str, Expect]) -> ConfigError:
     )
 
 
+_NUMBER_TYPES = ("int", "number", "bytes")
+
+
 def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]) -> None:
     if not isinstance(layer, dict):
         raise ConfigError(f"{where}: expected a table of expectations, got {show(layer)}", where=where)
+    bare = getattr(layer, "bare", frozenset())
     for k, v in layer.items():
         spec = known.get(k)
         if spec is None:
@@ -419,6 +443,10 @@ def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]
         try:
             out[k] = spec.validate(k, v)
         except ExpectError as e:
+            if k in bare and spec.type in _NUMBER_TYPES and isinstance(v, str) and _non_finite(v):
+                # `--set min_rate_gbps=nan` typed no quotes: it is a number that is not finite
+                # (JSON has no nan/inf, so it was kept as text), not "a string in quotes".
+                e = ExpectError(k, v, f"{v.strip()} is not a finite number", e.expected)
             raise _bad_value(e, spec, where) from e
 
 
