@@ -324,3 +324,63 @@ def test_set_bare_nan_for_a_text_key_is_still_text():
     # A list of names may hold any name; the finite-number wording is for number keys only.
     got = expectations.resolve({}, overrides=expectations.parse_set(["compute_hcas=inf"]))
     assert got["compute_hcas"] == ["inf"]
+
+
+# --- 7. --master-addr with a port; rank 0 without MASTER_ADDR -----------------------------------
+
+@pytest.mark.parametrize("addr, host, port", [("127.0.0.1:80", "127.0.0.1", "80"), ("[fd00::5]:80", "fd00::5", "80"),
+                                              ("job-master-0:29500", "job-master-0", "29500")])
+def test_master_addr_with_a_port_is_a_usage_error(addr, host, port):
+    from rdmadoctor.preflight.errors import PreflightError
+    from rdmadoctor.preflight.master import find_master
+
+    with pytest.raises(PreflightError) as e:
+        find_master({}, master_addr=addr, hostname="x")
+    assert f"--master-addr {addr!r} holds a port" in str(e.value)
+    assert f"--master-addr {host} --master-port {port}" in e.value.hint
+
+
+def test_master_addr_env_with_a_port_is_refused_too():
+    from rdmadoctor.preflight.errors import PreflightError
+    from rdmadoctor.preflight.master import find_master
+
+    with pytest.raises(PreflightError) as e:
+        find_master({"MASTER_ADDR": "10.0.0.1:29500"}, hostname="x")
+    assert "MASTER_ADDR '10.0.0.1:29500' holds a port" in str(e.value)
+    assert "MASTER_PORT=29500" in e.value.hint
+
+
+@pytest.mark.parametrize("addr, endpoint", [("fd00::5", "[fd00::5]:29500"), ("[fd00::5]", "[fd00::5]:29500"), ("h", "h:29500")])
+def test_master_addr_without_a_port_is_unchanged(addr, endpoint):
+    from rdmadoctor.preflight.master import find_master
+
+    assert find_master({}, master_addr=addr, hostname="x").endpoint == endpoint
+
+
+def test_master_addr_with_a_port_on_the_command_line():
+    code, _, err = run_cli(["preflight", "--example", "hgx-h100-ib", "--wait-for-master", "--master-addr", "127.0.0.1:80",
+                          "--master-timeout", "1"])
+    assert code == 2
+    assert "holds a port" in err and "[127.0.0.1:80]" not in err
+
+
+def test_rank0_without_master_addr_passes():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MASTER_", "PET_", "VC_"))}
+    env.update(RANK="0")
+    p = subprocess.run(
+        [sys.executable, "-m", "rdmadoctor", "preflight", "--example", "hgx-h100-ib", "--wait-for-master", "--json"],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert p.returncode == 0, p.stderr
+    import json
+
+    master = json.loads(p.stdout)["master"]
+    assert master["rank0"] == "RANK=0" and master["host"] is None and master["wait"] is None
+
+
+def test_not_rank0_without_master_addr_is_still_an_error():
+    from rdmadoctor.preflight.errors import PreflightError
+    from rdmadoctor.preflight.master import find_master
+
+    with pytest.raises(PreflightError, match="no MASTER_ADDR"):
+        find_master({"RANK": "1"}, hostname="x")
