@@ -24,6 +24,13 @@ class RdmaInventory:
     source: str  # "sysfs" | "ibstat" | "ibv_devinfo" | "none"
     sysfs: bool  # the host has a /sys to read at all
     warnings: tuple[str, ...] = ()
+    # Why IB_CLASS could not be listed ("Permission denied"), when it is there but unreadable and
+    # no tool output stood in: the devices are unknown (source "none"), not absent.
+    unreadable: str | None = None
+    # The host's kind ("live", "root", "bundle") and label, for the words of an unknown inventory:
+    # a bundle lacks sys/, a mounted root lacks its /sys mount.
+    host_kind: str = "bundle"
+    host_label: str = ""
 
     def pfs(self) -> tuple[RdmaDevice, ...]:
         return tuple(d for d in self.devices if not d.is_vf)
@@ -285,12 +292,19 @@ def probe_inventory(ctx) -> RdmaInventory:
     names = host.listdir(IB_CLASS)
     if names:
         return RdmaInventory(tuple(_device(host, n) for n in names), "sysfs", sysfs=True)
+    kind, label = getattr(host, "kind", "bundle"), getattr(host, "label", "")
+    why = (getattr(host, "unlisted", None) or {}).get(IB_CLASS)
+    if why is not None:
+        # There but not listable (mode 000, an LSM, a /sys this user may not read): unknown, not
+        # "no devices". Not the tools either: they read the same sysfs, and the other checks
+        # (GPU pairing, PCI) would judge a different inventory than this one.
+        return RdmaInventory((), "none", sysfs=sysfs, unreadable=why, host_kind=kind, host_label=label)
     if sysfs:
         return RdmaInventory((), "sysfs", sysfs=True)
     from_tools = _from_tools(host)
     if from_tools is not None:
         return from_tools
-    return RdmaInventory((), "none", sysfs=False)
+    return RdmaInventory((), "none", sysfs=False, host_kind=kind, host_label=label)
 
 
 def port_subject(dev: RdmaDevice, port: Port) -> str:

@@ -57,11 +57,12 @@ IB_DEVICE_COUNT_LOW = Code(
 RDMA_INVENTORY_UNKNOWN = Code(
     "RDMA_INVENTORY_UNKNOWN",
     "RDMA devices could not be established",
-    "The input has no /sys and no recorded ibstat or ibv_devinfo output, so whether the node has RDMA "
-    "devices, and what state their ports are in, cannot be decided. This is not a finding about the node: "
-    "the evidence is missing.",
+    "The input has no /sys (or /sys/class/infiniband could not be listed: permission denied) and no "
+    "recorded ibstat or ibv_devinfo output, so whether the node has RDMA devices, and what state their ports "
+    "are in, cannot be decided. This is not a finding about the node: the evidence is missing.",
     "Collect a bundle on the node with `rdmadoctor collect` (it keeps /sys/class/infiniband), or add the "
-    "output of `ibstat` as cmd/ibstat.txt (or `ibv_devinfo -v` as cmd/ibv_devinfo.txt) to the bundle.",
+    "output of `ibstat` as cmd/ibstat.txt (or `ibv_devinfo -v` as cmd/ibv_devinfo.txt) to the bundle. "
+    "On a node or a mounted root: run as root with the host's /sys mounted readable.",
     kind=COULD_NOT_DECIDE,
 )
 IB_PORT_DOWN = Code(
@@ -145,12 +146,49 @@ _NO_INVENTORY = (
     "no /sys in the bundle and no recorded ibstat or ibv_devinfo output: the RDMA devices cannot be "
     "established (add sys/ with `rdmadoctor collect`, or cmd/ibstat.txt)"
 )
+_UNREADABLE_FIX = (
+    "Run rdmadoctor as root (in a pod: as root, or with the host's /sys mounted readable: hostPath /sys, "
+    "readOnly is fine), or give its user read access to /sys/class/infiniband; a mount or LSM policy "
+    "(AppArmor, SELinux) that hides sysfs must let it be listed. Then run the check again."
+)
+_ROOT_FIX = (
+    "Mount the host's /sys under the root given to --root (hostPath /sys, readOnly is fine; the deploy/ "
+    "DaemonSet mounts / at /host), or run `rdmadoctor check` on the node itself."
+)
+
+
+def no_inventory(inv: RdmaInventory) -> tuple[str, str]:
+    """What an unknown inventory (source "none") says, and its fix, in the words of the host: a
+    folder it could not list, a mounted root without /sys, a bundle without sys/."""
+    if inv.unreadable:
+        if inv.host_kind == "bundle":
+            return (
+                f"sys/class/infiniband in the bundle {inv.host_label} could not be listed ({inv.unreadable}): whether "
+                "the node has RDMA devices cannot be established. This is not \"no devices\": the folder is there "
+                "but this user may not read it.",
+                f"Make the unpacked bundle readable (`chmod -R u+rX {inv.host_label or 'BUNDLE'}`), or check it as "
+                "the user who unpacked it.",
+            )
+        where = "/sys/class/infiniband" if inv.host_kind == "live" else f"{inv.host_label.rstrip('/')}/sys/class/infiniband"
+        return (
+            f"{where} could not be listed ({inv.unreadable}): whether the node has RDMA devices cannot be "
+            "established. This is not \"no devices\": rdmadoctor was not allowed to look.",
+            _UNREADABLE_FIX,
+        )
+    if inv.host_kind in ("root", "live"):
+        where = inv.host_label or "the root"
+        return (
+            f"no /sys under {where} and no ibstat or ibv_devinfo output: the RDMA devices cannot be established "
+            f"(mount the host's /sys at {where.rstrip('/')}/sys)",
+            _ROOT_FIX,
+        )
+    return _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix
 
 
 def _has_devices(ctx) -> str | None:
     inv: RdmaInventory = ctx.get(probe_inventory)
     if inv.source == "none":
-        return _NO_INVENTORY
+        return no_inventory(inv)[0]
     return None if inv.devices else "no RDMA devices: see ib.devices"
 
 
@@ -241,7 +279,8 @@ def probe_devices(ctx) -> DeviceFacts:
 def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | None = None) -> list[Finding]:
     out: list[Finding] = []
     if inv.source == "none":
-        return [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", _NO_INVENTORY, RDMA_INVENTORY_UNKNOWN.fix)]
+        message, fix = no_inventory(inv)
+        return [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", message, fix)]
     for w in inv.warnings:
         # libibverbs' lines are judged by the knowledge base (verbs.userspace reports them), or
         # reported below when no row knows them: never as a parse problem of the tool.

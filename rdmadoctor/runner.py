@@ -52,9 +52,36 @@ def split_ids(values: list[str]) -> list[str]:
     return [v.strip() for item in values for v in item.split(",") if v.strip()]
 
 
+# An option given an empty value (`--example ""`, `--config "$UNSET"`) is a mistake, most often a
+# shell variable that was never set: treated as absent it would check the live machine instead
+# of the example, or run with the defaults instead of the config, and say nothing.
+_EMPTY_HINTS = {
+    "root": "--root takes the folder where the host's / is mounted, e.g. --root /host; leave it out to check this machine",
+    "bundle": "--bundle takes a bundle folder or .tar.gz from `rdmadoctor collect`",
+    "example": "--example takes a shipped example's name: `rdmadoctor examples` lists them",
+    "profile": "--profile takes a built-in profile's name (generic, hgx-8gpu-ndr, ...); leave it out for generic",
+    "config": "--config takes a TOML or JSON file of expectations; leave it out to use the profile alone",
+    "pool": "--pool takes the NAME of a [pools.NAME] table of --config; leave it out to use none",
+    "scope": "--scope takes all or node; leave it out for all",
+}
+
+
+def check_empty(opts: Options) -> None:
+    """UsageError for an option given as an empty string (None is "not given")."""
+    for name, hint in _EMPTY_HINTS.items():
+        value = getattr(opts, name)
+        if isinstance(value, str) and not value.strip():
+            raise UsageError(f"--{name} is empty" + (f" ({value!r})" if value else ""), hint)
+    if opts.only and not split_ids(opts.only):
+        # `--only ""` (or ","): a selection of nothing is not "every check". An empty --skip
+        # skips nothing, which is what it says, and stays allowed (`--skip "$SKIP"`).
+        raise UsageError("--only is empty: it names no check", "give check ids or prefixes, e.g. --only ib,limits; leave it out to run every check")
+
+
 def open_target(opts: Options) -> Host:
     from rdmadoctor.host import HostError, open_host
 
+    check_empty(opts)
     given = [x for x in (opts.root, opts.bundle, opts.example) if x]
     if len(given) > 1:
         raise UsageError("--root, --bundle and --example are exclusive: give one")
@@ -82,6 +109,7 @@ SCOPES = ("all", "node")
 
 
 def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
+    check_empty(opts)
     if opts.scope not in SCOPES:
         raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {opts.scope!r}")
     checks, plugin_errors = registry.load_checks()

@@ -206,12 +206,63 @@ class ConfigError(Exception):
         self.where = where
 
 
-def _load_file(path: str) -> dict[str, Any]:
+# A config is a few dozen keys and some pools: a kilobyte or two. More than this is not a config
+# (/dev/zero, a log or an image given by mistake) and reading it whole would exhaust memory.
+CONFIG_MAX_BYTES = 1 << 20
+CONFIG_HINT = "--config takes a TOML or JSON file of expectations (see `rdmadoctor list-checks`)"
+
+
+def _kind(mode: int) -> str:
+    import stat
+
+    for test, name in (
+        (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_config(path: str) -> bytes:
+    """At most CONFIG_MAX_BYTES of a regular file. Opened without blocking (a FIFO with no
+    writer would wait forever) and judged by what it is before a byte is read."""
+    import os
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}") from e
+        if isinstance(e, IsADirectoryError):
+            raise ConfigError(f"config {path} is a directory, not a file", CONFIG_HINT) from e
+        raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"config {path} is {_kind(mode)}, not a file", CONFIG_HINT)
+        chunks: list[bytes] = []
+        left = CONFIG_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > CONFIG_MAX_BYTES:
+        raise ConfigError(
+            f"config {path} is larger than {CONFIG_MAX_BYTES // (1 << 20)} MiB, the most a config may be",
+            "a config holds a few expectations and [pools.NAME] tables; is it the right file? " + CONFIG_HINT,
+        )
+    return raw
+
+
+def _load_file(path: str) -> dict[str, Any]:
+    raw = _read_config(path)
     if path.endswith(".json"):
         try:
             data = json.loads(raw)
@@ -252,13 +303,30 @@ def _json_value(text: str) -> Any:
         return text
 
 
+class SetValues(dict):
+    """``--set`` values by key; ``bare``: the keys whose value was not JSON and is kept as the
+    text typed (no quotes around it): ``--set min_rate_gbps=nan`` is not a quoted string."""
+
+    bare: frozenset = frozenset()
+
+
+def _non_finite(text: str) -> bool:
+    """nan, inf, -Infinity, 1e999: what Python's float() reads as a number that is not finite."""
+    try:
+        f = float(text)
+    except ValueError:
+        return False
+    return f != f or f in (float("inf"), float("-inf"))
+
+
 def parse_set(items: list[str]) -> dict[str, Any]:
     """``--set key=value``: the value is read as JSON when it parses, else kept as a string.
 
     Its type is judged later, against the key's Expect, so that ``--set min_rate_gbps=abc``
     is an error and not a string the rate check cannot compare (and silently skips).
     """
-    out: dict[str, Any] = {}
+    out = SetValues()
+    bare: set[str] = set()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -267,12 +335,15 @@ def parse_set(items: list[str]) -> dict[str, Any]:
             )
         try:
             out[key.strip()] = json.loads(value)
+            bare.discard(key.strip())
         except RecursionError as e:
             # Not "a string that is not JSON": [[[[... was meant as JSON, and taken as a name
             # it would be a list of one odd name.
             raise _too_deep(f"--set {key.strip()}: the value is") from e
         except ValueError:
             out[key.strip()] = value
+            bare.add(key.strip())
+    out.bare = frozenset(bare)
     return out
 
 
@@ -358,9 +429,13 @@ def _unknown(key: str, where: str, known: dict[str, Expect]) -> ConfigError:
     )
 
 
+_NUMBER_TYPES = ("int", "number", "bytes")
+
+
 def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]) -> None:
     if not isinstance(layer, dict):
         raise ConfigError(f"{where}: expected a table of expectations, got {show(layer)}", where=where)
+    bare = getattr(layer, "bare", frozenset())
     for k, v in layer.items():
         spec = known.get(k)
         if spec is None:
@@ -368,6 +443,10 @@ def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]
         try:
             out[k] = spec.validate(k, v)
         except ExpectError as e:
+            if k in bare and spec.type in _NUMBER_TYPES and isinstance(v, str) and _non_finite(v):
+                # `--set min_rate_gbps=nan` typed no quotes: it is a number that is not finite
+                # (JSON has no nan/inf, so it was kept as text), not "a string in quotes".
+                e = ExpectError(k, v, f"{v.strip()} is not a finite number", e.expected)
             raise _bad_value(e, spec, where) from e
 
 

@@ -163,6 +163,9 @@ class Host:
         self._transcripts: dict[str, list | None] = {}
         self._reads: dict[tuple[str, int], bytes | None] = {}
         self.cut_listings: dict[str, int] = {}  # folder -> its entries, when more than MAX_LIST
+        # folder -> why it could not be listed ("Permission denied"), when it is there but
+        # unreadable: a check tells "absent" (a finding about the node) from "could not look".
+        self.unlisted: dict[str, str] = {}
         self.notes: list[str] = list(getattr(tree, "notes", ()))  # what this host's reader left out, for the report
 
     # ---- path resolution inside the host ------------------------------------------------
@@ -258,7 +261,8 @@ class Host:
         return t or None
 
     def listdir(self, path: str) -> list[str]:
-        """Sorted entries of a directory, at most MAX_LIST; [] when missing or unreadable."""
+        """Sorted entries of a directory, at most MAX_LIST; [] when missing or unreadable (then
+        ``unlisted[path]`` says why: absent and unreadable are not the same answer)."""
         self.trace.append(path)
         names = self._names(path)
         if len(names) > MAX_LIST:
@@ -277,7 +281,12 @@ class Host:
             return []
         try:
             return sorted(self._tree.listdir(real))
-        except (OSError, ValueError):
+        except (FileNotFoundError, NotADirectoryError):
+            return []  # gone since it was resolved, or a file: absent as a folder
+        except OSError as e:
+            self.unlisted.setdefault(path, e.strerror or type(e).__name__)
+            return []
+        except ValueError:
             return []
 
     def exists(self, path: str) -> bool:
@@ -494,13 +503,33 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
             from rdmadoctor.host.bundle import _TarTree
 
             return cls(_TarTree(bundle), label=bundle, kind="bundle", live_process=False, root=None)
-        raise HostError(f"bundle {bundle} does not exist (expected a directory or a .tar.gz)")
+        raise HostError(_not_a_bundle(bundle))
     root = root or "/"
     if not os.path.isdir(root):
         raise HostError(f"root {root} is not a directory")
     root = os.path.abspath(root)
     kind = "live" if root == "/" else "root"
     return cls(_DirTree(root), label=root, kind=kind, live_process=True, root=root)
+
+
+def _not_a_bundle(bundle: str) -> str:
+    """Why ``bundle`` (neither a folder nor a regular file) cannot be read as one: absent, or what
+    it is instead (/dev/null is a character device, not a missing file)."""
+    import stat
+
+    try:
+        mode = os.stat(bundle).st_mode
+    except FileNotFoundError:
+        return f"bundle {bundle} does not exist (expected a directory or a .tar.gz)"
+    except OSError as e:
+        return f"bundle {bundle} cannot be read: {e.strerror or e} (expected a directory or a .tar.gz)"
+    for test, name in (
+        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return f"bundle {bundle} is {name}, not a bundle (expected a directory or a .tar.gz from `rdmadoctor collect`)"
+    return f"bundle {bundle} is not a regular file or a directory (expected a directory or a .tar.gz)"
 
 
 class _EmptyTree(_Tree):

@@ -50,7 +50,7 @@ def master_codes() -> tuple:
 class Master:
     """Where to wait: ``host:port``, where each came from, and why not to wait (rank 0)."""
 
-    def __init__(self, host: str, port: int, host_source: str, port_source: str, self_reason: str | None = None):
+    def __init__(self, host: str | None, port: int, host_source: str, port_source: str, self_reason: str | None = None):
         self.host = host
         self.port = port
         self.host_source = host_source
@@ -59,6 +59,8 @@ class Master:
 
     @property
     def endpoint(self) -> str:
+        if not self.host:  # rank 0 with no address given: it is the master
+            return f"this pod, port {self.port}"
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
@@ -123,6 +125,12 @@ def find_master(
         # --node-rank $VC_TASK_INDEX) has its rank 0 first in its only list.
         key = "VC_MASTER_HOSTS" if "VC_MASTER_HOSTS" in lists else (next(iter(lists)) if len(lists) == 1 else None)
         if key is None:
+            # Rank 0 is the master: it needs no address to wait for nobody (the help says rank 0
+            # does not wait), so a missing MASTER_ADDR is no error there.
+            rank0 = _rank0_reason(env, "", "", None)
+            if rank0 is not None:
+                port, port_source = _port(env, master_port, None)
+                return Master(None, port, f"no master address needed: this pod is rank 0 ({rank0})", port_source, rank0)
             if lists:
                 raise PreflightError(
                     f"--wait-for-master: no MASTER_ADDR, and Volcano hosts lists of several tasks "
@@ -142,6 +150,39 @@ def find_master(
         host = host[1:-1]
     if not host:
         raise PreflightError(f"--wait-for-master: {host_source} is empty")
+    _refuse_port_in_host(host, host_source, master_port)
+    port, port_source = _port(env, master_port, vc_task_list)
+    return Master(host, port, host_source, port_source, _rank0_reason(env, host, hostname, vc_task_list))
+
+
+def _refuse_port_in_host(host: str, source: str, master_port: int | None) -> None:
+    """``127.0.0.1:80``, ``name:80`` or ``[fd00::5]:80`` is a host with a port: refused, not
+    taken for an IPv6 address (``[127.0.0.1:80]:29500``). torch.distributed takes the two apart
+    too (MASTER_ADDR and MASTER_PORT), so the same value would fail the job."""
+    if host.startswith("["):
+        inner, sep, rest = host[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise PreflightError(
+                f"--wait-for-master: {source} {host!r} is not a host: an IPv6 address in brackets is [ADDRESS]",
+                "e.g. --master-addr fd00::5 (or [fd00::5]) --master-port 29500",
+            )
+        name, port_text = inner, rest[1:]
+    elif host.count(":") == 1:
+        name, _, port_text = host.partition(":")
+    else:
+        return  # a name, an IPv4 address, or an IPv6 address (two colons or more)
+    name = name or "HOST"
+    port = port_text if port_text.isdigit() else "PORT"
+    if source == "--master-addr":
+        hint = f"give the host and the port apart: --master-addr {name} --master-port {port}"
+    else:
+        hint = f"set {source}={name} and MASTER_PORT={port}, or give --master-addr {name} --master-port {port}"
+    raise PreflightError(f"--wait-for-master: {source} {host!r} holds a port ({port_text!r}); it takes the host alone", hint)
+
+
+def _port(env: dict[str, str], master_port: int | None, vc_task_list: str | None) -> tuple[int, str]:
+    """Rank 0's port and where it came from: --master-port, MASTER_PORT, PET_MASTER_PORT, else
+    the default of the launcher (Volcano's pytorch plugin, torchrun)."""
     if master_port is not None:
         port, port_source = master_port, "--master-port"
     else:
@@ -164,7 +205,7 @@ def find_master(
                 raise PreflightError(f"--wait-for-master: {port_source}={raw!r} is not a port number (1-65535)")
     if not 1 <= port <= 65535:
         raise PreflightError(f"--master-port {port} is not a port number (1-65535)")
-    return Master(host, port, host_source, port_source, _rank0_reason(env, host, hostname, vc_task_list))
+    return port, port_source
 
 
 def _rank0_reason(env: dict[str, str], host: str, hostname: str | None, vc_task_list: str | None) -> str | None:

@@ -211,6 +211,137 @@ def _as_dict(obj) -> dict:
     return out
 
 
+# A kubeconfig is a few kilobytes (tens with embedded certificates and many clusters); more is
+# not one (/dev/zero, a log given by mistake), and reading it whole could exhaust memory.
+KUBECONFIG_MAX_BYTES = 16 << 20
+CREDENTIALS_HINT = (
+    "In a pod, mount a ServiceAccount token (the deploy/ direct-mode overlays mount a projected token that "
+    "expires after an hour, in the agent container only); elsewhere pass --kubeconfig"
+)
+_KUBECONFIG_SHAPE = "a YAML mapping with clusters:, contexts: and users: lists, as `kubectl config view --raw` prints"
+
+
+class _NotKubeconfig(Exception):
+    """What is wrong with a kubeconfig file, said before lightkube reads it."""
+
+
+def _file_kind(mode: int) -> str:
+    import stat
+
+    for test, name in (
+        (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _read_kubeconfig(path: str) -> str:
+    """The text of a regular file of at most KUBECONFIG_MAX_BYTES; _NotKubeconfig otherwise.
+    Opened without blocking, so a FIFO with no writer is refused rather than waited on."""
+    import stat
+
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise _NotKubeconfig("no such file") from None
+    except IsADirectoryError:
+        raise _NotKubeconfig("it is a directory, not a kubeconfig file") from None
+    except OSError as e:
+        raise _NotKubeconfig(f"cannot open it: {e.strerror or e}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise _NotKubeconfig(f"it is {_file_kind(mode)}, not a kubeconfig file")
+        chunks: list[bytes] = []
+        left = KUBECONFIG_MAX_BYTES + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    except OSError as e:
+        raise _NotKubeconfig(f"cannot read it: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
+    raw = b"".join(chunks)
+    if len(raw) > KUBECONFIG_MAX_BYTES:
+        raise _NotKubeconfig(f"not a kubeconfig (larger than {KUBECONFIG_MAX_BYTES >> 20} MiB)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _NotKubeconfig(f"not a kubeconfig (not UTF-8 text: byte {e.start})") from None
+
+
+def _yaml_type(value: object) -> str:
+    if value is None:
+        return "null"
+    return {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(value), type(value).__name__)
+
+
+def check_kubeconfig_shape(data: object) -> None:
+    """Raise _NotKubeconfig saying what is wrong unless ``data`` (the parsed YAML) has the shape
+    lightkube's KubeConfig.from_dict reads: it indexes and iterates without checking, so an
+    empty file or a list is an AttributeError or a TypeError there."""
+    if data is None:
+        raise _NotKubeconfig(f"not a kubeconfig (the file is empty; expected {_KUBECONFIG_SHAPE})")
+    if not isinstance(data, dict):
+        raise _NotKubeconfig(f"not a kubeconfig (a YAML {_yaml_type(data)} at the top level; expected {_KUBECONFIG_SHAPE})")
+    current = data.get("current-context")
+    if current is not None and not isinstance(current, str):
+        raise _NotKubeconfig(f"not a kubeconfig (current-context is a {_yaml_type(current)}, not a context's name)")
+    for key, item, required in (("clusters", "cluster", True), ("contexts", "context", True), ("users", "user", False)):
+        if key not in data or data[key] is None:
+            if required:
+                raise _NotKubeconfig(f"not a kubeconfig (no {key}: list; expected {_KUBECONFIG_SHAPE})")
+            continue
+        entries = data[key]
+        if not isinstance(entries, list):
+            raise _NotKubeconfig(
+                f"not a kubeconfig ({key}: is a {_yaml_type(entries)}, expected a list of "
+                f"{{name: NAME, {item}: {{...}}}} entries)"
+            )
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, dict):
+                raise _NotKubeconfig(f"not a kubeconfig ({key}[{i}] is a {_yaml_type(entry)}, expected {{name: NAME, {item}: {{...}}}})")
+            if not isinstance(entry.get("name"), str):
+                raise _NotKubeconfig(f"not a kubeconfig ({key}[{i}] has no name: string)")
+            if not isinstance(entry.get(item), dict):
+                raise _NotKubeconfig(
+                    f"not a kubeconfig ({key}[{i}] ({entry['name']!r}) has no {item}: mapping"
+                    f"{'' if item not in entry else f', its {item}: is a {_yaml_type(entry[item])}'})"
+                )
+
+
+def load_kubeconfig(path: str):
+    """lightkube's KubeConfig of the file at ``path``, its content checked first; _NotKubeconfig
+    (what is wrong) for anything that is not one."""
+    from pathlib import Path
+
+    import yaml
+    from lightkube import KubeConfig
+
+    full = os.path.expanduser(path)
+    text = _read_kubeconfig(full)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        what = getattr(e, "problem", None) or type(e).__name__
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise _NotKubeconfig(f"not a kubeconfig (not valid YAML: {what}{at})") from None
+    except RecursionError:
+        raise _NotKubeconfig("not a kubeconfig (YAML nested thousands of levels deep)") from None
+    check_kubeconfig_shape(data)
+    try:
+        return KubeConfig.from_dict(data, fname=Path(full))
+    except Exception as e:  # noqa: BLE001 - a field of the wrong type (msgspec's or the dataclass's error)
+        raise _NotKubeconfig(f"not a kubeconfig ({type(e).__name__}: {_short(e)})") from None
+
+
 class NodeAPI:
     """The three Node calls and event creation, with lightkube imported on first use."""
 
@@ -233,30 +364,44 @@ class NodeAPI:
 
     def client(self):
         if self._client is None:
-            from lightkube import Client, KubeConfig
-            from lightkube.core.exceptions import ConfigError
+            from lightkube import Client
 
             httpx = _httpx()
-            try:
-                if self.kubeconfig:
-                    config = KubeConfig.from_file(self.kubeconfig)
-                else:
-                    # In a pod: the ServiceAccount token (re-read on 401) and the cluster CA;
-                    # elsewhere $KUBECONFIG or ~/.kube/config.
-                    config = KubeConfig.from_env()
-            except (ConfigError, OSError, ValueError, KeyError) as e:
-                where = self.kubeconfig or "in-cluster ServiceAccount, $KUBECONFIG or ~/.kube/config"
-                raise PublishError(
-                    f"cannot load Kubernetes credentials from {where}: {e}. In a pod, mount a "
-                    "ServiceAccount token (the deploy/ direct-mode overlays mount a projected token that "
-                    "expires after an hour, in the agent container only); elsewhere pass --kubeconfig",
-                    transient=False,
-                ) from e
+            config = self._config()
             try:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
             except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
                 raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
         return self._client
+
+    def _config(self):
+        """The credentials: --kubeconfig; else in a pod the ServiceAccount token (re-read on
+        401) and the cluster CA; else $KUBECONFIG or ~/.kube/config (lightkube's from_env order)."""
+        from lightkube import KubeConfig
+        from lightkube.core.exceptions import ConfigError
+
+        path = self.kubeconfig
+        where = path
+        try:
+            if path is None:
+                try:
+                    return KubeConfig.from_service_account()
+                except ConfigError:
+                    pass
+                env = os.environ.get("KUBECONFIG")
+                path = env or "~/.kube/config"
+                where = f"$KUBECONFIG={env}" if env else "~/.kube/config (no in-cluster ServiceAccount, no $KUBECONFIG)"
+                if not env and not os.path.exists(os.path.expanduser(path)):
+                    raise _NotKubeconfig("no such file")
+            return load_kubeconfig(path)
+        except (_NotKubeconfig, ConfigError, OSError, ValueError, KeyError) as e:
+            where = where or "the in-cluster ServiceAccount"
+            hint = (
+                "Give --kubeconfig a kubeconfig file (`kubectl config view --raw --minify > FILE` writes one), "
+                "or leave it out to use the in-cluster ServiceAccount"
+                if self.kubeconfig else CREDENTIALS_HINT
+            )
+            raise PublishError(f"cannot load Kubernetes credentials from {where}: {e}. {hint}", transient=False) from e
 
     def reset(self) -> None:
         c, self._client = self._client, None
