@@ -161,7 +161,7 @@ def _needs_iwarp(ctx) -> str | None:
         return None  # the profile expects iWARP: no iWARP port is a finding, not a skip
     inv: RdmaInventory = ctx.get(probe_inventory)
     if inv.source == "none":
-        return "the RDMA devices are unknown (no /sys and no recorded ibstat / ibv_devinfo)"
+        return "the RDMA devices are unknown: ib.devices says why"
     if not _iwarp_ports(inv, ctx.expect):
         return "no iWARP (RNIC) port on this node"
     return None

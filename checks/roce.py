@@ -132,7 +132,7 @@ def _ethernet_ports(inv: RdmaInventory, expect: dict) -> list[tuple[RdmaDevice, 
 def _has_ethernet(ctx) -> str | None:
     inv: RdmaInventory = ctx.get(probe_inventory)
     if inv.source == "none":
-        return "the RDMA devices are unknown (no /sys and no recorded ibstat / ibv_devinfo)"
+        return "the RDMA devices are unknown: ib.devices says why"
     if not inv.devices:
         return "no RDMA devices: see ib.devices"
     if not _ethernet_ports(inv, ctx.expect):

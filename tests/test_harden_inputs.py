@@ -237,6 +237,21 @@ def test_check_empty_value_is_a_usage_error(option):
     assert out == ""  # nothing was checked (before: the live machine, or the defaults)
 
 
+@pytest.mark.parametrize("args, said", [
+    (["check", "--example", "broken-pod", "--profile", ""], "--profile is empty"),
+    (["check", "--example", "broken-pod", "--scope", ""], "--scope is empty"),
+    (["check", "--example", "broken-pod", "--format", ""], "--format is empty"),
+    (["preflight", "--example", "broken-pod", "--profile", ""], "--profile is empty"),
+    (["preflight", "--example", "broken-pod", "--only", ""], "--only is empty"),
+    (["label", "--example", "broken-pod", "--publish", "stdout", "--profile", ""], "--profile is empty"),
+])
+def test_an_empty_profile_scope_format_or_gate_selection_is_a_usage_error(args, said):
+    # These fell back to their defaults (generic, all, text, every gated check) and said nothing.
+    code, out, err = run_cli(args)
+    assert code == 2 and said in err, err
+    assert out == ""
+
+
 @pytest.mark.parametrize("command", [
     ["preflight"], ["label"], ["agent", "--once", "--metrics-port", "0"],
 ])

@@ -90,7 +90,7 @@ def register(app) -> None:
         from rdmadoctor.agent import run_agent
         from rdmadoctor.runner import Options, UsageError
 
-        opts = Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool, scope="node")
+        opts = Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node")
         try:
             code = run_agent(
                 opts,

@@ -37,7 +37,7 @@ def run_check(
         root=root,
         bundle=bundle,
         example=example,
-        profile=profile or "generic",
+        profile="generic" if profile is None else profile,
         config=config,
         pool=pool,
         sets=list(sets or []),
@@ -45,8 +45,10 @@ def run_check(
         skip=list(skip or []),
         strict=strict,
         timeout=timeout,
-        scope=scope or "all",
+        scope="all" if scope is None else scope,
     )
+    if output_format is not None and not output_format.strip():
+        return fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
     fmt = (output_format or ("json" if as_json else "text")).lower()
     if fmt not in FORMATS:
         return fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")

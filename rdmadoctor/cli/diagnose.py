@@ -101,7 +101,7 @@ def run_diagnose(
         root=root if root else ("/" if live else None),
         bundle=bundle,
         example=example,
-        profile=profile or "generic",
+        profile="generic" if profile is None else profile,
         config=config,
         pool=pool,
         sets=list(sets or []),

@@ -116,7 +116,7 @@ def run_label(
         return fail_usage(e.message, e.hint)
     try:
         try:
-            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile=profile or "generic", config=config, pool=pool, scope="node"))
+            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node"))
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report

@@ -89,6 +89,8 @@ def select_checks(checks: list, only: list[str] | None = None, skip: list[str] |
     gated = [c.id for c in checks if c.gate]
     known = [c.id for c in checks]
     only_ids, skip_ids = split_ids(list(only or [])), split_ids(list(skip or []))
+    if only and not only_ids:  # `--only "$UNSET"`: a gate on nothing must not become a gate on everything
+        raise PreflightError("--only is empty: it names no check", f"give check ids or families, e.g. --only ib,limits; preflight runs {', '.join(gated)}")
     for pat in only_ids + skip_ids:
         if not any(_matches(cid, [pat]) for cid in known):
             raise PreflightError(f"no check matches {pat!r}", "list them with `rdmadoctor list-checks`")
@@ -140,7 +142,7 @@ def gate(
         root=root,
         bundle=bundle,
         example=example,
-        profile=profile or "generic",
+        profile="generic" if profile is None else profile,
         config=config,
         pool=pool,
         sets=expectation_sets(list(sets or []), expect_hcas, min_rate, job_uid),
