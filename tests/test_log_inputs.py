@@ -1,0 +1,207 @@
+"""Hostile and unusual log inputs (an adversarial sweep): random or compressed bytes, bzip2 / xz /
+zstd logs, CR-only line endings, a closed stdin, endless devices, and what is said about each.
+Real processes where the defect was seen through the CLI, bounded by timeouts."""
+
+from __future__ import annotations
+
+import bz2
+import lzma
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmadoctor.logs import Diagnoser, diagnose_paths
+from rdmadoctor.logs.reader import chunks
+
+HERE = Path(__file__).resolve().parent
+FIXTURES = HERE / "fixtures" / "logs"
+
+ERR = ("node-1:330:401 [0] transport/net_ib.cc:1019 NCCL WARN NET/IB : Got completion with error 12, "
+       "opcode 0, len 0, vendor err 129\n")
+CODE = "NCCL_IB_COMPLETION_ERROR"
+
+
+def rd(*args: str, stdin=None, timeout: float = 120, cwd=None, **kw) -> subprocess.CompletedProcess:  # noqa: ANN001
+    env = dict(os.environ, RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD="1")
+    return subprocess.run([sys.executable, "-m", "rdmadoctor", *args], stdin=stdin, capture_output=True, env=env,
+                          timeout=timeout, cwd=cwd, **kw)
+
+
+def codes(d) -> list[str]:  # noqa: ANN001
+    return [f.code for f in d.findings]
+
+
+# ---- 3. random and compressed bytes are not a log ----------------------------------------------
+
+
+def _random(n: int, seed: int) -> bytes:
+    return random.Random(seed).randbytes(n)
+
+
+@pytest.mark.parametrize("n", [20, 100, 4096, 200_000])
+@pytest.mark.parametrize("seed", range(20))
+def test_random_bytes_are_binary_data_not_a_passing_log(tmp_path, n, seed) -> None:
+    p = tmp_path / "notgz.gz"
+    p.write_bytes(_random(n, seed))
+    d = diagnose_paths([str(p)])
+    src = d.sources[0]
+    assert not d.read_any and "binary data: not a text log" in src["error"], src
+    assert codes(d) == []
+
+
+def test_random_bytes_exit_2_not_pass(tmp_path) -> None:
+    p = tmp_path / "notgz.gz"
+    p.write_bytes(_random(100, 7))
+    out = rd("diagnose", str(p))
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "binary data: not a text log" in err and "PASS" not in out.stdout.decode(), err
+
+
+def test_dev_urandom_stops_at_once() -> None:
+    # Read forever before: a stream of random bytes has few NULs. The timeout bounds the old hang.
+    out = rd("diagnose", "/dev/urandom", timeout=60)
+    assert out.returncode == 2 and "binary data: not a text log" in out.stderr.decode()
+
+
+@pytest.mark.parametrize("pack", [
+    lambda b: __import__("zipfile") and _zip(b),
+    lambda b: __import__("zlib").compress(b),  # raw zlib: no gzip header
+])
+def test_other_compressed_data_is_binary(tmp_path, pack) -> None:
+    p = tmp_path / "job.log.z"
+    p.write_bytes(pack((ERR * 50 + "".join(f"step {i} loss {random.Random(i).random()}\n" for i in range(3000))).encode()))
+    d = diagnose_paths([str(p)])
+    assert not d.read_any and "binary data" in d.sources[0]["error"]
+
+
+def _zip(b: bytes) -> bytes:
+    import io
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("job.log", b)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.log")), ids=lambda p: p.name)
+def test_every_real_log_still_reads_as_text(path) -> None:
+    d = diagnose_paths([str(path)])
+    assert d.read_any and not d.sources[0]["error"], d.sources[0]
+
+
+@pytest.mark.parametrize("text", [
+    ERR.encode() * 3,
+    b"\x1b[31m" + ERR.encode() + b"\x1b[0m" * 20,  # colours
+    ERR.replace("\n", "\r\n").encode() * 10,  # CRLF
+    "gpu-a:1:1 [0] NCCL INFO Ger\u00e4t d\u00e9fini \u2014 \u6e2c\u8a66\n".encode() * 50 + ERR.encode(),  # UTF-8
+    "Ger\u00e4t d\u00e9fini pr\u00eat \u00e0 \u00e9crire\n".encode("latin-1") * 50 + ERR.encode(),  # Latin-1
+    b"step 1 loss \xff\xfe 0.3\n" * 3 + ERR.encode(),  # a few bytes that are not UTF-8
+    b"\x08\x07\x0c\t" + ERR.encode(),  # backspace, bell, form feed
+])
+def test_text_with_colours_crlf_and_stray_bytes_is_read(text) -> None:
+    d = Diagnoser()
+    d.read_stream("job.log", __import__("io").BytesIO(text))
+    r = d.finish()
+    assert r.read_any and not r.sources[0]["error"] and CODE in codes(r), r.sources
+
+
+# ---- 4. bzip2, xz, zstd --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pack,name", [(bz2.compress, "err.log.bz2"), (lzma.compress, "err.log.xz"),
+                                       (bz2.compress, "err.log"), (lzma.compress, "err.txt")])
+def test_bzip2_and_xz_logs_are_read_by_their_magic(tmp_path, pack, name) -> None:
+    p = tmp_path / name
+    p.write_bytes(pack(ERR.encode()))
+    out = rd("diagnose", str(p))
+    assert out.returncode == 1 and "FAIL" in out.stdout.decode(), out
+    assert CODE in out.stdout.decode()
+
+
+@pytest.mark.parametrize("pack,kind", [(bz2.compress, "bzip2"), (lzma.compress, "xz")])
+def test_several_streams_and_zero_padding_are_read_whole(tmp_path, pack, kind) -> None:
+    body = ("x NCCL INFO filler\n" * 40000).encode()
+    p = tmp_path / f"job.{kind}"
+    p.write_bytes(pack(body) + pack(ERR.encode()) + b"\x00" * 12)
+    d = diagnose_paths([str(p)])
+    src = d.sources[0]
+    assert src["error"] is None and src["bytes"] == len(body) + len(ERR) and src["lines"] == 40001
+    assert codes(d) == [CODE] and d.findings[0].data["evidence"][0]["line"] == 40001
+
+
+def test_decompressed_chunks_stay_bounded(tmp_path) -> None:
+    # 64 MiB of text from a few KiB of xz: never more than one chunk at a time.
+    p = tmp_path / "bomb.xz"
+    p.write_bytes(lzma.compress(b"a" * (64 << 20)))
+    sizes = []
+    with open(p, "rb") as f:
+        for c in chunks(f, size=1 << 20):
+            sizes.append(len(c))
+    assert max(sizes) <= 1 << 20 and sum(sizes) == 64 << 20
+
+
+@pytest.mark.parametrize("pack,kind", [(bz2.compress, "bzip2"), (lzma.compress, "xz")])
+def test_a_cut_stream_says_so_and_what_was_diagnosed(tmp_path, pack, kind) -> None:
+    body = "".join(f"step {i} loss {random.Random(i).random():.6f}\n" for i in range(200_000)) + ERR
+    data = pack(body.encode())
+    p = tmp_path / f"cut.{kind}"
+    p.write_bytes(data[: len(data) // 2])
+    d = diagnose_paths([str(p)])
+    err = d.sources[0]["error"]
+    assert f"the {kind} stream is cut short" in err and "Traceback" not in err
+    if d.read_any:
+        assert f"the {d.sources[0]['bytes']} bytes before it were diagnosed" in err
+    else:
+        assert "nothing before it could be read" in err
+
+
+def test_zstd_says_decompress_it_first(tmp_path) -> None:
+    p = tmp_path / "err.log.zst"
+    # zstd's magic and frame header; what follows does not matter: it is never read.
+    p.write_bytes(bytes.fromhex("28b52ffd0458") + ERR.encode())
+    out = rd("diagnose", str(p))
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "zstd-compressed: decompress it first (zstd -d FILE" in err, err
+
+
+# ---- 5. CR-only line endings ---------------------------------------------------------------------
+
+
+def _cr_log(end: str) -> str:
+    lines = [f"x NCCL INFO filler {i}" for i in range(5000)] + [ERR.rstrip("\n")]
+    return end.join(lines) + end
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\n"])
+def test_cr_only_logs_are_read_past_64_kib(tmp_path, end) -> None:
+    p = tmp_path / "cr.log"
+    p.write_bytes(_cr_log(end).encode())
+    d = diagnose_paths([str(p)])
+    assert codes(d) == [CODE] and d.findings[0].data["evidence"][0]["line"] == 5001
+    assert d.sources[0]["lines"] == 5001 and not any("longer than" in n for n in d.notes), d.notes
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 4096])
+def test_crlf_cut_between_chunks_is_one_line_end(size) -> None:
+    text = _cr_log("\r\n").encode()
+    d = Diagnoser()
+    for i in range(0, len(text), size):
+        d.feed(text[i:i + size], source="job.log")
+    r = d.finish()
+    assert r.sources[0]["lines"] == 5001 and r.findings[0].data["evidence"][0]["line"] == 5001
+
+
+def test_a_progress_bar_rewriting_its_line_then_an_error(tmp_path) -> None:
+    # tqdm: one "line" of 200 000 CR-separated redraws (far over 64 KiB), then the error.
+    bar = "".join(f"\r{i // 2000:3d}%|{'#' * (i // 20000):10s}| {i}/200000 [00:01<00:00, 9000it/s]" for i in range(200_000))
+    p = tmp_path / "train.log"
+    p.write_bytes(("epoch 1\n" + bar + "\n" + ERR).encode())
+    d = diagnose_paths([str(p)])
+    assert codes(d) == [CODE] and not any("longer than" in n for n in d.notes)
+    # Each redraw counts as a line, as short CR-separated lines always did.
+    assert d.findings[0].data["evidence"][0]["line"] == 200_003
