@@ -5,6 +5,7 @@ Real processes where the defect was seen through the CLI, bounded by timeouts.""
 from __future__ import annotations
 
 import bz2
+import gzip
 import lzma
 import os
 import random
@@ -205,3 +206,150 @@ def test_a_progress_bar_rewriting_its_line_then_an_error(tmp_path) -> None:
     assert codes(d) == [CODE] and not any("longer than" in n for n in d.notes)
     # Each redraw counts as a line, as short CR-separated lines always did.
     assert d.findings[0].data["evidence"][0]["line"] == 200_003
+
+
+# ---- 1. a closed stdin -----------------------------------------------------------------------------
+
+
+def _close_stdin() -> None:
+    os.close(0)
+
+
+def test_diagnose_dash_with_stdin_closed_is_an_error_not_a_traceback() -> None:
+    out = rd("diagnose", "-", preexec_fn=_close_stdin, timeout=60)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "stdin is closed" in err and "Traceback" not in err, err
+    assert "nothing could be read" in err
+
+
+def test_diagnose_dash_with_stdin_closed_among_good_files_is_a_warning(tmp_path) -> None:
+    good = tmp_path / "err.log"
+    good.write_text(ERR)
+    out = rd("diagnose", str(good), "-", preexec_fn=_close_stdin, timeout=60)
+    err = out.stderr.decode()
+    assert out.returncode == 1 and "warning: -: stdin is closed" in err and "Traceback" not in err, err
+
+
+def test_collect_log_dash_with_stdin_closed_is_an_error(tmp_path) -> None:
+    out = rd("collect", "-o", str(tmp_path / "c.tar.gz"), "--log", "-", preexec_fn=_close_stdin, timeout=60)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "--log -: stdin is closed" in err and "Traceback" not in err, err
+    assert not (tmp_path / "c.tar.gz").exists()
+
+
+# ---- 2. collect --log on binary or endless input ----------------------------------------------------
+
+
+@pytest.mark.parametrize("dev", ["/dev/zero", "/dev/urandom"])
+def test_collect_log_of_a_binary_device_stops_at_once(tmp_path, dev) -> None:
+    out = rd("collect", "-o", str(tmp_path / "c.tar.gz"), "--log", dev, timeout=60)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and f"--log {dev}: binary data: not a text log" in err, err
+
+
+def test_collect_log_of_an_endless_stream_stops_at_the_budget(monkeypatch) -> None:
+    from rdmadoctor import collect as collect_mod
+
+    monkeypatch.setattr(collect_mod, "MAX_LOG_BYTES", 3 << 20)
+    monkeypatch.setattr(collect_mod, "LOG_HEAD", 1000)
+    monkeypatch.setattr(collect_mod, "LOG_TAIL", 4000)
+
+    class Yes:  # `yes NCCL INFO filler | rdmadoctor collect --log -`: never ends
+        def __init__(self) -> None:
+            self.given = 0
+
+        def read(self, n: int = -1) -> bytes:
+            self.given += n
+            return (b"x NCCL INFO filler\n" * (n // 19 + 1))[:n]
+
+    src = Yes()
+    log = collect_mod.read_log("-", set(), stdin=src)
+    assert src.given <= (3 << 20) + (1 << 20)  # stopped within a chunk of the budget
+    assert log.error and "reading stopped after" in log.error and "log budget (3 MiB)" in log.error
+    assert 0 < len(log.data) < 6000 and log.cut > 0
+
+
+def test_collect_log_of_a_regular_file_is_read_to_its_end(tmp_path, monkeypatch) -> None:
+    from rdmadoctor import collect as collect_mod
+
+    monkeypatch.setattr(collect_mod, "MAX_LOG_BYTES", 1 << 20)
+    p = tmp_path / "big.log"
+    p.write_bytes(b"x NCCL INFO filler\n" * 200_000 + ERR.encode())
+    with open(p, "rb") as f:  # a regular file given as stdin (`< big.log`) ends too
+        log = collect_mod.read_log("-", set(), stdin=f)
+    assert log.error is None and log.data.endswith(ERR.encode())
+
+
+@pytest.mark.parametrize("pack,ext", [(bz2.compress, "bz2"), (lzma.compress, "xz")])
+def test_collect_keeps_bzip2_and_xz_logs_unpacked(tmp_path, pack, ext) -> None:
+    from rdmadoctor.collect import read_log
+
+    p = tmp_path / f"rank0.log.{ext}"
+    p.write_bytes(pack(ERR.encode()))
+    log = read_log(str(p), set())
+    assert log.data == ERR.encode() and log.name == "logs/rank0.log" and log.error is None
+
+
+def test_collect_log_zstd_says_decompress_it_first(tmp_path) -> None:
+    from rdmadoctor.collect import CollectError, read_log
+
+    p = tmp_path / "rank0.log.zst"
+    p.write_bytes(bytes.fromhex("28b52ffd0458") + ERR.encode())
+    with pytest.raises(CollectError, match=r"zstd-compressed: decompress it first"):
+        read_log(str(p), set())
+
+
+# ---- 6. what is said of a cut input, and of the tools ----------------------------------------------
+
+
+def test_a_gzip_cut_before_any_output_does_not_claim_a_diagnosis(tmp_path) -> None:
+    p = tmp_path / "trunc.gz"
+    p.write_bytes(gzip.compress(b"x" * 100000)[:12])
+    out = rd("diagnose", str(p))
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "nothing before it could be read" in err and "diagnosed" not in err, err
+
+
+def test_a_gzip_cut_after_some_output_says_that_part_was_diagnosed(tmp_path) -> None:
+    body = "".join(f"step {i} loss {random.Random(i).random():.6f}\n" for i in range(100_000)) + ERR
+    data = gzip.compress(body.encode())
+    p = tmp_path / "trunc.gz"
+    p.write_bytes(data[: len(data) // 2])
+    d = diagnose_paths([str(p)])
+    n = d.sources[0]["bytes"]
+    assert n > 0 and d.sources[0]["error"].endswith(f"cut short (no end of stream); the {n} bytes before it were diagnosed")
+
+
+def test_collect_of_a_cut_gzip_says_kept_not_diagnosed(tmp_path) -> None:
+    from rdmadoctor.collect import read_log
+
+    body = "".join(f"step {i} loss {random.Random(i).random():.6f}\n" for i in range(100_000))
+    data = gzip.compress(body.encode())
+    p = tmp_path / "trunc.gz"
+    p.write_bytes(data[: len(data) // 2])
+    log = read_log(str(p), set())
+    assert "cut short" in log.error and "kept in the bundle" in log.error and "diagnosed" not in log.error
+    p.write_bytes(data[:12])
+    log = read_log(str(p), set())
+    assert "nothing before it could be read" in log.error and "diagnosed" not in log.error
+
+
+def test_the_commands_summary_names_each_tool_once_under_what_happened() -> None:
+    from rdmadoctor.collect import Collected
+
+    failed = {
+        "df-shm": {"error": "df -h /dev/shm exited, but ... past the 0.0001 s deadline", "timed_out": False, "output_recorded": True},
+        "dpkg-l": {"error": "did not finish", "timed_out": True},
+        "ibstat": {"error": "exit 1", "timed_out": False, "output_recorded": True},
+        "ulimit": {"error": "did not finish", "timed_out": True},
+        "lspci": {"error": "x", "timed_out": False, "truncated": True, "output_recorded": True},
+    }
+    res = Collected("c.tar.gz", 10, ["df-shm", "env", "ibstat", "lspci"], failed, 100)
+    text = res.commands_summary()
+    assert text.startswith("4 commands recorded (df-shm, env, ibstat, lspci), 3 of them incomplete or with an error (")
+    ok, _, lost = text.partition("; not recorded: ")
+    assert lost == "dpkg-l, ulimit: timed out"
+    for name in ("df-shm", "env", "ibstat", "lspci", "dpkg-l", "ulimit"):
+        assert text.count(name) == (2 if name in ("df-shm", "ibstat", "lspci") else 1), (name, text)
+    assert "dpkg-l" not in ok and "ulimit" not in ok
+    assert Collected("c", 1, ["env"], {}, 1).commands_summary() == "1 commands recorded (env)"

@@ -369,9 +369,9 @@ class Diagnoser:
             first = True
             for chunk in reader.chunks(stream):
                 if first:
-                    why = _binary(chunk)
+                    why = reader.binary_reason(chunk)
                     if why:
-                        self.error(f"{name}: {binary_message(why)}; nothing was read")
+                        self.error(f"{name}: {reader.binary_message(why)}; nothing was read")
                         break
                 first = False
                 self.feed(chunk, source=name)
@@ -810,47 +810,6 @@ def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], No
     for path in paths:
         d.read(path, stdin=stdin, progress=progress)
     return d.finish()
-
-
-# C0 control bytes a text log does not hold: all but BEL, BS, TAB, LF, VT, FF, CR and ESC (colours,
-# progress bars, terminal captures use those), and DEL. Random or compressed bytes are ~10% these.
-_CTRL = bytes(sorted(set(range(32)) - {7, 8, 9, 10, 11, 12, 13, 27})) + b"\x7f"
-_C1 = bytes(range(0x80, 0xA0))  # control characters in Latin-1: not in a Latin-1 text either
-BINARY_SAMPLE = 8192
-
-
-def _binary(chunk: bytes) -> str | None:
-    """Why the start of an input is not a text log ("412 control bytes in its first 8192"), else None.
-
-    A log is text: UTF-8 (or Latin-1) with few control characters besides tabs, line ends and
-    colours; random, compressed or encrypted bytes are about 10% C0 controls and mostly invalid
-    UTF-8. Only a sample is looked at (once per input), never every byte."""
-    head = chunk[:BINARY_SAMPLE]
-    n = len(head)
-    if not n:
-        return None
-    nul = head.count(b"\x00")
-    if nul > max(8, n // 100):
-        return f"{nul} NUL bytes in its first {n}"
-    ctrl = n - len(head.translate(None, _CTRL))
-    limit = max(2, n // 50)
-    if ctrl > limit:
-        return f"{ctrl} control bytes in its first {n}"
-    if head.isascii():
-        return None
-    bad = head.decode("utf-8", "replace").count("\ufffd") - head.count("\ufffd".encode())
-    if bad > max(2, n // 20):  # not UTF-8: Latin-1 text, or bytes
-        c1 = n - len(head.translate(None, _C1))
-        # A short input has too few bytes for the count of controls to tell: there, more than a
-        # quarter not UTF-8 is bytes (a Latin-1 log is ASCII with a few accented letters).
-        if ctrl + c1 > limit or (n < 1024 and bad > n // 4):
-            return f"{bad} bytes that are not UTF-8 and {ctrl + c1} control bytes in its first {n}"
-    return None
-
-
-def binary_message(why: str) -> str:
-    """What is said of an input whose start is not text (see _binary)."""
-    return f"binary data: not a text log ({why}); an archive must be unpacked first (gzip, bzip2 and xz are read as they are)"
 
 
 __all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line", "INFO"]
