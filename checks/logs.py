@@ -84,7 +84,7 @@ LOGS_READ = Code(
 LOG_UNREADABLE = Code(
     "LOG_UNREADABLE",
     "A job log could not be read",
-    "Could not decide: a log given to rdmadoctor (a missing file, a directory, binary data, a gzip file cut "
+    "Could not decide: a log given to rdmadoctor (a missing file, a directory, binary data, a compressed file cut "
     "short) could not be read, wholly or from some point on; what it would have shown is unknown.",
     "Give the log files themselves (`rdmadoctor diagnose rank0.log rank1.log.gz`, `kubectl logs POD | "
     "rdmadoctor diagnose -`), or record them in a bundle with `rdmadoctor collect --log FILE`.",

@@ -183,7 +183,7 @@ def _log_name(path: str, gz: bool, taken: set[str]) -> str:
 
     base = "stdin.log" if path == "-" else posixpath.basename(path.rstrip("/")) or "log"
     if gz:
-        base = re.sub(r"\.(?:gz|gzip)$", "", base) or "log"
+        base = re.sub(r"\.(?:gz|gzip|bz2|xz)$", "", base) or "log"
     base = re.sub(r"[^A-Za-z0-9._+-]", "_", base)
     if base.startswith("."):
         base = "log" + base
@@ -198,7 +198,8 @@ def _log_name(path: str, gz: bool, taken: set[str]) -> str:
 
 def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
     """A job log for the bundle: whole when it is short, else its first LOG_HEAD and last LOG_TAIL
-    bytes (whole lines) around a marker line. gzip input is stored unpacked. Raises CollectError."""
+    bytes (whole lines) around a marker line. gzip, bzip2 and xz input is stored unpacked. Raises CollectError
+    (and reads no further) for an input that is not text: binary data, zstd."""
     from collections import deque
 
     from rdmadoctor.logs import reader
@@ -208,13 +209,23 @@ def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
     except reader.SourceError as e:
         raise CollectError(str(e)) from None
     peek = getattr(stream, "peek", None)
-    gz = bool(peek and peek(2)[:2] == b"\x1f\x8b")
+    gz = bool(peek and reader.compression(peek(10)[:10]) in ("gzip", "bzip2", "xz"))
+    # A regular file ends; stdin, a FIFO or a device (/dev/zero, `yes |`) may not: reading one
+    # stops at MAX_LOG_BYTES, the logs' budget, and keeps what was read up to there.
+    try:
+        budget = None if stat.S_ISREG(os.fstat(stream.fileno()).st_mode) else MAX_LOG_BYTES
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):
+        budget = MAX_LOG_BYTES
     head = bytearray()
     tail: deque[bytes] = deque()
     tail_len = total = 0
     error = None
     try:
-        for chunk in reader.chunks(stream):  # gunzipped member by member, bounded pieces
+        for chunk in reader.chunks(stream):  # decompressed stream by stream, bounded pieces
+            if not total:
+                why = reader.binary_reason(chunk)
+                if why:  # /dev/zero, /dev/urandom, a zip: not read further, the command stops
+                    raise CollectError(f"{path}: {reader.binary_message(why)}")
             total += len(chunk)
             if len(head) < LOG_HEAD:
                 take = LOG_HEAD - len(head)
@@ -225,8 +236,16 @@ def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
                 tail_len += len(chunk)
                 while tail and tail_len - len(tail[0]) >= LOG_TAIL:
                     tail_len -= len(tail.popleft())
+            if budget is not None and total >= budget:
+                error = (f"reading stopped after {total} bytes, collect's log budget ({MAX_LOG_BYTES // (1 << 20)} MiB): "
+                         f"{'stdin' if path == '-' else path} is not a regular file and may never end; what was read up "
+                         "to there is kept (its first and last bytes)")
+                break
+    except reader.SourceError as e:  # zstd: no reader
+        raise CollectError(f"{path}: {e}") from None
     except reader.TruncatedInput as e:
-        error = str(e)
+        before = "the bytes before it are kept in the bundle" if total else "nothing before it could be read"
+        error = f"{e}; {before}"
     finally:
         if path != "-":
             stream.close()
@@ -272,6 +291,42 @@ class Collected:
     size: int
     manifest: dict[str, Any] = field(default_factory=dict)
     logs: list[Log] = field(default_factory=list)
+
+    def commands_summary(self) -> str:
+        """The tools in one consistent phrase: each named once, under what happened to it.
+
+        ``commands`` are the outputs recorded; ``failed`` holds the tools that failed outright
+        (nothing recorded) and the ones recorded with an error or cut (``output_recorded``):
+        "3 commands recorded (env, lsmod, ulimit), 1 of them incomplete or with an error (ulimit:
+        stopped at the deadline, its output so far kept); not recorded: dpkg-l: timed out"."""
+        partial = {n: why for n, why in self.failed.items() if why.get("output_recorded") and n in self.commands}
+        lost = {n: why for n, why in self.failed.items() if n not in partial}
+        text = f"{len(self.commands)} commands recorded ({', '.join(self.commands) or 'none'})"
+        if partial:
+            text += f", {len(partial)} of them incomplete or with an error ({_by_reason(partial)})"
+        if lost:
+            text += f"; not recorded: {_by_reason(lost)}"
+        return text
+
+
+def _by_reason(failed: dict[str, dict[str, Any]]) -> str:
+    """"a, b: timed out; c: see cmd/errors.json": the names grouped by why."""
+    groups: dict[str, list[str]] = {}
+    for name, why in sorted(failed.items()):
+        groups.setdefault(_why_failed(why), []).append(name)
+    return "; ".join(f"{', '.join(names)}: {why}" for why, names in groups.items())
+
+
+def _why_failed(why: dict[str, Any]) -> str:
+    if why.get("timed_out"):
+        return "timed out"
+    if why.get("truncated"):
+        return f"output cut at {MAX_CMD_OUTPUT} bytes, its beginning kept"
+    if why.get("output_recorded") and "deadline" in (why.get("error") or ""):
+        return "stopped at the deadline, its output so far kept"
+    if why.get("output_recorded"):
+        return "exited with an error, its output kept"
+    return "see cmd/errors.json"
 
 
 class _TracingHost(Host):

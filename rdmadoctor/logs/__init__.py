@@ -15,11 +15,11 @@ Use::
     from rdmadoctor.logs import Diagnoser, diagnose_paths
 
     d = Diagnoser(on_transport=print_line)   # called once, when NCCL's transport is known
-    d.feed(chunk, source="rank0.log")        # bytes, any chunking; CRLF, ANSI colour, bad UTF-8 ok
+    d.feed(chunk, source="rank0.log")        # bytes, any chunking; CRLF, lone CR, ANSI colour, bad UTF-8 ok
     d.end_source()                           # the last line without a newline counts
     diagnosis = d.finish()                   # findings (root causes first), nccl, segments, sources
 
-    diagnosis = diagnose_paths(["job.log.gz", "-"])  # files, gzip, stdin; errors per source
+    diagnosis = diagnose_paths(["job.log.gz", "-"])  # files, gzip/bzip2/xz, stdin; errors per source
 """
 
 from __future__ import annotations

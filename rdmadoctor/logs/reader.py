@@ -1,10 +1,15 @@
-"""Inputs as byte chunks: files (plain or gzip), stdin, with one clear error each.
+"""Inputs as byte chunks: files (plain, gzip, bzip2 or xz), stdin, with one clear error each.
 
 A log is never read whole: chunks of at most ``CHUNK`` bytes go to the Diagnoser, so a gigabyte
-from 64 ranks costs the same memory as a kilobyte. Gzip is decompressed here with zlib, member
-by member (``cat a.gz b.gz`` is a valid gzip file), each step's output bounded, so a small
-archive that inflates to gigabytes is streamed like any big log, and a cut archive gives what
-was before the cut, then an error.
+from 64 ranks costs the same memory as a kilobyte. Compressed input is recognised by its magic
+bytes (not its name) and decompressed here with the standard library (zlib, bz2, lzma), stream by
+stream (``cat a.gz b.gz`` is a valid gzip file, ``pbzip2`` and ``xz -T`` write several streams),
+each step's output bounded, so a small archive that inflates to gigabytes is streamed like any
+big log, and a cut archive gives what was before the cut, then an error. zstd has no reader in
+the standard library: its magic gives an error that says how to decompress it.
+
+The errors say what happened to the input only; the caller says what it did with the part before
+(``diagnose`` diagnosed it, ``collect`` kept it).
 """
 
 from __future__ import annotations
@@ -14,22 +19,31 @@ import stat
 
 CHUNK = 1 << 20
 _GZIP = b"\x1f\x8b"
+_XZ = b"\xfd7zXZ\x00"
+_ZSTD = b"\x28\xb5\x2f\xfd"
 
 
 class SourceError(Exception):
-    """This input cannot be read at all (missing, a directory, not a file we can open)."""
+    """This input cannot be read at all (missing, a directory, not a file we can open, stdin
+    closed, compressed in a format there is no reader for)."""
 
 
 class TruncatedInput(Exception):
-    """The input ended early (a cut gzip stream, corrupt data, a read error) after some data was read."""
+    """The input ended early (a cut compressed stream, corrupt data, a read error) after some data was read."""
 
 
 def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file object
     """A binary stream for ``path`` ("-": stdin)."""
     if path == "-":
+        if stdin is not None:
+            return stdin
         import sys
 
-        return stdin if stdin is not None else sys.stdin.buffer
+        # Started with stdin closed (`<&-`, a daemon's fd 0): Python sets sys.stdin to None.
+        buf = getattr(sys.stdin, "buffer", None)
+        if buf is None:
+            raise SourceError("-: stdin is closed, there is nothing to read (pipe the log in: kubectl logs POD | rdmadoctor ..., or give its file)")
+        return buf
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -46,25 +60,101 @@ def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file 
         raise SourceError(f"{path}: cannot open it ({e.strerror or e})") from None
 
 
-def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
-    """The content of ``stream`` in chunks of at most ``size`` bytes, gunzipped when it is gzip.
+def compression(head: bytes) -> str | None:
+    """"gzip", "bzip2", "xz", "zstd" from the first bytes of an input; None: not compressed."""
+    if head[:2] == _GZIP:
+        return "gzip"
+    if head[:3] == b"BZh" and head[3:4].isdigit() and head[3:4] != b"0" and head[4:10] in (b"1AY&SY", b"\x17rE8P\x90"):
+        return "bzip2"
+    if head[:6] == _XZ:
+        return "xz"
+    if head[:4] == _ZSTD:
+        return "zstd"
+    return None
 
-    Raises :class:`TruncatedInput` after yielding what could be read when the data stops early.
+
+# C0 control bytes a text log does not hold: all but BEL, BS, TAB, LF, VT, FF, CR and ESC (colours,
+# progress bars, terminal captures use those), and DEL. Random or compressed bytes are ~10% these.
+_CTRL = bytes(sorted(set(range(32)) - {7, 8, 9, 10, 11, 12, 13, 27})) + b"\x7f"
+_C1 = bytes(range(0x80, 0xA0))  # control characters in Latin-1: not in a Latin-1 text either
+BINARY_SAMPLE = 8192
+
+
+def binary_reason(chunk: bytes) -> str | None:
+    """Why the start of an input is not a text log ("412 control bytes in its first 8192"), else None.
+
+    A log is text: UTF-8 (or Latin-1) with few control characters besides tabs, line ends and
+    colours; random, compressed or encrypted bytes are about 10% C0 controls and mostly invalid
+    UTF-8. Only a sample is looked at (once per input), never every byte."""
+    head = chunk[:BINARY_SAMPLE]
+    n = len(head)
+    if not n:
+        return None
+    nul = head.count(b"\x00")
+    if nul > max(8, n // 100):
+        return f"{nul} NUL bytes in its first {n}"
+    ctrl = n - len(head.translate(None, _CTRL))
+    limit = max(2, n // 50)
+    if ctrl > limit:
+        return f"{ctrl} control bytes in its first {n}"
+    if head.isascii():
+        return None
+    bad = head.decode("utf-8", "replace").count("\ufffd") - head.count("\ufffd".encode())
+    if bad > max(2, n // 20):  # not UTF-8: Latin-1 text, or bytes
+        c1 = n - len(head.translate(None, _C1))
+        # A short input has too few bytes for the count of controls to tell: there, more than a
+        # quarter not UTF-8 is bytes (a Latin-1 log is ASCII with a few accented letters).
+        if ctrl + c1 > limit or (n < 1024 and bad > n // 4):
+            return f"{bad} bytes that are not UTF-8 and {ctrl + c1} control bytes in its first {n}"
+    return None
+
+
+def binary_message(why: str) -> str:
+    """What is said of an input whose start is not text (see binary_reason)."""
+    return f"binary data: not a text log ({why}); an archive must be unpacked first (gzip, bzip2 and xz are read as they are)"
+
+
+def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
+    """The content of ``stream`` in chunks of at most ``size`` bytes, decompressed when it is
+    gzip, bzip2 or xz.
+
+    Raises :class:`SourceError` before yielding anything for zstd (no reader), and
+    :class:`TruncatedInput` after yielding what could be read when the data stops early.
     """
     try:
         first = stream.read(size)
     except (OSError, EOFError, ValueError) as e:
         raise TruncatedInput(f"reading stopped: {e}") from None
-    if first[:2] == _GZIP:
+    kind = compression(first)
+    if kind == "gzip":
         yield from _gunzip(stream, first, size)
         return
+    if kind == "bzip2":
+        import bz2
+
+        yield from _unpack(stream, first, size, bz2.BZ2Decompressor, "bzip2")
+        return
+    if kind == "xz":
+        import lzma
+
+        yield from _unpack(stream, first, size, lzma.LZMADecompressor, "xz")
+        return
+    if kind == "zstd":
+        raise SourceError("zstd-compressed: decompress it first (zstd -d FILE, or zstdcat FILE | rdmadoctor ...)")
     data = first
     while data:
         yield data
         try:
             data = stream.read(size)
         except (OSError, EOFError, ValueError) as e:
-            raise TruncatedInput(f"reading stopped: {e}; the part before was diagnosed") from None
+            raise TruncatedInput(f"reading stopped: {e}") from None
+
+
+def _read(stream, size: int) -> bytes:  # noqa: ANN001
+    try:
+        return stream.read(size)
+    except (OSError, EOFError, ValueError) as e:
+        raise TruncatedInput(f"reading stopped: {e}") from None
 
 
 def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
@@ -84,7 +174,7 @@ def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
             try:
                 out = d.decompress(inp, size)
             except zlib.error as e:
-                raise TruncatedInput(f"the gzip data is corrupt ({e}); the part before was diagnosed") from None
+                raise TruncatedInput(f"the gzip data is corrupt ({e})") from None
             if out:
                 yield out
             if d.eof:
@@ -92,10 +182,7 @@ def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
                 in_member = False
             else:
                 inp = d.unconsumed_tail
-        try:
-            inp = stream.read(size)
-        except OSError as e:
-            raise TruncatedInput(f"reading stopped: {e}; the part before was diagnosed") from None
+        inp = _read(stream, size)
         if not inp:
             if in_member:
                 # Output zlib still holds for a member whose end never came.
@@ -105,5 +192,35 @@ def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
                     rest = b""
                 if rest:
                     yield rest
-                raise TruncatedInput("the gzip stream is cut short (no end of stream); the part before the cut was diagnosed")
+                raise TruncatedInput("the gzip stream is cut short (no end of stream)")
             return
+
+
+def _unpack(stream, first: bytes, size: int, make, kind: str):  # noqa: ANN001, ANN202
+    """bz2 / lzma decompressors (one API): stream after stream, each call's output at most ``size``."""
+    d = make()
+    pending = first
+    while True:
+        if d is None:  # between two streams: zero padding, the next stream, or the end
+            pending = pending.lstrip(b"\x00")
+            if not pending:
+                pending = _read(stream, size)
+                if not pending:
+                    return
+                continue
+            d = make()
+        try:
+            out = d.decompress(pending, size)
+        except Exception as e:  # noqa: BLE001 - lzma.LZMAError; bz2 raises OSError, EOFError, ValueError
+            raise TruncatedInput(f"the {kind} data is corrupt ({e})") from None
+        pending = b""
+        if out:
+            yield out
+        if d.eof:
+            pending, d = d.unused_data, None
+            continue
+        if not d.needs_input:
+            continue  # more output is waiting
+        pending = _read(stream, size)
+        if not pending:
+            raise TruncatedInput(f"the {kind} stream is cut short (no end of stream)")

@@ -276,6 +276,7 @@ class Diagnoser:
         self._src_index = -1
         self._tail = b""
         self._skipping = False  # inside a line longer than MAX_LINE: drop until its newline
+        self._cr = False  # the last chunk ended with a CR (made a line end): a LF first in the next is its CRLF
         self._lineno = 0  # lines completed in this source
         self._seg: dict | None = None  # the tool output being collected
         self._cut_lines = 0
@@ -292,6 +293,7 @@ class Diagnoser:
             self._source = {"name": name, "bytes": 0, "lines": 0, "error": None}
             self.sources.append(self._source)
             self._lineno = 0
+            self._cr = False
         return self._source
 
     def feed(self, data: bytes, source: str = "-") -> None:
@@ -299,6 +301,18 @@ class Diagnoser:
         if not data:
             return
         src["bytes"] += len(data)
+        if self._cr:
+            self._cr = False
+            if data[:1] == b"\n":  # the LF of a CRLF cut between two chunks
+                data = data[1:]
+                if not data:
+                    return
+        if b"\r" in data:
+            # A lone CR ends a line as a LF does (old Mac files, a progress bar that rewrites its
+            # line, a log of CRs only), here before the MAX_LINE cut: else a log with CR endings
+            # only would be one long line, read for its first MAX_LINE bytes. CRLF is one end.
+            self._cr = data.endswith(b"\r")
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if self._skipping:
             nl = data.find(b"\n")
             if nl < 0:
@@ -347,23 +361,28 @@ class Diagnoser:
                 stream.close()
 
     def read_stream(self, name: str, stream, *, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
-        """Read a binary stream (plain or gzip) to its end as the source ``name``."""
+        """Read a binary stream (plain, gzip, bzip2 or xz) to its end as the source ``name``."""
         from rdmadoctor.logs import reader
 
         src = self._ensure_source(name)
         try:
             first = True
             for chunk in reader.chunks(stream):
-                if first and _binary(chunk):
-                    self.error(f"{name}: binary data (NUL bytes), not a log: nothing read")
-                    src["bytes"] = 0
-                    break
+                if first:
+                    why = reader.binary_reason(chunk)
+                    if why:
+                        self.error(f"{name}: {reader.binary_message(why)}; nothing was read")
+                        break
                 first = False
                 self.feed(chunk, source=name)
                 if progress is not None:
                     progress(len(chunk))
-        except reader.TruncatedInput as e:
+        except reader.SourceError as e:
             self.error(f"{name}: {e}")
+        except reader.TruncatedInput as e:
+            got = src["bytes"]
+            before = f"the {got} bytes before it were diagnosed" if got else "nothing before it could be read"
+            self.error(f"{name}: {e}; {before}")
         self.end_source()
 
     def skip(self, lines: int, nbytes: int, source: str = "-") -> None:
@@ -791,11 +810,6 @@ def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], No
     for path in paths:
         d.read(path, stdin=stdin, progress=progress)
     return d.finish()
-
-
-def _binary(chunk: bytes) -> bool:
-    head = chunk[:8192]
-    return head.count(b"\x00") > max(8, len(head) // 100)
 
 
 __all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line", "INFO"]
