@@ -301,7 +301,8 @@ class Collected:
         stopped at the deadline, its output so far kept); not recorded: dpkg-l: timed out"."""
         partial = {n: why for n, why in self.failed.items() if why.get("output_recorded") and n in self.commands}
         lost = {n: why for n, why in self.failed.items() if n not in partial}
-        text = f"{len(self.commands)} commands recorded ({', '.join(self.commands) or 'none'})"
+        n = len(self.commands)
+        text = f"{n} command{'' if n == 1 else 's'} recorded ({', '.join(self.commands) or 'none'})"
         if partial:
             text += f", {len(partial)} of them incomplete or with an error ({_by_reason(partial)})"
         if lost:

@@ -368,7 +368,7 @@ def test_a_hung_tool_is_killed_and_recorded(fake_root: Path, tmp_path: Path, mon
     code, stdout, stderr = collect(["--root", str(fake_root), "-o", str(out), "--timeout", "0.5"])
     assert code == 0, stderr
     assert stdout == ""
-    assert "ibdev2netdev (timed out)" in stderr
+    assert "not recorded: ibdev2netdev: timed out" in stderr
     m = members(out)
     assert "cmd/ibdev2netdev.txt" not in m
     errors = json.loads(read_member(out, "cmd/errors.json"))

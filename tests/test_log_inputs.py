@@ -354,4 +354,4 @@ def test_the_commands_summary_names_each_tool_once_under_what_happened() -> None
     for name in ("df-shm", "env", "ibstat", "lspci", "dpkg-l", "ulimit"):
         assert text.count(name) == (2 if name in ("df-shm", "ibstat", "lspci") else 1), (name, text)
     assert "dpkg-l" not in ok and "ulimit" not in ok
-    assert Collected("c", 1, ["env"], {}, 1).commands_summary() == "1 commands recorded (env)"
+    assert Collected("c", 1, ["env"], {}, 1).commands_summary() == "1 command recorded (env)"

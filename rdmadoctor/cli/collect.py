@@ -57,7 +57,7 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
     except OutputRefused as e:
         return _refused(output, e.what)
     except CollectError as e:
-        return fail_usage(f"--log {e}", "give a log file (plain or .gz); for a folder of logs give its files: --log DIR/rank0.log --log DIR/rank1.log")
+        return fail_usage(f"--log {e}", "give a log file (plain, .gz, .bz2 or .xz); for a folder of logs give its files: --log DIR/rank0.log --log DIR/rank1.log")
     except BrokenPipeError:
         from rdmadoctor.cli.errors import pipe_closed
 
@@ -72,29 +72,15 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
             f"cannot write the bundle to {output}: {e.strerror or e}",
             "pick a writable place, e.g. -o /tmp/node.tar.gz (in a pod: a mounted volume or /tmp)",
         )
-    shown = ", ".join(res.commands)
-    failed = ""
-    if res.failed:
-        failed = "; failed: " + ", ".join(f"{name} ({_why(why)})" for name, why in sorted(res.failed.items()))
     logs_text = ""
     if res.logs:
         cut = [log.name for log in res.logs if log.cut]
         logs_text = f", {len(res.logs)} log(s) in logs/" + (f" ({', '.join(cut)}: middle left out, see bundle.json)" if cut else "")
     say(
-        f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {len(res.commands)} commands ({shown}){failed}"
+        f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {res.commands_summary()}"
         f"{logs_text}, {max(1, round(res.size / 1024))} KiB"
     )
     for log in res.logs:
         if log.error:
             say(f"rdmadoctor: warning: {log.source}: {log.error}")
     return 0
-
-
-def _why(failed: dict) -> str:
-    if failed.get("timed_out"):
-        return "timed out"
-    if failed.get("truncated"):
-        from rdmadoctor.collect import MAX_CMD_OUTPUT
-
-        return f"output cut at {MAX_CMD_OUTPUT} bytes, its beginning kept"
-    return "see cmd/errors.json"

@@ -32,6 +32,23 @@ class TruncatedInput(Exception):
     """The input ended early (a cut compressed stream, corrupt data, a read error) after some data was read."""
 
 
+def _readable(stream) -> bool:  # noqa: ANN001
+    """The fd under ``stream`` is open for reading (not closed, not write-only)."""
+    import fcntl
+    import io
+
+    try:
+        fd = stream.fileno()
+    except (io.UnsupportedOperation, AttributeError):  # no fd (a test's BytesIO): it reads
+        return True
+    except (OSError, ValueError):  # closed
+        return False
+    try:
+        return fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_WRONLY
+    except OSError:  # EBADF
+        return False
+
+
 def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file object
     """A binary stream for ``path`` ("-": stdin)."""
     if path == "-":
@@ -39,9 +56,11 @@ def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file 
             return stdin
         import sys
 
-        # Started with stdin closed (`<&-`, a daemon's fd 0): Python sets sys.stdin to None.
+        # Started with stdin closed (`<&-`, a daemon's fd 0): Python sets sys.stdin to None, and
+        # the console entry point (rdmadoctor.cli.streams) fills fd 0 with /dev/null opened
+        # write-only, so that nothing opened later lands there: either way there is nothing to read.
         buf = getattr(sys.stdin, "buffer", None)
-        if buf is None:
+        if buf is None or not _readable(buf):
             raise SourceError("-: stdin is closed, there is nothing to read (pipe the log in: kubectl logs POD | rdmadoctor ..., or give its file)")
         return buf
     try:
