@@ -244,8 +244,9 @@ def read_log(path: str, taken: set[str], stdin: Any = None) -> Log:
     except reader.SourceError as e:  # zstd: no reader
         raise CollectError(f"{path}: {e}") from None
     except reader.TruncatedInput as e:
-        before = "the bytes before it are kept in the bundle" if total else "nothing before it could be read"
-        error = f"{e}; {before}"
+        if not total:  # nothing of the log to keep: as for a file that cannot be read, the command stops
+            raise CollectError(f"{path}: {e}; nothing before it could be read") from None
+        error = f"{e}; the bytes before it are kept in the bundle"
     finally:
         if path != "-":
             stream.close()

@@ -92,6 +92,8 @@ def run_agent(
                 return 2  # the checks could not run (logged)
             if agent.pending is not None:
                 return 2  # the checks ran but their result did not land (logged)
+            if agent.report_error is not None:
+                return 2  # nor did the --report-file that was asked for (logged)
             return int(report["exit_code"])
         finally:
             _close(publisher, log)

@@ -97,7 +97,7 @@ def register(app) -> None:
                 publish_mode=publish,
                 features_dir=features_dir,
                 expiry=expiry,
-                node=node or os.environ.get("NODE_NAME") or None,
+                node=node if node is not None else (os.environ.get("NODE_NAME") or None),
                 kubeconfig=kubeconfig,
                 prefix=prefix,
                 conditions=conditions,

@@ -38,15 +38,20 @@ class RdmadoctorGroup(TyperGroup):
         sys.exit(code)
 
     def invoke(self, ctx):  # noqa: ANN001
+        code = None
         try:
             try:
                 return super().invoke(ctx)
+            except typer.Exit as e:
+                code = e.exit_code  # kept if the flush below finds the reader gone
+                raise
             finally:
                 sys.stdout.flush()
         except BrokenPipeError:
-            # typer would exit 1 here: the reader (`| head -1`) leaving is not a problem found.
+            # typer would exit 1 here: the reader (`| head -1`) leaving is not a problem found;
+            # the command's own exit code stands (`agent --once` whose publish failed: 2).
             pipe_closed()
-            return 0
+            return 0 if code is None else code
 
 
 app = typer.Typer(

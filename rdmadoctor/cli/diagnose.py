@@ -98,7 +98,7 @@ def run_diagnose(
     from rdmadoctor.runner import diagnose as run_checks
 
     opts = Options(
-        root=root if root else ("/" if live else None),
+        root=root if root is not None else ("/" if live else None),
         bundle=bundle,
         example=example,
         profile="generic" if profile is None else profile,

@@ -109,7 +109,7 @@ def run_label(
         return bad
     try:
         pub = make_publisher(
-            publish, features_dir=features_dir or DEFAULT_FEATURES_DIR, expiry=expiry, node=node,
+            publish, features_dir=DEFAULT_FEATURES_DIR if features_dir is None else features_dir, expiry=expiry, node=node,
             kubeconfig=kubeconfig, prefix=prefix, conditions=conditions, dry_run=dry_run, out=sys.stdout,
         )
     except PublishConfigError as e:

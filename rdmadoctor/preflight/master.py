@@ -61,7 +61,10 @@ class Master:
     def endpoint(self) -> str:
         if not self.host:  # rank 0 with no address given: it is the master
             return f"this pod, port {self.port}"
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        from rdmadoctor.output.text import safe
+
+        host = safe(self.host)  # a name typed with an escape sequence is shown, never obeyed
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
 
 
 def _is_ip(text: str) -> bool:
@@ -113,7 +116,7 @@ def find_master(
     life, not of the node, so a ``--bundle`` never supplies it.
     """
     vc_task_list = None
-    if master_addr:
+    if master_addr is not None:
         host, host_source = master_addr, "--master-addr"
     elif env.get("MASTER_ADDR", "").strip():
         host, host_source = env["MASTER_ADDR"], "MASTER_ADDR"
@@ -158,7 +161,19 @@ def find_master(
 def _refuse_port_in_host(host: str, source: str, master_port: int | None) -> None:
     """``127.0.0.1:80``, ``name:80`` or ``[fd00::5]:80`` is a host with a port: refused, not
     taken for an IPv6 address (``[127.0.0.1:80]:29500``). torch.distributed takes the two apart
-    too (MASTER_ADDR and MASTER_PORT), so the same value would fail the job."""
+    too (MASTER_ADDR and MASTER_PORT), so the same value would fail the job. A URL
+    (``tcp://10.0.0.1:29500``, what torch's init_method takes) is refused the same way."""
+    scheme, sep, rest = host.partition("://")
+    if sep:
+        name = rest.split("/", 1)[0]
+        name, _, port_text = name.rpartition(":") if name.count(":") == 1 or name.startswith("[") else (name, "", "")
+        name = name.strip("[]") or "HOST"
+        port = port_text if port_text.isdigit() else "PORT"
+        raise PreflightError(
+            f"--wait-for-master: {source} {host!r} is a URL ({scheme}://); it takes the host alone",
+            f"give the host and the port apart: --master-addr {name} --master-port {port}"
+            + ("" if source == "--master-addr" else f" (or set {source}={name} and MASTER_PORT={port})"),
+        )
     if host.startswith("["):
         inner, sep, rest = host[1:].partition("]")
         if not sep or not rest.startswith(":"):

@@ -56,8 +56,10 @@ def exec_command(argv: list[str]) -> int:
 
 
 def _cannot_run(message: str, hint: str, code: int) -> int:
+    from rdmadoctor.output.text import safe
+
     try:
-        sys.stderr.write(f"rdmadoctor preflight: {message}\n" + (f"  hint: {hint}\n" if hint else ""))
+        sys.stderr.write(safe(f"rdmadoctor preflight: {message}\n" + (f"  hint: {hint}\n" if hint else "")))
         sys.stderr.flush()
     except (OSError, ValueError):
         pass
@@ -161,9 +163,12 @@ def _drop_stdout(out: Any, devnull: bool) -> None:
 
 
 def shell_join(argv: list[str]) -> str:
+    """CMD shell-quoted for a message, its control characters shown (\\x1b), never obeyed."""
     import shlex
 
-    return " ".join(shlex.quote(a) for a in argv)
+    from rdmadoctor.output.text import safe
+
+    return safe(" ".join(shlex.quote(a) for a in argv))
 
 
 def _master_problem(master: Any, result: WaitResult, wait_s: float) -> dict[str, Any]:
@@ -277,7 +282,9 @@ def run_preflight(
                 err.flush()
 
                 def log(msg: str) -> None:
-                    err.write(f"rdmadoctor preflight: {msg}\n")
+                    from rdmadoctor.output.text import safe
+
+                    err.write(safe(f"rdmadoctor preflight: {msg}") + "\n")
                     err.flush()
 
                 result = wait_for_master(master, wait_s, log=log)

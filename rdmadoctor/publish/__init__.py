@@ -133,6 +133,15 @@ def make_publisher(
     out = out if out is not None else sys.stdout
     if mode not in MODES:
         raise PublishConfigError(f"unknown --publish {mode!r}", f"choose one of: {', '.join(MODES)}")
+    # An empty value (`--node "$UNSET"`) is a mistake: taken as "not given" it would publish to
+    # $NODE_NAME's node, the default features.d or the in-cluster credentials, and say nothing.
+    for option, value, hint in (
+        ("--features-dir", features_dir, f"the folder nfd-worker reads (default {DEFAULT_FEATURES_DIR}); leave it out for the default"),
+        ("--node", node, "the Node's name (in a pod: env NODE_NAME from fieldRef spec.nodeName); leave it out to use $NODE_NAME"),
+        ("--kubeconfig", kubeconfig, "a kubeconfig file; leave it out for the in-cluster ServiceAccount, then $KUBECONFIG, then ~/.kube/config"),
+    ):
+        if value is not None and not value.strip():
+            raise PublishConfigError(f"{option} is empty" + (f" ({value!r})" if value else ""), hint)
     prefix = normalize_prefix(prefix)
     if mode == "stdout":
         return StdoutPublisher(prefix, out, conditions=conditions)
