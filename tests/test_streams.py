@@ -150,7 +150,7 @@ def _targets(tmp_path):
 
     out = {}
     os.mkfifo(tmp_path / "fifo")
-    out["a FIFO"] = "fifo"
+    out["a FIFO (named pipe)"] = "fifo"
     (tmp_path / "target.json").write_text("{}\n")
     os.symlink(tmp_path / "target.json", tmp_path / "slink.json")
     out["a symlink"] = "slink.json"

@@ -212,47 +212,18 @@ CONFIG_MAX_BYTES = 1 << 20
 CONFIG_HINT = "--config takes a TOML or JSON file of expectations (see `rdmadoctor list-checks`)"
 
 
-def _kind(mode: int) -> str:
-    import stat
-
-    for test, name in (
-        (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _read_config(path: str) -> bytes:
-    """At most CONFIG_MAX_BYTES of a regular file. Opened without blocking (a FIFO with no
-    writer would wait forever) and judged by what it is before a byte is read."""
-    import os
-    import stat
+    """At most CONFIG_MAX_BYTES of a regular file (rdmadoctor.core.files.read_regular)."""
+    from rdmadoctor.core.files import NotRegular, read_regular
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        if isinstance(e, IsADirectoryError):
-            raise ConfigError(f"config {path} is a directory, not a file", CONFIG_HINT) from e
-        raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(f"config {path} is {_kind(mode)}, not a file", CONFIG_HINT)
-        chunks: list[bytes] = []
-        left = CONFIG_MAX_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+        raw = read_regular(path, CONFIG_MAX_BYTES)
+    except IsADirectoryError as e:
+        raise ConfigError(f"config {path} is a directory, not a file", CONFIG_HINT) from e
+    except NotRegular as e:
+        raise ConfigError(f"config {path} is {e.kind}, not a file", CONFIG_HINT) from e
     except OSError as e:
         raise ConfigError(f"cannot read config {path}: {e.strerror or e}", CONFIG_HINT) from e
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
     if len(raw) > CONFIG_MAX_BYTES:
         raise ConfigError(
             f"config {path} is larger than {CONFIG_MAX_BYTES // (1 << 20)} MiB, the most a config may be",

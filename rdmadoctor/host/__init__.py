@@ -515,20 +515,17 @@ def open_host(root: str | None = None, bundle: str | None = None, *, host_class:
 def _not_a_bundle(bundle: str) -> str:
     """Why ``bundle`` (neither a folder nor a regular file) cannot be read as one: absent, or what
     it is instead (/dev/null is a character device, not a missing file)."""
-    import stat
-
     try:
         mode = os.stat(bundle).st_mode
     except FileNotFoundError:
         return f"bundle {bundle} does not exist (expected a directory or a .tar.gz)"
     except OSError as e:
         return f"bundle {bundle} cannot be read: {e.strerror or e} (expected a directory or a .tar.gz)"
-    for test, name in (
-        (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return f"bundle {bundle} is {name}, not a bundle (expected a directory or a .tar.gz from `rdmadoctor collect`)"
+    from rdmadoctor.core.files import kind
+
+    what = kind(mode)
+    if what != "not a regular file":
+        return f"bundle {bundle} is {what}, not a bundle (expected a directory or a .tar.gz from `rdmadoctor collect`)"
     return f"bundle {bundle} is not a regular file or a directory (expected a directory or a .tar.gz)"
 
 

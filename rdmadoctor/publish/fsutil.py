@@ -116,11 +116,9 @@ def not_regular(path: str | os.PathLike) -> str | None:
         return None  # unreachable or not a directory on the way: creating the file will say why
     if stat.S_ISREG(mode):
         return None
-    for test, what in ((stat.S_ISLNK, "a symlink"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return "not a regular file"
+    from rdmadoctor.core.files import kind
+
+    return kind(mode)
 
 
 def _sync_dir(directory: str) -> None:

@@ -225,48 +225,21 @@ class _NotKubeconfig(Exception):
     """What is wrong with a kubeconfig file, said before lightkube reads it."""
 
 
-def _file_kind(mode: int) -> str:
-    import stat
-
-    for test, name in (
-        (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-        (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _read_kubeconfig(path: str) -> str:
-    """The text of a regular file of at most KUBECONFIG_MAX_BYTES; _NotKubeconfig otherwise.
-    Opened without blocking, so a FIFO with no writer is refused rather than waited on."""
-    import stat
+    """The text of a regular file of at most KUBECONFIG_MAX_BYTES; _NotKubeconfig otherwise
+    (rdmadoctor.core.files.read_regular: a FIFO with no writer is refused, not waited on)."""
+    from rdmadoctor.core.files import NotRegular, read_regular
 
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        raw = read_regular(path, KUBECONFIG_MAX_BYTES)
     except FileNotFoundError:
         raise _NotKubeconfig("no such file") from None
     except IsADirectoryError:
         raise _NotKubeconfig("it is a directory, not a kubeconfig file") from None
-    except OSError as e:
-        raise _NotKubeconfig(f"cannot open it: {e.strerror or e}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise _NotKubeconfig(f"it is {_file_kind(mode)}, not a kubeconfig file")
-        chunks: list[bytes] = []
-        left = KUBECONFIG_MAX_BYTES + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 16))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
+    except NotRegular as e:
+        raise _NotKubeconfig(f"it is {e.kind}, not a kubeconfig file") from None
     except OSError as e:
         raise _NotKubeconfig(f"cannot read it: {e.strerror or e}") from None
-    finally:
-        os.close(fd)
-    raw = b"".join(chunks)
     if len(raw) > KUBECONFIG_MAX_BYTES:
         raise _NotKubeconfig(f"not a kubeconfig (larger than {KUBECONFIG_MAX_BYTES >> 20} MiB)")
     try:
