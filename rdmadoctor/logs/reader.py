@@ -140,10 +140,7 @@ def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
     Raises :class:`SourceError` before yielding anything for zstd (no reader), and
     :class:`TruncatedInput` after yielding what could be read when the data stops early.
     """
-    try:
-        first = stream.read(size)
-    except (OSError, EOFError, ValueError) as e:
-        raise TruncatedInput(f"reading stopped: {e}") from None
+    first = _read(stream, size)
     kind = compression(first)
     if kind == "gzip":
         yield from _gunzip(stream, first, size)
@@ -163,10 +160,7 @@ def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
     data = first
     while data:
         yield data
-        try:
-            data = stream.read(size)
-        except (OSError, EOFError, ValueError) as e:
-            raise TruncatedInput(f"reading stopped: {e}") from None
+        data = _read(stream, size)
 
 
 def _read(stream, size: int) -> bytes:  # noqa: ANN001
