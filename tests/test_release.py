@@ -361,3 +361,16 @@ def test_actionlint_finds_a_planted_mistake(tmp_path: Path) -> None:
     proc = subprocess.run([exe, "-no-color", str(bad / "release.yml")], capture_output=True, text=True, timeout=120,
                           cwd=tmp_path)
     assert proc.returncode == 1 and "versoin" in proc.stdout
+
+
+def test_readme_install_says_what_exists(released: dict[str, list[dict]]) -> None:
+    """Until a release exists the README says so and installs from git; the release URLs it shows
+    name files the release really attaches."""
+    readme = (ROOT / "README.md").read_text()
+    install = re.search(r"^## Install\n(.*?)^## ", readme, re.S | re.M).group(1)
+    published = [s for s in _changelog_sections((ROOT / "CHANGELOG.md").read_text()) if s != "Unreleased"]
+    assert ("No release has been published yet" in install) == (not published)
+    assert "pip install 'git+https://github.com/rdmadoctor/rdmadoctor'" in install
+    named = set(re.findall(r"rdmadoctor(?:-[a-z-]+)?\.yaml", install))
+    assert "rdmadoctor.yaml" in named and named == set(released)
+    assert "releases/download/vX.Y.Z/rdmadoctor.yaml" in install
