@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, netdev_speed_mbps, parse_int, probe_inventory, transport_of
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
+from rdmadoctor.core.words import count
 
 ROCE_V2 = "RoCE v2"
 IFF_UP = 0x1
@@ -801,7 +802,7 @@ def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = No
                     WARNING,
                     subj,
                     f"{shown}: {'; '.join(down)}: NCCL skips it and runs on "
-                    f"{len(sel.selected)} port(s) ({', '.join(p.subject for p in sel.selected)}).",
+                    f"{count(len(sel.selected), 'port')} ({', '.join(p.subject for p in sel.selected)}).",
                     "Bring the port up (see ib.ports), or drop it from NCCL_IB_HCA.",
                 )
             )
@@ -887,7 +888,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 INFO,
                 disabled_by[0].split("=")[0],
                 f"{what}: NCCL uses TCP sockets, as the profile expects (rdma_required = false)"
-                + (f"; the ACTIVE RDMA port(s) {', '.join(p.subject for p in active)} stay unused." if active else "."),
+                + (f"; the ACTIVE RDMA {'port' if len(active) == 1 else 'ports'} {', '.join(p.subject for p in active)} {'stays' if len(active) == 1 else 'stay'} unused." if active else "."),
             )
         )
     elif active:
@@ -896,7 +897,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_IB_DISABLED_BY_ENV.code,
                 ERROR,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL will use TCP sockets although {len(active)} RDMA port(s) are ACTIVE "
+                f"{what}: NCCL will use TCP sockets although {count(len(active), 'RDMA port')} {'is' if len(active) == 1 else 'are'} ACTIVE "
                 f"({', '.join(p.subject for p in active)}); expected RDMA enabled.",
                 "Remove NCCL_IB_DISABLE / NCCL_NET=Socket from the pod spec's env, the image's /etc/nccl.conf and "
                 "the launch script.",
@@ -908,8 +909,8 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_ENV_INFO.code,
                 INFO,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA port(s) "
-                f"{', '.join(p.subject for p in iwarp)} are iWARP, which NCCL's IB transport cannot connect.",
+                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA {'port' if len(iwarp) == 1 else 'ports'} "
+                f"{', '.join(p.subject for p in iwarp)} {'is' if len(iwarp) == 1 else 'are'} iWARP, which NCCL's IB transport cannot connect.",
             )
         )
     else:
@@ -1300,7 +1301,7 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
     if not nccl:
         active = [p.subject for p in facts.ports or () if p.active]
-        what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
+        what = f" ({count(len(active), 'ACTIVE port')}: {', '.join(active)})" if active else ""
         out.append(Finding(NCCL_ENV_INFO.code, INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
         out.extend(_judge_iwarp(facts))
         out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, False)))

@@ -71,3 +71,92 @@ def test_command_list_cuts_no_description(columns: str) -> None:
         first = (cmd.short_help or cmd.help or "").split("\n\n")[0]
         assert _flat(first.replace("\\[", "[")) in shown, name
         assert len(first) <= 160, f"{name}: a command list entry is one or two lines, not {len(first)} characters"
+
+
+# ---- counted nouns -------------------------------------------------------------------------------
+def test_count_says_one_and_many() -> None:
+    from rdmadoctor.core.words import count
+
+    assert [count(n, "pattern") for n in (0, 1, 2)] == ["0 patterns", "1 pattern", "2 patterns"]
+    assert count(1, "entry", "entries") == "1 entry" and count(3, "entry", "entries") == "3 entries"
+
+
+def _strings(path) -> list[tuple[int, str]]:  # noqa: ANN001
+    """The string literals of a module (f-strings' literal parts too), docstrings left out."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    docs = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                docs.add(id(first.value))
+    return [(n.lineno, n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs]
+
+
+def test_no_message_says_word_s() -> None:
+    """'problem(s)' and friends: every message counts with rdmadoctor.core.words.count instead."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    found = [f"{p.relative_to(root)}:{line}: {text!r}"
+             for p in sorted([*(root / "rdmadoctor").rglob("*.py"), *(root / "checks").rglob("*.py")])
+             for line, text in _strings(p) if re.search(r"[A-Za-z]\(s\)", text)]
+    assert not found, "\n".join(found)
+
+
+# ---- list-patterns: a table per source -----------------------------------------------------------
+def _patterns() -> list[dict]:
+    import json
+
+    res = CliRunner().invoke(app, ["list-patterns", "--json"])
+    return json.loads(res.stdout)["patterns"]
+
+
+def test_list_patterns_is_a_table_per_source_with_a_source_column() -> None:
+    from rdmadoctor.cli.info import SOURCE_TITLES
+    from rdmadoctor.logs import kb
+
+    rows = _patterns()
+    res = CliRunner().invoke(app, ["list-patterns"])
+    assert res.exit_code == 0 and res.stderr == ""
+    lines = res.stdout.splitlines()
+    titles = [ln for ln in lines if re.fullmatch(r"[A-Za-z][A-Za-z ]*: \d+ patterns?", ln)]
+    want = [s for s in kb.SOURCES if any(r["source"] == s for r in rows)]
+    assert titles == [f"{SOURCE_TITLES[s]}: {sum(r['source'] == s for r in rows)} patterns" for s in want]
+    for i, title in enumerate(titles):
+        head = lines[lines.index(title) + 1].split()
+        assert head == ["pattern", "code", "severity", "source"], head
+    for r in rows:
+        line = next(ln for ln in lines if ln.startswith(r["id"] + " "))
+        assert r["code"] in line and line.endswith(r["ref"]), line
+    assert lines[-1].startswith(f"{len(rows)} patterns. ")
+
+
+def test_one_pattern_is_one_pattern() -> None:
+    rows = _patterns()
+    single = next(code for code in sorted({r["code"] for r in rows}) if sum(r["code"] == code for r in rows) == 1)
+    res = CliRunner().invoke(app, ["list-patterns", "--code", single])
+    assert res.exit_code == 0
+    assert "1 pattern." in res.stdout and "1 patterns" not in res.stdout
+    assert re.search(r"^[A-Za-z ]+: 1 pattern$", res.stdout, re.M)
+
+
+def test_list_patterns_on_a_terminal_is_rich_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from rich.console import Console
+
+    from rdmadoctor.output import text
+
+    buf = io.StringIO()
+    monkeypatch.setattr(text, "console", lambda *a, **k: Console(file=buf, force_terminal=True, width=160, color_system=None))
+    code = _patterns()[0]["code"]
+    res = CliRunner().invoke(app, ["list-patterns", "--code", code])
+    assert res.exit_code == 0, res.output
+    shown = buf.getvalue()
+    assert "┃ pattern / code / severity" in shown and "source" in shown and "message (an example)" in shown
+    mine = [r for r in _patterns() if r["code"] == code]
+    assert mine and all(f"│ {r['id']} " in shown for r in mine)
