@@ -160,3 +160,51 @@ def test_list_patterns_on_a_terminal_is_rich_tables(monkeypatch: pytest.MonkeyPa
     assert "┃ pattern / code / severity" in shown and "source" in shown and "message (an example)" in shown
     mine = [r for r in _patterns() if r["code"] == code]
     assert mine and all(f"│ {r['id']} " in shown for r in mine)
+
+
+# ---- shell completion ----------------------------------------------------------------------------
+def _complete(line: str, shell: str = "bash") -> list[str]:
+    """What the shell gets for the last word of `line`, through the env protocol the installed
+    completion script uses (`rdmadoctor --install-completion`), run as the shell runs it."""
+    import os
+    import subprocess
+    import sys
+
+    words = line.split(" ")
+    env = {**os.environ, "_RDMADOCTOR_COMPLETE": f"complete_{shell}", "COMP_WORDS": line,
+           "COMP_CWORD": str(len(words) - 1), "_TYPER_COMPLETE_ARGS": line}
+    proc = subprocess.run([sys.executable, "-c", "from rdmadoctor.cli import main; main()"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_completion_offers_profiles_examples_checks_and_codes() -> None:
+    from rdmadoctor.cli.info import _all_codes, _load
+    from rdmadoctor.engine.expectations import PROFILES
+    from rdmadoctor.examples import EXAMPLES
+    from rdmadoctor.logs import kb
+
+    checks, _ = _load()
+    ids = [c.id for c in checks]
+    assert _complete("rdmadoctor check --profile ") == list(PROFILES)
+    assert _complete("rdmadoctor check --profile hgx") == [p for p in PROFILES if p.startswith("hgx")]
+    assert _complete("rdmadoctor preflight --example ") == list(EXAMPLES)
+    assert _complete("rdmadoctor topo --example b") == ["broken-pod"]
+    only = _complete("rdmadoctor check --only ")
+    assert set(ids) <= set(only) and {"ib", "limits"} <= set(only)
+    # A comma-separated value: the last item completes, the ones before stay.
+    assert _complete("rdmadoctor run --skip ib.ports,gpu.") == ["ib.ports,gpu.topology"]
+    assert "ib.ports,ib.ports" not in _complete("rdmadoctor preflight --only ib.ports,ib")
+    codes = sorted(_all_codes(checks))
+    assert _complete("rdmadoctor explain IB_PORT_") == [c for c in codes if c.startswith("IB_PORT_")]
+    assert _complete("rdmadoctor explain ib.po") == ["ib.ports"]
+    with_patterns = sorted({p.code for p in kb.patterns()})
+    assert _complete("rdmadoctor list-patterns --code ") == with_patterns
+
+
+def test_completion_describes_each_name_where_the_shell_shows_it() -> None:
+    from rdmadoctor.examples import EXAMPLES
+
+    out = "\n".join(_complete("rdmadoctor check --example broken", shell="zsh"))
+    assert '"broken-pod":' in out and EXAMPLES["broken-pod"].split(":")[0] in out
