@@ -374,3 +374,13 @@ def test_readme_install_says_what_exists(released: dict[str, list[dict]]) -> Non
     named = set(re.findall(r"rdmadoctor(?:-[a-z-]+)?\.yaml", install))
     assert "rdmadoctor.yaml" in named and named == set(released)
     assert "releases/download/vX.Y.Z/rdmadoctor.yaml" in install
+
+
+def test_readme_tells_podman_users_what_build_image_knows() -> None:
+    """The `docker run` line's podman note gives the containers.conf settings that
+    scripts/build-image.sh itself uses (rlimit type 7; crun and systemd cgroups on cgroup v1)."""
+    readme = (ROOT / "README.md").read_text()
+    script = (ROOT / "scripts" / "build-image.sh").read_text()
+    assert "error setting rlimit type 7" in readme
+    for setting in ("default_ulimits = []", 'runtime = "runc"', 'cgroup_manager = "cgroupfs"'):
+        assert setting in readme and setting in script, setting
