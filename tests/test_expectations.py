@@ -160,8 +160,9 @@ def test_every_key_a_built_in_check_reads_has_a_type():
 
 def test_the_relations_are_the_pci_checks_relations():
     from rdmadoctor.checks._pci import RELATION_ORDER
+    from rdmadoctor.core.labels import RELATIONS
 
-    assert expectations.GPU_NIC_RELATIONS == RELATION_ORDER
+    assert expectations.GPU_NIC_RELATIONS is RELATION_ORDER is RELATIONS  # one list, not three equal ones
 
 
 def test_resolved_lists_are_copies():

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 
 from rdmadoctor.core.expect import Expect, ExpectError, infer, show
+from rdmadoctor.core.labels import RELATIONS
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
@@ -30,9 +31,8 @@ GIB = 1024**3
 # No node has an exbibyte of memory: a bigger size is a typo (or RLIM_INFINITY written out,
 # which is memlock_min_bytes = "unlimited").
 MAX_BYTES = 1 << 60
-# Nearest first, as checks/_pci.py RELATION_ORDER (a test keeps the two equal; importing it
-# here would pull the PCI probe and `re` into every `--set` parse).
-GPU_NIC_RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
+# Nearest first: the one list (core.labels.RELATIONS) the PCI checks and the labels rank by.
+GPU_NIC_RELATIONS = RELATIONS
 # Active MTUs an RDMA port can have (IBV_MTU_256..4096); 9000 is a netdev MTU, not one of them.
 RDMA_MTUS = (256, 512, 1024, 2048, 4096)
 
