@@ -396,6 +396,9 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 70
+
 CHECKS = [
     Check(
         id="gpu.topology",

@@ -327,6 +327,9 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 30
+
 CHECKS = [
     Check(
         defaults=EXPECT,

@@ -561,6 +561,9 @@ EXPECT_SHM: dict[str, Expect] = {
 }
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 50
+
 CHECKS = [
     Check(
         scope="pod",

@@ -1344,6 +1344,9 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 90
+
 CHECKS = [
     Check(
         defaults=EXPECT,

@@ -164,6 +164,9 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
     return out
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 910
+
 CHECKS = [
     Check(
         id="node.labels",

@@ -417,6 +417,9 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 80
+
 CHECKS = [
     Check(
         id="pci.link",

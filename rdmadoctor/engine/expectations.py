@@ -50,8 +50,8 @@ def _builtin_spec() -> dict[str, Expect]:
     if _SPEC is None:
         from rdmadoctor.engine import registry
 
-        # The built-in modules straight from the registry's table (no entry-point scan again).
-        _SPEC = declared([c for value in registry.BUILTIN.values() for c in registry._load_value(value)])
+        # The built-in modules straight from the package (no entry-point scan).
+        _SPEC = declared([c for _, mod in registry.builtin_modules() for c in mod.CHECKS])
     return _SPEC
 
 
