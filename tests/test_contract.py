@@ -39,7 +39,6 @@ def test_builtin_checks_are_found_by_scanning_and_declared_nowhere_else():
     with open(ROOT / "pyproject.toml", "rb") as f:
         table = tomllib.load(f)["project"].get("entry-points", {}).get("rdmadoctor.checks", {})
     assert not [v for v in table.values() if v.startswith("rdmadoctor.checks")], table
-    assert [ep for ep in registry.entry_points() if ep.dist == "rdmadoctor"] == []
     # Every module of checks/ that is not private is a built-in, in its declared order.
     found = [name for name, _ in registry.builtin_modules()]
     on_disk = sorted(p.stem for p in (ROOT / "checks").glob("*.py") if not p.stem.startswith("_"))
