@@ -535,9 +535,9 @@ def _conf_file(host, path: str) -> tuple[dict[str, str], list[str]]:
 
 
 def _psutil_interfaces() -> tuple[NetIf, ...]:
-    """This process's network namespace through psutil (a dependency already, its C part loaded
-    in about a millisecond): the names from /proc/net/dev, flags and MTU by ioctl, the addresses
-    from getifaddrs. pyroute2 takes ~80 ms or more to import and ask the same."""
+    """This process's network namespace through psutil (a dependency already): the names from
+    /proc/net/dev, flags and MTU by ioctl, the addresses from getifaddrs. pyroute2 takes several
+    times longer only to import (bench/interfaces.py: a cold `check --profile tcp` 3.3x faster)."""
     import socket
 
     import psutil
