@@ -224,6 +224,10 @@ def test_version_is_what_the_cli_and_report_say() -> None:
 
     out = CliRunner().invoke(app, ["--version"])
     assert out.exit_code == 0 and out.stdout == f"rdmadoctor {_version()}\n"
+    import json
+
+    rep = CliRunner().invoke(app, ["check", "--example", "broken-pod", "--json"])
+    assert json.loads(rep.stdout)["version"] == _version()
     assert re.fullmatch(r"\d+\.\d+\.\d+([a-z0-9.+-]*)", _version())
 
 
