@@ -24,7 +24,7 @@ CONTRACT = (
 def _load():
     from rdmadoctor.engine.registry import load_checks
 
-    return load_checks()
+    return load_checks(listing=True)  # plugins.load and its codes are listed even when every plugin loaded
 
 
 def _all_codes(checks) -> dict:

@@ -135,11 +135,17 @@ def select(
     gate_only: bool = False,
 ) -> list[Check]:
     """The checks a run takes: ``only`` (all when empty) minus ``skip``; with ``gate_only``,
-    only those preflight gates on (``Check.gate``). Given order kept."""
+    only those preflight gates on (``Check.gate``). Given order kept.
+
+    ``plugins.load`` (present only when a plugin failed to load) is always taken: a selection
+    cannot make a run whose plugins did not load look complete."""
+    from rdmadoctor.engine.registry import PLUGINS_ID
+
     return [
         c
         for c in checks
-        if (not only or _selected(c.id, only))
+        if c.id == PLUGINS_ID
+        or (not only or _selected(c.id, only))
         and not (skip and _selected(c.id, skip))
         and (not gate_only or c.gate)
     ]

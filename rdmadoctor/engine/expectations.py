@@ -130,6 +130,12 @@ SPEC: dict[str, Expect] = {
         doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
         "judged when NCCL moves its data over TCP sockets.",
     ),
+    "optional_plugins": Expect(
+        [], "list", nullable=False, example=["site-checks"],
+        doc="Check plugins (rdmadoctor.checks entry points, by distribution or entry-point name) the site can do "
+        "without: one that fails to load is PLUGIN_OPTIONAL_NOT_LOADED, a warning, rather than PLUGIN_LOAD_FAILED, "
+        "which makes the report unknown and the node not ready.",
+    ),
     "socket_min_mtu": Expect(
         None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
         doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "

@@ -84,9 +84,11 @@ def select_checks(checks: list, only: list[str] | None = None, skip: list[str] |
     gate a pod is refused by name rather than quietly dropped. ``--skip`` is left to the runner,
     but a selection it empties is refused here: a gate that ran nothing must not say GO.
     """
+    from rdmadoctor.engine.registry import PLUGINS_ID
     from rdmadoctor.runner import split_ids
 
-    gated = [c.id for c in checks if c.gate]
+    # plugins.load (a plugin that failed to load) always runs; it is not one to choose among.
+    gated = [c.id for c in checks if c.gate and c.id != PLUGINS_ID]
     known = [c.id for c in checks]
     only_ids, skip_ids = split_ids(list(only or [])), split_ids(list(skip or []))
     if only and not only_ids:  # `--only "$UNSET"`: a gate on nothing must not become a gate on everything
