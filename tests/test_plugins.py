@@ -195,3 +195,5 @@ def test_an_installed_broken_plugin_is_never_published_ready(tmp_path):
     features.mkdir()
     code, out, err = _cli(["label", "--publish", "nfd", "--features-dir", str(features), *HGX], site)
     assert code == 2 and "rdmadoctor.io/ready=false" in (features / "rdmadoctor").read_text(), out + err
+    code, out, err = _cli(["agent", "--once", "--publish", "stdout", "--metrics-port", "0", *HGX], site)
+    assert code == 2 and "rdmadoctor.io/ready=false" in out.splitlines(), out + err
