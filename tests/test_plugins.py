@@ -197,3 +197,18 @@ def test_an_installed_broken_plugin_is_never_published_ready(tmp_path):
     assert code == 2 and "rdmadoctor.io/ready=false" in (features / "rdmadoctor").read_text(), out + err
     code, out, err = _cli(["agent", "--once", "--publish", "stdout", "--metrics-port", "0", *HGX], site)
     assert code == 2 and "rdmadoctor.io/ready=false" in out.splitlines(), out + err
+
+
+def test_a_built_in_check_module_that_fails_to_import_is_plugin_load_failed(tmp_path, monkeypatch):
+    """A module dropped in checks/ (or one broken by an upgrade) that does not import: its checks
+    did not run either."""
+    import rdmadoctor.checks as pkg
+
+    name = f"zzbroken_{tmp_path.name.replace('-', '_')}"
+    (tmp_path / f"{name}.py").write_text("raise ImportError('needs a module this node lacks')\n")
+    monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(tmp_path)])
+    rep = diagnose(Options(example="hgx-h100-ib", profile="hgx-8gpu-ndr")).report
+    f = _failed(rep)
+    assert rep["status"] == "unknown" and rep["labels"][L.READY] == "false"
+    assert f["data"]["dist"] == "rdmadoctor" and f["data"]["entry_point"] == f"rdmadoctor.checks.{name}"
+    assert "needs a module this node lacks" in f["data"]["error"]

@@ -1,8 +1,12 @@
-"""Load checks from the ``rdmadoctor.checks`` entry-point group: built-in and third-party alike.
+"""Load checks: the built-in ones from the ``rdmadoctor.checks`` package, third-party ones from the
+``rdmadoctor.checks`` entry-point group.
 
 Each entry point names a module or an object that is a list of :class:`~rdmadoctor.core.model.Check`
 (a module is read for its ``CHECKS``). ``RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD=1`` keeps only the
 checks shipped with rdmadoctor, for tests and for a node where a broken plugin must be ruled out.
+
+Built-in checks are not entry points: they are found by scanning ``rdmadoctor/checks/``
+(:func:`builtin_modules`), in the order each module's ``ORDER`` gives.
 
 A plugin that fails to load (an import error after an upgrade, a missing dependency, an object
 that is not a list of checks, a check id already taken) is not a plugin that passed: its checks
@@ -23,29 +27,52 @@ import importlib
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import COULD_NOT_DECIDE, UNKNOWN, WARNING, Check, Code, Finding
 from rdmadoctor.core.record import record
 
 GROUP = "rdmadoctor.checks"
 AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"
-# The built-in entry points, in report order: pyproject.toml's [project.entry-points."rdmadoctor.checks"]
-# table, read here only when rdmadoctor runs from a source tree that was never installed (no
-# dist-info to read). tests/test_contract.py keeps the two equal.
-BUILTIN = {
-    "ib": "rdmadoctor.checks.ib:CHECKS",
-    "roce": "rdmadoctor.checks.roce:CHECKS",
-    "iwarp": "rdmadoctor.checks.iwarp:CHECKS",
-    "verbs": "rdmadoctor.checks.verbs:CHECKS",
-    "limits": "rdmadoctor.checks.limits:CHECKS",
-    "kernel": "rdmadoctor.checks.kernel:CHECKS",
-    "gpu": "rdmadoctor.checks.gpu:CHECKS",
-    "pci": "rdmadoctor.checks.pci:CHECKS",
-    "nccl": "rdmadoctor.checks.nccl:CHECKS",
-    # logs.diagnose and node.labels both run after every other check, in this order: the labels
-    # node.labels compares are then those of the whole report, the logs' verdict included.
-    "logs": "rdmadoctor.checks.logs:CHECKS",
-    "node": "rdmadoctor.checks.node:CHECKS",
-}
+# Where a built-in module runs in the report when it does not say (its module-level ORDER):
+# between the node checks and logs.diagnose / node.labels, which run after every other check.
+DEFAULT_ORDER = 100
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTIN":  # name -> "module:CHECKS", in report order (tests and tools read it)
+        return {n: f"{m.__name__}:CHECKS" for n, m in builtin_modules()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def builtin_modules(errors: list[str] | None = None, failures: list[tuple[str, str, str]] | None = None) -> list[tuple[str, Any]]:
+    """The built-in check modules, found by scanning the ``rdmadoctor.checks`` package (as sos
+    finds its plugins): every ``*.py`` whose name does not start with ``_``, so a new module in
+    checks/ loads with no list to edit and no reinstall of an editable install. Report order is
+    each module's ``ORDER`` (DEFAULT_ORDER when it has none), then its name. A module that fails
+    to import is left out and said in ``errors`` (never fatal: the others still run)."""
+    import rdmadoctor.checks as pkg
+
+    names: set[str] = set()
+    for folder in pkg.__path__:
+        try:
+            names.update(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and not f.startswith(("_", ".")))
+        except OSError:
+            continue
+    mods = []
+    for n in sorted(names):
+        try:
+            mods.append((n, importlib.import_module(f"{pkg.__name__}.{n}")))
+        except Exception as e:  # noqa: BLE001 - one broken module must not take the others down
+            if errors is not None:
+                errors.append(f"built-in check module {pkg.__name__}.{n} failed to load: {type(e).__name__}: {e}")
+            if failures is not None:  # (name, module, error): load_checks makes it PLUGIN_LOAD_FAILED
+                failures.append((n, f"{pkg.__name__}.{n}", _error_text(e)))
+    mods.sort(key=lambda nm: (getattr(nm[1], "ORDER", DEFAULT_ORDER), nm[0]))
+    return mods
 
 
 @record
@@ -103,6 +130,18 @@ PLUGIN_OPTIONAL_NOT_LOADED = Code(
 )
 
 
+# Declared here, where it is read; the runner adds it to every run's expectations, so a config may
+# name optional plugins whether or not one failed.
+PLUGINS_DEFAULTS = {
+    "optional_plugins": Expect(
+        [], "list", nullable=False, example=["site-checks"],
+        doc="Check plugins (rdmadoctor.checks entry points, by distribution or entry-point name) the site can do "
+        "without: one that fails to load is PLUGIN_OPTIONAL_NOT_LOADED, a warning, rather than PLUGIN_LOAD_FAILED, "
+        "which makes the report unknown and the node not ready.",
+    ),
+}
+
+
 def _optional(failure: PluginFailure, expect: dict) -> bool:
     names = expect.get("optional_plugins") or ()
     return failure.dist in names or failure.name in names
@@ -147,6 +186,7 @@ def plugins_check(failures: tuple[PluginFailure, ...] = ()) -> Check:
             "optional_plugins, warns). --only and --skip do not leave it out."
         ),
         gate=True,
+        defaults=PLUGINS_DEFAULTS,
     )
 
 
@@ -206,19 +246,21 @@ def _load_value(value: str) -> list[Check]:
 def load_checks(autoload: bool | None = None, listing: bool = False) -> tuple[list[Check], list[str]]:
     """All checks, in order, and the errors of plugins that failed to load (never fatal).
 
-    When a plugin failed, the first check is ``plugins.load`` reporting it (``PLUGIN_LOAD_FAILED``);
-    ``listing`` adds that check's definition even when every plugin loaded (``list-checks``,
-    ``explain``)."""
+    When a plugin (or a built-in check module) failed, the first check is ``plugins.load``
+    reporting it (``PLUGIN_LOAD_FAILED``); ``listing`` adds that check's definition even when
+    everything loaded (``list-checks``, ``explain``)."""
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0", "false", "no")
-    eps = [ep for ep in entry_points() if autoload or ep.dist == "rdmadoctor"]
-    if not any(ep.dist == "rdmadoctor" for ep in eps):
-        eps = [EntryPoint(name, value, "rdmadoctor") for name, value in BUILTIN.items()] + eps
-    order = {m: i for i, m in enumerate(BUILTIN)}
-    eps.sort(key=lambda ep: (ep.dist != "rdmadoctor", order.get(ep.name, 99), ep.name))
-    checks: list[Check] = []
+    # Built-in checks come from the package itself; an entry point the rdmadoctor distribution
+    # still declares (an older install's dist-info) would only load them twice.
     errors: list[str] = []
     failures: list[PluginFailure] = []
+    builtin_failures: list[tuple[str, str, str]] = []
+    eps = [EntryPoint(name, f"{mod.__name__}:CHECKS", "rdmadoctor") for name, mod in builtin_modules(errors, builtin_failures)]
+    failures += [PluginFailure(n, v, "rdmadoctor", why) for n, v, why in builtin_failures]
+    if autoload:
+        eps += sorted((ep for ep in entry_points() if ep.dist != "rdmadoctor"), key=lambda ep: ep.name)
+    checks: list[Check] = []
     ids: dict[str, str] = {PLUGINS_ID: "rdmadoctor"}
     for ep in eps:
         try:
@@ -242,6 +284,6 @@ def load_checks(autoload: bool | None = None, listing: bool = False) -> tuple[li
 
 
 def _error_text(e: BaseException) -> str:
-    """The error as one line, at most 500 characters: it goes into a finding and a label-free report."""
+    """The error as one line, at most 500 characters: it goes into a finding."""
     text = " ".join(f"{type(e).__name__}: {e}".split())
     return text if len(text) <= 500 else text[:497] + "..."
