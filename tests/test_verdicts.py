@@ -94,9 +94,10 @@ def test_strip_escapes():
     assert strip_escapes("\x1b[4m\tGPU0\tNIC0\x1b[0m\n") == "\tGPU0\tNIC0\n"
     assert strip_escapes("a\x1b[1;31mb\x1b[0m \x1b]8;;http://x\x07c\x1b]8;;\x1b\\ \x1b(Bd\x1b=") == "ab c d"
     assert strip_escapes("plain text") == "plain text"
-    # Linear on a long run that never ends its escape.
+    # Escapes that never end (a cut recording, a hostile paste) go as far as they are escapes; each
+    # pattern's runs stop at the next ESC, so a long line costs linear time (not asserted: timing).
     for bad in ("\x1b[" + "1;" * 200_000, "\x1b]" + "x" * 200_000, ("\x1b[" + "9" * 50) * 4000):
-        assert "\x1b" not in strip_escapes(bad + "\x1b[0m") or bad.startswith("\x1b]")
+        assert "\x1b" not in strip_escapes(bad + "\x1b[0m")
 
 
 def _extract(name: str, dest: Path) -> Path:

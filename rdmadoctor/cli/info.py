@@ -248,7 +248,7 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     from rdmadoctor.output.text import render_topology
 
     render_topology(topo)
-    res = diag.results[0] if diag.results else None
+    res = next((r for r in diag.results if r.id == "gpu.topology"), None)  # plugins.load may run first
     if res is not None and res.status == "unknown" and res.reason:
         say(f"rdmadoctor: {res.reason}")
         return 2
