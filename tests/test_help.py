@@ -182,11 +182,12 @@ def _complete(line: str, shell: str = "bash") -> list[str]:
 def test_completion_offers_profiles_examples_checks_and_codes() -> None:
     from rdmadoctor.cli.info import _all_codes, _load
     from rdmadoctor.engine.expectations import PROFILES
+    from rdmadoctor.engine.registry import load_checks
     from rdmadoctor.examples import EXAMPLES
     from rdmadoctor.logs import kb
 
-    checks, _ = _load()
-    ids = [c.id for c in checks]
+    checks, _ = _load()  # as explain and list-checks list them (plugins.load too)
+    ids = [c.id for c in load_checks()[0]]  # what a run has, for --only/--skip
     assert _complete("rdmadoctor check --profile ") == list(PROFILES)
     assert _complete("rdmadoctor check --profile hgx") == [p for p in PROFILES if p.startswith("hgx")]
     assert _complete("rdmadoctor preflight --example ") == list(EXAMPLES)
@@ -199,6 +200,7 @@ def test_completion_offers_profiles_examples_checks_and_codes() -> None:
     codes = sorted(_all_codes(checks))
     assert _complete("rdmadoctor explain IB_PORT_") == [c for c in codes if c.startswith("IB_PORT_")]
     assert _complete("rdmadoctor explain ib.po") == ["ib.ports"]
+    assert _complete("rdmadoctor explain plugins.") == ["plugins.load"]
     with_patterns = sorted({p.code for p in kb.patterns()})
     assert _complete("rdmadoctor list-patterns --code ") == with_patterns
 

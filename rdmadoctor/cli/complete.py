@@ -34,10 +34,12 @@ def examples(incomplete: str) -> list[tuple[str, str]]:
     return _starting(((name, _first_line(text)) for name, text in EXAMPLES.items()), incomplete)
 
 
-def _checks() -> list[tuple[str, str]]:
+def _checks(listing: bool = False) -> list[tuple[str, str]]:
+    """The checks a run has (listing: also plugins.load, which `explain` knows though only a
+    failed plugin makes it run)."""
     from rdmadoctor.engine.registry import load_checks
 
-    checks, _ = load_checks()
+    checks, _ = load_checks(listing=listing)
     families: dict[str, list[str]] = {}
     for c in checks:
         families.setdefault(c.id.split(".")[0], []).append(c.id)
@@ -76,4 +78,4 @@ def pattern_codes(incomplete: str) -> list[tuple[str, str]]:
 
 def codes_and_checks(incomplete: str) -> list[tuple[str, str]]:
     """explain CODE|CHECK: check ids in lower case, codes in upper case."""
-    return _starting(((c, h) for c, h in _checks() if "." in c), incomplete.lower()) + codes(incomplete)
+    return _starting(((c, h) for c, h in _checks(listing=True) if "." in c), incomplete.lower()) + codes(incomplete)
