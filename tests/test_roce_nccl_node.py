@@ -11,7 +11,7 @@ from conftest import sample_text
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rdmadoctor.checks import nccl, node, roce
+from rdmadoctor.checks import _nccl_probe, nccl, node, roce  # _nccl_probe: its interface readers
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
@@ -682,8 +682,8 @@ def test_live_host_without_psutil_or_netlink_falls_back_to_sysfs(monkeypatch):
     def no_proc():
         raise FileNotFoundError(2, "No such file or directory", "/proc/net/dev")
 
-    monkeypatch.setattr(nccl, "_psutil_interfaces", no_proc)
-    monkeypatch.setattr(nccl, "_netlink_interfaces", boom)
+    monkeypatch.setattr(_nccl_probe, "_psutil_interfaces", no_proc)
+    monkeypatch.setattr(_nccl_probe, "_netlink_interfaces", boom)
     host = mem_host({"/sys/class/net/eth0/operstate": "up\n", "/sys/class/net/eth0/mtu": "1500\n"})
     host.live_process = True
     interfaces, source = nccl._interfaces(host)
@@ -695,8 +695,8 @@ def test_live_host_where_psutil_fails_asks_netlink(monkeypatch):
     def no_proc():
         raise PermissionError(13, "Permission denied", "/proc/net/dev")
 
-    monkeypatch.setattr(nccl, "_psutil_interfaces", no_proc)
-    monkeypatch.setattr(nccl, "_netlink_interfaces", lambda: (nccl.NetIf("eth0", True, 9000, ("10.0.0.1",)),))
+    monkeypatch.setattr(_nccl_probe, "_psutil_interfaces", no_proc)
+    monkeypatch.setattr(_nccl_probe, "_netlink_interfaces", lambda: (nccl.NetIf("eth0", True, 9000, ("10.0.0.1",)),))
     host = mem_host({"/sys/class/net/eth0/operstate": "up\n", "/sys/class/net/eth0/mtu": "9000\n"})
     host.live_process = True
     interfaces, source = nccl._interfaces(host)
@@ -728,7 +728,7 @@ def test_psutil_reader_joins_address_labels_and_old_psutil(monkeypatch):
                  Addr(socket.AF_INET6, "fe80::1%eth0", None, None, None), Addr(socket.AF_INET, "10.0.0.1", None, None, None)],
         "eth0:1": [Addr(socket.AF_INET, "10.0.1.1", None, None, None)],
     })
-    monkeypatch.setattr(nccl, "_ifindex", {"eth0": 2, "eth1": 3}.get)
+    monkeypatch.setattr(_nccl_probe, "_ifindex", {"eth0": 2, "eth1": 3}.get)
     got = nccl._psutil_interfaces()
     assert got == (nccl.NetIf("eth0", True, 9000, ("10.0.0.1", "fe80::1", "10.0.1.1")), nccl.NetIf("eth1", False, 1500, ()))
 
