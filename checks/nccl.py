@@ -30,7 +30,8 @@ Two transports are judged beyond the settings' syntax:
 
 The check is spread over private modules, one job each: ``_nccl_codes`` (its codes),
 ``_nccl_rules`` (NCCL's own parsing and matching rules, with their NCCL source files),
-``_nccl_probe`` (facts: settings, ports, interfaces) and ``_nccl_judge`` (facts -> findings).
+``_nccl_probe`` (facts: settings, ports, and the interfaces the Host reads, ``host.interfaces()``)
+and ``_nccl_judge`` (facts -> findings).
 This module declares the check and keeps every name it ever offered importable from here.
 """
 
@@ -59,18 +60,7 @@ from rdmadoctor.checks._nccl_codes import (  # noqa: F401
     NCCL_SOCKET_TRANSPORT,
 )
 from rdmadoctor.checks._nccl_judge import ROCE_V2, judge_nccl  # noqa: F401
-from rdmadoctor.checks._nccl_probe import (  # noqa: F401
-    HAS_ENV,
-    IFF_RUNNING,
-    IFF_UP,
-    HcaPort,
-    NcclFacts,
-    NetIf,
-    _interfaces,
-    _netlink_interfaces,
-    _psutil_interfaces,
-    probe_nccl,
-)
+from rdmadoctor.checks._nccl_probe import HAS_ENV, HcaPort, NcclFacts, NetIf, probe_nccl  # noqa: F401
 from rdmadoctor.checks._nccl_rules import (  # noqa: F401
     LLONG_MAX,
     LLONG_MIN,
@@ -92,6 +82,7 @@ from rdmadoctor.checks._nccl_rules import (  # noqa: F401
 )
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import CONFIG, Check
+from rdmadoctor.host.net import IFF_RUNNING, IFF_UP  # noqa: F401
 
 
 def _inventory_json(facts: NcclFacts) -> dict:
