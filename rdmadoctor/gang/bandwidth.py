@@ -150,9 +150,9 @@ def tcp_round(ep: Endpoint, me: int, instr: dict[str, Any]) -> list[dict[str, An
 
 
 def parse_ib_write_bw(text: str) -> float | None:
-    """The average bandwidth in Gb/s from ib_write_bw's report (``--report_gbits``): the line
-    under ``#bytes #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]``. None: no
-    result line (the tool failed, or printed MB/sec without --report_gbits)."""
+    """The average bandwidth in Gb/s from ib_write_bw's report: the first line under ``#bytes
+    #iterations BW peak[Gb/sec] BW average[Gb/sec] MsgRate[Mpps]`` (``--run_infinitely`` prints
+    many). Without --report_gbits the unit is MB/sec, perftest's 2^20 bytes. None: no result line."""
     header = None
     for line in text.splitlines()[-400:]:
         words = line.split()
@@ -160,12 +160,15 @@ def parse_ib_write_bw(text: str) -> float | None:
             header = line
             continue
         if header is not None and len(words) >= 4 and words[0].isdigit():
-            if "Gb/sec" not in header:
-                return None
             try:
-                return float(words[3])
+                value = float(words[3])
             except ValueError:
                 return None
+            if "Gb/sec" in header:
+                return value
+            if "MB/sec" in header:
+                return value * 1048576 * 8 / 1e9
+            return None
     return None
 
 
