@@ -1,8 +1,9 @@
 """``--bandwidth``: a short active test between the members, judged against the gang's median.
 
 Pairs run as a ring (member i sends to i+1), then a shifted ring (i to i+2): a member with a slow
-link is in a slow pair in both rounds, its neighbours in one only, so the member is named and not
-its neighbour. A pair under ``gang_slow_share`` (default 0.7) of the median of all pairs is slow:
+link is slow in both rounds, with two different peers; each neighbour is slow with it in one round
+only and fast with its other peer, so the member is named and not its neighbour. A member whose
+best send (or receive) is under ``gang_slow_share`` (default 0.7) of the gang's median is slow:
 never a line rate, so a CPU-bound or virtual link is compared with its peers.
 
 - socket pools: a built-in TCP stream over the route to rank 0 (the interface NCCL's bootstrap
@@ -238,37 +239,35 @@ def _median(values: list[float]) -> float:
 
 
 def judge(pairs: list[dict[str, Any]], rounds: int, hosts: dict[int, str], share: float) -> tuple[list, list, float | None]:
-    """(slow members, unmeasured pairs, median) from the measured pairs (with their ``round``).
+    """(slow members, unmeasured pairs, median) from the measured pairs.
 
-    A member is named when it is in a slow pair in every round and at least one of its slow pairs
-    is not with a member already named (slowest first): the neighbour of a slow member is in one
-    slow pair per round at most, all with it. With two members one pair cannot tell which end is
-    slow: both are named.
+    Each member sends once and receives once a round, to and from other peers in each round. Its
+    best send and its best receive are compared with the gang's median of the same: a member whose
+    sends (or receives) were all under ``share`` of the median is slow. Its neighbours each had one
+    transfer with it and one with a healthy peer, so their best is not slow: the member is named and
+    not its neighbour. Best-of-two also keeps a busy CPU's noise on a healthy member from naming it.
     """
     measured = [p for p in pairs if p.get("gbps") is not None]
     unmeasured = [{"pair": f"rank {p['sender']} -> rank {p['receiver']}" + (f" ({p['rail']})" if p.get("rail") else ""),
                    "error": p.get("error") or "not measured"} for p in pairs if p.get("gbps") is None]
     if not measured:
         return [], unmeasured, None
-    median = _median([p["gbps"] for p in measured])
-    slow_pairs = [p for p in measured if p["gbps"] < share * median]
-    by_member: dict[int, list[dict[str, Any]]] = {}
-    for p in slow_pairs:
-        for r in {p["sender"], p["receiver"]}:
-            by_member.setdefault(r, []).append(p)
-    two = len({p["sender"] for p in pairs} | {p["receiver"] for p in pairs}) == 2
-    candidates = [r for r, ps in by_member.items() if len({p["round"] for p in ps}) >= rounds]
-    candidates.sort(key=lambda r: (-len(by_member[r]), min(p["gbps"] for p in by_member[r]), r))
-    named: list[int] = []
-    for r in candidates:
-        if two or not named or any(not ({p["sender"], p["receiver"]} & set(named)) for p in by_member[r]):
-            named.append(r)
-    slow = []
-    for r in sorted(named):
-        worst = min(by_member[r], key=lambda p: p["gbps"])
-        slow.append({"rank": r, "host": hosts.get(r), "gbps": round(worst["gbps"], 3),
-                     "median_gbps": round(median, 3), "share": share, "rail": worst.get("rail")})
-    return slow, unmeasured, median
+    slow: dict[int, dict[str, Any]] = {}
+    medians = []
+    for direction, side in (("send", "sender"), ("receive", "receiver")):
+        best: dict[int, dict[str, Any]] = {}
+        for p in measured:
+            r = p[side]
+            if r not in best or p["gbps"] > best[r]["gbps"]:
+                best[r] = p
+        median = _median([p["gbps"] for p in best.values()])
+        medians.append(median)
+        for r, p in best.items():
+            if p["gbps"] < share * median and r not in slow:
+                slow[r] = {"rank": r, "host": hosts.get(r), "gbps": round(p["gbps"], 3),
+                           "median_gbps": round(median, 3), "share": share, "rail": p.get("rail"),
+                           "direction": direction}
+    return [slow[r] for r in sorted(slow)], unmeasured, max(medians)
 
 
 def new_key() -> str:

@@ -121,8 +121,8 @@ GANG_MEMBER_MISSING = Code(
     "the same --gang-port? A NetworkPolicy may drop the gang port. Raise --gang-timeout if pods start slowly.")
 GANG_MEMBER_SLOW = Code(
     "GANG_MEMBER_SLOW", "A gang member's link is slow against its peers",
-    "In the --bandwidth test (a ring, then a shifted ring) this member's transfers ran under the expected share "
-    "of the gang's median in both rounds: every collective of the job runs at its pace.",
+    "In the --bandwidth test (a ring, then a shifted ring) this member's transfers, with two different peers, "
+    "all ran under the expected share of the gang's median: every collective of the job runs at its pace.",
     "Look at that node's links (`ibstat`, `ethtool`, the cable and switch port, its NIC's PCIe link), or "
     "exclude it (nodeAffinity `NotIn`, Slurm `--exclude`).")
 GANG_UNREACHABLE = Code(
@@ -279,8 +279,9 @@ def judge(
     for s in slow or []:
         problems.append(_finding(
             GANG_MEMBER_SLOW, "error", _who(s),
-            f"{_who(s)}: {s['gbps']:.3g} Gb/s{' on ' + s['rail'] if s.get('rail') else ''} in both rounds, "
-            f"against a gang median of {s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
+            f"{_who(s)}: at best {s['gbps']:.3g} Gb/s{' on ' + s['rail'] if s.get('rail') else ''} "
+            f"({s.get('direction', 'send')}, in both rounds, with two peers) against a gang median of "
+            f"{s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
             f"{GANG_MEMBER_SLOW.fix}\n{exclusion([s.get('host')])}"))
     for u in unmeasured or []:
         problems.append(_finding(GANG_BANDWIDTH_UNMEASURED, "unknown", u["pair"], u["error"],
