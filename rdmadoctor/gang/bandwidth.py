@@ -18,6 +18,7 @@ one buffer per stream.
 
 from __future__ import annotations
 
+import hmac
 import os
 import socket
 import threading
@@ -74,14 +75,14 @@ def _receive(ep: Endpoint, key: bytes, deadline: float, box: dict[str, Any]) -> 
                 raise TimeoutError("the sender never connected")
             ep.sock.settimeout(left)
             conn, _ = ep.sock.accept()
-            conn.settimeout(max(deadline - time.monotonic(), 0.05))
+            conn.settimeout(max(min(5.0, deadline - time.monotonic()), 0.05))  # a stray peer that sends nothing
             got = b""
             while len(got) < KEY_LEN:
                 chunk = conn.recv(KEY_LEN - len(got))
                 if not chunk:
                     break
                 got += chunk
-            if got != key:  # not this round's sender: a stray connection
+            if not hmac.compare_digest(got, key):  # not this round's sender: a stray connection
                 conn.close()
                 continue
             break

@@ -161,7 +161,12 @@ def run_rank0(
         server.close()
     members = [dict(member, rank=0)] + [m.member for m in joined.values()]
     for m in members:
-        m["facts"] = m.get("facts") if isinstance(m.get("facts"), dict) else {}
+        # What a member sent is data from the network: plain values only, each kept short.
+        facts = m.get("facts") if isinstance(m.get("facts"), dict) else {}
+        m["facts"] = {str(k)[:64]: (v[:200] if isinstance(v, str) else v) for k, v in list(facts.items())[:64]
+                      if v is None or isinstance(v, (str, int, float, bool))}
+        m["verdict"] = m.get("verdict") if m.get("verdict") in (C.GO, C.NO_GO, C.UNKNOWN_VERDICT) else C.UNKNOWN_VERDICT
+        m["digest"] = str(m.get("digest") or "")[:64] or None
         m["problems"] = [str(c) for c in (m.get("problems") or [])][:50]
         m["host"] = str(m.get("host") or m.get("address") or "?")[:253]
     hosts = {m["rank"]: m["host"] for m in members}
