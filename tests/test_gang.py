@@ -310,6 +310,10 @@ def test_membership_from_the_launchers():
     assert (m.rank, m.size, m.token_source) == (2, 4, "PMIX_NAMESPACE")
     assert not find_membership(dict(mpi, OMPI_COMM_WORLD_LOCAL_RANK="3")).takes_part
     assert find_membership({}, rank=1, size=2, token="x").token == "x"
+    volcano = {"VC_WORKER_HOSTS": "job-worker-0.job,job-worker-1.job,job-worker-2.job", "VC_MASTER_HOSTS": "job-master-0.job"}
+    m = find_membership(volcano, hostname="job-worker-1")
+    assert (m.rank, m.size) == (2, 4)
+    assert find_membership(volcano, hostname="job-master-0").rank == 0
     with pytest.raises(UsageError, match="not known"):
         find_membership({})
     with pytest.raises(UsageError, match="elastic"):

@@ -69,8 +69,27 @@ def _per_node(env: dict[str, str], total: str, local: str) -> tuple[int, str] | 
     return t // n, f"{total} / {local}"
 
 
+def _volcano(env: dict[str, str], hostname: str | None) -> tuple[int, int] | None:
+    """(rank, size) from Volcano's svc plugin: every pod's host in VC_<TASK>_HOSTS, the master task's
+    first, then the other tasks by name; this pod is the host whose first label is its hostname
+    (the plugin names each pod's host <pod>.<job>, and the pod's hostname is its name)."""
+    lists = {k: v for k, v in env.items() if k.startswith("VC_") and k.endswith("_HOSTS") and len(k) > 9 and v.strip()}
+    if not lists:
+        return None
+    order = sorted(lists, key=lambda k: (k != "VC_MASTER_HOSTS", k))
+    hosts = [h.strip().split(".")[0].lower() for k in order for h in lists[k].split(",") if h.strip()]
+    if hostname is None:
+        import socket
+
+        hostname = socket.gethostname()
+    mine = (hostname or "").split(".")[0].lower()
+    if not mine or mine not in hosts:
+        return None
+    return hosts.index(mine), len(hosts)
+
+
 def find_membership(env: dict[str, str], rank: int | None = None, size: int | None = None,
-                    token: str | None = None) -> Membership:
+                    token: str | None = None, hostname: str | None = None) -> Membership:
     """This member's rank and the gang's size (flags first), and the job token."""
     if token is not None:
         tok, tok_src = token, "--gang-token"
@@ -130,10 +149,18 @@ def find_membership(env: dict[str, str], rank: int | None = None, size: int | No
                     s, s_src = _int(env, name), name
                     break
     if r is None or s is None:
+        vc = _volcano(env, hostname)
+        if vc is not None:
+            if r is None:
+                r, r_src = vc[0], "this pod's place in VC_<TASK>_HOSTS"
+            if s is None:
+                s, s_src = vc[1], "the hosts in VC_<TASK>_HOSTS"
+    if r is None or s is None:
         missing = " and ".join(w for w, v in (("this node's rank", r), ("the number of nodes", s)) if v is None)
         raise UsageError(
             f"--gang: {missing} not known: no --gang-rank/--gang-size, and none of NODE_RANK, RANK, NNODES, "
-            "WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_NODEID/SLURM_NNODES in the environment",
+            "WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_NODEID/SLURM_NNODES, Volcano's VC_<TASK>_HOSTS in the "
+            "environment",
             "give them: --gang-rank N --gang-size M (in an init container, where the launcher sets nothing: "
             "e.g. from the pod's replica index)")
     if not 1 <= s <= MAX_GANG:
