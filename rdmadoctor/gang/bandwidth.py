@@ -186,9 +186,16 @@ def ib_command(device: str, port: int, seconds: float, server: str | None = None
 def ib_round(me: int, instr: dict[str, Any], rails: list[str], tool: str = "ib_write_bw") -> list[dict[str, Any]]:
     """One round with ib_write_bw: a server per rail for the peer that sends to this member, then a
     client per rail-matched device to the peer this member sends to. The sender reports."""
+    import shutil
     import subprocess
 
     seconds = float(instr.get("seconds") or ROUND_SECONDS)
+    if shutil.which(tool) is None:
+        send_to = instr.get("send_to")
+        return [] if send_to is None else [
+            {"sender": me, "receiver": send_to["rank"], "rail": None, "gbps": None,
+             "error": f"{tool} is not installed on rank {me} (perftest: `apt-get install perftest`, "
+                      "`dnf install perftest`; the rdmadoctor image has it)"}]
     servers = []
     recv_from = instr.get("recv_from")
     if recv_from is not None:

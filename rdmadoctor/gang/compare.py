@@ -283,9 +283,13 @@ def judge(
             f"({s.get('direction', 'send')}, in both rounds, with two peers) against a gang median of "
             f"{s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
             f"{GANG_MEMBER_SLOW.fix}\n{exclusion([s.get('host')])}"))
-    for u in unmeasured or []:
-        problems.append(_finding(GANG_BANDWIDTH_UNMEASURED, "unknown", u["pair"], u["error"],
-                                 GANG_BANDWIDTH_UNMEASURED.fix))
+    by_error: dict[str, list[str]] = {}
+    for u in unmeasured or []:  # one finding per reason: a tool missing everywhere is one line, not 2N
+        by_error.setdefault(u["error"], []).append(u["pair"])
+    for error, pairs in by_error.items():
+        subject = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
+        problems.append(_finding(GANG_BANDWIDTH_UNMEASURED, "unknown", subject,
+                                 f"{len(pairs)} pair(s) not measured: {error}.", GANG_BANDWIDTH_UNMEASURED.fix))
     verdict = GO
     if any(p["severity"] == "unknown" for p in problems):
         verdict = UNKNOWN_VERDICT
