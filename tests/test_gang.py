@@ -110,6 +110,37 @@ def test_four_members_one_roce_among_infiniband_all_say_no_go_and_name_it():
     assert len(set(digests[:3])) == 1 and digests[3] != digests[0]
 
 
+def test_a_members_own_no_go_is_reported_by_rank_0_in_every_log():
+    port = free_port()
+    procs = []
+    for rank in range(3):
+        example = "broken-pod" if rank == 2 else "hgx-h100-ib"
+        where = ("--gang-port", str(port)) if rank == 0 else ("--gang-master", f"127.0.0.1:{port}")
+        procs.append(rd("preflight", "--example", example, "--gang", "--gang-rank", str(rank), "--gang-size", "3",
+                        *where, "--json", env=base_env(NODE_NAME=f"n{rank}", RDMADOCTOR_GANG_TOKEN="t")))
+    for code, out, err in finish(procs):
+        assert code == 1, err
+        gang = json.loads(out)["gang"]
+        assert [m["verdict"] for m in gang["members"]] == ["go", "go", "no-go"]
+        (p,) = [p for p in gang["problems"] if p["code"] == "GANG_MEMBER_NO_GO"]
+        assert p["subject"] == "rank 2 on n2"
+        assert "MEMLOCK_LIMITED" in p["message"] and "SHM_TOO_SMALL" in p["message"]
+        assert "values: [n2]" in p["remedy"]
+
+
+def test_the_gang_text_of_a_large_gang_lists_only_the_odd_members():
+    from rdmadoctor.preflight.gang import gang_text
+
+    members = [_m(r, NCCL_ALGO="Ring" if r == 7 else None) for r in range(20)]
+    section = dict(C.judge(members, 21), role="rank0", rank=0, master="this pod, port 9471", refused=[], bandwidth=None)
+    lines = gang_text(section)
+    assert lines[0] == "gang: NO-GO - 20 of 21 member(s) met (this pod is rank 0; rank 0: this pod, port 9471)"
+    assert [ln.split()[1] for ln in lines if ln.startswith("  rank ")] == ["7"]
+    assert "  (the other 19 member(s): GO, alike)" in lines
+    assert "  differs: NCCL_ALGO: majority unset; rank 7 Ring" in lines
+    assert "  missing: rank 20" in lines
+
+
 def test_text_output_names_the_odd_member_in_every_log():
     port = free_port()
     procs = []

@@ -148,6 +148,8 @@ def find_membership(env: dict[str, str], rank: int | None = None, size: int | No
                 if _int(env, name) is not None:
                     s, s_src = _int(env, name), name
                     break
+    if r is None and s == 1:
+        r, r_src = 0, "a gang of one"
     if r is None or s is None:
         vc = _volcano(env, hostname)
         if vc is not None:

@@ -198,9 +198,12 @@ def gang_text(section: dict[str, Any]) -> list[str]:
     if many:
         out.append(f"  (the other {sum(1 for m in members if m.get('verdict') == GO and m['rank'] not in odd)} "
                    "member(s): GO, alike)")
+    from rdmadoctor.gang.compare import FIELD, shown
+
     for mm in section.get("mismatches") or []:
-        vals = ", ".join(f"rank {m['rank']} {m['value']}" for m in mm["members"])
-        out.append(f"  differs: {mm['field']}: majority {mm['majority']}; {vals}")
+        f = FIELD.get(mm["field"])
+        vals = ", ".join(f"rank {m['rank']} {shown(m['value'], f)}" for m in mm["members"])
+        out.append(f"  differs: {mm['field']}: majority {shown(mm['majority'], f)}; {vals}")
     for s in section.get("slow") or []:
         out.append(f"  slow: rank {s['rank']} on {s.get('host')}: {s['gbps']:g} Gb/s, gang median {s['median_gbps']:g} Gb/s")
     bw = section.get("bandwidth")
