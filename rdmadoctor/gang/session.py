@@ -3,6 +3,7 @@ join and wait for the verdict. Returns the ``gang`` section every member prints 
 
 from __future__ import annotations
 
+import math
 import time
 
 TYPE_CHECKING = False
@@ -118,11 +119,14 @@ def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: s
                     reply = P.recv(m.sock, deadline, P.MAX_TO_MASTER)
                     got = reply.get("pairs") if reply.get("type") == "bw_done" else None
                     for p in (got or [])[:256]:
-                        if isinstance(p, dict) and isinstance(p.get("sender"), int) and isinstance(p.get("receiver"), int):
+                        # Only a pair this member was part of, with a finite rate.
+                        if isinstance(p, dict) and r in (p.get("sender"), p.get("receiver")) and \
+                                isinstance(p.get("sender"), int) and isinstance(p.get("receiver"), int):
                             g = p.get("gbps")
+                            ok = isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) and g >= 0
                             pairs.append({"round": idx, "sender": p["sender"], "receiver": p["receiver"],
-                                          "rail": p.get("rail") if isinstance(p.get("rail"), str) else None,
-                                          "gbps": float(g) if isinstance(g, (int, float)) and g >= 0 else None,
+                                          "rail": p.get("rail")[:64] if isinstance(p.get("rail"), str) else None,
+                                          "gbps": float(g) if ok else None,
                                           "error": str(p.get("error"))[:500] if p.get("error") else None})
                 except (OSError, TimeoutError, P.ProtocolError) as e:
                     pairs.append({"round": idx, "sender": instr[r]["recv_from"]["rank"], "receiver": r, "rail": None,
