@@ -376,6 +376,16 @@ def test_gang_options_need_gang_and_are_checked_before_the_checks(capsys):
     assert code == 2 and "gang_slow_share" in err
 
 
+def test_a_local_rank_other_than_0_leaves_the_gang_to_its_node(capsys):
+    from rdmadoctor.preflight.run import run_preflight
+
+    code = run_preflight(example="roce-node", gang=True, as_json=True,
+                         env={"LOCAL_RANK": "3", "RANK": "11", "WORLD_SIZE": "16", "MASTER_ADDR": "10.0.0.1"})
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["gang"]["role"] == "none"
+    jsonschema.validate(doc["gang"], gang_schema())
+
+
 def test_run_takes_the_gang_options_of_preflight():
     from rdmadoctor.cli.run import parse_argv
 

@@ -298,7 +298,8 @@ def run_preflight(
 
             gang_section = G.meet(plan, g, env, strict=strict, log=gang_log, resolve=_resolve)
         elif gang:
-            gang_section = {"role": "none", "note": "another process of this node takes part (local rank 0)"}
+            gang_section = {"role": "none", "verdict": g.verdict, "members": [], "mismatches": [], "slow": [],
+                            "missing": [], "note": "another process of this node takes part in the gang (local rank 0)"}
         verdict = g.verdict
         result: WaitResult | None = None
         rank0 = master.self_reason if master is not None else None
