@@ -134,9 +134,9 @@ def test_the_gang_text_of_a_large_gang_lists_only_the_odd_members():
     members = [_m(r, NCCL_ALGO="Ring" if r == 7 else None) for r in range(20)]
     section = dict(C.judge(members, 21), role="rank0", rank=0, master="this pod, port 9471", refused=[], bandwidth=None)
     lines = gang_text(section)
-    assert lines[0] == "gang: NO-GO - 20 of 21 member(s) met (this pod is rank 0; rank 0: this pod, port 9471)"
+    assert lines[0] == "gang: NO-GO - 20 of 21 members met (this pod is rank 0; rank 0: this pod, port 9471)"
     assert [ln.split()[1] for ln in lines if ln.startswith("  rank ")] == ["7"]
-    assert "  (the other 19 member(s): GO, alike)" in lines
+    assert "  (the other 19 members: GO, alike)" in lines
     assert "  differs: NCCL_ALGO: majority unset; rank 7 Ring" in lines
     assert "  missing: rank 20" in lines
 
@@ -152,7 +152,7 @@ def test_text_output_names_the_odd_member_in_every_log():
     for code, out, err in finish(procs):
         assert code == 1, err
         assert out.startswith("rdmadoctor preflight: NO-GO")
-        assert "gang: NO-GO - 2 of 2 member(s) met" in out
+        assert "gang: NO-GO - 2 of 2 members met" in out
         assert "GANG_MISMATCH_HANG link_layer" in out
 
 
@@ -226,7 +226,7 @@ def test_sixty_four_members_all_get_the_same_verdict_naming_the_one_on_sockets()
     assert fields["transport"]["members"] == [{"rank": 17, "host": "node-17", "value": "socket"}]
     assert fields["transport"]["majority"] == "rdma"
     message = next(p["message"] for p in sections[5]["problems"] if "transport" in p["subject"])
-    assert message.startswith("rank 17 on node-17: transport socket; the other 63 member(s) have rdma")
+    assert message.startswith("rank 17 on node-17: transport socket; the other 63 members have rdma")
 
 
 def test_a_member_that_never_comes_is_named_with_the_hosts_that_did():
@@ -399,7 +399,7 @@ def test_run_gang_prints_the_gang_verdict_on_stderr_and_runs_the_job():
     (code, out, err), = finish([proc])
     assert code == 0, err
     assert out == "trained\n"
-    assert "gang: GO - 1 of 1 member(s) met" in err
+    assert "gang: GO - 1 of 1 member met" in err
 
 
 # ---- --bandwidth: the judgement, perftest ------------------------------------------------------

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from rdmadoctor.core.model import Code
+from rdmadoctor.core.words import count
 
 GO, NO_GO, UNKNOWN_VERDICT = "go", "no-go", "unknown"  # preflight's words (preflight.gate)
 HANG, SLOW = "hang", "slow"
@@ -210,7 +211,7 @@ def exclusion(hosts: list[str]) -> str:
         return ""
     values = ", ".join(names)
     return (
-        "Exclude the node(s) from the job: in the pod template\n"
+        f"Exclude {'the node' if len(names) == 1 else f'these {len(names)} nodes'} from the job: in the pod template\n"
         "affinity:\n"
         "  nodeAffinity:\n"
         "    requiredDuringSchedulingIgnoredDuringExecution:\n"
@@ -258,7 +259,7 @@ def judge(
         majority = shown(mm["majority"], f)
         others = mm["majority_count"]
         who = "; ".join(f"{_who(m)}: {f.label} {shown(m['value'], f)}" for m in odd)
-        message = (f"{who}; the other {others} member(s) have {majority}: {f.why}. "
+        message = (f"{who}; the other {count(others, 'member')} {'has' if others == 1 else 'have'} {majority}: {f.why}. "
                    f"Expected every member alike.")
         remedy = f"{f.fix}.\n{exclusion([m.get('host') for m in odd])}"
         severity = "error" if hang or strict else "warning"
@@ -289,7 +290,7 @@ def judge(
     for error, pairs in by_error.items():
         subject = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
         problems.append(_finding(GANG_BANDWIDTH_UNMEASURED, "unknown", subject,
-                                 f"{len(pairs)} pair(s) not measured: {error}.", GANG_BANDWIDTH_UNMEASURED.fix))
+                                 f"{count(len(pairs), 'pair')} not measured: {error}.", GANG_BANDWIDTH_UNMEASURED.fix))
     verdict = GO
     if any(p["severity"] == "unknown" for p in problems):
         verdict = UNKNOWN_VERDICT

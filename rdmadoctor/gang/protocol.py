@@ -29,6 +29,8 @@ import struct
 import threading
 import time
 
+from rdmadoctor.core.words import count
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
@@ -263,7 +265,7 @@ def connect(
             last = f"DNS: {getattr(e, 'strerror', None) or e}"
         now = time.monotonic()
         if now >= deadline:
-            raise TimeoutError(f"{attempt} attempt(s) in {now - start:.0f} s; last error: {last}")
+            raise TimeoutError(f"{count(attempt, 'attempt')} in {now - start:.0f} s; last error: {last}")
         if attempt == 1:
             log(f"rank 0 not reachable yet ({last}); retrying with backoff")
         time.sleep(min(delay * random.uniform(0.8, 1.2), max(deadline - now, 0)))

@@ -10,6 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+from rdmadoctor.core.words import count
 from rdmadoctor.gang import bandwidth as B
 from rdmadoctor.gang import compare as C
 from rdmadoctor.gang import protocol as P
@@ -159,7 +160,7 @@ def run_rank0(
     base = {"role": "rank0", "rank": 0, "size": size, "master": f"this pod, port {port}"}
     server = server if server is not None else P.listen(port)
     try:
-        log(f"rank 0 of {size}: waiting up to {timeout:g} s for {size - 1} member(s) on port {port}")
+        log(f"rank 0 of {size}: waiting up to {timeout:g} s for {count(size - 1, 'member')} on port {port}")
         joined, refused = P.gather(server, size, token, time.monotonic() + timeout, log=log)
     finally:
         server.close()

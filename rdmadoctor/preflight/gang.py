@@ -181,11 +181,13 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
 
 def gang_text(section: dict[str, Any]) -> list[str]:
     """The gang's part of the text verdict: the same lines in every member's log."""
+    from rdmadoctor.core.words import count
+
     members = section.get("members") or []
     size = section.get("size")
     verdict = VERDICT_TEXT.get(section.get("verdict"), "UNKNOWN")
     where = section.get("master") or "?"
-    out = [f"gang: {verdict} - {len(members)} of {size} member(s) met (this pod is rank {section.get('rank')}; "
+    out = [f"gang: {verdict} - {len(members)} of {count(size or 0, 'member')} met (this pod is rank {section.get('rank')}; "
            f"rank 0: {where})"]
     odd = {m["rank"] for mm in section.get("mismatches") or [] for m in mm["members"]}
     odd |= {s["rank"] for s in section.get("slow") or []}
@@ -196,8 +198,8 @@ def gang_text(section: dict[str, Any]) -> list[str]:
         out.append(f"  rank {m['rank']:<4} {VERDICT_TEXT.get(m.get('verdict'), '?'):<7} {m.get('fingerprint') or '-':<16}  "
                    f"{m.get('host') or '?'}")
     if many:
-        out.append(f"  (the other {sum(1 for m in members if m.get('verdict') == GO and m['rank'] not in odd)} "
-                   "member(s): GO, alike)")
+        alike = sum(1 for m in members if m.get('verdict') == GO and m['rank'] not in odd)
+        out.append(f"  (the other {count(alike, 'member')}: GO, alike)")
     from rdmadoctor.gang.compare import FIELD, shown
 
     for mm in section.get("mismatches") or []:
@@ -208,7 +210,7 @@ def gang_text(section: dict[str, Any]) -> list[str]:
         out.append(f"  slow: rank {s['rank']} on {s.get('host')}: {s['gbps']:g} Gb/s, gang median {s['median_gbps']:g} Gb/s")
     bw = section.get("bandwidth")
     if bw:
-        out.append(f"  bandwidth: {bw['tool']}, {bw['rounds']} round(s), median {bw.get('median_gbps')} Gb/s")
+        out.append(f"  bandwidth: {bw['tool']}, {count(bw['rounds'], 'round')}, median {bw.get('median_gbps')} Gb/s")
     if section.get("missing"):
         out.append(f"  missing: rank {', '.join(str(r) for r in section['missing'])}")
     for r in section.get("refused") or []:
