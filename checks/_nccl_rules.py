@@ -2,18 +2,23 @@
 MASTER_ADDR / MASTER_PORT. Pure functions over strings and plain facts: no host, no finding.
 
 - Numbers: NCCL reads numeric variables with ``strtoll(value, NULL, 0)`` (src/misc/param.cc
-  ncclLoadParam, through ncclGetEnv): the longest numeric prefix, base from the prefix (``0x``, ``0``),
-  0 when there is none, the default kept on ERANGE. ``NCCL_IB_DISABLE=true`` reads as 0.
-  A port in ``dev:port`` is read with ``atoi`` (src/misc/utils.cc parseStringList).
-- Device and interface lists (NCCL_IB_HCA in src/transport/net_ib/init.cc, NCCL_SOCKET_IFNAME in
-  src/misc/socket.cc, both through src/misc/utils.cc parseStringList / matchIfList): comma
-  separated; a leading ``^`` excludes, then a leading ``=`` matches exactly, both for the whole
-  list and in that order only (``^=mlx5_0`` works, ``=^mlx5_0`` names "^mlx5_0"); without ``=`` an
-  entry is a prefix (``mlx5_1`` also selects ``mlx5_10``); nothing is trimmed; an empty list
-  matches everything. Only ACTIVE ports are candidates for NCCL_IB_HCA.
+  ncclLoadParam, the value from ncclGetEnv): the longest numeric prefix, its base from the prefix
+  (``0x``, ``0``), 0 when there is none, the default kept on ERANGE: ``NCCL_IB_DISABLE=true`` reads
+  as 0. A port in ``dev:port`` is read with ``atoi``.
+- Device and interface lists: NCCL_IB_HCA (src/transport/net_ib/init.cc) and NCCL_SOCKET_IFNAME
+  (src/misc/socket.cc) both go through src/misc/utils.cc parseStringList / matchIfList:
+
+  - the list is comma separated; a leading ``^`` excludes, then a leading ``=`` matches exactly; both
+    apply to the whole list, in that order only (``^=mlx5_0`` works, ``=^mlx5_0`` names "^mlx5_0");
+  - without ``=`` an entry is a prefix: ``mlx5_1`` also selects ``mlx5_10`` .. ``mlx5_17``;
+  - ``dev:port`` limits an entry to one port, the port read with atoi (``mlx5_0:`` means port 0);
+  - nothing is trimmed: ``mlx5_0, mlx5_1`` has an entry " mlx5_1" that matches no device;
+  - only ACTIVE ports are candidates for NCCL_IB_HCA; NCCL_SOCKET_IFNAME only sees interfaces that are
+    running (up with a carrier) and have an IPv4/IPv6 address, and is ignored when 1 character long;
+
 - Interfaces NCCL picks by itself (src/misc/socket.cc ncclFindInterfaces): ``ib*``, else anything
   but ``docker*``, ``lo`` and ``virbr*``, else ``docker*``, else ``lo``; each only when running
-  (IFF_UP and IFF_RUNNING) with an IPv4/IPv6 address. NCCL_SOCKET_IFNAME of 1 character is ignored.
+  (IFF_UP and IFF_RUNNING) with an IPv4/IPv6 address.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
-    from rdmadoctor.checks._nccl_probe import HcaPort, NetIf
+    from rdmadoctor.checks._nccl_probe import HcaPort
+    from rdmadoctor.host.net import NetIf
+
 
 # ---- NCCL's list syntax ----------------------------------------------------------------------
 

@@ -1,16 +1,8 @@
 """nccl.env: the job's NCCL settings against this node (HCAs, socket interfaces, GID index, IB on/off).
 
-The matching follows NCCL's own code (src/misc/utils.cc parseStringList / matchIfList, the callers
-in net_ib.cc and socket.cc), not its docs' summary of it:
-
-- the list is comma separated; a leading ``^`` excludes, then a leading ``=`` matches exactly; both
-  apply to the whole list, in that order only (``^=mlx5_0`` works, ``=^mlx5_0`` names "^mlx5_0");
-- without ``=`` an entry is a prefix: ``mlx5_1`` also selects ``mlx5_10`` .. ``mlx5_17``;
-- ``dev:port`` limits an entry to one port, the port read with atoi (``mlx5_0:`` means port 0);
-- nothing is trimmed: ``mlx5_0, mlx5_1`` has an entry " mlx5_1" that matches no device;
-- only ACTIVE ports are candidates for NCCL_IB_HCA; NCCL_SOCKET_IFNAME only sees interfaces that are
-  running (up with a carrier) and have an IPv4/IPv6 address, and is ignored when 1 character long;
-- numeric variables are read with strtoll(value, NULL, 0): ``NCCL_IB_DISABLE=true`` reads as 0.
+The settings are read as NCCL's C code reads them, not as its docs summarise them: its number
+parsing (strtoll, atoi) and its device-list matching (``^``, ``=``, prefixes, ``dev:port``) are in
+checks/_nccl_rules.py, with the NCCL source files they follow.
 
 Two transports are judged beyond the settings' syntax:
 
