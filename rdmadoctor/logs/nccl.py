@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
+# RCCL (ROCm) prints "RCCL version 2.18.3+hip6.0 ..." where NCCL prints "NCCL version 2.18.3+cuda12.2".
+_VERSION = re.compile(r"[NR]CCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
 _NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
-_NET_DEVS = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+ ?)+)")
-_NET_DEV = re.compile(r"\[\d+\]([\w.:-]+?):(\d+)/(\w+)")
-_SOCK_DEVS = re.compile(r"NET/Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
+_NET_DEVS = re.compile(r"NET/(\w+) ?: Using (\[\d+\].*)")
+# "[0]mlx5_0:1/IB"; NCCL_IB_MERGE_NICS (2.19+) lists a merged device's ports in braces:
+# "[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={...}".
+_NET_DEV = re.compile(r"\[\d{1,4}\] ?([\w.-]{1,64}):(\d{1,3})/(\w{1,16})")
+# GCP's FastSocket plugin lists its interfaces as NET/Socket does ("NET/FastSocket : Using [0]eth0:...").
+_SOCK_DEVS = re.compile(r"NET/(?:Fast)?Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
 _SOCK_DEV = re.compile(r"\[\d+\]([\w.@-]+?):")
 _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
@@ -26,6 +30,9 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+# The network of a channel line that is not a socket one: "via NET/IBext/1/GDRDMA" -> IBext,
+# "via NET/AWS Libfabric/0" -> "AWS Libfabric".
+_CHANNEL_NET_BYTES = re.compile(rb" via NET/(?!Socket/)([^/\s]{1,32}(?: [^/\s]{1,32}){0,3})/\d")
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
@@ -52,6 +59,7 @@ class NcclFacts:
         self.gdr_off = False
         self.net_channels = 0  # NET channel lines seen
         self.net_channels_gdr = 0
+        self.channel_net: str | None = None  # the network a (non-socket) NET channel line names
         self.socket_channel_hosts: set[str | None] = set()
         # NCCL <= 2.5 may print no "Using network" line: "NET/IB : No device found." then
         # "NET/Socket : Using [0]eth0" on one host says it runs on sockets.
@@ -69,7 +77,7 @@ class NcclFacts:
         self.seen = True
         if host and len(self.hosts) < self.MAX:
             self.hosts.add(host)
-        if self.version is None and "NCCL version" in text:
+        if self.version is None and "CCL version" in text:
             m = _VERSION.search(text)
             if m:
                 self.version, self.cuda = m.group(1), m.group(2)
@@ -104,6 +112,8 @@ class NcclFacts:
             m = _CHANNEL_NET.search(text)
             if m and "Socket" in m.group(1) and len(self.socket_channel_hosts) < self.MAX:
                 self.socket_channel_hosts.add(host)
+            elif m and self.channel_net is None:
+                self.channel_net = m.group(1)
         if "coll channels" in text:
             m = _COLL_CHANNELS.search(text)
             if m:
@@ -129,6 +139,10 @@ class NcclFacts:
             self.net_channels += n
             self.net_channels_gdr += block.count(b"/GDRDMA")
             self.connected = True
+            if self.channel_net is None:
+                m = _CHANNEL_NET_BYTES.search(block)
+                if m is not None:
+                    self.channel_net = m.group(1).decode("utf-8", "replace")
         if b"Channel " in block or b"Ring " in block:
             for m in _CHANNEL_RING_BYTES.finditer(block):
                 self.seen = True
@@ -147,14 +161,27 @@ class NcclFacts:
             return {h: "Socket" for h in self.no_ib_hosts & self.socket_iface_hosts if h not in self.networks}
         if self.no_ib_hosts and self.socket_iface_hosts:  # interleaved ranks: any host said both halves
             return {h: "Socket" for h in self.no_ib_hosts | self.socket_iface_hosts}
+        if self.socket_iface_hosts and not (self.net_devices or self.plugin or self.channel_net) and not self._pre25():
+            # NCCL lists its socket interfaces ("NET/Socket : Using [0]bond0:...") only when it
+            # initialises its socket transport, which it does only when no plugin and no IB device
+            # could be used (net.cc ncclNetInit): pasted alone, that line says NCCL runs on sockets.
+            # NCCL <= 2.4 printed its bootstrap interface the same way, so not for those.
+            return {h: "Socket" for h in self.socket_iface_hosts}
         return {}
+
+    def _pre25(self) -> bool:
+        if not self.version:
+            return False
+        major, _, rest = self.version.partition(".")
+        minor = rest.partition(".")[0]
+        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < (2, 5)
 
     def network(self) -> str | None:
         nets = {**self._implied(), **self.networks}
         if not nets:
             if self.socket_channel_hosts:
                 return "Socket"
-            return None
+            return self.channel_net
         counts: dict[str, int] = {}
         for n in nets.values():
             counts[n] = counts.get(n, 0) + 1

@@ -39,7 +39,7 @@ MAX_SEGMENT_LINES = 20000
 
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
-    "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
+    "NCCL version", "RCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "via NET/Socket", "nRanks", "Channel ", "Ring ", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
@@ -455,7 +455,11 @@ class Diagnoser:
             le = block.find(b"\n", ls)
             raw = block[ls:le]
             if forced or self.t.verify.search(raw) or b"$ " in raw or b"# " in raw:
-                self._line(raw, self._lineno)
+                # The next line, when this block holds it: the rest of this one if a terminal broke it.
+                nle = -1 if forced or len(raw) < prefix.WRAP_MIN else block.find(b"\n", le + 1)
+                if self._line(raw, self._lineno, block[le + 1:nle] if nle >= 0 else None):
+                    self._lineno += 1
+                    le = nle
             pos = le + 1
 
     def _candidates(self, block: bytes) -> list[int]:
@@ -489,7 +493,7 @@ class Diagnoser:
         while pos < n:
             le = block.find(b"\n", pos)
             raw = block[pos:le]
-            text = _unquote(raw.decode("utf-8", "replace").rstrip())
+            text = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())[0]
             if self._ends_segment(text, seg):
                 self._close_segment()
                 return pos  # the line is scanned again, as a line of its own
@@ -536,8 +540,9 @@ class Diagnoser:
         self._seg = {"kind": kind, "command": command, "lines": lines, "size": sum(len(x) + 1 for x in lines),
                      "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
 
-    def _line(self, raw: bytes, lineno: int) -> None:
-        text = _unquote(raw.decode("utf-8", "replace").rstrip())
+    def _line(self, raw: bytes, lineno: int, nxt: bytes | None = None) -> bool:
+        """Read one candidate line; True when it also took ``nxt`` (the next line) as its rest."""
+        text, spans = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())
         if "Last error" in text:
             self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
@@ -549,17 +554,39 @@ class Diagnoser:
             if kind == "rdma_link" and " link" not in f" {command}":
                 kind = "other"
             self._open_segment(kind, command, lineno + 1, None)
-            return
+            return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:
                 if rx.search(text):
                     self._open_segment(kind, "", lineno, text)
-                    return
-        self._match(text, lineno)
+                    return False
+        took = False
+        if nxt is not None:
+            rest = prefix.unwrap(nxt.decode("utf-8", "replace").rstrip())[0]
+            if prefix.continues(text, rest):
+                text, took = self._rejoin(text, rest), True
+                if "Last error" in rest:
+                    self._follow = LAST_ERROR_LINES
+        hit: set[tuple[str, str]] = set()
+        self._match(text, lineno, hit=hit)
+        for span in spans:  # messages quoted in backticks inside a sentence, each a line of its own
+            self._match(span, lineno, hit=hit)
+        return took
 
-    def _match(self, text: str, lineno: int, quick: bool = False) -> None:
+    def _rejoin(self, first: str, rest: str) -> str:
+        """A broken line glued back: with or without a space where it broke, whichever lets more
+        knowledge-base rows match (prefix.joined's guess when that does not tell)."""
+        likely, other = prefix.joined(first, rest)
+        return other if self._rows(other) > self._rows(likely) else likely
+
+    def _rows(self, text: str) -> int:
+        body = prefix.split(text)[0]
+        return sum(1 for needle in set(self.t.line_needles.findall(text)) for p in self.t.by_needle.get(needle, ())
+                   if self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text))
+
+    def _match(self, text: str, lineno: int, quick: bool = False, hit: set | None = None) -> None:
         body, meta = prefix.split(text)
-        if meta.level is not None or "NCCL" in text:
+        if meta.level is not None or "NCCL" in text or "RCCL version" in text:
             self.facts.feed(body, meta.host)
             # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
             # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
@@ -576,7 +603,7 @@ class Diagnoser:
         # Each needle in the line gets its first matching row: a traceback pasted on one line
         # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
-        hit: set[tuple[str, str]] = set()
+        hit = set() if hit is None else hit
         for m in self.t.line_needles.finditer(text):
             needle = m.group()
             if needle in seen:
@@ -658,13 +685,6 @@ class Diagnoser:
         if self._cut_lines:
             notes.append(f"{self._cut_lines} line(s) longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
-
-
-def _unquote(text: str) -> str:
-    """A line of a ticket's paste with markdown's inline-code backticks around it removed."""
-    if text.startswith("`") or text.endswith("`"):
-        return text.strip("`")
-    return text
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
