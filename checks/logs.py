@@ -222,6 +222,9 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
 
 
 _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "ulimit": _memlock, "df": _shm, "lsmod": _modules}
+# Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
+# `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
+_ROWS_ONLY = {"df", "ulimit"}
 # What to quote as the evidence of a finding from a paste: the line that shows it.
 _QUOTE = {
     MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",
@@ -256,8 +259,8 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     out: dict[tuple[str, str], Finding] = {}
     for seg in diag.segments:
         judge = _JUDGES.get(seg.kind)
-        if judge is None or "|" in seg.command:  # `ibstat | grep State`: a filtered output proves nothing missing
-            continue
+        if judge is None or "|" in seg.command and seg.kind not in _ROWS_ONLY:
+            continue  # `ibstat | grep State`: a filtered output proves nothing missing
         try:
             found = judge(seg, expect, node)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis

@@ -156,6 +156,12 @@ def continues(first: str, nxt: str) -> bool:
 MAX_WRAPPED = 4096
 
 
+def cut_token(first: str, nxt: str) -> bool:
+    """Did a break fall inside a token (a device list entry, an address, a path)?"""
+    return (first[-1:].strip() != "" and nxt[:1].strip() != ""
+            and _TOKEN_END.search(first[-80:]) is not None and _TOKEN_START.match(nxt) is not None)
+
+
 def joined(first: str, nxt: str) -> tuple[str, str]:
     """The two ways of gluing a broken line back: (the likelier, the other).
 

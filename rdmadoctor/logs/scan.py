@@ -61,6 +61,10 @@ _HEADERS = (
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
+    # Without a header or a prompt (issue 16): `df -h | grep shm` rows, `ulimit -a` and its lines.
+    (r"^\s*\S+\s+(?:\S+\s+)?\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d{1,3}%\s+/dev/shm\s*$", "df"),
+    (r"^\s*(?:sudo\s+)?ulimit\s+-[aHSl]{1,3}\s*$", "ulimit"),
+    (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
 )
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
@@ -69,7 +73,8 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     "Failed to open", "Count not open", "ProcessGroupNCCL")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _CHANNEL_WORDS = (b"Channel ", b"Ring ")
-_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
+_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
+                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
@@ -243,6 +248,8 @@ class _Tables:
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
+        # Header needles without a rare character ("/dev/shm", "locked memory") are searched as they are.
+        uncovered |= {lit for lit in _HEADER_NEEDLES if choice.get(lit) is None}
         self.plain = tuple(sorted(x.encode() for x in uncovered))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
@@ -563,8 +570,9 @@ class Diagnoser:
         took = False
         if nxt is not None:
             rest = prefix.unwrap(nxt.decode("utf-8", "replace").rstrip())[0]
-            if prefix.continues(text, rest):
-                text, took = self._rejoin(text, rest), True
+            whole = self._rejoin(text, rest) if prefix.continues(text, rest) else None
+            if whole is not None:
+                text, took = whole, True
                 if "Last error" in rest:
                     self._follow = LAST_ERROR_LINES
         hit: set[tuple[str, str]] = set()
@@ -573,11 +581,21 @@ class Diagnoser:
             self._match(span, lineno, hit=hit)
         return took
 
-    def _rejoin(self, first: str, rest: str) -> str:
-        """A broken line glued back: with or without a space where it broke, whichever lets more
-        knowledge-base rows match (prefix.joined's guess when that does not tell)."""
+    def _rejoin(self, first: str, rest: str) -> str | None:
+        """A broken line glued back (with or without a space where it broke, whichever lets more
+        knowledge-base rows match, else prefix.joined's guess), or None: the two lines are two.
+
+        Glued only where that explains more than the two lines do apart (a message whose needle or
+        ending the break cut), or, where neither says anything to the knowledge base (NCCL's INFO
+        lines), where the break cut a token ("[3]ml" + "x5_3:1/IB")."""
         likely, other = prefix.joined(first, rest)
-        return other if self._rows(other) > self._rows(likely) else likely
+        n_likely, n_other = self._rows(likely), self._rows(other)
+        apart = self._rows(first) + self._rows(rest)
+        if max(n_likely, n_other) > apart:
+            return other if n_other > n_likely else likely
+        if apart == 0 and prefix.cut_token(first, rest):
+            return likely
+        return None
 
     def _rows(self, text: str) -> int:
         body = prefix.split(text)[0]
@@ -627,7 +645,8 @@ class Diagnoser:
             if len(self.aggs) >= MAX_FINDINGS:
                 self.dropped_findings += 1
                 return
-            symptom = kb.is_symptom(p, groups)
+            symptom = kb.is_symptom(p, groups) or bool(
+                p.symptom_after and any(a.pattern.code in p.symptom_after for a in self.aggs.values()))
             agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom)
         agg.count += 1
         if meta.host and len(agg.hosts) < 64:

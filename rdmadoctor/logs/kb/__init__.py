@@ -76,6 +76,10 @@ class Pattern:
     # Codes (or pattern ids) this row's findings follow from when they were seen earlier; empty:
     # any earlier non-symptom problem is a cause (see rdmadoctor.logs.scan).
     follows: tuple[str, ...] = ()
+    # Codes that, seen before this row's line, make it a symptom of them (and only then): "No IB
+    # devices found" after libibverbs said it has no provider for a device is that problem's
+    # consequence, not a host without devices. Listed in ``follows`` too, so it links to them.
+    symptom_after: tuple[str, ...] = ()
     # groups -> more groups (a status number -> its ibv_wc_status name); pure, never raises.
     derive: Callable[[dict[str, str]], dict[str, str]] | None = field(default=None, compare=False)
     versions: str = ""  # the versions that print it, when that matters: "NCCL 2.13+"
