@@ -68,6 +68,7 @@ from rdmadoctor.logs.kb.nccl import (
     NCCL_SHM_FAILED,
     NCCL_SOCKET_FALLBACK,
 )
+from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -335,6 +336,7 @@ _NO_PORT_REASONS = (IB_NO_DEVICES, IB_NO_SM, IB_PORT_INIT, IB_PORT_DOWN)
 _NODE_CAUSES: dict[str, tuple[tuple[str, str | None], ...]] = {
     NCCL_REG_MR_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
     NCCL_QP_CQ_CREATE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
+    UCX_IB_RESOURCE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
     NCCL_SHM_FAILED.code: ((SHM_TOO_SMALL.code, None), (SHM_NEARLY_FULL.code, None)),
     NCCL_GDR_DISABLED.code: ((kernel.GDR_PEERMEM_MISSING.code, None),),
 }

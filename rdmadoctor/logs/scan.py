@@ -561,6 +561,8 @@ class Diagnoser:
             if kind == "rdma_link" and " link" not in f" {command}":
                 kind = "other"
             self._open_segment(kind, command, lineno + 1, None)
+            if kind == "other":  # "# Out of bounds values : 2 FAILED" (nccl-tests) reads as a root prompt
+                self._match(text, lineno)
             return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:
@@ -833,7 +835,7 @@ _FALLBACK_REASONS = {
     "NCCL_IB_DISABLED_BY_ENV", "NCCL_IB_NO_DEVICE", "NCCL_IB_HCA_NO_MATCH", "VERBS_LIB_MISSING",
     "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH", "DEV_UVERBS_MISSING",
     "IB_NO_DEVICES", "VERBS_NO_DEVICES", "NCCL_NET_PLUGIN_LOAD_FAILED", "NCCL_NET_INIT_FAILED",
-    "IB_PORT_DOWN", "IB_PORT_INIT",
+    "IB_PORT_DOWN", "IB_PORT_INIT", "OFI_NO_PROVIDER",
 }
 
 
