@@ -149,7 +149,7 @@ def continues(first: str, nxt: str) -> bool:
         return False
     if _OWN_START.match(nxt) is not None:
         return False
-    _, meta = split(nxt)
+    _, meta = split(nxt[:200])  # a prefix is at the start
     return meta.host is None and meta.level is None and meta.time is None and meta.rank is None and meta.pod is None
 
 

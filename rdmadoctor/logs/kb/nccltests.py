@@ -42,7 +42,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_TEST_FAILED.code,
         severity=ERROR,
         needle="Test NCCL failure",
-        regex=r"(?:(?P<host>[\w.-]{1,255}): )?Test NCCL failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '"
+        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}+): )?Test NCCL failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '"
               r"(?!unhandled system error|remote process exited)(?P<error>[^'\n]{0,300}?)"
               r"(?: / (?P<last>[^'\n]{0,300}))?'",
         subject="{where}",

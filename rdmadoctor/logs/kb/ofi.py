@@ -62,7 +62,9 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="NET/OFI ",
         # A plugin line that says something failed (INFO lines describe the setup); rows of their
         # own: no provider, memory registration.
-        regex=r"NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory)"
+        # The first "NET/OFI " within 400 characters of the start (prefixes may be there): one place
+        # tried, whatever the line holds.
+        regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}+NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory)"
               r"(?=[^\n]{0,300}?(?:failed|[Cc]ouldn't|[Cc]ould not|Unable to|RC: -\d|ERROR|[Ee]rror))"
               r"(?P<what>[^\n]{1,300}?)\s*$",
         subject="NET/OFI",

@@ -42,7 +42,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MEMLOCK_LIMITED,
         severity=ERROR,
         needle="set max locked memory",
-        regex=r"(?:(?P<dev>[\w.-]{1,64}): )?(?P<call>ibv_\w{1,32})\([^)\n]{0,200}\) failed: (?P<error>[^.\n]{1,80})\. "
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_\w{1,32})\([^)\n]{0,200}\) failed: (?P<error>[^.\n]{1,80})\. "
               r"Please set max locked memory \(ulimit -l\) to 'unlimited' \(current: (?P<kb>\d{1,19}) kbytes\)",
         subject="memlock",
         message="UCX: {call} failed with `{error}` and UCX names the cause: the locked-memory limit is {limit_text}; RDMA "
@@ -65,7 +65,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle=") failed: ",
         # The line with UCX's own memlock hint is the row above (the possessive run stops at its period).
-        regex=r"(?:(?P<dev>[\w.-]{1,64}): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
               r"(?:_ex)?)\((?P<args>[^)\n]{0,200})\) failed: (?P<error>[^.\n]{1,80}+)(?!\. Please set max locked memory)",
         subject="{call}",
         message="UCX could not {what}{on}: {call}({args}) failed with `{error}`.",
