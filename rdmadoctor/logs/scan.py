@@ -36,6 +36,7 @@ MAX_FINDINGS = 512
 MAX_SEGMENTS = 64
 MAX_SEGMENT_BYTES = 1 << 20
 MAX_SEGMENT_LINES = 20000
+PASTE_WINDOW = 1 << 20  # tool outputs without header or prompt are looked for in this much of an input
 
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
@@ -248,9 +249,12 @@ class _Tables:
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
-        # Header needles without a rare character ("/dev/shm", "locked memory") are searched as they are.
-        uncovered |= {lit for lit in _HEADER_NEEDLES if choice.get(lit) is None}
         self.plain = tuple(sorted(x.encode() for x in uncovered))
+        # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") are searched
+        # as they are, in the first PASTE_WINDOW bytes of an input only: each such search costs
+        # about as much as the whole scan of a block, and outputs pasted without a header or prompt
+        # come in tickets and pastes, not megabytes into a job's log.
+        self.paste_plain = tuple(sorted(x.encode() for x in _HEADER_NEEDLES if choice.get(x) is None and x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
@@ -484,7 +488,10 @@ class Diagnoser:
         self._channels = channels
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
-        for lit in self.t.plain:
+        plain = self.t.plain
+        if self._source is not None and self._source["bytes"] - len(block) < PASTE_WINDOW:
+            plain += self.t.paste_plain
+        for lit in plain:
             j = find(lit)
             while j >= 0:
                 starts.add(rfind(b"\n", 0, j) + 1)
