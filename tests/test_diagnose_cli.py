@@ -163,7 +163,8 @@ def test_with_a_node_the_checks_run_too_and_the_report_has_both(tmp_path) -> Non
 def test_list_patterns_and_explain_know_every_code() -> None:
     out = rd("list-patterns", "--json")
     rows = json.loads(out.stdout)["patterns"]
-    assert len(rows) >= 40 and {r["source"] for r in rows} == {"nccl", "verbs", "ibtools", "pytorch", "kernel"}
+    assert len(rows) >= 40 and {r["source"] for r in rows} == {"nccl", "verbs", "ibtools", "pytorch", "kernel", "ucx", "nvshmem", "ofi",
+                                                         "nccltests"}
     for code in sorted({r["code"] for r in rows}):
         ex = rd("explain", code)
         assert ex.returncode == 0, (code, ex.stderr)

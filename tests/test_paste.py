@@ -288,3 +288,71 @@ def test_line_preparation_on_adversarial_lines(line: str) -> None:
     prefix.continues("x" * 100, line)
     prefix.joined("a" * 65536, line)
     assert prefix._NCCL_BARE.match(line) is None  # prefix.split's own search is bounded by its own test
+
+
+# ---- nccl-tests' bandwidth table against the fabric the same log shows ---------------------------------
+
+# The rank list and the table's shape are nccl-tests' own (https://github.com/NVIDIA/nccl-tests/issues/204,
+# https://github.com/NVIDIA/nccl-tests/issues/252); the rows and the pasted ibstat are written here.
+NCCL_TESTS_RUN = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  63755 on DisAI-4090-3 device  0 [0x1b] NVIDIA GeForce RTX 4090
+#  Rank  1 Group  0 Pid 914454 on DisAI-4090-2 device  0 [0x1b] NVIDIA GeForce RTX 4090
+DisAI-4090-3:63755:63755 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eno1:10.102.0.233<0>
+DisAI-4090-3:63755:63755 [0] NCCL INFO Using network IB
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+    67108864      16777216     float     sum      -1    61956    1.08    1.08      0    61901    1.08    1.08      0
+   134217728      33554432     float     sum      -1   123411    {busbw}    {busbw}      0   123395    1.09    1.09      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 1.08167
+#
+$ ibstat mlx5_0
+CA 'mlx5_0'
+\tCA type: MT4129
+\tNumber of ports: 1
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 100
+\t\tLink layer: Ethernet
+"""
+
+
+def test_busbw_far_below_the_fabric() -> None:
+    rep = report(NCCL_TESTS_RUN.format(busbw="1.09"))
+    f = found(rep)["NCCL_TEST_BUSBW_LOW"]
+    assert "1.09 GB/s" in f["message"] and "2 nodes" in f["message"] and "100 Gb/s" in f["message"]
+    assert f["data"]["evidence"][0]["line"] == 13 and f["data"]["fabric_gbps"] == 100
+    assert rep["nccl"]["nodes"] == 2
+
+
+def test_busbw_near_the_fabric_is_fine() -> None:
+    assert "NCCL_TEST_BUSBW_LOW" not in found(report(NCCL_TESTS_RUN.format(busbw="11.20")))
+
+
+def test_busbw_on_one_node_is_not_judged_against_the_nics() -> None:
+    text = NCCL_TESTS_RUN.format(busbw="1.09").replace("on DisAI-4090-2", "on DisAI-4090-3")
+    assert "NCCL_TEST_BUSBW_LOW" not in found(report(text))
+
+
+def test_the_table_is_one_output_and_its_comments_are_not_prompts() -> None:
+    d = diagnose_bytes(NCCL_TESTS_RUN.format(busbw="1.09").encode())
+    assert [s.kind for s in d.segments] == ["nccl-tests", "ibstat"]
+    assert d.segments[0].text.count("\n") == 4  # header, units, two rows
+
+
+def test_busbw_parser_reads_columns_by_name() -> None:
+    from rdmadoctor.parsers.nccltests import parse_busbw
+
+    # broadcast_perf has root and no redop (https://github.com/NVIDIA/nccl-tests/issues/82)
+    text = ("#       size         count    type    root     time   algbw   busbw  error     time   algbw   busbw  error\n"
+            "           8             2   float       0    45.82    0.00    0.00    N/A    38.17    0.00    0.00    N/A\n"
+            "  2147483648     536870912   float       0   223410    9.61    9.61    N/A   222926    9.63    9.63    N/A\n")
+    table = parse_busbw(text).value
+    assert table.peak_gbs == 9.63 and table.largest.size_bytes == 2147483648
+    assert parse_busbw("no table here").ok is False

@@ -36,6 +36,9 @@ _CHANNEL_NET_BYTES = re.compile(rb" via NET/(?!Socket/)([^/\s]{1,32}(?: [^/\s]{1
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_NNODES = re.compile(r"\bnNodes (\d{1,6})")  # "comm %p rank %d nRanks %d nNodes %d localRanks %d" (2.9+)
+# nccl-tests lists its ranks: "#  Rank  0 Group  0 Pid  63755 on DisAI-4090-3 device  0 [0x1b] ..."
+_TEST_RANK = re.compile(r"#\s{1,8}Rank\s{1,8}\d{1,6}\s{1,8}(?:Group\s{1,8}\d{1,6}\s{1,8})?Pid\s{1,8}\d{1,9}\s{1,8}on\s{1,8}([\w.-]{1,255})\s")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
@@ -68,6 +71,8 @@ class NcclFacts:
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
+        self.nnodes: int | None = None
+        self.test_hosts: set[str] = set()  # the hosts nccl-tests says its ranks run on
         self.hosts: set[str] = set()
         self.seen = False  # any NCCL line at all
         self.connected = False  # channels connected / init complete: the transport is settled
@@ -122,6 +127,9 @@ class NcclFacts:
             m = _NRANKS.search(text)
             if m:
                 self.nranks = max(self.nranks or 0, int(m.group(1)))
+            m = _NNODES.search(text)
+            if m:
+                self.nnodes = max(self.nnodes or 0, int(m.group(1)))
         if "GPU" in text or "GDRDMA" in text:
             if _GDR_OFF.search(text):
                 self.gdr_off = True
@@ -129,6 +137,19 @@ class NcclFacts:
                 self.gdr_on = True
         if "Init COMPLETE" in text or "Connected all rings" in text:
             self.connected = True
+
+    def feed_test_line(self, text: str) -> None:
+        """One of nccl-tests' "#" lines: the hosts its ranks run on."""
+        if "Rank" in text and len(self.test_hosts) < self.MAX:
+            m = _TEST_RANK.match(text.lstrip())
+            if m:
+                self.seen = True
+                self.test_hosts.add(m.group(1))
+
+    def nodes(self) -> int | None:
+        """How many hosts the job spans, when the log says: NCCL's nNodes, nccl-tests' rank list."""
+        n = max(self.nnodes or 0, len(self.test_hosts))
+        return n or None
 
     def count_channels(self, block: bytes) -> None:
         """The channel lines of a block of whole lines, counted in C: NET channels, those with
@@ -224,6 +245,7 @@ class NcclFacts:
             "ranks": self.nranks,
             "hosts": sorted(self.hosts) or None,
             "socket_hosts": self.socket_hosts(),
+            "nodes": self.nodes(),
         }
 
 

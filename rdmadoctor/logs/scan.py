@@ -131,6 +131,8 @@ def _trie(words: list[str]) -> str:
     return emit(root)
 
 
+# A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
+_TABLE_LINE = re.compile(r"\s*(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
@@ -139,7 +141,7 @@ _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 class Segment:
     """A tool's output found in the text (after a prompt line, or recognised by its header)."""
 
-    kind: str  # ibstat | ibstatus | ibv_devinfo | rdma_link | ulimit | df | lsmod | dmesg | other ...
+    kind: str  # ibstat | ibstatus | ibv_devinfo | rdma_link | ulimit | df | lsmod | dmesg | nccl-tests | other ...
     command: str  # the command line after the prompt ("ibstat mlx5_0"), "" when recognised by header
     text: str
     file: str
@@ -526,6 +528,8 @@ class Diagnoser:
     def _ends_segment(self, text: str, seg: dict) -> bool:
         from rdmadoctor.parsers.common import is_prompt
 
+        if seg["kind"] == "nccl-tests":  # the table runs while its lines are rows (or the units line)
+            return _TABLE_LINE.match(text) is None
         if is_prompt(text):
             return True
         if seg["blank"] >= 2 and text.strip():
@@ -567,9 +571,19 @@ class Diagnoser:
             kind = _COMMANDS.get(word, "other")
             if kind == "rdma_link" and " link" not in f" {command}":
                 kind = "other"
+            if kind == "other" and text.lstrip().startswith("#"):
+                # Not a root prompt running a tool: nccl-tests' comment lines ("# nThread 1 ...",
+                # "# Out of bounds values : 2 FAILED") and a ticket's headings. Its result table is
+                # an output of its own.
+                from rdmadoctor.parsers.nccltests import is_header
+
+                if is_header(text):
+                    self._open_segment("nccl-tests", "", lineno, text)
+                else:
+                    self.facts.feed_test_line(text)
+                    self._match(text, lineno)
+                return False
             self._open_segment(kind, command, lineno + 1, None)
-            if kind == "other":  # "# Out of bounds values : 2 FAILED" (nccl-tests) reads as a root prompt
-                self._match(text, lineno)
             return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:
