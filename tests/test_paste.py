@@ -356,3 +356,14 @@ def test_busbw_parser_reads_columns_by_name() -> None:
     table = parse_busbw(text).value
     assert table.peak_gbs == 9.63 and table.largest.size_bytes == 2147483648
     assert parse_busbw("no table here").ok is False
+
+
+def test_the_libfabric_provider_the_ofi_plugin_names() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1597 (excerpt)
+    rep = report("8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric\n"
+                 "8h200-3:6310:6318 [0] NCCL INFO NET/OFI Selected Provider is efa (found 16 nics)\n")
+    assert rep["nccl"]["network"] == "Libfabric" and rep["nccl"]["fabric"] == "efa" and rep["nccl"]["fabric_nics"] == 16
+    line = next(f["message"] for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_READ")
+    assert "NET/Libfabric on libfabric provider efa (16 NICs)" in line
+    d = diagnose_bytes(b"h:1:1 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)\n")
+    assert d.nccl["fabric"] == "efa (efa-direct)"

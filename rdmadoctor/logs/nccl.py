@@ -34,6 +34,9 @@ _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:
 # "via NET/AWS Libfabric/0" -> "AWS Libfabric".
 _CHANNEL_NET_BYTES = re.compile(rb" via NET/(?!Socket/)([^/\s]{1,32}(?: [^/\s]{1,32}){0,3})/\d")
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
+# aws-ofi-nccl: "NET/OFI Selected Provider is efa (found 16 nics)", 1.7+: "Selected provider is efa, fabric
+# is efa-direct (found 4 nics)".
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w;.-]{1,64}?),? (?:fabric is ([\w;.-]{1,64}) )?\(found (\d{1,4}) nics?\)")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _NNODES = re.compile(r"\bnNodes (\d{1,6})")  # "comm %p rank %d nRanks %d nNodes %d localRanks %d" (2.9+)
@@ -72,6 +75,8 @@ class NcclFacts:
         self.ring_channels: int | None = None
         self.nranks: int | None = None
         self.nnodes: int | None = None
+        self.fabric: str | None = None  # the libfabric provider (and fabric) aws-ofi-nccl selected
+        self.fabric_nics: int | None = None
         self.test_hosts: set[str] = set()  # the hosts nccl-tests says its ranks run on
         self.hosts: set[str] = set()
         self.seen = False  # any NCCL line at all
@@ -111,6 +116,12 @@ class NcclFacts:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
+        if "NET/OFI Selected" in text and self.fabric is None:
+            m = _OFI_PROVIDER.search(text)
+            if m:
+                prov, fab = m.group(1), m.group(2)
+                self.fabric = prov if not fab or fab == prov else f"{prov} ({fab})"
+                self.fabric_nics = int(m.group(3))
         if "via NET/" in text:
             # Counted in bulk per block (count_channels): one line per channel and peer, the bulk of
             # an NCCL_DEBUG=INFO log. Only the host of a socket channel is read here.
@@ -246,6 +257,8 @@ class NcclFacts:
             "hosts": sorted(self.hosts) or None,
             "socket_hosts": self.socket_hosts(),
             "nodes": self.nodes(),
+            "fabric": self.fabric,
+            "fabric_nics": self.fabric_nics,
         }
 
 
@@ -280,6 +293,9 @@ def transport_line(nccl: dict | None) -> str | None:
                 "expect a fraction of the fabric's bandwidth")
     devs = nccl.get("net_devices") or []
     on = f" on {_device_list(devs)}" if devs else ""
+    if not devs and nccl.get("fabric"):
+        nics = nccl.get("fabric_nics")
+        on = f" on libfabric provider {nccl['fabric']}" + (f" ({nics} NICs)" if nics else "")
     layers = sorted({d["link_layer"] for d in devs if d.get("link_layer")})
     kind = f" ({', '.join(layers)})" if layers else ""
     gdr = {True: " with GPUDirect RDMA", False: " without GPUDirect RDMA (staged through host memory)"}.get(nccl.get("gdr"), "")
