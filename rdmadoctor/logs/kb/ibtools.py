@@ -190,6 +190,9 @@ PATTERNS: tuple[Pattern, ...] = (
             "ibpanic: [2231] main: 'mlx5_9' IB device can't be found: No such file or directory",
         ),
         derive=lambda g: {"device": g.get("dev") or g.get("dev2") or "?"},
+        # "IB device 'rxe0' wasn't found" right after libibverbs skipped rxe0 for its ABI (rxe-dev#74).
+        follows=_NO_USERSPACE,
+        symptom_after=_NO_USERSPACE,
     ),
     Pattern(
         id="ibtools.perftest_no_device",
