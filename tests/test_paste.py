@@ -367,3 +367,16 @@ def test_the_libfabric_provider_the_ofi_plugin_names() -> None:
     assert "NET/Libfabric on libfabric provider efa (16 NICs)" in line
     d = diagnose_bytes(b"h:1:1 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)\n")
     assert d.nccl["fabric"] == "efa (efa-direct)"
+
+
+@pytest.mark.parametrize("text, code, subject", [
+    # the libibverbs 1.1 / librdmacm pair Open MPI users quote when the kernel side is absent
+    ("librdmacm: couldn't read ABI version.\nlibrdmacm: assuming: 4\nlibibverbs: Fatal: couldn't read uverbs ABI version.\n",
+     "MOD_MISSING", "ib_uverbs"),
+    # https://github.com/sgl-project/sglang/issues/16242: bnxt_re's provider and the kernel disagree
+    ("libibverbs: Warning: Driver bnxt_re does not support the kernel ABI of 6 (supports 1 to 1) for device "
+     "/sys/class/infiniband/bnxt_re2\n", "VERBS_KERNEL_ABI_MISMATCH", "/sys/class/infiniband/bnxt_re2"),
+])
+def test_abi_messages(text: str, code: str, subject: str) -> None:
+    rep = report(text)
+    assert subject in [f["subject"] for c in rep["checks"] for f in c["findings"] if f["code"] == code]
