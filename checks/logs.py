@@ -52,6 +52,7 @@ from rdmadoctor.core.model import (
     ERROR,
     INFO,
     INFORMATION,
+    PROBLEM,
     UNKNOWN,
     WARNING,
     Check,
@@ -105,6 +106,7 @@ NCCL_TEST_BUSBW_LOW = Code(
     "GDRDMA on the channel lines. Then test the fabric alone between the two hosts with ib_write_bw on each "
     "NIC pair; with RoCE check PFC/ECN on the switch and the NICs (mlnx_qos -i IFACE).",
     condition=CONFIG,
+    kind=PROBLEM,
 )
 
 # A run across nodes below this share of the NICs' bandwidth gets NCCL_TEST_BUSBW_LOW.

@@ -213,7 +213,7 @@ class NcclFacts:
         if not nets:
             if self.socket_channel_hosts:
                 return "Socket"
-            return self.channel_net
+            return None
         counts: dict[str, int] = {}
         for n in nets.values():
             counts[n] = counts.get(n, 0) + 1
@@ -247,7 +247,9 @@ class NcclFacts:
         return {
             "version": self.version,
             "cuda": self.cuda,
-            "network": self.network(),
+            # A NET channel line names the network too ("via NET/IBext/1"): said in the report, but
+            # not while the job runs (the line that says so comes with the device list after it).
+            "network": self.network() or self.channel_net,
             "plugin": self.plugin,
             "net_devices": list(self.net_devices) or None,
             "socket_ifaces": list(self.socket_ifaces) or None,
