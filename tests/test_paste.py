@@ -380,3 +380,12 @@ def test_the_libfabric_provider_the_ofi_plugin_names() -> None:
 def test_abi_messages(text: str, code: str, subject: str) -> None:
     rep = report(text)
     assert subject in [f["subject"] for c in rep["checks"] for f in c["findings"] if f["code"] == code]
+
+
+def test_a_quoted_terminal_session_is_judged_by_the_node_checks() -> None:
+    text = ("> Here is what the pod shows:\n>\n> ```\n> root@trainer-0:/# ibstat\n> CA 'mlx5_0'\n> \tCA type: MT4123\n"
+            "> \tNumber of ports: 1\n> \tPort 1:\n> \t\tState: Down\n> \t\tPhysical state: Polling\n> \t\tRate: 10\n"
+            "> \t\tLink layer: InfiniBand\n> root@trainer-0:/# df -h /dev/shm\n> Filesystem      Size  Used Avail Use% Mounted on\n"
+            "> shm              64M     0   64M   0% /dev/shm\n> ```\n")
+    got = found(report(text))
+    assert got["IB_PORT_DOWN"]["subject"] == "mlx5_0/1" and "SHM_TOO_SMALL" in got

@@ -1,4 +1,5 @@
-"""What wraps a log line, removed: who printed it (host, rank, pid) and when.
+"""What wraps a log line, removed: who printed it (host, rank, pid) and when; and what a ticket,
+a chat or a web page wrapped around it (:func:`unwrap`, :func:`continues`).
 
 Wrappers come stacked in any order a pipeline made them: ``kubectl logs --prefix
 --timestamps`` puts ``[pod/NAME/CONTAINER] 2024-05-01T12:00:00.123456789Z`` in front of what the
