@@ -271,8 +271,13 @@ def test_nccl_facts_shown_other_ways() -> None:
 
 
 def test_fastsocket_is_a_socket_transport() -> None:
-    rep = report("g:1:1 [0] NCCL INFO NET/FastSocket : Using [0]eth0:10.128.0.2<0>\ng:1:1 [0] NCCL INFO Using network FastSocket\n")
-    assert "NCCL_SOCKET_FALLBACK" in found(rep) and rep["nccl"]["socket_ifaces"] == ["eth0"]
+    # https://github.com/NVIDIA/nccl/issues/1519 (excerpt of the poster's fastsocket debug log)
+    rep = report("nathan-h100-1:14492:14492 [0] NCCL INFO NET/Plugin: Loaded net plugin FastSocket (v6)\n"
+                 "nathan-h100-1:14492:14492 [0] NCCL INFO NCCL version 2.20.5+cuda12.4\n"
+                 "nathan-h100-1:14492:14605 [0] NCCL INFO NET/FastSocket : Using [0]enp0s12:10.0.0.6<0> "
+                 "[1]enp6s0f0:10.0.1.4<0> [2]enp7s0f0:10.0.2.4<0>\n")
+    assert "NCCL_SOCKET_FALLBACK" in found(rep) and rep["nccl"]["plugin"] == "FastSocket"
+    assert rep["nccl"]["socket_ifaces"] == ["enp0s12", "enp6s0f0", "enp7s0f0"]
 
 
 # ---- linear in every input --------------------------------------------------------------------------
