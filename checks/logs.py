@@ -321,7 +321,8 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
     if not found:
         found, source = list(node.rates), "this node"
     if not found:
-        return None
+        bw = (diag.nccl or {}).get("net_bw_gbs")
+        return ([("NCCL's topology", bw * 8)], "NCCL's topology in the log") if bw else None
     used = {d.get("name") for d in (diag.nccl or {}).get("net_devices") or ()}
     mine = [r for r in found if r[0] in used]
     return (mine or found), source
@@ -358,9 +359,11 @@ def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
     elif nccl.get("gdr") is False:
         why, cause = " NCCL ran without GPUDirect RDMA (staged through host memory).", NCCL_GDR_DISABLED.code
     rate = ", ".join(sorted({f"{r:g} Gb/s" for _, r in ports}))
-    message = (f"nccl-tests peaked at {peak:g} GB/s bus bandwidth across {nodes} nodes; the {len(ports)} ACTIVE "
-               f"port(s) ({rate}) {source} shows for NCCL carry about {capacity:.0f} GB/s per node: expected at least "
-               f"{BUSBW_MIN_SHARE:.0%} of that ({capacity * BUSBW_MIN_SHARE:.0f} GB/s).{why}")
+    what = (f"the NICs {source} shows" if ports[0][0] == "NCCL's topology" else
+            f"the {len(ports)} ACTIVE port(s) ({rate}) {source} shows for NCCL")
+    message = (f"nccl-tests peaked at {peak:g} GB/s bus bandwidth across {nodes} nodes; {what} carry about "
+               f"{capacity:.0f} GB/s per node: expected at least {BUSBW_MIN_SHARE:.0%} of that "
+               f"({capacity * BUSBW_MIN_SHARE:.0f} GB/s).{why}")
     ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
     data = {"evidence": [ev], "busbw_peak_gbs": peak, "fabric_gbps": gbps, "nodes": nodes, "pasted": "nccl-tests"}
     return [Finding(NCCL_TEST_BUSBW_LOW.code, WARNING, "nccl-tests", message, NCCL_TEST_BUSBW_LOW.fix, data=data,

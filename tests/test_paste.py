@@ -394,3 +394,16 @@ def test_a_quoted_terminal_session_is_judged_by_the_node_checks() -> None:
             "> shm              64M     0   64M   0% /dev/shm\n> ```\n")
     got = found(report(text))
     assert got["IB_PORT_DOWN"]["subject"] == "mlx5_0/1" and "SHM_TOO_SMALL" in got
+
+
+def test_busbw_against_the_nics_in_nccls_topology() -> None:
+    # The topology lines are NCCL's own (https://github.com/NVIDIA/nccl/issues/1519, "+ NET[25.0] - NET/3"):
+    # four 200 Gb/s NICs per node, 100 GB/s together; the run peaks at 1.09 GB/s.
+    topo = "".join(f"DisAI-4090-3:63755:63760 [0] NCCL INFO               + NET[25.0] - NET/{i} ({i}/0/25.000000)\n"
+                   for i in range(4))
+    text = NCCL_TESTS_RUN.format(busbw="1.09")
+    text = topo + text[: text.index("$ ibstat")]
+    rep = report(text)
+    assert rep["nccl"]["net_bw_gbs"] == 100.0
+    f = found(rep)["NCCL_TEST_BUSBW_LOW"]
+    assert "NCCL's topology" in f["message"] and "100 GB/s per node" in f["message"]

@@ -37,6 +37,9 @@ _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})
 # aws-ofi-nccl: "NET/OFI Selected Provider is efa (found 16 nics)", 1.7+: "Selected provider is efa, fabric
 # is efa-direct (found 4 nics)".
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w;.-]{1,64}?),? (?:fabric is ([\w;.-]{1,64}) )?\(found (\d{1,4}) nics?\)")
+# NCCL's topology (NCCL_DEBUG_SUBSYS=GRAPH, 2.7+): "+ NET[25.0] - NET/3 (3/0/25.000000)", a NIC and its
+# bandwidth in GB/s as NCCL sees it (25.0: a 200 Gb/s port).
+_TOPO_NET = re.compile(r"NET\[(\d{1,6}(?:\.\d{1,6})?)\] - NET/(\d{1,4})\b")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _NNODES = re.compile(r"\bnNodes (\d{1,6})")  # "comm %p rank %d nRanks %d nNodes %d localRanks %d" (2.9+)
@@ -76,6 +79,7 @@ class NcclFacts:
         self.nranks: int | None = None
         self.nnodes: int | None = None
         self.fabric: str | None = None  # the libfabric provider (and fabric) aws-ofi-nccl selected
+        self.topo_nets: dict[tuple[str | None, str], float] = {}  # (host, NET id) -> GB/s, from NCCL's topology
         self.fabric_nics: int | None = None
         self.test_hosts: set[str] = set()  # the hosts nccl-tests says its ranks run on
         self.hosts: set[str] = set()
@@ -122,6 +126,10 @@ class NcclFacts:
                 prov, fab = m.group(1), m.group(2)
                 self.fabric = prov if not fab or fab == prov else f"{prov} ({fab})"
                 self.fabric_nics = int(m.group(3))
+        if "] - NET/" in text and len(self.topo_nets) < self.MAX:
+            m = _TOPO_NET.search(text)
+            if m:
+                self.topo_nets[(host, m.group(2))] = float(m.group(1))
         if "via NET/" in text:
             # Counted in bulk per block (count_channels): one line per channel and peer, the bulk of
             # an NCCL_DEBUG=INFO log. Only the host of a socket channel is read here.
@@ -157,6 +165,14 @@ class NcclFacts:
                 self.seen = True
                 self.test_hosts.add(m.group(1))
 
+    def net_bw_gbs(self) -> float | None:
+        """What one node's NICs carry together (GB/s) as NCCL's topology shows them: the least of the
+        hosts that printed one (the slowest node bounds a collective). None: no topology lines."""
+        per_host: dict[str | None, float] = {}
+        for (host, _), bw in self.topo_nets.items():
+            per_host[host] = per_host.get(host, 0.0) + bw
+        return min(per_host.values()) if per_host else None
+
     def nodes(self) -> int | None:
         """How many hosts the job spans, when the log says: NCCL's nNodes, nccl-tests' rank list."""
         n = max(self.nnodes or 0, len(self.test_hosts))
@@ -172,9 +188,17 @@ class NcclFacts:
             self.net_channels_gdr += block.count(b"/GDRDMA")
             self.connected = True
             if self.channel_net is None:
-                m = _CHANNEL_NET_BYTES.search(block)
-                if m is not None:
-                    self.channel_net = m.group(1).decode("utf-8", "replace")
+                # The first few channel lines of the block, not a search over all of it: a log whose
+                # channels are all on sockets would pay a regex over every block.
+                j = block.find(b" via NET/")
+                for _ in range(8):
+                    if j < 0:
+                        break
+                    m = _CHANNEL_NET_BYTES.match(block, j)
+                    if m is not None:
+                        self.channel_net = m.group(1).decode("utf-8", "replace")
+                        break
+                    j = block.find(b" via NET/", j + 9)
         if b"Channel " in block or b"Ring " in block:
             for m in _CHANNEL_RING_BYTES.finditer(block):
                 self.seen = True
@@ -261,6 +285,7 @@ class NcclFacts:
             "nodes": self.nodes(),
             "fabric": self.fabric,
             "fabric_nics": self.fabric_nics,
+            "net_bw_gbs": self.net_bw_gbs(),
         }
 
 

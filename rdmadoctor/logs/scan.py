@@ -45,6 +45,9 @@ _FACT_NEEDLES = (
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
+# NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
+# tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
+_HEAD_FACT_NEEDLES = ("] - NET/",)
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
 _COMMANDS = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
@@ -199,7 +202,8 @@ class _Tables:
         for p in patterns:
             self.by_needle.setdefault(p.needle, []).append(p)
         self.regex = _Compiled({p.id: p.regex for p in patterns})
-        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
+        literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
+                    | set(_HEAD_FACT_NEEDLES))
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
         # A trie-shaped pattern: a position tries one branch per character, not every needle.
@@ -251,12 +255,14 @@ class _Tables:
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
-        self.plain = tuple(sorted(x.encode() for x in uncovered))
-        # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") are searched
-        # as they are, in the first PASTE_WINDOW bytes of an input only: each such search costs
-        # about as much as the whole scan of a block, and outputs pasted without a header or prompt
-        # come in tickets and pastes, not megabytes into a job's log.
-        self.paste_plain = tuple(sorted(x.encode() for x in _HEADER_NEEDLES if choice.get(x) is None and x.encode() not in self.plain))
+        self.plain = tuple(sorted(x.encode() for x in uncovered - set(_HEAD_FACT_NEEDLES)))
+        # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
+        # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
+        # each such search costs about as much as the whole scan of a block, and outputs pasted
+        # without a header or prompt come in tickets and pastes, the topology with the first
+        # communicator, not megabytes into a job's log.
+        head = {x for x in _HEADER_NEEDLES if choice.get(x) is None} | set(_HEAD_FACT_NEEDLES)
+        self.paste_plain = tuple(sorted(x.encode() for x in head if x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
