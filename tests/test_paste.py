@@ -407,3 +407,11 @@ def test_busbw_against_the_nics_in_nccls_topology() -> None:
     assert rep["nccl"]["net_bw_gbs"] == 100.0
     f = found(rep)["NCCL_TEST_BUSBW_LOW"]
     assert "NCCL's topology" in f["message"] and "100 GB/s per node" in f["message"]
+
+
+@pytest.mark.parametrize("nxt, kind", [("CA 'mlx5_0'", "ibstat"), ("Infiniband device 'mlx5_0' port 1 status:", "ibstatus"),
+                                       ("shm 64M 0 64M 0% /dev/shm", "df")])
+def test_a_tool_output_after_a_long_line_is_not_its_rest(nxt: str, kind: str) -> None:
+    long = "node1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB ; OOB eth0:10.0.0.1<0>"
+    d = diagnose_bytes(f"{long}\n{nxt}\n".encode())
+    assert [s.kind for s in d.segments] == [kind]

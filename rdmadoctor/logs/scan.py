@@ -599,7 +599,7 @@ class Diagnoser:
         took = False
         if nxt is not None:
             rest = prefix.unwrap(nxt.decode("utf-8", "replace").rstrip())[0]
-            whole = self._rejoin(text, rest) if prefix.continues(text, rest) else None
+            whole = self._rejoin(text, rest) if prefix.continues(text, rest) and not self._starts_output(rest) else None
             if whole is not None:
                 text, took = whole, True
                 if "Last error" in rest:
@@ -622,9 +622,13 @@ class Diagnoser:
         apart = self._rows(first) + self._rows(rest)
         if max(n_likely, n_other) > apart:
             return other if n_other > n_likely else likely
-        if apart == 0 and prefix.cut_token(first, rest):
+        if apart == 0 and prefix.cut_token(first, rest) and prefix.split(first[:400])[1].level == "INFO":
             return likely
         return None
+
+    def _starts_output(self, text: str) -> bool:
+        """Is ``text`` the first line of a tool's output (a header this scanner knows)?"""
+        return any(h in text for h in _HEADER_NEEDLES) and any(rx.search(text) for rx, _ in self.t.headers)
 
     def _rows(self, text: str) -> int:
         body = prefix.split(text)[0]
