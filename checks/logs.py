@@ -361,7 +361,7 @@ def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
         why, cause = " NCCL ran without GPUDirect RDMA (staged through host memory).", NCCL_GDR_DISABLED.code
     rate = ", ".join(sorted({f"{r:g} Gb/s" for _, r in ports}))
     what = (f"the NICs {source} shows" if ports[0][0] == "NCCL's topology" else
-            f"the {len(ports)} ACTIVE port(s) ({rate}) {source} shows for NCCL")
+            f"the {count(len(ports), 'ACTIVE port')} ({rate}) {source} shows for NCCL")
     message = (f"nccl-tests peaked at {peak:g} GB/s bus bandwidth across {nodes} nodes; {what} carry about "
                f"{capacity:.0f} GB/s per node: expected at least {BUSBW_MIN_SHARE:.0%} of that "
                f"({capacity * BUSBW_MIN_SHARE:.0f} GB/s).{why}")

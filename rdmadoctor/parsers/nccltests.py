@@ -19,6 +19,7 @@ import re
 
 from rdmadoctor.core.facts import Parsed
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 _HEADER = r"^\s*#?\s*size\s+count\s+type\b.*\bbusbw\b"
 _NUM = r"^\d{1,19}(?:\.\d{1,19})?$"
@@ -70,5 +71,5 @@ def parse_busbw(text: str) -> Parsed[BusbwTable | None]:
             rows.append(BusbwRow(int(words[0]), values))
     if columns is None:
         return Parsed(None, ("no nccl-tests header (size count type ... busbw)",), ok=False)
-    warnings = (f"{skipped} row(s) with another number of columns than the header",) if skipped else ()
+    warnings = (f"{count(skipped, 'row')} with another number of columns than the header",) if skipped else ()
     return Parsed(BusbwTable(tuple(rows)), warnings, ok=bool(rows))
