@@ -147,7 +147,7 @@ def test_a_job_reads_as_expected() -> None:
         "version": "2.21.5", "cuda": "12.4", "network": "IB", "plugin": None,
         "net_devices": [{"name": "mlx5_0", "port": 1, "link_layer": "InfiniBand"},
                         {"name": "mlx5_1", "port": 1, "link_layer": "InfiniBand"}],
-        "socket_ifaces": None, "gdr": True, "channels": None, "ranks": 4, "hosts": ["gpu-0", "gpu-1"], "socket_hosts": [],
+        "socket_ifaces": None, "gdr": True, "channels": None, "ranks": 4, "nodes": 2, "hosts": ["gpu-0", "gpu-1"], "socket_hosts": [],
     }
     assert transport_line(d.nccl) == "NCCL 2.21.5 uses NET/IB on mlx5_0, mlx5_1 (InfiniBand) with GPUDirect RDMA"
 

@@ -29,6 +29,10 @@ _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_RANK_OF = re.compile(r"\brank (\d{1,7}) n[Rr]anks (\d{1,7})\b")
+# "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (init.cc, 2.19+)
+_NNODES = re.compile(r"\bnNodes (\d{1,7})\b")
+_LOCAL_RANKS = re.compile(r"\bnRanks (\d{1,7}) nNodes \d{1,7} localRanks (\d{1,7})\b")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
@@ -60,6 +64,11 @@ class NcclFacts:
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
+        self.nnodes: int | None = None  # the largest nNodes printed (a world communicator spans the most)
+        self.all_local = False  # a communicator line said localRanks == nRanks (every rank on its host)
+        self.ranks_seen: set[int] = set()  # ranks that printed "rank R nranks N" (for one host with every rank)
+        self.init_started = False  # NCCL printed its version or an init line: communicator creation began
+        self.init_complete = False  # "Init COMPLETE": a communicator was made
         self.hosts: set[str] = set()
         self.seen = False  # any NCCL line at all
         self.connected = False  # channels connected / init complete: the transport is settled
@@ -69,6 +78,9 @@ class NcclFacts:
         self.seen = True
         if host and len(self.hosts) < self.MAX:
             self.hosts.add(host)
+        if not self.init_started and ("NCCL version" in text or "Init START" in text or "nRanks" in text
+                                      or "nranks" in text or "Bootstrap" in text):
+            self.init_started = True
         if self.version is None and "NCCL version" in text:
             m = _VERSION.search(text)
             if m:
@@ -112,6 +124,16 @@ class NcclFacts:
             m = _NRANKS.search(text)
             if m:
                 self.nranks = max(self.nranks or 0, int(m.group(1)))
+            m = _RANK_OF.search(text)
+            if m and len(self.ranks_seen) < 4096:
+                self.ranks_seen.add(int(m.group(1)))
+            if "nNodes" in text:
+                m = _NNODES.search(text)
+                if m:
+                    self.nnodes = max(self.nnodes or 0, int(m.group(1)))
+                m = _LOCAL_RANKS.search(text)
+                if m and m.group(1) == m.group(2):
+                    self.all_local = True
         if "GPU" in text or "GDRDMA" in text:
             if _GDR_OFF.search(text):
                 self.gdr_off = True
@@ -119,6 +141,7 @@ class NcclFacts:
                 self.gdr_on = True
         if "Init COMPLETE" in text or "Connected all rings" in text:
             self.connected = True
+            self.init_started = self.init_complete = True
 
     def count_channels(self, block: bytes) -> None:
         """The channel lines of a block of whole lines, counted in C: NET channels, those with
@@ -172,6 +195,22 @@ class NcclFacts:
             return None
         return sorted(h for h in hosts if h)
 
+    def nodes(self) -> int | None:
+        """How many hosts the job's ranks are on: NCCL's nNodes, else 1 when the log shows every
+        rank on one host (localRanks == nRanks, or one host printing every rank), else None."""
+        if self.nnodes is not None:
+            return self.nnodes
+        if self.all_local:
+            return 1
+        if (len(self.hosts) == 1 and self.nranks is not None
+                and self.ranks_seen.issuperset(range(self.nranks))):
+            return 1
+        return None
+
+    def single_host(self) -> bool:
+        """Every rank on one host: NCCL's network transport carries nothing."""
+        return self.nodes() == 1
+
     def gdr(self) -> bool | None:
         if self.gdr_on or self.net_channels_gdr:
             return True
@@ -195,8 +234,10 @@ class NcclFacts:
             "gdr": self.gdr(),
             "channels": self.channels(),
             "ranks": self.nranks,
+            "nodes": self.nodes(),
             "hosts": sorted(self.hosts) or None,
-            "socket_hosts": self.socket_hosts(),
+            # One host: nothing went over the network, on sockets or otherwise.
+            "socket_hosts": [] if self.single_host() else self.socket_hosts(),
         }
 
 
@@ -225,6 +266,9 @@ def transport_line(nccl: dict | None) -> str | None:
         return None
     who = f"NCCL {nccl['version']}" if nccl.get("version") else "NCCL"
     net = nccl["network"]
+    if nccl.get("nodes") == 1:
+        # One host: every byte goes over NVLink, PCIe or shared memory; the network is unused.
+        return f"{who} runs on one host: nothing crosses the network (NET/{net} would carry traffic between hosts)"
     if is_socket(net, nccl.get("plugin")):
         ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "an unnamed interface"
         return (f"WARNING: {who} uses NET/{net} over {ifaces}: inter-node traffic goes over TCP, not RDMA; "
