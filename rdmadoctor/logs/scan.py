@@ -147,6 +147,11 @@ _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: o
 _SETTING = re.compile(r"\b(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET) set (?:by environment )?to (?P<value>\S{1,200})")
 # (setting, the codes of the failures it explains, what it means, the fix): one row per join.
 _SETTING_JOINS = (
+    ("NCCL_NET", ("NCCL_NET_INIT_FAILED",),
+     "NCCL_NET is set to {value} ({where}), which forces that network and allows no other: it is the cause when this "
+     "node cannot initialise it",
+     "Unset NCCL_NET (NCCL takes IB when it works and sockets otherwise), or set it to a network this node has "
+     "(`Socket` on a node without RDMA devices)."),
     ("NCCL_SOCKET_IFNAME", ("NCCL_NO_SOCKET_INTERFACE", "NCCL_BOOTSTRAP_FAILED", "NCCL_SOCKET_ERROR", "NCCL_NET_INIT_FAILED"),
      "NCCL_SOCKET_IFNAME is set to {value} ({where}), so NCCL uses only that interface for its sockets: it is the "
      "likely cause (it does not exist in the pod, is down, has no address, or is not one the other hosts reach)",
@@ -157,12 +162,8 @@ _SETTING_JOINS = (
      "no device this pod sees with an ACTIVE port)",
      "Set NCCL_IB_HCA to devices that `ibv_devinfo` in the pod lists with an ACTIVE port (`=mlx5_0,mlx5_1`; "
      "`^mlx5_4` excludes one), or unset it so NCCL takes every ACTIVE port."),
-    ("NCCL_NET", ("NCCL_NET_INIT_FAILED", "NCCL_NET_PLUGIN_LOAD_FAILED"),
-     "NCCL_NET is set to {value} ({where}), which forces that network and allows no other: it is the cause when this "
-     "node cannot initialise it",
-     "Unset NCCL_NET (NCCL takes IB when it works and sockets otherwise), or set it to a network this node has "
-     "(`Socket` on a node without RDMA devices)."),
 )
+
 
 def _unknown_row(symptom: bool) -> kb.Pattern:
     from rdmadoctor.logs.kb.nccl import LOG_ERROR_UNKNOWN
@@ -881,7 +882,8 @@ class Diagnoser:
         what, step = KILLED_STAGES[stage]
         what = what.format(first=where(self._nccl_first), complete=where(self._nccl_complete))
         ev = (f.data.get("evidence") or [{}])[0]
-        at = f" (line {ev['line']} of {ev['file']})" if ev.get("line") else ""
+        # `run` saw the kill itself, after the last line: there is no line to point at.
+        at = f" (line {ev['line']} of {ev['file']})" if ev.get("line") and f.data.get("pattern") != _RUN_KILLED.id else ""
         data = {**f.data, "nccl_stage": stage}
         return replace(f, message=f"{f.message.rstrip('.')}{at}. {what}.", remedy=f"Next: {step}.", data=data)
 
