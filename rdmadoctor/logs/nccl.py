@@ -26,7 +26,16 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
-_CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
+# The same at the start of a line, found from its newline (the engine jumps from one to the next in
+# C): a log whose channel lines carry no other prefix is read this way; one with kubectl's or
+# mpirun's prefixes needs the search above, which tries every position.
+_CHANNEL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+_NCCL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+_NCCL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+# A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
+# line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first
+# rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
+_CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :[ \t]+\d{1,7}(?![\d\[])")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _RANK_OF = re.compile(r"\brank (\d{1,7}) n[Rr]anks (\d{1,7})\b")
@@ -143,7 +152,7 @@ class NcclFacts:
             self.connected = True
             self.init_started = self.init_complete = True
 
-    def count_channels(self, block: bytes) -> None:
+    def count_channels(self, block: bytes, hosts: bool = True) -> None:
         """The channel lines of a block of whole lines, counted in C: NET channels, those with
         GPUDirect RDMA, and the ring listings' channel count ("Channel 00/24 :    0   1 ...")."""
         n = block.count(b" via NET/")
@@ -153,15 +162,32 @@ class NcclFacts:
             self.net_channels_gdr += block.count(b"/GDRDMA")
             self.connected = True
         if b"Channel " in block or b"Ring " in block:
-            for m in _CHANNEL_RING_BYTES.finditer(block):
+            rings = set(_CHANNEL_RING_BYTES.findall(block))
+            if rings:
                 self.seen = True
-                self.ring_channels = max(self.ring_channels or 0, int(m.group(1)))
-            # The hosts that print channel lines, which are most of what many ranks print.
+                self.ring_channels = max(self.ring_channels or 0, *(int(x) for x in rings))
+            # The hosts that print channel lines, which are most of what many ranks print (when
+            # every NCCL line's host is counted, count_hosts, these are among them).
+            if hosts and len(self.hosts) < self.MAX:
+                want = block.count(b"INFO Channel ") + block.count(b"INFO Ring ")
+                found = _line_hosts(_CHANNEL_HOST_LINE, block)
+                if len(found) < want:
+                    found = _CHANNEL_HOST_BYTES.findall(block)
+                self._add_hosts(found)
+
+    def count_hosts(self, block: bytes) -> None:
+        """The hosts of every NCCL INFO line of a block (for lines not read one by one)."""
+        if len(self.hosts) < self.MAX and b"NCCL INFO " in block:
+            found = _line_hosts(_NCCL_HOST_LINE, block)
+            if len(found) < block.count(b"] NCCL INFO "):
+                found = _NCCL_HOST_BYTES.findall(block)
+            self._add_hosts(found)
+
+    def _add_hosts(self, found: list[bytes]) -> None:
+        for h in set(found):
+            self.seen = True
             if len(self.hosts) < self.MAX:
-                for h in set(_CHANNEL_HOST_BYTES.findall(block)):
-                    self.seen = True
-                    if len(self.hosts) < self.MAX:
-                        self.hosts.add(h.decode("utf-8", "replace"))
+                self.hosts.add(h.decode("utf-8", "replace"))
 
     # -- derived ------------------------------------------------------------------------
     def _implied(self) -> dict[str | None, str]:
@@ -239,6 +265,15 @@ class NcclFacts:
             # One host: nothing went over the network, on sockets or otherwise.
             "socket_hosts": [] if self.single_host() else self.socket_hosts(),
         }
+
+
+def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:
+    """The host of each line ``rx`` (which starts at a newline) matches, the block's first line too."""
+    found = rx.findall(block)
+    m = rx.match(b"\n" + block[: block.find(b"\n")])
+    if m:
+        found.append(m.group(1))
+    return found
 
 
 def is_socket(network: str | None, plugin: str | None) -> bool:

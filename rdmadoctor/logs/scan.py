@@ -73,7 +73,16 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     "Traceback (most recent call last)", "ncclInternalError", "ncclInvalidUsage",
                     "ncclInvalidArgument", "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
-_CHANNEL_WORDS = (b"Channel ", b"Ring ")
+_CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
+# NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
+# the rest are not read one by one but summed up per block in C (Diagnoser._bulk): a job that builds
+# hundreds of communicators prints them hundreds of thousands of times, and they say the same.
+_SATURATING = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Connected all rings", "Init COMPLETE", "Init START",
+                         "via NET/Socket"})
+SATURATE_AFTER = 512
+_BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+_BULK_SOCKET_HOST = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) "
+                               rb"[^\n]{0,200}? via NET/Socket")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
@@ -292,14 +301,20 @@ class _Tables:
         # matches any run of them ("WARN" would match "NCCL", "INFO", "GDRD" on every NCCL line):
         # each literal takes its first tail (by _PREFERRED) with two characters left as they are,
         # or is searched for as it is (bytes.find).
-        choice = {lit: _anchor(lit) for lit in literals}
+        scanned = literals - set(_CHANNEL_WORDS)
+        choice = {lit: _anchor(lit) for lit in scanned}
         for _ in range(3):
             firsts = {a[0] for a in choice.values() if a}
             choice = {lit: next((t for t in _anchors(lit) if sum(ch not in firsts for ch in t[1:]) >= 2), None)
-                      for lit in literals}
+                      for lit in scanned}
         firsts = {a[0] for a in choice.values() if a}
         choice = {lit: (a if a and sum(ch not in firsts for ch in a[1:]) >= 2 else None) for lit, a in choice.items()}
         anchors = {a for a in choice.values() if a}
+        # anchor -> the literals found through it: an anchor is skipped once all of them are saturated.
+        self.anchor_lits: dict[bytes, set[str]] = {}
+        for lit, a in choice.items():
+            if a:
+                self.anchor_lits.setdefault(a.encode(), set()).add(lit)
         plain = {lit for lit, a in choice.items() if a is None}
         searched = {lit for lit in plain if _anchors(lit)}  # had a rare character, but only crowded tails
         table = bytearray(range(256))
@@ -370,6 +385,9 @@ class Diagnoser:
         self._nccl_first: dict | None = None  # evidence of NCCL's first line of its own
         self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
         self._known_text = False  # a line of a source rdmadoctor reads (a row's needle, libibverbs, mlx5 ...)
+        self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
+        self._saturated: set[str] = set()
+        self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -516,8 +534,10 @@ class Diagnoser:
             block = _ANSI.sub(b"", block)
         n = len(block)
         starts = self._candidates(block)
-        if self._channels:
-            self.facts.count_channels(block)  # the channel lines, counted in C (most of an INFO log)
+        if self._channels:  # the channel lines, counted in C (most of an INFO log)
+            self.facts.count_channels(block, hosts=not self._saturated)
+        if self._saturated:
+            self._bulk(block)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
         pos, i = 0, 0
@@ -550,14 +570,14 @@ class Diagnoser:
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
         tb = block.translate(self.t.table)
-        channels = False
+        # Channel lines are counted in bulk (NcclFacts.count_channels), not read one by one.
+        self._channels = b"Channel " in block or b"Ring " in block
         if self.t.fast is not None:
+            skip = self._skip
             for m in self.t.fast.finditer(tb):
-                if block.startswith(_CHANNEL_WORDS, m.start()):
-                    channels = True  # counted in bulk (NcclFacts.count_channels), not read one by one
-                    continue
+                if skip and block[m.start():m.end()] in skip:
+                    continue  # a saturated needle (see _bulk)
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
-        self._channels = channels
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
         for lit in self.t.plain:
@@ -567,6 +587,44 @@ class Diagnoser:
                 nl = find(b"\n", j)
                 j = find(lit, nl + 1) if nl >= 0 else -1
         return sorted(starts)
+
+    def _bulk(self, block: bytes) -> None:
+        """What the lines of saturated needles say, summed up over a block of whole lines in C: the
+        ranks and nodes of each communicator line, the hosts on sockets, the hosts that print."""
+        f = self.facts
+        sat = self._saturated
+        if b"anks " in block and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
+            for rank, nranks, nodes, local in set(_BULK_RANKS.findall(block)):
+                n = int(nranks)
+                f.nranks = max(f.nranks or 0, n)
+                if len(f.ranks_seen) < 4096:
+                    f.ranks_seen.add(int(rank))
+                if nodes:
+                    f.nnodes = max(f.nnodes or 0, int(nodes))
+                    if local == nranks:
+                        f.all_local = True
+        if "via NET/Socket" in sat and b"via NET/Socket" in block and len(f.socket_channel_hosts) < f.MAX:
+            found = _BULK_SOCKET_HOST.findall(block)
+            first = _BULK_SOCKET_HOST.match(b"\n" + block[:block.find(b"\n")])
+            if first:
+                found.append(first.group(1))
+            hosts = set(found)
+            if len(found) != block.count(b"via NET/Socket"):
+                # Some lines have a prefix before NCCL's (kubectl --prefix, mpirun --tag-output) or are
+                # not channel lines: those are read one by one.
+                hosts = set()
+                j = block.find(b"via NET/Socket")
+                while j >= 0:
+                    ls = block.rfind(b"\n", 0, j) + 1
+                    le = block.find(b"\n", j)
+                    _, meta = prefix.split(block[ls:le].decode("utf-8", "replace"))
+                    if meta.host:
+                        hosts.add(meta.host.encode())
+                    j = block.find(b"via NET/Socket", le)
+            for h in hosts:
+                if len(f.socket_channel_hosts) < f.MAX:
+                    f.socket_channel_hosts.add(h.decode("utf-8", "replace"))
+        f.count_hosts(block)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
         """Collect the lines of the tool output being read, until a line that ends it."""
@@ -665,14 +723,13 @@ class Diagnoser:
                                                        "evidence": self._evidence(text, lineno, meta)}
             # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
             # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
-            explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
-            if ("Using " in body or "via NET/" in body) and (
-                    self._socket_seen is None and (explicit or self.facts._implied())
-                    or self._socket_seen is not None and not self._socket_explicit and explicit):
-                self._socket_explicit = explicit
-                self._socket_seen = ((self._src_index, lineno), {
-                    "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
-                    "host": meta.host, "rank": meta.rank, "time": meta.time})
+            if ("Using " in body or "via NET/" in body) and (self._socket_seen is None or not self._socket_explicit):
+                # (once an explicit line is held, nothing here changes: the check over every host's
+                # network is not paid again on every later NCCL line)
+                explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
+                if explicit or self._socket_seen is None and self.facts._implied():
+                    self._socket_explicit = explicit
+                    self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
         error = self._error_line(text, body, meta)
@@ -687,6 +744,11 @@ class Diagnoser:
             if needle in seen:
                 continue
             seen.add(needle)
+            if needle in _SATURATING:
+                c = self._sat_count[needle] = self._sat_count.get(needle, 0) + 1
+                if c == SATURATE_AFTER:
+                    self._saturated.add(needle)
+                    self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
             rows = self.t.by_needle.get(needle, ())
             if rows:
                 self._known_text = True
