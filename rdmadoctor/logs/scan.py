@@ -44,7 +44,8 @@ _FACT_NEEDLES = (
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
     # Settings that explain a failure after them (joined in Diagnoser.finish, see _SETTING_JOINS).
-    "NCCL_SOCKET_IFNAME set by environment", "NCCL_IB_HCA set to", "NCCL_NET set by environment",
+    # (not their "NCCL_" start: "_" begins anchors that every "grad_norm" of a training log tries)
+    "IFNAME set by environment", "HCA set to", "NET set by environment",
 )
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
 _COMMANDS = {
@@ -70,8 +71,10 @@ _HEADERS = (
 _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure",
                     "Failed to open", "Count not open", "ProcessGroupNCCL",
                     # Error lines read even when no row knows them (see _ERROR_LINE).
-                    "Traceback (most recent call last)", "ncclInternalError", "ncclInvalidUsage",
-                    "ncclInvalidArgument", "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError")
+                    # A traceback is found by its first frame (`  File "train.py", line 9`): "Traceback"
+                    # would add a first character to the scan that crowds other needles out of it.
+                    'File "', "ncclInternalError", "ncclInvalidUsage",
+                    "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
@@ -775,7 +778,9 @@ class Diagnoser:
             exc = self._traceback_line(text, body, meta)
             if exc is not None:
                 found = (exc.rsplit(".", 1)[-1], body, True)
-        if "Traceback (most recent call last)" in body:
+        if self._tb is None and (body.startswith('File "') and ", line " in body
+                                 or "Traceback (most recent call last)" in body):
+            # From its header when that line was read, else from its first frame.
             self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES}
             self._traceback_seen = True
             return None
