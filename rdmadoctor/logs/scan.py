@@ -84,8 +84,7 @@ _SATURATING = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Connected all ri
                          "via NET/Socket"})
 SATURATE_AFTER = 512
 _BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
-_BULK_SOCKET_HOST = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) "
-                               rb"[^\n]{0,200}? via NET/Socket")
+_HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
@@ -607,26 +606,26 @@ class Diagnoser:
                     if local == nranks:
                         f.all_local = True
         if "via NET/Socket" in sat and b"via NET/Socket" in block and len(f.socket_channel_hosts) < f.MAX:
-            found = _BULK_SOCKET_HOST.findall(block)
-            first = _BULK_SOCKET_HOST.match(b"\n" + block[:block.find(b"\n")])
-            if first:
-                found.append(first.group(1))
-            hosts = set(found)
-            if len(found) != block.count(b"via NET/Socket"):
-                # Some lines have a prefix before NCCL's (kubectl --prefix, mpirun --tag-output) or are
-                # not channel lines: those are read one by one.
-                hosts = set()
-                j = block.find(b"via NET/Socket")
-                while j >= 0:
-                    ls = block.rfind(b"\n", 0, j) + 1
-                    le = block.find(b"\n", j)
-                    _, meta = prefix.split(block[ls:le].decode("utf-8", "replace"))
-                    if meta.host:
-                        hosts.add(meta.host.encode())
-                    j = block.find(b"via NET/Socket", le)
-            for h in hosts:
-                if len(f.socket_channel_hosts) < f.MAX:
-                    f.socket_channel_hosts.add(h.decode("utf-8", "replace"))
+            # One step per socket channel line, from one to the next (a host prints them in runs):
+            # the host is what precedes the line's first ":" when NCCL's prefix starts the line.
+            heads: dict[bytes, str | None] = {}
+            find, rfind = block.find, block.rfind
+            j = find(b"via NET/Socket")
+            while j >= 0:
+                ls = rfind(b"\n", 0, j) + 1
+                le = find(b"\n", j)
+                head = block[ls:find(b":", ls, j)]
+                host = heads.get(head, "")
+                if host == "":
+                    host = None
+                    if _HOST_AT.match(block, ls) is not None:
+                        host = head.decode("utf-8", "replace")
+                        heads[head] = host
+                    else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
+                        host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
+                if host and len(f.socket_channel_hosts) < f.MAX:
+                    f.socket_channel_hosts.add(host)
+                j = find(b"via NET/Socket", le) if le >= 0 else -1
         f.count_hosts(block)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
