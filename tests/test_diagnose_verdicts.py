@@ -329,3 +329,43 @@ def test_a_setting_after_the_failure_explains_nothing() -> None:
                        b"node-1:40:40 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2\n")
     (f,) = [f for f in d.findings if f.code == "NCCL_NO_SOCKET_INTERFACE"]
     assert "setting" not in f.data and not f.message.startswith("NCCL_SOCKET_IFNAME")
+
+
+# -- the dense log: lines summed per block once saturated (issue 16 item 5) -------------------------
+
+
+def _write_dense(path: str, mib: int) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "bench", "diagnose.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    mod.write_dense(path, mib)
+
+
+@pytest.mark.parametrize("wrap", ["", "[pod/llama-worker-{h}/trainer] "])
+def test_a_dense_log_says_the_same_read_line_by_line_or_summed_in_bulk(tmp_path, monkeypatch, wrap: str) -> None:
+    from rdmadoctor.logs import scan
+
+    path = str(tmp_path / "dense.log")
+    _write_dense(path, 2)
+    data = open(path, "rb").read()
+    if wrap:  # kubectl --prefix before NCCL's own prefix: the slow path of every bulk step
+        data = b"".join((wrap.format(h=line[9:12].decode(errors="replace")).encode() if line.startswith(b"gpu-node-") else b"")
+                        + line for line in data.splitlines(keepends=True))
+
+    def run() -> tuple:
+        d = scan.Diagnoser()
+        for i in range(0, len(data), 1 << 16):
+            d.feed(data[i:i + (1 << 16)], source="dense.log")
+        out = d.finish()
+        return [(f.code, f.severity, f.subject, f.cause) for f in out.findings], out.nccl, d._saturated
+
+    bulk, nccl, saturated = run()
+    assert saturated  # the bulk path ran
+    monkeypatch.setattr(scan, "SATURATE_AFTER", 10**9)
+    one_by_one, nccl_lines, none = run()
+    assert not none
+    assert bulk == one_by_one and nccl == nccl_lines
+    assert nccl["socket_hosts"] == ["gpu-node-007"] and nccl["nodes"] == 8 and nccl["ranks"] == 64
+    assert {c for c, *_ in bulk} >= {"NCCL_SOCKET_FALLBACK", "NCCL_IB_NO_DEVICE", "NCCL_IB_COMPLETION_ERROR"}
