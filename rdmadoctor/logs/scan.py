@@ -6,15 +6,24 @@ How it stays fast and small on a gigabyte from 64 ranks:
   row's ``needle`` (plus the NCCL INFO lines that carry facts and the starts of pasted tool
   outputs) is searched over each megabyte in C; only the lines that contain a needle are
   decoded, unwrapped and matched against their rows.
+- Lines every rank prints for every communicator (``comm ... nRanks``, ``Init COMPLETE``,
+  ``Connected all rings``, socket channel lines) are read one by one until each kind has been seen
+  ``SATURATE_AFTER`` times; after that they leave the scan and what they say (ranks, nodes, hosts)
+  is summed per block in C (:meth:`Diagnoser._bulk`), with the same result.
 - Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
   ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
 
+An error line no row knows (an NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL
+result name, a traceback's last line) is a finding of its own, LOG_ERROR_UNKNOWN; a kill is led
+by how far NCCL got (JOB_KILLED); a job on one host turns its network lines into information
+(NCCL_SINGLE_HOST); a setting before the failure it explains is joined to it (_SETTING_JOINS).
+
 Root cause first: findings are ordered by when they were first seen (the log's timestamps when
 every finding has one, else the order of the input). A row marked ``symptom`` (a flushed work
 request, ``unhandled system error``, a connection closed by the peer) is linked to the earliest
-non-symptom problem seen before it: ``cause`` names that problem's code and ``data["follows"]``
-says where it was.
+non-symptom error seen before it (a warning only when no error came first): ``cause`` names that
+problem's code and ``data["follows"]`` says where it was.
 """
 
 from __future__ import annotations
