@@ -60,6 +60,7 @@ from rdmadoctor.core.model import (
     PodChange,
 )
 from rdmadoctor.core.record import field, record, replace
+from rdmadoctor.core.words import count
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.kb.nccl import (
     NCCL_GDR_DISABLED,
@@ -459,7 +460,7 @@ def _summary(diag) -> Finding:  # noqa: ANN001
     line = transport_line(diag.nccl) or (
         "NCCL's transport is not in the logs (run the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
     )
-    message = f"read {len(read)} log(s), {_size(total)}, {lines} lines ({names}): {line}."
+    message = f"read {count(len(read), 'log')}, {_size(total)}, {count(lines, 'line')} ({names}): {line}."
     if empty:
         message += f" Empty: {', '.join(empty[:6])}."
     if diag.notes:
@@ -493,7 +494,7 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
         read = [s for s in diag.sources if s.get("bytes")]
         lines = sum(s.get("lines") or 0 for s in read)
         out.append(Finding(LOGS_NOTHING_TO_JUDGE.code, UNKNOWN, "logs",
-                           f"read {lines} line(s) ({_size(sum(s['bytes'] for s in read))}) and found nothing to judge: no NCCL "
+                           f"read {count(lines, 'line')} ({_size(sum(s['bytes'] for s in read))}) and found nothing to judge: no NCCL "
                            "line, no known message, no error line or traceback, no tool output. Expected the output of "
                            "a job run with NCCL_DEBUG=INFO, or a pasted command with its prompt.",
                            LOGS_NOTHING_TO_JUDGE.fix))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from rdmadoctor.core.words import count
 from rdmadoctor.preflight.gate import GO, NO_GO, VERDICT_TEXT
 
 TYPE_CHECKING = False
@@ -39,6 +40,7 @@ def render_text(
     master_note: str = "",
     colour: bool = False,
     verbose: bool = False,
+    gang: dict[str, Any] | None = None,
 ) -> str:
     """``verbose``: also each check's status and the informational findings (as ``check --verbose``)."""
     word = VERDICT_TEXT[verdict]
@@ -56,8 +58,8 @@ def render_text(
         )
         out.append(
             f"{name} ({host.get('kind', '?')}, profile {rep.get('profile', 'generic')}): "
-            f"{s.get('checks', 0)} checks ({counts or 'none ran'}); "
-            f"{len(g.problems)} problem(s), {len(g.warnings)} warning(s)"
+            f"{count(s.get('checks', 0), 'check')} ({counts or 'none ran'}); "
+            f"{count(len(g.problems), 'problem')}, {count(len(g.warnings), 'warning')}"
             + (f", {len(g.unknown)} unknown" if g.unknown else "")
         )
         for i, p in enumerate(g.problems, 1):
@@ -106,6 +108,11 @@ def render_text(
         out.append(f"master: {master.endpoint} ({master.host_source}; port from {master.port_source})")
         if master_note:
             out.append(f"  {master_note}")
+    if gang is not None and gang.get("role") != "none":
+        from rdmadoctor.preflight.gang import gang_text
+
+        out.append("")
+        out.extend(gang_text(gang))
     if g is not None and (g.problems or g.unknown):
         codes = sorted({p["code"] for p in g.problems + g.unknown if p["check"] != "master" and p["code"] != "UNKNOWN"})
         if codes:
