@@ -369,3 +369,15 @@ def test_a_dense_log_says_the_same_read_line_by_line_or_summed_in_bulk(tmp_path,
     assert bulk == one_by_one and nccl == nccl_lines
     assert nccl["socket_hosts"] == ["gpu-node-007"] and nccl["nodes"] == 8 and nccl["ranks"] == 64
     assert {c for c, *_ in bulk} >= {"NCCL_SOCKET_FALLBACK", "NCCL_IB_NO_DEVICE", "NCCL_IB_COMPLETION_ERROR"}
+
+
+def test_the_scan_reads_nccl_info_in_small_letters_without_losing_an_anchor() -> None:
+    from rdmadoctor.logs import scan
+
+    t = scan.tables()
+    assert t.quiet is not None  # no anchor overlaps "] NCCL INFO " at a letter it changes
+    assert not scan._survives(b"L WARN", b"NCCL INFO ", b"nccl infO ")  # "...L WARNCCL INFO": the N would go
+    assert scan._survives(b"O comm ", b"] NCCL INFO ", b"] nccl infO ")  # the O is kept for "INFO comm "
+    d = diagnose_bytes(b"gpu-a:1:1 [0] NCCL INFO comm 0x5 rank 0 nRanks 1 nNodes 1 localRanks 1 localRank 0 MNNVL 0\n"
+                       b"gpu-a:1:1 [0] NCCL INFO NET/IB : No device found.\n")
+    assert d.nccl["nodes"] == 1 and [f.code for f in d.findings] == ["NCCL_SINGLE_HOST"]

@@ -94,6 +94,21 @@ _SATURATING = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Connected all ri
                          "via NET/Socket"})
 SATURATE_AFTER = 512
 _BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+# "] NCCL INFO " (after the [dev] of its prefix) starts most lines of an INFO log and is all capitals, each a place the scan must try:
+# the copy the scan reads has it in small letters (same length, so every position stays), unless an
+# anchor would lose a letter by it (_survives).
+_QUIET = (b"] NCCL INFO ", b"] nccl infO ")
+
+
+def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
+    """No overlap of ``old`` with ``anchor`` changes a letter of the anchor when ``old`` becomes ``new``."""
+    for k in range(-(len(old) - 1), len(anchor)):
+        span = [i for i in range(len(anchor)) if 0 <= i - k < len(old)]
+        if span and all(anchor[i] == old[i - k] for i in span) and any(old[i - k] != new[i - k] for i in span):
+            return False
+    return True
+
+
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
@@ -338,6 +353,7 @@ class _Tables:
         self.prompt_scan = re.compile(b"\x02 ")
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        self.quiet = _QUIET if all(_survives(a.encode(), *_QUIET) for a in anchors) else None
         # A needle with no anchor of its own whose rows' examples all carry another anchor or a
         # searched literal (a WARN, an ERROR) is found through that; the rest are searched too.
         fast_text = self.fast
@@ -581,7 +597,8 @@ class Diagnoser:
         """Starts of the lines of ``block`` that may hold a needle, in order."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
-        tb = block.translate(self.t.table)
+        quiet = self.t.quiet
+        tb = (block.replace(*quiet) if quiet is not None and quiet[0] in block else block).translate(self.t.table)
         # Channel lines are counted in bulk (NcclFacts.count_channels), not read one by one.
         self._channels = b"Channel " in block or b"Ring " in block
         if self.t.fast is not None:
