@@ -106,6 +106,17 @@ _BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,
 # the copy the scan reads has it in small letters (same length, so every position stays), unless an
 # anchor would lose a letter by it (_survives).
 _QUIET = (b"] NCCL INFO ", b"] nccl infO ")
+# What NCCL's INFO lines repeat by the hundred thousand (channel lines and their transports), read
+# in small letters the same way, each only where no anchor of the scan loses a letter by it: every
+# capital left in them is a place the scan must try (a tenth of a microsecond each), every
+# replacement a pass over the block (as long as about 3000 such tries: only these pay). The first
+# pair of each row that survives is used (the second keeps the O of "INFO" for "INFO comm ").
+_QUIETER = (
+    ((b"] NCCL INFO Channel ", b"] nccl info channel "),),
+    ((b"] NCCL INFO ", b"] nccl info "), _QUIET),
+    ((b" via P2P/CUMEM/", b" via p2p/cumem/"),),
+    ((b" via NET/IB/", b" via net/ib/"),),
+)
 
 
 def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
@@ -356,16 +367,12 @@ class _Tables:
                 self.anchor_lits.setdefault(a.encode(), set()).add(lit)
         plain = {lit for lit, a in choice.items() if a is None}
         searched = {lit for lit in plain if _anchors(lit)}  # had a rare character, but only crowded tails
-        table = bytearray(range(256))
-        for a in anchors:
-            table[ord(a[0])] = 1
-        for ch in _PROMPT_ANCHORS:
-            table[ord(ch[0])] = 2
-        self.table = bytes(table)
         self.prompt_scan = re.compile(b"\x02 ")
-        rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
-        self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
         self.quiet = _QUIET if all(_survives(a.encode(), *_QUIET) for a in anchors) else None
+        self.scans: dict[frozenset[bytes], _Scan] = {}
+        self.anchors = frozenset(a.encode() for a in anchors)
+        full = _Scan(self.anchors, ())
+        self.table, self.fast = full.table, full.fast
         # A needle with no anchor of its own whose rows' examples all carry another anchor or a
         # searched literal (a WARN, an ERROR) is found through that; the rest are searched too.
         fast_text = self.fast
@@ -377,6 +384,9 @@ class _Tables:
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
         self.plain = tuple(sorted(x.encode() for x in uncovered - set(_HEAD_FACT_NEEDLES)))
+        self._searched, self._plain_lits = searched, plain
+        self.scans[frozenset()] = full
+        full.plain = self.plain + self._uncovered(full)
         # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
         # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
         # each such search costs about as much as the whole scan of a block, and outputs pasted
@@ -386,6 +396,52 @@ class _Tables:
         self.paste_plain = tuple(sorted(x.encode() for x in head if x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
+
+    def _uncovered(self, sc: _Scan) -> tuple[bytes, ...]:
+        """Needles without an anchor that ``sc`` no longer finds through another row's anchor (in
+        their rows' examples, read as the scan reads them) and self.plain does not search for."""
+        out = set()
+        for lit in self._plain_lits:
+            for p in self.by_needle.get(lit, ()):
+                for ex in p.examples or ("",):
+                    b = ex.encode()
+                    for pair in sc.quiet:
+                        b = b.replace(*pair)
+                    hit = sc.fast is not None and sc.fast.search(b.translate(sc.table)) is not None
+                    if not hit and not any(x in ex for x in self._searched):
+                        out.add(lit.encode())
+        return tuple(sorted(out - set(self.plain) - {x.encode() for x in _HEAD_FACT_NEEDLES}))
+
+    def scan_for(self, skip: frozenset[bytes]) -> _Scan:
+        """The scan without the anchors in ``skip`` (those whose needles are all saturated, summed
+        in bulk): fewer first characters to try, and more of NCCL's lines in small letters."""
+        sc = self.scans.get(skip)
+        if sc is None:
+            sc = self.scans[skip] = _Scan(self.anchors - skip, ())
+            sc.plain = self.plain + self._uncovered(sc)
+        return sc
+
+
+class _Scan:
+    """What the scan over a block's bytes is made of, for a set of anchors: the translation table
+    (each anchor's first character -> \x01, the prompt characters -> \x02), the one pattern of all
+    anchors, and the small-letter replacements no anchor loses a letter by (_QUIETER)."""
+
+    __slots__ = ("table", "fast", "quiet", "plain")
+
+    def __init__(self, anchors: frozenset[bytes], plain: tuple[bytes, ...]):
+        table = bytearray(range(256))
+        for a in anchors:
+            table[a[0]] = 1
+        for ch in _PROMPT_ANCHORS:
+            table[ord(ch[0])] = 2
+        self.table = bytes(table)
+        rests = sorted({a.translate(self.table)[1:].decode("latin-1") for a in anchors})
+        self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        self.quiet = tuple(next((pair for pair in row if all(_survives(a, *pair) for a in anchors)), None)
+                           for row in _QUIETER)
+        self.quiet = tuple(q for q in self.quiet if q is not None)
+        self.plain = plain  # literals searched as they are (bytes.find) with this scan
 
 
 _TABLES: _Tables | None = None
@@ -435,6 +491,7 @@ class Diagnoser:
         self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
+        self._scan = self.t.scan_for(self._skip)
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -620,19 +677,19 @@ class Diagnoser:
         """Starts of the lines of ``block`` that may hold a needle, in order."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
-        quiet = self.t.quiet
-        tb = (block.replace(*quiet) if quiet is not None and quiet[0] in block else block).translate(self.t.table)
+        sc = self._scan  # without the anchors of saturated needles (see _bulk)
+        tb = block
+        for old, new in sc.quiet:  # same length: every position stays
+            tb = tb.replace(old, new)
+        tb = tb.translate(sc.table)
         # Channel lines are counted in bulk (NcclFacts.count_channels), not read one by one.
         self._channels = b"Channel " in block or b"Ring " in block
-        if self.t.fast is not None:
-            skip = self._skip
-            for m in self.t.fast.finditer(tb):
-                if skip and block[m.start():m.end()] in skip:
-                    continue  # a saturated needle (see _bulk)
+        if sc.fast is not None:
+            for m in sc.fast.finditer(tb):
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
-        plain = self.t.plain
+        plain = sc.plain
         if self._source is not None and self._source["bytes"] - len(block) < PASTE_WINDOW:
             plain += self.t.paste_plain
         for lit in plain:
@@ -856,6 +913,7 @@ class Diagnoser:
                 if c == SATURATE_AFTER:
                     self._saturated.add(needle)
                     self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
+                    self._scan = self.t.scan_for(self._skip)
             rows = self.t.by_needle.get(needle, ())
             if rows:
                 self._known_text = True

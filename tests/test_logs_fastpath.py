@@ -1,0 +1,102 @@
+"""The scan's fast path (issue 16 item 5) says what the line-by-line path says.
+
+A dense NCCL log is read block by block in C: saturated needles leave the scan, NCCL's commonest
+capitals are read in small letters (scan._QUIETER), the rest is summed in bulk. The reference here
+feeds the same bytes one line at a time, with no needle ever saturated and nothing read in small
+letters: every line that holds a needle is read in Python. Findings (with their evidence and line
+numbers) and the `nccl` section must be the same, whatever the chunking.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+from rdmadoctor.logs import kb, scan
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "bench", "diagnose.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def _said(d: scan.Diagnoser) -> tuple:
+    out = d.finish()
+    return [(f.code, f.severity, f.subject, f.message, f.remedy, f.cause, f.data) for f in out.findings], out.nccl
+
+
+def _fast(data: bytes, chunk: int) -> tuple:
+    d = scan.Diagnoser()
+    for i in range(0, len(data), chunk):
+        d.feed(data[i:i + chunk], source="job.log")
+    return _said(d)
+
+
+def _reference(data: bytes, monkeypatch) -> tuple:
+    with monkeypatch.context() as m:
+        m.setattr(scan, "SATURATE_AFTER", 10**9)
+        m.setattr(scan, "_QUIETER", ())
+        d = scan.Diagnoser(patterns=kb.patterns())  # tables of its own, built without the small letters
+        assert not d._scan.quiet
+        for line in data.splitlines(keepends=True):
+            d.feed(line, source="job.log")
+        said = _said(d)
+        assert not d._saturated
+    return said
+
+
+@pytest.mark.parametrize("kind", ["dense", "training"])
+def test_the_fast_path_says_what_the_line_by_line_path_says(tmp_path, monkeypatch, kind: str) -> None:
+    bench = _bench()
+    path = str(tmp_path / "job.log")
+    if kind == "dense":
+        bench.write_dense(path, 3)
+    else:
+        bench.write_log(path, 2, 64)
+    data = open(path, "rb").read()
+    reference = _reference(data, monkeypatch)
+    whole = _fast(data, len(data))
+    d = scan.Diagnoser()
+    d.feed(data, source="job.log")
+    if kind == "dense":
+        assert d._saturated and d._scan is not scan.tables().scan_for(frozenset())  # the reduced scan ran
+        assert d._scan.quiet  # and read NCCL's lines in small letters
+    assert whole == reference
+    assert _fast(data, 4099) == reference  # lines cut between chunks, blocks of a few lines
+    findings, nccl = reference
+    assert nccl is not None and nccl["ranks"] == 64 and len(nccl["hosts"]) == 8
+    if kind == "dense":
+        assert nccl["socket_hosts"] == ["gpu-node-007"]
+        assert {c for c, *_ in findings} >= {"NCCL_SOCKET_FALLBACK", "NCCL_IB_NO_DEVICE", "NCCL_IB_COMPLETION_ERROR"}
+
+
+def test_every_reduced_scan_keeps_its_anchors_and_finds_what_the_full_scan_finds() -> None:
+    """Each scan a saturation can make (some anchors left out) reads no anchor it keeps in small
+    letters, and finds every row's examples the full scan finds (unless a left-out anchor did)."""
+    t = scan.tables()
+    saturating = [a for a, lits in t.anchor_lits.items() if lits <= scan._SATURATING]
+    assert saturating
+    examples = [ex.encode() + b"\n" for p in t.patterns for ex in p.examples]
+    examples += [b"gpu-a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/IB/0/GDRDMA Error: failed to extend\n",
+                 b"gpu-a:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read NCCL WARN x\n"]
+    full = scan.Diagnoser()
+    for skip in [frozenset({a}) for a in saturating] + [frozenset(saturating)]:
+        sc = t.scan_for(skip)
+        assert sc is t.scan_for(skip)  # built once
+        for anchor in t.anchors - skip:
+            assert all(scan._survives(anchor, *pair) for pair in sc.quiet)
+        d = scan.Diagnoser()
+        d._scan = sc
+        for ex in examples:
+            if any(a in ex for a in skip):
+                continue  # found through a saturated needle: summed in bulk instead
+            assert d._candidates(ex) == full._candidates(ex), (skip, ex)
+    # Once "INFO comm " and "INFO rank " leave the scan, "INFO" is read in small letters whole.
+    if {b"O comm ", b"O rank "} <= set(saturating):
+        assert (b"] NCCL INFO ", b"] nccl info ") in t.scan_for(frozenset(saturating)).quiet
