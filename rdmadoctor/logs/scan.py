@@ -110,12 +110,14 @@ _QUIET = (b"] NCCL INFO ", b"] nccl infO ")
 # in small letters the same way, each only where no anchor of the scan loses a letter by it: every
 # capital left in them is a place the scan must try (a tenth of a microsecond each), every
 # replacement a pass over the block (as long as about 3000 such tries: only these pay). The first
-# pair of each row that survives is used (the second keeps the O of "INFO" for "INFO comm ").
+# pair of each row that survives is used (the second keeps the O of "INFO" for "INFO comm "). Rows
+# marked True are of channel lines: tried only on a block that holds some (a log of training output
+# with a few NCCL lines pays one pass, as before).
 _QUIETER = (
-    ((b"] NCCL INFO Channel ", b"] nccl info channel "),),
-    ((b"] NCCL INFO ", b"] nccl info "), _QUIET),
-    ((b" via P2P/CUMEM/", b" via p2p/cumem/"),),
-    ((b" via NET/IB/", b" via net/ib/"),),
+    (True, ((b"] NCCL INFO Channel ", b"] nccl info channel "),)),
+    (False, ((b"] NCCL INFO ", b"] nccl info "), _QUIET)),
+    (True, ((b" via P2P/CUMEM/", b" via p2p/cumem/"),)),
+    (True, ((b" via NET/IB/", b" via net/ib/"),)),
 )
 
 
@@ -404,10 +406,12 @@ class _Tables:
         for lit in self._plain_lits:
             for p in self.by_needle.get(lit, ()):
                 for ex in p.examples or ("",):
-                    b = ex.encode()
-                    for pair in sc.quiet:
-                        b = b.replace(*pair)
-                    hit = sc.fast is not None and sc.fast.search(b.translate(sc.table)) is not None
+                    hit = sc.fast is not None
+                    for quiet in (sc.quiet, sc.quiet_plain):  # a block with channel lines, one without
+                        b = ex.encode()
+                        for pair in quiet:
+                            b = b.replace(*pair)
+                        hit = hit and sc.fast.search(b.translate(sc.table)) is not None  # type: ignore[union-attr]
                     if not hit and not any(x in ex for x in self._searched):
                         out.add(lit.encode())
         return tuple(sorted(out - set(self.plain) - {x.encode() for x in _HEAD_FACT_NEEDLES}))
@@ -427,7 +431,7 @@ class _Scan:
     (each anchor's first character -> \x01, the prompt characters -> \x02), the one pattern of all
     anchors, and the small-letter replacements no anchor loses a letter by (_QUIETER)."""
 
-    __slots__ = ("table", "fast", "quiet", "plain")
+    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain")
 
     def __init__(self, anchors: frozenset[bytes], plain: tuple[bytes, ...]):
         table = bytearray(range(256))
@@ -438,9 +442,10 @@ class _Scan:
         self.table = bytes(table)
         rests = sorted({a.translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
-        self.quiet = tuple(next((pair for pair in row if all(_survives(a, *pair) for a in anchors)), None)
-                           for row in _QUIETER)
-        self.quiet = tuple(q for q in self.quiet if q is not None)
+        rows = [(channels, next((pair for pair in row if all(_survives(a, *pair) for a in anchors)), None))
+                for channels, row in _QUIETER]
+        self.quiet = tuple(pair for _, pair in rows if pair is not None)  # for a block with channel lines
+        self.quiet_plain = tuple(pair for channels, pair in rows if pair is not None and not channels)  # without
         self.plain = plain  # literals searched as they are (bytes.find) with this scan
 
 
@@ -678,12 +683,12 @@ class Diagnoser:
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
         sc = self._scan  # without the anchors of saturated needles (see _bulk)
-        tb = block
-        for old, new in sc.quiet:  # same length: every position stays
-            tb = tb.replace(old, new)
-        tb = tb.translate(sc.table)
         # Channel lines are counted in bulk (NcclFacts.count_channels), not read one by one.
         self._channels = b"Channel " in block or b"Ring " in block
+        tb = block
+        for old, new in sc.quiet if self._channels else sc.quiet_plain:  # same length: every position stays
+            tb = tb.replace(old, new)
+        tb = tb.translate(sc.table)
         if sc.fast is not None:
             for m in sc.fast.finditer(tb):
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
