@@ -9,7 +9,12 @@ How it stays fast and small on a gigabyte from 64 ranks:
 - Lines every rank prints for every communicator (``comm ... nRanks``, ``Init COMPLETE``,
   ``Connected all rings``, socket channel lines) are read one by one until each kind has been seen
   ``SATURATE_AFTER`` times; after that they leave the scan and what they say (ranks, nodes, hosts)
-  is summed per block in C (:meth:`Diagnoser._bulk`), with the same result.
+  is summed per block in C (:meth:`Diagnoser._bulk`), with the same result. Leaving the scan is
+  literal: the scan is rebuilt without their anchors (:meth:`_Tables.scan_for`, once per set).
+- Each capital letter the scan reads is a place it must try; NCCL's INFO prefix and its channel
+  lines (``Channel 02/0 : 3[3] -> 4[4] via P2P/CUMEM/read``) are read in small letters, in a copy
+  of the block of the same length, wherever no anchor loses a letter by it (``_QUIETER``).
+  tests/test_logs_fastpath.py holds all of this to a reference that reads line by line.
 - Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
   ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
