@@ -26,6 +26,7 @@ Schema (v1); every value a check could not establish is ``null``:
   socket_hosts}: a field the log does not show is null, never guessed. A check fills it through
   its inventory's "nccl" key (rdmadoctor.checks.logs).
 - ``plugin_errors``: checks that failed to load
+- ``fingerprint``: the node's facts a fleet compares (rdmadoctor.engine.fingerprint, ``rdmadoctor.fingerprint/v1``)
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 from rdmadoctor import __version__
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import ERROR, FAIL, PASS, SKIP, UNKNOWN, WARN, WARNING, CheckResult, worst
+from rdmadoctor.engine import fingerprint
 
 SCHEMA = "rdmadoctor.report/v1"
 
@@ -152,4 +154,5 @@ def build(
     }
     # Refused labels are dropped here; node.labels reports why (LABEL_INVALID).
     report["labels"], _ = L.validate(L.compute(report)[0])
+    report["fingerprint"] = fingerprint.build(report)
     return report
