@@ -139,6 +139,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
     )
     rep["scope"] = opts.scope
+    rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
     return Diagnosis(rep, results, ctx)
 
 

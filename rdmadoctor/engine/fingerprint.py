@@ -3,7 +3,7 @@
 ``build(report)`` reads the report's inventory (what the checks' probes read through the Host) and
 returns ``rdmadoctor.fingerprint/v1``::
 
-    {"schema": "rdmadoctor.fingerprint/v1",
+    {"schema": "rdmadoctor.fingerprint/v1", "pool": the --pool or null,
      "node": {kernel, rdma_driver, rdma_driver_version, rdma_core, ofed, nvidia_driver,
               gpudirect ("peermem" | "dmabuf" | "none" | null), gpu_count, gpu_model, numa_nodes,
               rails {"GPU0": "mlx5_0", ...}, pcie {"GPU0" | "mlx5_0": {gen, width}}},
@@ -89,8 +89,9 @@ def _pcie(pcie: Any) -> dict[str, dict] | None:
     return out
 
 
-def build(report: dict) -> dict:
-    """The fingerprint of the node a report describes (its ``inventory`` and ``host``)."""
+def build(report: dict, pool: str | None = None) -> dict:
+    """The fingerprint of the node a report describes (its ``inventory`` and ``host``); ``pool``:
+    the ``--pool`` it was judged with, which ``rdmadoctor fleet`` groups by (not compared)."""
     inv = report.get("inventory") or {}
     devices = [d for d in inv.get("rdma_devices") or () if isinstance(d, dict) and not d.get("is_vf")]
     roce = inv.get("roce") if isinstance(inv.get("roce"), dict) else {}
@@ -152,6 +153,7 @@ def build(report: dict) -> dict:
     host = report.get("host") or {}
     return {
         "schema": SCHEMA,
+        "pool": pool,
         "node": node,
         "ports": ports,
         IDENTITY: {
@@ -221,6 +223,8 @@ def compact(fp: dict, max_bytes: int = COMPACT_MAX_BYTES) -> dict:
     out = {"s": COMPACT_SCHEMA, "n": node, "c": common, "p": ports}
     if len(compact_text(out)) > max_bytes:
         out = {"s": COMPACT_SCHEMA, "n": node, "c": {}, "p": {}, "t": True}
+    if fp.get("pool"):
+        out["pool"] = fp["pool"]
     return out
 
 

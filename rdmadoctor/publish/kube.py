@@ -491,6 +491,23 @@ class NodeAPI:
 
         return self._call(lambda c: _as_dict(c.get(Node, name=name)), f"GET /api/v1/nodes/{name}")
 
+    def list_nodes(self, page: int = 500):
+        """Every Node, ``page`` at a time (the API's limit/continue; `rdmadoctor fleet --kube`).
+        Each page is one request under the deadline."""
+        from lightkube.resources.core_v1 import Node
+
+        state: dict = {}
+
+        def first(c):
+            state["chunks"] = c._client.list_chunks(c._client.prepare_request("list", res=Node, params={"limit": page}))
+            return next(state["chunks"], None)
+
+        chunk = self._call(first, "GET /api/v1/nodes")
+        while chunk is not None:
+            for item in chunk[1]:
+                yield _as_dict(item)
+            chunk = self._call(lambda c: next(state["chunks"], None), "GET /api/v1/nodes (next page)")
+
     def patch_node(self, name: str, patch: dict) -> None:
         from lightkube.resources.core_v1 import Node
         from lightkube.types import PatchType
