@@ -1,8 +1,8 @@
 """The fingerprint as Prometheus info metrics, for the fleet view (deploy/monitoring/fleet-rules.yaml).
 
-- ``rdmadoctor_node_info{pool, node, kernel, rdma_driver, rdma_driver_version, rdma_core, ofed,
+- ``rdmadoctor_node_info{pool, kernel, rdma_driver, rdma_driver_version, rdma_core, ofed,
   nvidia_driver, gpudirect, gpu_count, gpu_model, numa_nodes, ports} 1``: one series per node.
-- ``rdmadoctor_hca_info{pool, node, device, port, hca_type, board_id, pci_id, fw_version,
+- ``rdmadoctor_hca_info{pool, device, port, hca_type, board_id, pci_id, fw_version,
   link_layer, rate_gbps, width, state, active_mtu, netdev, netdev_mtu, subnet_prefix, sm_lid,
   gid_index, pkey} 1``: one series per RDMA port (VFs are not fingerprinted).
 
@@ -44,27 +44,25 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def series(fp: dict | None, node: str | None = None, pool: str | None = None) -> tuple[list[dict], list[dict]]:
+def series(fp: dict | None, pool: str | None = None) -> tuple[list[dict], list[dict]]:
     """(node_info label sets, hca_info label sets) of a fingerprint; none without one."""
     if not isinstance(fp, dict):
         return [], []
-    node = node or (fp.get(F.IDENTITY) or {}).get("hostname") or ""
     pool = pool if pool is not None else fp.get("pool") or ""
     flat = F.flatten(fp)
-    base = {"pool": pool, "node": node}
-    info = {**base, **{k: _text(flat.get(f"node.{k}")) for k in NODE_LABELS}}
+    info = {"pool": pool, **{k: _text(flat.get(f"node.{k}")) for k in NODE_LABELS}}
     ports = []
     for p in fp.get("ports") or ():
-        ports.append({**base, **{LABEL_OF.get(k, k): _text(p.get(k)) for k in F.PORT_FIELDS}})
+        ports.append({"pool": pool, **{LABEL_OF.get(k, k): _text(p.get(k)) for k in F.PORT_FIELDS}})
     return [info], ports
 
 
-def families(fp: dict | None, node: str | None = None, pool: str | None = None) -> Iterator[Any]:
+def families(fp: dict | None, pool: str | None = None) -> Iterator[Any]:
     """prometheus-client metric families of :func:`series` (for a Collector's ``collect``)."""
     from prometheus_client.core import GaugeMetricFamily
 
-    nodes, ports = series(fp, node, pool)
-    for name, labels, rows in ((NODE_INFO, ("pool", "node", *NODE_LABELS), nodes), (HCA_INFO, ("pool", "node", *PORT_LABELS), ports)):
+    nodes, ports = series(fp, pool)
+    for name, labels, rows in ((NODE_INFO, ("pool", *NODE_LABELS), nodes), (HCA_INFO, ("pool", *PORT_LABELS), ports)):
         fam = GaugeMetricFamily(name, HELP[name], labels=list(labels))
         for row in rows:
             fam.add_metric([row[k] for k in labels], 1)
