@@ -69,6 +69,19 @@ _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
 
 
+# The node's compact fingerprint (rdmadoctor.engine.fingerprint), which `rdmadoctor fleet --kube`
+# reads; written with the labels, only when it changed. The admission policy (deploy/overlays/direct)
+# allows this annotation and owned-labels, no other new one, and bounds its size.
+FINGERPRINT_ANNOTATION = "rdmadoctor.io/fingerprint"
+
+
+def fingerprint_annotation(report: dict) -> str | None:
+    from rdmadoctor.engine import fingerprint as F
+
+    fp = report.get("fingerprint")
+    return F.compact_text(F.compact(fp)) if isinstance(fp, dict) else None
+
+
 def _parse_time(text: str) -> float | None:
     return parse_rfc3339(text) if text else None
 
@@ -600,6 +613,9 @@ class NodePublisher(Publisher):
                     transient=False,
                 )
             patch = label_patch(meta.get("labels") or {}, meta.get("annotations") or {}, wanted, self.prefix)
+            fp = fingerprint_annotation(report)
+            if fp is not None and (meta.get("annotations") or {}).get(FINGERPRINT_ANNOTATION) != fp:
+                patch.setdefault("metadata", {}).setdefault("annotations", {})[FINGERPRINT_ANNOTATION] = fp
             if patch:
                 if self.dry_run:
                     self._show("PATCH", self.path, "application/merge-patch+json", patch)
@@ -608,7 +624,7 @@ class NodePublisher(Publisher):
                     if "node" not in written:
                         written.append("node")
                 changed = patch["metadata"].get("labels") or {}
-                notes.append(f"{len(changed)} label(s) changed on node {self.node}" if changed else f"owned-labels annotation updated on node {self.node}")
+                notes.append(f"{len(changed)} label(s) changed on node {self.node}" if changed else f"annotations updated on node {self.node}")
             else:
                 notes.append(f"node {self.node} labels unchanged ({len(wanted)} labels)")
         if self.do_conditions:
