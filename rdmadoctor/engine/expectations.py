@@ -135,6 +135,27 @@ SPEC: dict[str, Expect] = {
         doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
         "over TCP sockets.",
     ),
+    # ib.counters: the ports' error counters over time (checks/counters.py).
+    "counter_window_seconds": Expect(
+        3600, "int", "seconds", min=1, max=7 * 86400, nullable=False,
+        doc="How far back ib.counters counts growth: flaps within it, and the rates per hour.",
+    ),
+    "counter_recovery_seconds": Expect(
+        3600, "int", "seconds", min=0, max=7 * 86400, nullable=False,
+        doc="How long a port's counter finding stays after the counter was last over its threshold (hysteresis).",
+    ),
+    "flap_max": Expect(
+        0, "int", "flaps", min=0, max=1000, nullable=False,
+        doc="Link flaps (link_downed growth) tolerated within counter_window_seconds; more is IB_LINK_FLAP.",
+    ),
+    "symbol_errors_max_per_hour": Expect(
+        100, "number", "per hour", min=0, max=1e12, null_means="no symbol error check",
+        doc="Highest acceptable growth of a port's symbol_error counter, per hour over counter_window_seconds.",
+    ),
+    "ack_timeouts_max_per_hour": Expect(
+        100, "number", "per hour", min=0, max=1e12, null_means="no ACK timeout check",
+        doc="Highest acceptable growth of a RoCE port's local_ack_timeout_err, per hour over counter_window_seconds.",
+    ),
 }
 
 # Expectations every profile starts from, as plain values.

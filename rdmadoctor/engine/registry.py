@@ -33,6 +33,7 @@ BUILTIN = {
     "gpu": "rdmadoctor.checks.gpu:CHECKS",
     "pci": "rdmadoctor.checks.pci:CHECKS",
     "nccl": "rdmadoctor.checks.nccl:CHECKS",
+    "counters": "rdmadoctor.checks.counters:CHECKS",
     # logs.diagnose and node.labels both run after every other check, in this order: the labels
     # node.labels compares are then those of the whole report, the logs' verdict included.
     "logs": "rdmadoctor.checks.logs:CHECKS",
