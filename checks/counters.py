@@ -16,6 +16,7 @@ from __future__ import annotations
 from rdmadoctor.checks._rdma import IB_CLASS, ROCE, ignored, is_rnic, port_subject, probe_inventory, transport_of
 from rdmadoctor.checks.ib import HAS_DEVICES
 from rdmadoctor.core.counters import RESET
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -92,13 +93,27 @@ PORT_COUNTERS_UNREADABLE = Code(
     kind=COULD_NOT_DECIDE,
 )
 
-# Typed in rdmadoctor.engine.expectations.SPEC (counter_window_seconds, ...), as every built-in key.
 DEFAULTS = {
-    "counter_window_seconds": 3600,
-    "counter_recovery_seconds": 3600,
-    "flap_max": 0,
-    "symbol_errors_max_per_hour": 100,
-    "ack_timeouts_max_per_hour": 100,
+    "counter_window_seconds": Expect(
+        3600, "int", "seconds", min=1, max=7 * 86400, nullable=False,
+        doc="How far back ib.counters counts growth: flaps within it, and the rates per hour.",
+    ),
+    "counter_recovery_seconds": Expect(
+        3600, "int", "seconds", min=0, max=7 * 86400, nullable=False,
+        doc="How long a port's counter finding stays after the counter was last over its threshold (hysteresis).",
+    ),
+    "flap_max": Expect(
+        0, "int", "flaps", min=0, max=1000, nullable=False,
+        doc="Link flaps (link_downed growth) tolerated within counter_window_seconds; more is IB_LINK_FLAP.",
+    ),
+    "symbol_errors_max_per_hour": Expect(
+        100, "number", "per hour", min=0, max=1e12, null_means="no symbol error check",
+        doc="Highest acceptable growth of a port's symbol_error counter, per hour over counter_window_seconds.",
+    ),
+    "ack_timeouts_max_per_hour": Expect(
+        100, "number", "per hour", min=0, max=1e12, null_means="no ACK timeout check",
+        doc="Highest acceptable growth of a RoCE port's local_ack_timeout_err, per hour over counter_window_seconds.",
+    ),
 }
 
 
@@ -274,3 +289,6 @@ CHECKS = [
         "link flaps, symbol errors, RoCE local ACK timeouts, with hysteresis and 32-bit wrap / reset handling.",
     ),
 ]
+
+# After the node checks, before logs.diagnose and node.labels (engine/registry.py).
+ORDER = 95

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rdmadoctor.checks._rdma import IWARP, RdmaInventory, ignored, port_subject, probe_inventory, transport_of
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -523,8 +524,49 @@ def _inventory_json(inv: RdmaInventory) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "expected_hcas": Expect(
+        None, "int", "RDMA devices", min=1, max=1024, null_means="any number, at least one", example=8,
+        doc="Number of RDMA devices (PFs) expected; fewer is IB_NO_DEVICES.",
+    ),
+    "expected_active_ports": Expect(
+        None, "int", "ports", min=0, max=4096, null_means="every judged port", example=8,
+        doc="Number of ACTIVE ports expected; fewer is IB_PORT_DOWN.",
+    ),
+    "min_rate_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=400,
+        doc="Lowest acceptable rate of every judged port (400 for NDR, 200 for HDR).",
+    ),
+    "link_layer": Expect(
+        None, "enum", choices=("InfiniBand", "Ethernet"), null_means="either", example="InfiniBand",
+        # What people call them; ibv_devinfo and sysfs say InfiniBand and Ethernet.
+        aliases={"ib": "InfiniBand", "roce": "Ethernet", "rocev2": "Ethernet", "eth": "Ethernet"},
+        doc="Link layer every judged port must have (Ethernet: RoCE).",
+    ),
+    "ignore_ports": Expect(
+        [], "list", nullable=False, example=["mlx5_9/1"],
+        doc='Ports ("mlx5_9/1") or whole devices ("mlx5_9") that are not judged and not counted.',
+    ),
+    "ignore_vfs": Expect(
+        True, "bool", nullable=False,
+        doc="Leave SR-IOV virtual functions alone: they are the pods' business, not the node's.",
+    ),
+    "rdma_required": Expect(
+        True, "bool", nullable=False,
+        doc="false for a pool that trains over TCP sockets on purpose (the tcp profile): no RDMA device is "
+        "information rather than IB_NO_DEVICES, and NCCL_IB_DISABLE is expected rather than an error.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 10
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="ib.devices",
         condition=LINK,
         gate=True,

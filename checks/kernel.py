@@ -6,6 +6,7 @@ import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -374,8 +375,22 @@ def _inventory(f: KernelFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "required_modules": Expect(
+        ["ib_core", "ib_uverbs", "rdma_ucm"], "list", nullable=False,
+        doc="Kernel modules that must be loaded.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 60
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="kernel.modules",
         condition=CONFIG,
         gate=True,

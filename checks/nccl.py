@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.record import field, record
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
@@ -1323,8 +1324,32 @@ def _inventory_json(facts: NcclFacts) -> dict:
     return {"nccl_env": {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}}
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "compute_hcas": Expect(
+        None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
+        doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
+    ),
+    "socket_min_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=25,
+        doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
+        "judged when NCCL moves its data over TCP sockets.",
+    ),
+    "socket_min_mtu": Expect(
+        None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
+        doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
+        "over TCP sockets.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 90
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         scope="pod",
         id="nccl.env",
         condition=CONFIG,

@@ -1,8 +1,12 @@
-"""Load checks from the ``rdmadoctor.checks`` entry-point group: built-in and third-party alike.
+"""Load checks: the built-in ones from the ``rdmadoctor.checks`` package, third-party ones from the
+``rdmadoctor.checks`` entry-point group.
 
 Each entry point names a module or an object that is a list of :class:`~rdmadoctor.core.model.Check`
 (a module is read for its ``CHECKS``). ``RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD=1`` keeps only the
 checks shipped with rdmadoctor, for tests and for a node where a broken plugin must be ruled out.
+
+Built-in checks are not entry points: they are found by scanning ``rdmadoctor/checks/``
+(:func:`builtin_modules`), in the order each module's ``ORDER`` gives.
 
 ``importlib.metadata`` costs ~25 ms to import, a quarter of the time budget of a ``check`` run
 in an init container, so the entry points are read straight from the ``*.dist-info`` folders
@@ -15,30 +19,49 @@ import importlib
 import os
 import sys
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 from rdmadoctor.core.model import Check
 from rdmadoctor.core.record import record
 
 GROUP = "rdmadoctor.checks"
 AUTOLOAD_ENV = "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"
-# The built-in entry points, in report order: pyproject.toml's [project.entry-points."rdmadoctor.checks"]
-# table, read here only when rdmadoctor runs from a source tree that was never installed (no
-# dist-info to read). tests/test_contract.py keeps the two equal.
-BUILTIN = {
-    "ib": "rdmadoctor.checks.ib:CHECKS",
-    "roce": "rdmadoctor.checks.roce:CHECKS",
-    "iwarp": "rdmadoctor.checks.iwarp:CHECKS",
-    "verbs": "rdmadoctor.checks.verbs:CHECKS",
-    "limits": "rdmadoctor.checks.limits:CHECKS",
-    "kernel": "rdmadoctor.checks.kernel:CHECKS",
-    "gpu": "rdmadoctor.checks.gpu:CHECKS",
-    "pci": "rdmadoctor.checks.pci:CHECKS",
-    "nccl": "rdmadoctor.checks.nccl:CHECKS",
-    "counters": "rdmadoctor.checks.counters:CHECKS",
-    # logs.diagnose and node.labels both run after every other check, in this order: the labels
-    # node.labels compares are then those of the whole report, the logs' verdict included.
-    "logs": "rdmadoctor.checks.logs:CHECKS",
-    "node": "rdmadoctor.checks.node:CHECKS",
-}
+# Where a built-in module runs in the report when it does not say (its module-level ORDER):
+# between the node checks and logs.diagnose / node.labels, which run after every other check.
+DEFAULT_ORDER = 100
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUILTIN":  # name -> "module:CHECKS", in report order (tests and tools read it)
+        return {n: f"{m.__name__}:CHECKS" for n, m in builtin_modules()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def builtin_modules(errors: list[str] | None = None) -> list[tuple[str, Any]]:
+    """The built-in check modules, found by scanning the ``rdmadoctor.checks`` package (as sos
+    finds its plugins): every ``*.py`` whose name does not start with ``_``, so a new module in
+    checks/ loads with no list to edit and no reinstall of an editable install. Report order is
+    each module's ``ORDER`` (DEFAULT_ORDER when it has none), then its name. A module that fails
+    to import is left out and said in ``errors`` (never fatal: the others still run)."""
+    import rdmadoctor.checks as pkg
+
+    names: set[str] = set()
+    for folder in pkg.__path__:
+        try:
+            names.update(f[:-3] for f in os.listdir(folder) if f.endswith(".py") and not f.startswith(("_", ".")))
+        except OSError:
+            continue
+    mods = []
+    for n in sorted(names):
+        try:
+            mods.append((n, importlib.import_module(f"{pkg.__name__}.{n}")))
+        except Exception as e:  # noqa: BLE001 - one broken module must not take the others down
+            if errors is not None:
+                errors.append(f"built-in check module {pkg.__name__}.{n} failed to load: {type(e).__name__}: {e}")
+    mods.sort(key=lambda nm: (getattr(nm[1], "ORDER", DEFAULT_ORDER), nm[0]))
+    return mods
 
 
 @record
@@ -109,13 +132,13 @@ def load_checks(autoload: bool | None = None) -> tuple[list[Check], list[str]]:
     """All checks, in order, and the errors of plugins that failed to load (never fatal)."""
     if autoload is None:
         autoload = os.environ.get(AUTOLOAD_ENV, "") in ("", "0", "false", "no")
-    eps = [ep for ep in entry_points() if autoload or ep.dist == "rdmadoctor"]
-    if not any(ep.dist == "rdmadoctor" for ep in eps):
-        eps = [EntryPoint(name, value, "rdmadoctor") for name, value in BUILTIN.items()] + eps
-    order = {m: i for i, m in enumerate(BUILTIN)}
-    eps.sort(key=lambda ep: (ep.dist != "rdmadoctor", order.get(ep.name, 99), ep.name))
-    checks: list[Check] = []
+    # Built-in checks come from the package itself; an entry point the rdmadoctor distribution
+    # still declares (an older install's dist-info) would only load them twice.
     errors: list[str] = []
+    eps = [EntryPoint(name, f"{mod.__name__}:CHECKS", "rdmadoctor") for name, mod in builtin_modules(errors)]
+    if autoload:
+        eps += sorted((ep for ep in entry_points() if ep.dist != "rdmadoctor"), key=lambda ep: ep.name)
+    checks: list[Check] = []
     ids: dict[str, str] = {}
     for ep in eps:
         try:

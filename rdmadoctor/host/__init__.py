@@ -26,6 +26,8 @@ from rdmadoctor.host.tree import HostError, _Tree  # the trees' base, in its own
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
+    from typing import Any
+
     from rdmadoctor.host.runtime import Runtime
     from rdmadoctor.host.tools import CmdResult
 
@@ -167,6 +169,10 @@ class Host:
         # unreadable: a check tells "absent" (a finding about the node) from "could not look".
         self.unlisted: dict[str, str] = {}
         self.notes: list[str] = list(getattr(tree, "notes", ()))  # what this host's reader left out, for the report
+        # Called as on_step(path, kind, target) for every directory ("dir", None) and symlink
+        # ("link", its target) that resolution walks through: collect's Recorder records them, so
+        # a bundle holds exactly the path the Host took (one resolver for both).
+        self.on_step: Any = None
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:
@@ -213,6 +219,8 @@ class Host:
             if k is None:
                 return None
             if k != "link":
+                if self.on_step is not None and k == "dir":
+                    self.on_step(nxt, k, None)
                 cur = nxt
                 continue
             links += 1
@@ -222,6 +230,8 @@ class Host:
                 target = tree.readlink(nxt)
             except (OSError, ValueError):
                 return None
+            if self.on_step is not None:
+                self.on_step(nxt, k, target)
             if target.startswith("/"):
                 cur = "/"
             todo.extend(reversed(target.split("/")))
