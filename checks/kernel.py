@@ -97,7 +97,7 @@ class KernelFacts:
     osrelease: str | None = None
     nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
     dmabuf_possible: bool = False
-    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs present
+    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs and an RDMA device
     gpudirect_path: str | None = None  # "peermem" | "dmabuf" | "none" (GPUs, neither) | None (unknown or no GPU)
     nvidia_driver: str | None = None  # the NVIDIA kernel module's version ("535.129.03")
     # Does the RDMA inventory list a device? False: it was read and is empty (ib.devices reports
@@ -217,6 +217,8 @@ def probe_kernel(ctx) -> KernelFacts:
         inv = None
         notes.append(f"RDMA devices unknown: {e}")
     rdma_devices = None if inv is None or inv.source == "none" else bool(inv.pfs())
+    # Any RDMA device, a pod's VF included: what GPUDirect RDMA needs beside the GPU.
+    any_rdma = None if inv is None or inv.source == "none" else bool(inv.devices)
     present = set()
     for dev in inv.devices if inv is not None and inv.source == "sysfs" else ():
         row = rdma_driver_entry(dev.driver, dev.name)
@@ -239,9 +241,11 @@ def probe_kernel(ctx) -> KernelFacts:
     kv = kernel_version(osrelease)
     dmabuf = bool(nvidia_loaded and nvidia_open and kv is not None and kv >= (5, 12))
     peermem = modules is not None and any(m in modules or m in builtin for m in PEERMEM)
-    if modules is None:
-        gpudirect = None
-    elif gpus_present is None:
+    # GPUDirect RDMA is a GPU-HCA property: peermem or dma-buf with no RDMA device to read GPU
+    # memory is no GPUDirect at all (a GPU machine with a virtio NIC published gpudirect=true).
+    if any_rdma is False:
+        gpudirect = False
+    elif modules is None or gpus_present is None or any_rdma is None:
         gpudirect = None
     else:
         gpudirect = bool(gpus_present and (peermem or dmabuf))

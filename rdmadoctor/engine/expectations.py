@@ -51,7 +51,8 @@ def _builtin_spec() -> dict[str, Expect]:
         from rdmadoctor.engine import registry
 
         # The built-in modules straight from the package (no entry-point scan).
-        _SPEC = declared([c for _, mod in registry.builtin_modules() for c in mod.CHECKS])
+        # plugins.load's optional_plugins is read in every run, whether or not a plugin failed.
+        _SPEC = declared([registry.plugins_check(), *(c for _, mod in registry.builtin_modules() for c in mod.CHECKS)])
     return _SPEC
 
 

@@ -444,7 +444,7 @@ class Host:
 
             if text is None:
                 data = self.read_bytes(rel)
-                text = None if data is None else data.decode("utf-8", "replace")
+                text = None if data is None else _tool_text(data)
             stem = posixpath.basename(rel)[:-4]
             self._transcripts[rel] = None if text is None else split(text, stem)
         return self._transcripts[rel]
@@ -476,7 +476,7 @@ class Host:
         rel = f"/cmd/{name}.txt"
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)
-            text = None if data is None else data.decode("utf-8", "replace")
+            text = None if data is None else _tool_text(data)
             if text is not None and self._transcript(rel, text) is None:
                 why = self._collect_note(name)
                 if why is not None and why.get("truncated"):
@@ -496,11 +496,26 @@ class Host:
                 if why is not None and why.get("error"):
                     return CmdResult(name, None, error=f"at collect time: {why['error']}", timed_out=bool(why.get("timed_out")))
                 return CmdResult(name, None, error=f"not recorded ({rel[1:]} absent)")
-            return CmdResult(name, data.decode("utf-8", "replace"), source=f"bundle:{rel[1:]}")
+            return CmdResult(name, _tool_text(data), source=f"bundle:{rel[1:]}")
         argv = COMMANDS.get(name)
         if argv is None:
             return CmdResult(name, None, error="no such command")
-        return run_tool(argv, self.timeout, name)
+        res = run_tool(argv, self.timeout, name)
+        if res.text is not None:
+            res.text = _tool_text(res.text)
+        return res
+
+
+def _tool_text(data: bytes | str) -> str:
+    """A tool's output as every parser reads it, recorded or run now: text without terminal escapes
+    (a CUDA 13 `nvidia-smi topo -m` underlines its header with ESC[4m even into a file), so a
+    bundle's verdict is the live one."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if "\x1b" in text:
+        from rdmadoctor.parsers.common import strip_escapes
+
+        text = strip_escapes(text)
+    return text
 
 
 def open_host(root: str | None = None, bundle: str | None = None, *, host_class: type[Host] | None = None) -> Host:
