@@ -231,17 +231,14 @@ def judge_counters(f: CounterFacts, expect: dict) -> list[Finding]:
     for subject in f.unreadable:
         out.append(Finding(PORT_COUNTERS_UNREADABLE.code, UNKNOWN, subject, f"no readable counters in {IB_CLASS}/.../counters/ for {subject}; "
                            "expected the PMA error counters (symbol_error, link_downed, ...).", PORT_COUNTERS_UNREADABLE.fix))
-    rules = [
-        (IB_LINK_FLAP, ERROR, "link_downed", None, lambda g, span: g > flap_max, f"at most {flap_max} flap(s) in {_ago(window)}"),
-    ]
+    rules = [("link_downed", None, lambda g, span: g > flap_max, f"at most {flap_max} flap(s) in {_ago(window)}")]
     if sym_max is not None:
-        rules.append((IB_SYMBOL_ERRORS, WARNING, "symbol_error", None, lambda g, span: g * 3600 / max(span, 1) > sym_max,
-                      f"at most {sym_max:g} symbol errors per hour"))
+        rules.append(("symbol_error", None, lambda g, span: g * 3600 / max(span, 1) > sym_max, f"at most {sym_max:g} symbol errors per hour"))
     if ack_max is not None:
-        rules.append((ROCE_ACK_TIMEOUTS, WARNING, "local_ack_timeout_err", ROCE, lambda g, span: g * 3600 / max(span, 1) > ack_max,
+        rules.append(("local_ack_timeout_err", ROCE, lambda g, span: g * 3600 / max(span, 1) > ack_max,
                       f"at most {ack_max:g} local ACK timeouts per hour"))
     for p in f.ports:
-        for code, severity, counter, transport, over, expected in rules:
+        for counter, transport, over, expected in rules:
             if transport is not None and p.transport != transport or counter not in p.series:
                 continue
             times, cum = p.series[counter]
@@ -250,17 +247,18 @@ def judge_counters(f: CounterFacts, expect: dict) -> list[Finding]:
                 continue
             span = times[-1] - times[0] if times else 0
             quiet = f.now - last
-            out.append(
-                Finding(
-                    code.code, severity, p.subject,
-                    f"{counter} grew by {growth} in the last {_ago(min(window, span))} (now {p.values.get(counter)}); "
-                    f"last over the threshold {_ago(quiet)} ago; expected {expected}. "
-                    f"Clears after {_ago(recovery)} under it.",
-                    code.fix,
-                    data={"counter": counter, "growth": growth, "window_seconds": window, "last_over_seconds_ago": round(quiet, 1),
-                          "value": p.values.get(counter)},
-                )
+            message = (
+                f"{counter} grew by {growth} in the last {_ago(min(window, span))} (now {p.values.get(counter)}); "
+                f"last over the threshold {_ago(quiet)} ago; expected {expected}. Clears after {_ago(recovery)} under it."
             )
+            data = {"counter": counter, "growth": growth, "window_seconds": window, "last_over_seconds_ago": round(quiet, 1),
+                    "value": p.values.get(counter)}
+            if counter == "link_downed":
+                out.append(Finding(IB_LINK_FLAP.code, ERROR, p.subject, message, IB_LINK_FLAP.fix, data=data))
+            elif counter == "symbol_error":
+                out.append(Finding(IB_SYMBOL_ERRORS.code, WARNING, p.subject, message, IB_SYMBOL_ERRORS.fix, data=data))
+            else:
+                out.append(Finding(ROCE_ACK_TIMEOUTS.code, WARNING, p.subject, message, ROCE_ACK_TIMEOUTS.fix, data=data))
         recent = [t for t in p.resets if f.now - t <= window]
         if recent:
             out.append(Finding(PORT_COUNTERS_RESET.code, INFO, p.subject,
