@@ -10,9 +10,12 @@ host name each, one node in 97 on other firmware) into a temp folder, then in th
 - ``ratio`` = fleet_s / bare_s (the goal: at most 3), both runs in the same process and page cache
   (the bare loop runs first and again last; its faster run is used, so a warm cache favours it);
 - ``peak_mib``: tracemalloc's peak of a second fleet pass (timed apart: tracing slows it) (memory held by the Python heap), and
-  ``rss_mib`` the process' peak resident size (goal: under 200 MB);
-- ``compact_s``: ``--compact`` compact fingerprints (what the Node annotations and the metrics
-  hold) parsed, flattened and compared (goal: under a second).
+  ``rss_mib`` the process' peak resident size after the reports (goal: under 200 MB), ``rss_mib_end``
+  after the compact runs too;
+- ``compact_s``: ``--compact`` Node objects with the compact fingerprint annotation (what
+  `fleet --kube` reads once listed) read and compared (goal: under a second; one node in 97 differs:
+  equal annotations are parsed once), and ``compact_distinct_s`` the same with every annotation
+  different (the worst case).
 
 Prints one JSON line on stdout.
 """
@@ -35,6 +38,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from rdmadoctor.engine import fingerprint as F  # noqa: E402
 from rdmadoctor.fleet import read_fleet  # noqa: E402
 from rdmadoctor.fleet.compare import Fleet  # noqa: E402
+from rdmadoctor.fleet.sources import ANNOTATION, from_nodes  # noqa: E402
 from rdmadoctor.runner import Options, diagnose  # noqa: E402
 
 
@@ -91,22 +95,41 @@ def main() -> None:
         odd_nodes = {o["node"] for o in result["outliers"]}
         assert len(odd_nodes) == len([i for i in range(args.count) if i % 97 == 5]), len(odd_nodes)
 
+        rss_reports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        # Node objects as the API lists them, each with its annotation: the path of fleet --kube
+        # after the list (sources.from_nodes, then the comparison).
         fp = base_report()["fingerprint"]
-        texts = [F.compact_text(F.compact({**fp, "identity": {"hostname": f"gpu-{i:05d}"}})) for i in range(args.compact)]
+        plain = F.compact_text(F.compact(fp))
+        odd_fp = copy.deepcopy(fp)
+        odd_fp["ports"][0]["fw_ver"] = "28.41.1000"
+        odd = F.compact_text(F.compact(odd_fp))
+        nodes = [{"metadata": {"name": f"gpu-{i:05d}", "labels": {}, "annotations": {ANNOTATION: odd if i % 97 == 5 else plain}}}
+                 for i in range(args.compact)]
+        texts = [plain]
         t = time.perf_counter()
         fleet = Fleet()
-        for i, text in enumerate(texts):
-            fleet.add(f"gpu-{i:05d}", "hgx", F.flatten(json.loads(text)))
-        fleet.result()
+        for node, pool, _labels, flat, signature in from_nodes(iter(nodes), None):
+            fleet.add(node, pool, flat, signature)
+        compact_result = fleet.result()
         compact_s = time.perf_counter() - t
+        assert len({o["node"] for o in compact_result["outliers"]}) == len([i for i in range(args.compact) if i % 97 == 5])
+        # The worst case: every annotation distinct (here each node's kernel string), none shared.
+        for i, n in enumerate(nodes):
+            n["metadata"]["annotations"][ANNOTATION] = plain.replace('"kernel":"', f'"kernel":"{i}-', 1)
+        t = time.perf_counter()
+        fleet = Fleet()
+        for node, pool, _labels, flat, signature in from_nodes(iter(nodes), None):
+            fleet.add(node, pool, flat, signature)
+        fleet.result()
+        distinct_s = time.perf_counter() - t
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps({
         "reports": args.count, "report_bytes": size, "bare_s": round(bare_s, 3), "fleet_s": round(fleet_s, 3),
         "ratio": round(fleet_s / bare_s, 2), "peak_mib": round(peak / 2**20, 1),
-        "rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "outlier_nodes": len(odd_nodes), "compact": args.compact, "compact_s": round(compact_s, 3),
+        "rss_mib": round(rss_reports, 1), "rss_mib_end": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "outlier_nodes": len(odd_nodes), "compact": args.compact, "compact_s": round(compact_s, 3), "compact_distinct_s": round(distinct_s, 3),
         "compact_bytes": len(texts[0]) if texts else 0,
     }))
 

@@ -36,8 +36,8 @@ def read_fleet(*, paths: list[str], kube: bool = False, kubeconfig: str | None =
         if isinstance(e, sources.SourceError):
             fleet.errors.append(str(e))
             continue
-        node, pool, _labels, flat = e
-        fleet.add(node, pool, flat)
+        node, pool, _labels, flat, signature = e
+        fleet.add(node, pool, flat, signature)
     result = fleet.result()
     if not fleet.pools and not fleet.errors:
         where = "the Nodes (none has the rdmadoctor.io/fingerprint annotation: is the agent in direct mode?)" if kube else (

@@ -7,8 +7,9 @@ an outlier. When two or more values share the top count the field is undecided (
 differ from); a pool of one node is not compared. A field a node could not read (null, missing)
 is unknown on that node, never a difference.
 
-Linear in the input: each node's fields are counted once as they arrive, and only the node
-indices are kept (per pool, per field, per value), never the nodes' documents.
+Linear in the input: nodes with equal facts form one group, whose fields are counted once, when
+its first node arrives; only node indices are kept (per group) and group indices (per pool, field
+and value), never the nodes' documents.
 """
 
 from __future__ import annotations
@@ -23,12 +24,29 @@ SHOW_NODES = 8
 
 
 class _Pool:
-    __slots__ = ("name", "nodes", "fields")
+    __slots__ = ("name", "nodes", "groups", "members", "fields")
 
     def __init__(self, name: str):
         self.name = name
         self.nodes: list[str] = []
+        # Nodes with the same facts are counted once, as a group (most of a pool is alike: that is
+        # what a pool is): {signature: group}, each group's node indices, and per field and value
+        # the groups that hold it. No node's flat view is kept.
+        self.groups: dict[Any, int] = {}
+        self.members: list[list[int]] = []
         self.fields: dict[str, dict[Any, list[int]]] = {}
+
+    def holders(self, groups: list[int]) -> list[int]:
+        return sorted(i for g in groups for i in self.members[g])
+
+
+def signature_of(flat: dict[str, Any]) -> tuple[int, int]:
+    """Equal for equal flat views (made by the same code, so in the same order): two 64-bit hashes
+    of the items, in opposite orders, so two different nodes would have to collide in both (one
+    hash alone: about 1 in 10**11 for 10,000 different nodes). 0.05 ms a report; a repr and a
+    BLAKE2b of it took 0.27 ms, more than reading the fingerprint."""
+    items = tuple(flat.items())
+    return hash(items), hash(items[::-1])
 
 
 class Fleet:
@@ -38,25 +56,34 @@ class Fleet:
         self.pools: dict[str, _Pool] = {}
         self.errors: list[str] = []
 
-    def add(self, node: str, pool: str, flat: dict[str, Any]) -> None:
+    def add(self, node: str, pool: str, flat: dict[str, Any], signature: Any = None) -> None:
+        """``signature``: anything hashable that is equal for nodes with equal ``flat`` (the compact
+        fingerprint's text); by default :func:`signature_of` the flat view."""
         p = self.pools.get(pool)
         if p is None:
             p = self.pools[pool] = _Pool(pool)
         i = len(p.nodes)
         p.nodes.append(node)
+        key = signature_of(flat) if signature is None else signature
+        g = p.groups.get(key)
+        if g is not None:
+            p.members[g].append(i)
+            return
+        g = p.groups[key] = len(p.members)
+        p.members.append([i])
         fields = p.fields
-        for key, value in flat.items():
+        for field, value in flat.items():
             if value is None:
                 continue
-            by_value = fields.get(key)
+            by_value = fields.get(field)
             if by_value is None:
-                fields[key] = {value: [i]}
+                fields[field] = {value: [g]}
                 continue
             holders = by_value.get(value)
             if holders is None:
-                by_value[value] = [i]
+                by_value[value] = [g]
             else:
-                holders.append(i)
+                holders.append(g)
 
     def result(self) -> dict:
         pools = []
@@ -74,7 +101,7 @@ class Fleet:
                 by_value = p.fields[key]
                 if len(by_value) == 1:
                     continue
-                counts = sorted(((len(h), v) for v, h in by_value.items()), key=lambda c: -c[0])
+                counts = sorted(((sum(len(p.members[g]) for g in gs), v) for v, gs in by_value.items()), key=lambda c: -c[0])
                 total = sum(c for c, _ in counts)
                 if counts[0][0] == counts[1][0]:
                     top = counts[0][0]
@@ -84,10 +111,10 @@ class Fleet:
                     continue
                 majority_count, majority = counts[0]
                 entry["drifted_fields"] += 1
-                for value, holders in by_value.items():
+                for value, groups in by_value.items():
                     if value == majority:
                         continue
-                    for i in holders:
+                    for i in p.holders(groups):
                         odd.add(i)
                         outliers.append(
                             {"pool": p.name, "node": p.nodes[i], "field": key, "value": value, "majority": majority,

@@ -1,5 +1,6 @@
 """Where the fleet's fingerprints come from: reports, bundles, folders of either, stdin, the Nodes'
-annotations, Prometheus' info metrics. Each source yields ``(node, pool, labels, flat)``.
+annotations, Prometheus' info metrics. Each source yields ``(node, pool, labels, flat, signature)``: ``signature`` is equal for nodes
+with equal facts (the annotation's text), or None (the fleet then uses the flat view's items).
 
 A report (``check --json``, the agent's report file) carries its fingerprint; a report from before
 the fingerprint existed is fingerprinted from its inventory; a bundle is checked (``--scope
@@ -22,6 +23,7 @@ ANNOTATION = "rdmadoctor.io/fingerprint"
 # The pool a node is in when its report names none (no --pool) and no --group-by label says.
 NO_POOL = "-"
 BUNDLE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
+PARSED_MAX = 1024
 # A report is a few tens of KB; a file past this is not one (and is not read into memory).
 MAX_DOCUMENT_BYTES = 64 * 1024 * 1024
 
@@ -30,7 +32,7 @@ class SourceError(Exception):
     """An input that could not be read; the fleet names it and cannot decide on it."""
 
 
-def _entry(doc: Any, where: str, group_by: str | None) -> tuple[str, str, dict, dict]:
+def _entry(doc: Any, where: str, group_by: str | None) -> tuple[str, str, dict, dict, None]:
     """(node, pool, labels, flat) of one JSON document: a report, a fingerprint or a compact one."""
     if not isinstance(doc, dict):
         raise SourceError(f"{where}: not a JSON object (a report, or a fingerprint)")
@@ -51,7 +53,7 @@ def _entry(doc: Any, where: str, group_by: str | None) -> tuple[str, str, dict, 
         raise SourceError(f"{where}: not an rdmadoctor report or fingerprint (no \"schema\": \"rdmadoctor.report/v1\")")
     if group_by is not None:
         pool = labels.get(group_by)
-    return str(name), str(pool) if pool else NO_POOL, labels, F.flatten(fp)
+    return str(name), str(pool) if pool else NO_POOL, labels, F.flatten(fp), None
 
 
 def documents(text: str, where: str) -> Iterator[Any]:
@@ -88,7 +90,7 @@ def _is_bundle_dir(path: str) -> bool:
     return any(os.path.exists(os.path.join(path, m)) for m in ("runtime.json", "sys", "cmd"))
 
 
-def _bundle(path: str, group_by: str | None) -> tuple[str, str, dict, dict]:
+def _bundle(path: str, group_by: str | None) -> tuple[str, str, dict, dict, None]:
     from rdmadoctor.runner import Options, UsageError, diagnose
 
     try:
@@ -98,7 +100,7 @@ def _bundle(path: str, group_by: str | None) -> tuple[str, str, dict, dict]:
     return _entry(rep, path, group_by)
 
 
-def from_paths(paths: list[str], group_by: str | None, stdin=None) -> Iterator[tuple[str, str, dict, dict] | SourceError]:
+def from_paths(paths: list[str], group_by: str | None, stdin=None) -> Iterator[tuple | SourceError]:
     """Each input's nodes; an input that cannot be read is yielded as its SourceError (the rest go on)."""
     for path in paths:
         if path == "-":
@@ -129,7 +131,7 @@ def from_paths(paths: list[str], group_by: str | None, stdin=None) -> Iterator[t
         yield from _one(path, group_by)
 
 
-def _one(path: str, group_by: str | None) -> Iterator[tuple[str, str, dict, dict] | SourceError]:
+def _one(path: str, group_by: str | None) -> Iterator[tuple | SourceError]:
     try:
         if os.path.isdir(path) or path.endswith(BUNDLE_SUFFIXES):
             yield _bundle(path, group_by)
@@ -145,9 +147,12 @@ def _one(path: str, group_by: str | None) -> Iterator[tuple[str, str, dict, dict
 # ---- Kubernetes: the Nodes' annotations ---------------------------------------------------------
 
 
-def from_nodes(nodes: Iterator[dict], group_by: str | None) -> Iterator[tuple[str, str, dict, dict] | SourceError]:
+def from_nodes(nodes: Iterator[dict], group_by: str | None) -> Iterator[tuple | SourceError]:
     """Node objects (as the API lists them) -> entries; a Node without the annotation is skipped
     (counted by the caller), one whose annotation is not a fingerprint is a SourceError."""
+    # Most Nodes of a pool carry the same bytes: each distinct annotation is parsed once (up to
+    # PARSED_MAX kept, so a fleet of all-different nodes does not hold every parse).
+    parsed: dict[str, tuple[dict, dict] | ValueError] = {}
     for node in nodes:
         meta = node.get("metadata") or {}
         name = str(meta.get("name"))
@@ -155,21 +160,30 @@ def from_nodes(nodes: Iterator[dict], group_by: str | None) -> Iterator[tuple[st
         if text is None:
             continue
         labels = meta.get("labels") or {}
-        try:
-            doc = json.loads(text)
-            if not isinstance(doc, dict) or doc.get("s") != F.COMPACT_SCHEMA:
-                raise ValueError("not a compact fingerprint")
-        except ValueError as e:
-            yield SourceError(f"node {name}: annotation {ANNOTATION}: {e}")
+        got = parsed.get(text)
+        if got is None:
+            try:
+                doc = json.loads(text)
+                if not isinstance(doc, dict) or doc.get("s") != F.COMPACT_SCHEMA:
+                    raise ValueError("not a compact fingerprint")
+                got = (doc, F.flatten(doc))
+            except ValueError as e:
+                got = e
+            if len(parsed) < PARSED_MAX:
+                parsed[text] = got
+        if isinstance(got, ValueError):
+            yield SourceError(f"node {name}: annotation {ANNOTATION}: {got}")
             continue
+        doc, flat = got
         pool = labels.get(group_by) if group_by is not None else doc.get("pool")
-        yield name, str(pool) if pool else NO_POOL, labels, F.flatten(doc)
+        # The annotation's text is the same bytes for the same facts (compact_text): its signature.
+        yield name, str(pool) if pool else NO_POOL, labels, flat, text
 
 
 # ---- Prometheus: the info metrics ---------------------------------------------------------------
 
 
-def from_prometheus_series(series: list[dict], group_by: str | None) -> Iterator[tuple[str, str, dict, dict]]:
+def from_prometheus_series(series: list[dict], group_by: str | None) -> Iterator[tuple]:
     """The ``rdmadoctor_node_info`` and ``rdmadoctor_hca_info`` series of an instant query (the
     HTTP API's ``result``) -> one entry per node, gathered by its ``node`` label."""
     from rdmadoctor.output.fleet_metrics import HCA_INFO, NODE_INFO, flat_of
@@ -191,4 +205,4 @@ def from_prometheus_series(series: list[dict], group_by: str | None) -> Iterator
     for node in sorted(labels_of):
         m = labels_of[node]
         pool = m.get(group_by) if group_by is not None else m.get("pool")
-        yield node, str(pool) if pool else NO_POOL, m, flat_of(nodes.get(node), ports.get(node, []))
+        yield node, str(pool) if pool else NO_POOL, m, flat_of(nodes.get(node), ports.get(node, [])), None
