@@ -148,7 +148,28 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     )
     rep["scope"] = opts.scope
     rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
+    rep["fingerprint"]["identity"]["node"] = node_name(host)
     return Diagnosis(rep, results, ctx)
+
+
+def node_name(host: Host) -> str | None:
+    """The name the fleet knows this node by: $NODE_NAME (the DaemonSet sets it from spec.nodeName;
+    the pod's own hostname is the pod's name), else the checked root's /etc/hostname (a --root of
+    another machine), else the hostname the report names (live: this machine; bundle: recorded)."""
+    import os
+
+    kind = getattr(host, "kind", None)
+    if kind != "bundle" and os.environ.get("NODE_NAME"):
+        return os.environ["NODE_NAME"]
+    if kind == "root":
+        for path in ("/etc/hostname", "/proc/sys/kernel/hostname"):
+            name = (host.read_value(path) or "").strip()
+            if name:
+                return name[:253]
+    try:
+        return host.runtime.hostname
+    except Exception:  # noqa: BLE001 - a bundle without runtime.json
+        return None
 
 
 def _first_sample(host: Host, expect: dict, seconds: float):

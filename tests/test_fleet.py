@@ -182,3 +182,20 @@ def test_the_json_validates_against_the_shipped_schema(tmp_path):
     doc = json.loads(run_cli(["fleet", "--json", str(tmp_path)])[1])
     assert doc["outliers"] and doc["errors"]
     jsonschema.validate(doc, {"$defs": schema["$defs"], "$ref": "#/$defs/fleet"})
+
+
+def test_a_generated_pool_checked_from_its_roots_names_the_odd_node(tmp_path, monkeypatch):
+    from rdmadoctor.fixturegen import main as fixturegen_main
+
+    monkeypatch.delenv("NODE_NAME", raising=False)
+    assert fixturegen_main(["--pool", "3", "--odd", "1", "-o", str(tmp_path / "pool")]) == 0
+    for name in ("gpu-000", "gpu-001", "gpu-002"):
+        rep = check_json(["--root", str(tmp_path / "pool" / name), "--scope", "node"])[1]
+        assert rep["fingerprint"]["identity"]["node"] == name  # the root's /etc/hostname, not this machine's
+        (tmp_path / f"{name}.json").write_text(json.dumps(rep))
+    res = read_fleet(paths=[str(tmp_path / f"gpu-00{i}.json") for i in range(3)])
+    assert {(o["node"], o["field"]) for o in res["outliers"]} == {("gpu-001", f"port.mlx5_{d}/1.fw_ver") for d in range(4)}
+    # In the DaemonSet the pod's hostname is the pod's name: $NODE_NAME (spec.nodeName) wins.
+    monkeypatch.setenv("NODE_NAME", "k8s-node-9")
+    rep = check_json(["--root", str(tmp_path / "pool" / "gpu-000"), "--scope", "node"])[1]
+    assert rep["fingerprint"]["identity"]["node"] == "k8s-node-9"

@@ -9,7 +9,8 @@ returns ``rdmadoctor.fingerprint/v1``::
               rails {"GPU0": "mlx5_0", ...}, pcie {"GPU0" | "mlx5_0": {gen, width}}},
      "ports": [{device, port, hca_type, board_id, pci_id, fw_ver, link_layer, rate_gbps, width,
                 state, active_mtu, netdev, netdev_mtu, subnet_prefix, sm_lid, gid_index, pkey}],
-     "identity": {hostname, node_guids, lids, addresses}}
+     "identity": {hostname, node (the runner adds it: $NODE_NAME or the root's /etc/hostname),
+                  node_guids, lids, addresses}}
 
 A value the inventory does not have is null, never guessed. ``identity`` holds what differs between
 nodes by nature (names, GUIDs, LIDs, addresses): carried, never compared.

@@ -43,11 +43,13 @@ def _entry(doc: Any, where: str, group_by: str | None) -> tuple[str, str, dict, 
             fp = F.build(doc)
         labels = doc.get("labels") if isinstance(doc.get("labels"), dict) else {}
         host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
-        name = (fp.get(F.IDENTITY) or {}).get("hostname") or host.get("hostname") or host.get("label") or where
+        ident = fp.get(F.IDENTITY) or {}
+        name = ident.get("node") or ident.get("hostname") or host.get("hostname") or host.get("label") or where
         pool = fp.get("pool")
     elif doc.get("schema") == F.SCHEMA or doc.get("s") == F.COMPACT_SCHEMA:
         fp = doc
-        name = (fp.get(F.IDENTITY) or {}).get("hostname") or doc.get("node") or where
+        ident = fp.get(F.IDENTITY) or {}
+        name = ident.get("node") or ident.get("hostname") or doc.get("node") or where
         pool = fp.get("pool")
     else:
         raise SourceError(f"{where}: not an rdmadoctor report or fingerprint (no \"schema\": \"rdmadoctor.report/v1\")")
