@@ -52,11 +52,11 @@ def write_reports(folder: str, count: int) -> tuple[int, list[str]]:
     for p in odd["fingerprint"]["ports"]:
         p["fw_ver"] = "28.41.1000"
     plain, other = json.dumps(rep), json.dumps(odd)
-    host = '"hostname": "hgx-h100-017"'
-    assert host in plain
+    host = '"hgx-h100-017"'  # the hostname, and the node name the fleet reads
+    assert '"node": "hgx-h100-017"' in plain
     names = []
     for i in range(count):
-        text = (other if i % 97 == 5 else plain).replace(host, f'"hostname": "gpu-{i:05d}"')
+        text = (other if i % 97 == 5 else plain).replace(host, f'"gpu-{i:05d}"')
         name = os.path.join(folder, f"gpu-{i:05d}.json")
         with open(name, "w", encoding="utf-8") as f:
             f.write(text)

@@ -94,7 +94,7 @@ def _reports(tmp_path, n: int = 5, odd: int = 3) -> list[dict]:
     out = []
     for i in range(n):
         r = copy.deepcopy(rep)
-        r["fingerprint"]["identity"]["hostname"] = f"roce-{i:02d}"
+        r["fingerprint"]["identity"].update(hostname=f"roce-{i:02d}", node=f"roce-{i:02d}")
         r["fingerprint"]["pool"] = "roce"
         if i == odd:
             r["fingerprint"]["ports"][2]["netdev_mtu"] = 1500
