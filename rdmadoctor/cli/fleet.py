@@ -52,6 +52,7 @@ def run_fleet(
     import sys
 
     from rdmadoctor.cli.errors import fail_usage, say
+    from rdmadoctor.core.words import count
     from rdmadoctor.fleet import FleetError, read_fleet
     from rdmadoctor.fleet.compare import exit_code, lines
 
@@ -79,5 +80,6 @@ def run_fleet(
         for line in lines(result):
             sys.stdout.write(line + "\n")
         verdict = {0: "no drift", 1: "drift", 2: "could not decide"}[code]
-        sys.stdout.write(f"fleet: {verdict} ({sum(p['nodes'] for p in result['pools'])} nodes in {len(result['pools'])} pool(s))\n")
+        nodes = count(sum(p["nodes"] for p in result["pools"]), "node")
+        sys.stdout.write(f"fleet: {verdict} ({nodes} in {count(len(result['pools']), 'pool')})\n")
     return code

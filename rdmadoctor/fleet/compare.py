@@ -18,6 +18,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
+from rdmadoctor.core.words import count
+
 SCHEMA = "rdmadoctor.fleet/v1"
 # How many node names a text line lists before "and N more".
 SHOW_NODES = 8
@@ -170,7 +172,8 @@ def lines(result: dict) -> list[str]:
         rows = by_pool.get(name, [])
         head = f"pool {name}: {p['nodes']} nodes, {p['fields']} fields compared"
         if rows:
-            head += f": {p['drifted_fields']} field(s) differ on {p['outlier_nodes']} node(s)"
+            differ = "differs" if p["drifted_fields"] == 1 else "differ"
+            head += f": {count(p['drifted_fields'], 'field')} {differ} on {count(p['outlier_nodes'], 'node')}"
         elif not p["undecided"]:
             head += ": every node agrees"
         out.append(head)
