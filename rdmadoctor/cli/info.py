@@ -37,6 +37,10 @@ def _all_codes(checks) -> dict:
 
     for code in master_codes():
         codes.setdefault(code.code, (code, "preflight --wait-for-master"))
+    from rdmadoctor.gang.compare import gang_codes
+
+    for code in gang_codes():
+        codes.setdefault(code.code, (code, "preflight --gang"))
     from rdmadoctor.logs import kb
 
     for code in kb.codes():
