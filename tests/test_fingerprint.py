@@ -45,7 +45,7 @@ def test_every_report_has_the_facts_of_its_node(hgx):
         "device": "mlx5_0", "port": 1, "hca_type": "MT4129", "board_id": "MT_0000000838", "pci_id": "15b3:1021",
         "fw_ver": "28.39.2048", "link_layer": "InfiniBand", "rate_gbps": 400.0, "width": "4X", "state": "ACTIVE",
         "active_mtu": None, "netdev": "ibp20s0", "netdev_mtu": 4092, "subnet_prefix": "fe80:0000:0000:0000",
-        "sm_lid": 1, "gid_index": None, "pkey": "0xffff",
+        "sm_lid": 1, "gid_index": None, "pkey": "0xffff", "v2_gid_indices": None,
     }
     assert fp["identity"]["hostname"] == "hgx-h100-017"
     assert fp["identity"]["lids"]["mlx5_0/1"] == hgx["inventory"]["rdma_devices"][0]["ports"][0]["lid"]
@@ -55,6 +55,8 @@ def test_roce_ports_carry_the_gid_index_nccl_would_pick_and_the_netdev_mtu(roce)
     port = roce["fingerprint"]["ports"][0]
     assert (port["link_layer"], port["gid_index"], port["netdev_mtu"], port["active_mtu"]) == ("Ethernet", 3, 9000, 4096)
     assert port["subnet_prefix"] is None  # a RoCE GID is the netdev's address, not an IB subnet
+    assert port["v2_gid_indices"] == [1, 3]  # carried for the gang, never compared
+    assert not any(k.endswith("v2_gid_indices") for k in F.flatten(roce["fingerprint"]))
 
 
 def test_the_flat_view_never_holds_identity_or_unknowns(hgx):

@@ -149,6 +149,9 @@ def build(report: dict, pool: str | None = None) -> dict:
                     "sm_lid": p.get("sm_lid"),
                     "gid_index": gid_index,
                     "pkey": p.get("pkey"),
+                    # Carried for `preflight --gang` (is a forced NCCL_IB_GID_INDEX a v2 GID?), not
+                    # compared: the table's layout follows the addresses, which are identity.
+                    "v2_gid_indices": list(r["v2_gid_indices"]) if isinstance(r.get("v2_gid_indices"), list) else None,
                 }
             )
     host = report.get("host") or {}
