@@ -67,7 +67,8 @@ def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[
             if str(p.get("state") or "").upper().endswith("ACTIVE"):
                 active.append({"device": p.get("device"), "port": p.get("port"), "link_layer": p.get("link_layer"),
                                "rate_gbps": p.get("rate_gbps"), "mtu": p.get("active_mtu"),
-                               "subnet_prefix": p.get("subnet_prefix"), "gid_index": p.get("gid_index")})
+                               "subnet_prefix": p.get("subnet_prefix"), "gid_index": p.get("gid_index"),
+                               "v2_gids": p.get("v2_gid_indices")})
         gd = (fp.get("node") or {}).get("gpudirect")
         gpudirect = None if gd is None else gd != "none"
     else:
