@@ -60,6 +60,12 @@ def test_the_fast_path_says_what_the_line_by_line_path_says(tmp_path, monkeypatc
     else:
         bench.write_log(path, 2, 64)
     data = open(path, "rb").read()
+    if kind == "dense":
+        # Every row's examples, one line each, among the channel lines after the saturation: each
+        # must be found through the scan that is left, in the small-letter copy.
+        at = data.index(b"\n", len(data) * 2 // 3) + 1
+        rows = b"".join(ex.encode() + b"\n" for p in kb.patterns() for ex in p.examples if "\n" not in ex)
+        data = data[:at] + rows + data[at:]
     reference = _reference(data, monkeypatch)
     whole = _fast(data, len(data))
     d = scan.Diagnoser()
@@ -70,7 +76,7 @@ def test_the_fast_path_says_what_the_line_by_line_path_says(tmp_path, monkeypatc
     assert whole == reference
     assert _fast(data, 4099) == reference  # lines cut between chunks, blocks of a few lines
     findings, nccl = reference
-    assert nccl is not None and nccl["ranks"] == 64 and len(nccl["hosts"]) == 8
+    assert nccl is not None and set(nccl["hosts"]) >= {f"gpu-node-{i:03d}" for i in range(8)}
     if kind == "dense":
         assert nccl["socket_hosts"] == ["gpu-node-007"]
         assert {c for c, *_ in findings} >= {"NCCL_SOCKET_FALLBACK", "NCCL_IB_NO_DEVICE", "NCCL_IB_COMPLETION_ERROR"}
