@@ -106,3 +106,25 @@ def test_every_reduced_scan_keeps_its_anchors_and_finds_what_the_full_scan_finds
     # Once "INFO comm " and "INFO rank " leave the scan, "INFO" is read in small letters whole.
     if {b"O comm ", b"O rank "} <= set(saturating):
         assert (b"] NCCL INFO ", b"] nccl info ") in t.scan_for(frozenset(saturating)).quiet
+
+
+def test_the_per_line_patterns_match_what_their_plain_spelling_matches() -> None:
+    import random
+    import re
+
+    from rdmadoctor.logs import nccl
+
+    plain = {
+        "_NCCL_HOST_LINE": rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ",
+        "_CHANNEL_HOST_LINE": rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ",
+        "_CHANNEL_RING_BYTES": rb"Channel \d{1,4}/(\d{1,4}) :[ \t]+\d{1,7}(?![\d\[])",
+    }
+    rnd = random.Random(16)
+    parts = [b"\n", b"gpu-a", b"h" * 300, b"x.y-z_0", b"\xc3\xa9", b":", b"1", b"1234567890", b" [", b"-", b"0", b"]",
+             b" NCCL ", b"INFO ", b"Channel ", b"Ring ", b"00/24", b"/", b" :", b"  ", b"\t", b"12345678", b"[", b" "]
+    texts = [b"".join(rnd.choice(parts) for _ in range(rnd.randint(1, 40))) for _ in range(3000)]
+    texts.append(b"\ngpu-a:1:2 [3] NCCL INFO Channel 00/24 :    0   1\ngpu-b:1:2 [-1] INFO Ring 01 : 0[0] -> 1[1]\n")
+    for name, source in plain.items():
+        fast, slow = getattr(nccl, name), re.compile(source)
+        for text in texts:
+            assert fast.findall(text) == slow.findall(text), (name, text)
