@@ -4,8 +4,8 @@ The metrics are one collector that renders a snapshot of the last cycle, swapped
 the agent after each cycle. A scrape therefore never sees half of an update, and a series whose
 check or finding code went away is simply not rendered any more: nothing stale to remove by
 hand. The collector lives in its own ``CollectorRegistry``, never prometheus-client's global
-one, so the process-level default collectors and anything else imported stay out of it (and
-tests can build as many as they like).
+one, so nothing else imported lands in it (and tests can build as many as they like); the agent
+adds prometheus-client's ProcessCollector (the ``process_*`` series) to the one it serves.
 
 prometheus-client is imported only when metrics are rendered (rdmadoctor.agent.server serves
 them): the agent with ``--metrics-port 0`` (and the ``check`` path, always) runs without it.
@@ -22,6 +22,9 @@ from rdmadoctor.core.model import FAIL, PASS, SKIP, UNKNOWN, WARN
 # A check that passed or only warned still lets a job train; fail and unknown do not.
 CHECK_OK_VALUE = {PASS: 1.0, WARN: 1.0, FAIL: 0.0, UNKNOWN: 0.0}
 
+# Gb/s (10^9 bit/s, the unit of sysfs' ports/N/rate) in base units, bytes per second.
+BYTES_PER_SECOND_PER_GBPS = 1e9 / 8
+
 HELP = {
     "rdmadoctor_check_ok": (
         "1 when the check passed or only warned, 0 when it failed or could not decide (unknown). "
@@ -29,7 +32,9 @@ HELP = {
     ),
     "rdmadoctor_finding": (
         "Findings of the last run per code and severity (error, warning, unknown, info); a code that "
-        "is no longer found has no series. `rdmadoctor explain CODE` says what it means and how to fix it."
+        "is no longer found has no series. cause is the code a finding follows from when that code was "
+        "found too (MOD_MISSING after IB_NO_DEVICES), else empty: alert on cause=\"\" for root causes only. "
+        "`rdmadoctor explain CODE` says what it means and how to fix it."
     ),
     "rdmadoctor_check_duration_seconds": "Seconds the check (its preconditions, probe and judge) took in the last run.",
     "rdmadoctor_last_run_timestamp_seconds": "Unix time the last run of the checks finished (alert when it stops advancing).",
@@ -46,7 +51,10 @@ HELP = {
         "1 when the RDMA port's state is ACTIVE, else 0 (DOWN, INIT, ARMED), per device and port, from the "
         "last run; ports excluded with ignore_ports have no series."
     ),
-    "rdmadoctor_port_rate_gbps": "The RDMA port's link rate in Gb/s as the kernel reports it, from the last run (no series when unknown).",
+    "rdmadoctor_port_rate_bytes_per_second": (
+        "The RDMA port's link rate in bytes per second (the kernel's Gb/s times 125000000, as node_exporter's "
+        "node_infiniband_rate_bytes_per_second), from the last run (no series when unknown)."
+    ),
 }
 
 
@@ -55,10 +63,10 @@ class Snapshot:
     """What the last finished cycle measured; replaced whole, never mutated."""
 
     check_ok: dict[str, float] = field(default_factory=dict)
-    findings: dict[tuple[str, str], int] = field(default_factory=dict)
+    findings: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (code, severity, cause)
     durations: dict[str, float] = field(default_factory=dict)
     last_run: float | None = None
-    # (device, port, link layer) -> 1.0 / 0.0, and -> Gb/s
+    # (device, port, link layer) -> 1.0 / 0.0, and -> bytes per second
     port_active: dict[tuple[str, str, str], float] = field(default_factory=dict)
     port_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)
 
@@ -76,8 +84,8 @@ def ports_of(report: dict | None) -> tuple[dict, dict]:
                 continue
             key = (str(dev.get("name") or ""), str(p.get("port") or ""), str(p.get("link_layer") or ""))
             active[key] = 1.0 if str(p.get("state") or "").upper() == "ACTIVE" else 0.0
-            if isinstance(p.get("rate_gbps"), (int, float)):
-                rate[key] = float(p["rate_gbps"])
+            if isinstance(p.get("rate_gbps"), (int, float)) and not isinstance(p["rate_gbps"], bool):
+                rate[key] = float(p["rate_gbps"]) * BYTES_PER_SECOND_PER_GBPS
     return active, rate
 
 
@@ -85,14 +93,18 @@ def snapshot_of(results: list, finished_at: float, report: dict | None = None) -
     """Build a snapshot from engine CheckResults (they carry status, findings and seconds) and,
     when given, the report built from them (its inventory gives the per-port series)."""
     check_ok: dict[str, float] = {}
-    findings: dict[tuple[str, str], int] = {}
+    findings: dict[tuple[str, str, str], int] = {}
     durations: dict[str, float] = {}
+    # A finding follows from another only when that one was found too (as the text report and
+    # the NPD line fold it); a cause that was not found leaves the finding a root cause.
+    found = {f.code for r in results for f in r.findings}
     for r in results:
         durations[r.id] = float(r.seconds)
         if r.status != SKIP:
             check_ok[r.id] = CHECK_OK_VALUE.get(r.status, 0.0)
         for f in r.findings:
-            key = (f.code, f.severity)
+            cause = f.cause if f.cause and f.cause != f.code and f.cause in found else ""
+            key = (f.code, f.severity, cause)
             findings[key] = findings.get(key, 0) + 1
     active, rate = ports_of(report)
     return Snapshot(check_ok, findings, durations, finished_at, active, rate)
@@ -151,9 +163,9 @@ class AgentMetrics:
             ok.add_metric([check], v)
         yield ok
 
-        fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity"])
-        for (code, severity), n in sorted(snap.findings.items()):
-            fnd.add_metric([code, severity], n)
+        fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity", "cause"])
+        for (code, severity, cause), n in sorted(snap.findings.items()):
+            fnd.add_metric([code, severity, cause], n)
         yield fnd
 
         dur = GaugeMetricFamily("rdmadoctor_check_duration_seconds", HELP["rdmadoctor_check_duration_seconds"], labels=["check"], unit="seconds")
@@ -167,7 +179,9 @@ class AgentMetrics:
             up.add_metric(list(key), v)
         yield up
 
-        rate = GaugeMetricFamily("rdmadoctor_port_rate_gbps", HELP["rdmadoctor_port_rate_gbps"], labels=port_labels)
+        rate = GaugeMetricFamily(
+            "rdmadoctor_port_rate_bytes_per_second", HELP["rdmadoctor_port_rate_bytes_per_second"], labels=port_labels, unit="bytes_per_second"
+        )
         for key, v in sorted(snap.port_rate.items()):
             rate.add_metric(list(key), v)
         yield rate
@@ -189,12 +203,17 @@ class AgentMetrics:
         info.add_metric([self.version], 1)
         yield info
 
-    def registry(self):
-        """A CollectorRegistry of its own holding only these metrics."""
+    def registry(self, process: bool = False):
+        """A CollectorRegistry of its own holding these metrics, and with ``process`` the
+        ``process_*`` series of this process (prometheus-client's ProcessCollector)."""
         from prometheus_client import CollectorRegistry
 
-        reg = CollectorRegistry(auto_describe=False)
+        reg = CollectorRegistry(auto_describe=True)  # its names: for name[] filters
         reg.register(self)
+        if process:
+            from prometheus_client import ProcessCollector
+
+            ProcessCollector(registry=reg)
         return reg
 
 
