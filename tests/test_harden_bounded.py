@@ -98,3 +98,38 @@ def test_the_agents_text_log_escapes_what_it_quotes():
     Log("json", buf).error("publish failed", error=f"device {EVIL} gone")
     assert not [c for c in CONTROLS if c in buf.getvalue()]
     assert json.loads(buf.getvalue())["error"] == f"device {EVIL} gone"
+
+
+# ---- item 10: every pool of --config is validated on load -----------------------------------------------
+@pytest.mark.parametrize("text,pool,said", [
+    ("pools = 5\n", None, "pools in {cfg}: 5 is not a table of node pools"),
+    ("pools = 5\n", "gw", "pools in {cfg}: 5 is not a table of node pools"),
+    ("[pools.gw]\nmin_rate_gbps = 200\n[pools.old]\nmin_rate_gpbs = 100\n", "gw",
+     "unknown expectation 'min_rate_gpbs' (in {cfg} [pools.old])"),
+    ("[pools.gw]\nmin_rate_gbps = 200\n[pools.old]\nmin_rate_gbps = \"fast\"\n", None,
+     "min_rate_gbps in {cfg} [pools.old]: 'fast' is not a number"),
+    ("[pools]\nold = 3\n", None, "in {cfg} [pools.old]: expected a table of expectations, got 3"),
+    ('{"pools": {"gw": {}, "old": {"expected_hcas": -1}}}', "gw", "expected_hcas in {cfg} [pools.old]"),
+])
+def test_every_pool_is_validated_on_load(tmp_path, text, pool, said):
+    cfg = tmp_path / ("c.json" if text.startswith("{") else "c.toml")
+    cfg.write_text(text)
+    out = rd("check", "--example", "hgx-h100-ib", "--config", str(cfg), *(["--pool", pool] if pool else []))
+    assert out.returncode == 2 and out.stdout == ""
+    first = out.stderr.splitlines()[0]
+    assert first.startswith("rdmadoctor: error: ") and said.format(cfg=cfg) in first, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_valid_pools_still_resolve_each_to_its_own():
+    import tempfile
+
+    from rdmadoctor.engine import expectations as E
+
+    with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+        f.write("min_rate_gbps = 400\n[pools.gw]\nmin_rate_gbps = 200\n[pools.old]\nmin_rate_gbps = 100\n")
+    try:
+        assert E.resolve({}, config=f.name, pool="old")["min_rate_gbps"] == 100
+        assert E.resolve({}, config=f.name)["min_rate_gbps"] == 400
+    finally:
+        os.unlink(f.name)
