@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from io import StringIO
 from pathlib import Path
 
@@ -133,3 +134,40 @@ def test_valid_pools_still_resolve_each_to_its_own():
         assert E.resolve({}, config=f.name)["min_rate_gbps"] == 400
     finally:
         os.unlink(f.name)
+
+
+# ---- item 7: a FIFO where the NFD file was blocks nothing ---------------------------------------------------
+@pytest.mark.parametrize("cmd", [["label"], ["agent", "--once", "--metrics-port", "0"]])
+def test_a_fifo_at_the_nfd_file_is_replaced_not_waited_on(tmp_path, cmd):
+    features = tmp_path / "features.d"
+    features.mkdir()
+    os.mkfifo(features / "rdmadoctor")
+    # The timeout only ends a hung test (before the fix, open() waited for a writer for ever).
+    out = rd(*cmd, "--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr", "--publish", "nfd", "--features-dir", str(features), timeout=120)
+    assert out.returncode == 0, out.stderr
+    path = features / "rdmadoctor"
+    assert path.is_file() and not path.is_symlink()
+    assert path.read_text().startswith("# +expiry-time=") and "rdmadoctor.io/ready=true" in path.read_text()
+    if cmd == ["label"]:  # its summary says so; the agent logs that the labels were published
+        assert "it replaced a FIFO (named pipe) that was there" in out.stderr
+    assert sorted(os.listdir(features)) == ["rdmadoctor"]
+
+
+def test_a_fifo_with_a_writer_is_not_read_either(tmp_path):
+    """A writer holding the FIFO open: open(2) would succeed and read(2) wait for data."""
+    from rdmadoctor.publish.nfd import NfdPublisher
+
+    fifo = tmp_path / "rdmadoctor"
+    os.mkfifo(fifo)
+    r = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    w = os.open(fifo, os.O_WRONLY)
+    try:
+        pub = NfdPublisher(str(tmp_path), expiry=600)
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(pub._read_old()), daemon=True)
+        t.start()
+        t.join(60)  # bounded in the test: a blocking read would hold the thread for ever
+        assert got == [None] and pub._found == "a FIFO (named pipe)"
+    finally:
+        os.close(w)
+        os.close(r)
