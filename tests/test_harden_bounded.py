@@ -171,3 +171,51 @@ def test_a_fifo_with_a_writer_is_not_read_either(tmp_path):
     finally:
         os.close(w)
         os.close(r)
+
+
+# ---- item 6: an owned-labels annotation that is not a string -----------------------------------------------
+OWNED = "rdmadoctor.io/owned-labels"
+
+
+@pytest.fixture
+def kube(tmp_path):
+    pytest.importorskip("lightkube")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from kubeapi import FakeKubeAPI
+
+    with FakeKubeAPI() as api:
+        yield api, api.kubeconfig(tmp_path / "kubeconfig")
+
+
+@pytest.mark.parametrize("value,kind", [(5, "a number"), (["rdmadoctor.io/ready"], "a list"),
+                                        ({"rdmadoctor.io/ready": "x"}, "an object"), (True, "a boolean")])
+def test_an_owned_labels_annotation_that_is_no_string_is_treated_as_absent(kube, value, kind):
+    api, kubeconfig = kube
+    api.add_node("gpu-1", labels={"team": "ml", "rdmadoctor.io/stale": "1"}, annotations={OWNED: value})
+    out = rd("label", "--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr", "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig)
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+    (line,) = [x for x in out.stderr.splitlines() if OWNED in x]
+    assert f"the {OWNED} annotation on node gpu-1 is {kind}" in line and "treated as absent" in line
+    labels = api.labels("gpu-1")
+    assert labels["rdmadoctor.io/ready"] == "true" and labels["team"] == "ml"
+    assert labels["rdmadoctor.io/stale"] == "1"  # absent: no label is removed on its word
+    owned = api.annotations("gpu-1")[OWNED]
+    assert isinstance(owned, str) and "rdmadoctor.io/ready" in owned.split(",")
+    # The next run reads the annotation it wrote: nothing to say, nothing to change.
+    again = rd("label", "--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr", "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig)
+    assert again.returncode == 0 and OWNED not in again.stderr and "labels unchanged" in again.stderr
+
+
+def test_the_agent_keeps_publishing_past_a_malformed_annotation(kube):
+    import json
+
+    api, kubeconfig = kube
+    api.add_node("gpu-1", annotations={OWNED: {"a": [1, 2]}})
+    out = rd("agent", "--once", "--metrics-port", "0", "--log-format", "json", "--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr",
+             "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(x) for x in out.stderr.splitlines()]
+    (warn,) = [x for x in lines if x["level"] == "warn"]
+    assert warn["msg"] == "node metadata malformed" and "is an object" in warn["note"]
+    assert "labels published" in [x["msg"] for x in lines]
+    assert api.labels("gpu-1")["rdmadoctor.io/ready"] == "true"

@@ -147,9 +147,12 @@ def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[st
     """The merge patch taking the node's labels to ``wanted`` ({} when nothing changes)."""
     prefix = normalize_prefix(prefix)
     ann_key = owned_annotation(prefix)
-    current_labels = current_labels or {}
-    current_annotations = current_annotations or {}
-    previously = {k.strip() for k in (current_annotations.get(ann_key) or "").split(",") if k.strip()}
+    current_labels = current_labels if isinstance(current_labels, dict) else {}
+    current_annotations = current_annotations if isinstance(current_annotations, dict) else {}
+    said = current_annotations.get(ann_key)
+    # Not a string (a number, a list, an object someone wrote): treated as absent, so no label is
+    # removed on its word, and rewritten below (NodePublisher says so in one line).
+    previously = {k.strip() for k in said.split(",") if k.strip()} if isinstance(said, str) else set()
     changes: dict[str, str | None] = {}
     for k, v in wanted.items():
         if current_labels.get(k) != v:
@@ -201,6 +204,15 @@ def _body_text(response) -> str:
         return _short(response.text) or "(no body)"
     except Exception:  # noqa: BLE001 - an undecodable body says nothing more
         return "(an unreadable body)"
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: "a number", "a list", "an object", ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {list: "a list", dict: "an object", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def _as_dict(obj) -> dict:
@@ -566,13 +578,25 @@ class NodePublisher(Publisher):
         self.events_created = 0
         self.events_failed = 0
         self.event_errors: list[str] = []  # why events of the last publish were not created
+        # What the last publish found odd on the Node and worked around (one line each): the
+        # agent logs them as warnings, `label` prints them in its summary.
+        self.notices: list[str] = []
 
     # -- one cycle -------------------------------------------------------------------------
     def _cycle(self, report: dict, written: list[str]) -> list[str]:
         node = self.api.get_node(self.node)
         meta = node.get("metadata") or {}
+        if not isinstance(meta, dict):
+            meta = {}
         notes: list[str] = []
         if self.do_labels:
+            said = (meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}).get(owned_annotation(self.prefix))
+            if said is not None and not isinstance(said, str):
+                self.notices.append(
+                    f"the {owned_annotation(self.prefix)} annotation on node {self.node} is {_json_kind(said)} "
+                    f"({_short(json.dumps(said, default=str), 80)}), not the comma-separated label keys rdmadoctor "
+                    "writes: treated as absent (no label is removed on its word) and rewritten"
+                )
             wanted, self.problems = node_labels(report, self.prefix)
             if not wanted:
                 # Every report that judged anything has ready=true|false: none at all means something
@@ -618,7 +642,7 @@ class NodePublisher(Publisher):
         if self.dry_run and self.do_labels:
             for k in sorted(wanted):
                 self.out.write(f"{k}={wanted[k]}\n")
-        self.summary = ("dry run: " if self.dry_run else "") + "; ".join(notes)
+        self.summary = ("dry run: " if self.dry_run else "") + "; ".join(self.notices + notes)
         return written
 
     def _send_events(self, events: list[dict], uid: str | None, now: float) -> str:
@@ -680,6 +704,7 @@ class NodePublisher(Publisher):
     def publish(self, report: dict) -> list[str]:
         written: list[str] = []
         self.event_errors = []
+        self.notices = []
         rebuilt = False
         attempt = 0
         delay = self.backoff
