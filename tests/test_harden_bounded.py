@@ -219,3 +219,56 @@ def test_the_agent_keeps_publishing_past_a_malformed_annotation(kube):
     assert warn["msg"] == "node metadata malformed" and "is an object" in warn["note"]
     assert "labels published" in [x["msg"] for x in lines]
     assert api.labels("gpu-1")["rdmadoctor.io/ready"] == "true"
+
+
+# ---- item 5: an API answer of any size ---------------------------------------------------------------------
+def _cap_1g() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+
+@pytest.mark.parametrize("framing,gz", [("length", False), ("chunked", False), ("chunked", True)])
+def test_an_endless_api_answer_is_refused_while_read_and_memory_stays_bounded(kube, framing, gz):
+    """A server streaming a body that never ends (a 1 TB Content-Length, chunks for ever, or a
+    gzip bomb) is refused at MAX_ANSWER_BYTES while it is read; `label` runs under a 1 GiB
+    address-space cap (reading on to the deadline reached GBs) and says why it gave up."""
+    from rdmadoctor.publish.kube import MAX_ANSWER_BYTES
+
+    api, kubeconfig = kube
+    api.add_node("gpu-1")
+    api.endless_next(100, framing, gzip=gz)
+    out = rd("label", "--example", "hgx-h100-ib", "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig,
+             preexec_fn=_cap_1g)
+    assert out.returncode != 0 and "Traceback" not in out.stderr and "MemoryError" not in out.stderr, out.stderr
+    said = {"length": "the answer says it holds 1,000,000,000,000 bytes (Content-Length), more than the 4 MiB",
+            "chunked": "the answer passed 4 MiB and is still coming; refused"}[framing]
+    if gz:
+        said = "the answer is compressed (Content-Encoding: gzip) though none was asked for; refused"
+    assert f"GET /api/v1/nodes/gpu-1: {said}" in out.stderr and "gave up after" in out.stderr
+    # Each answer was cut off near the cap: what was sent is the cap plus the sockets' buffers.
+    assert api.endless and all(a["sent"] < MAX_ANSWER_BYTES + (32 << 20) for a in api.endless), api.endless
+    assert api.writes() == []
+
+
+def test_a_large_but_real_node_still_passes(kube):
+    """A Node with many labels and images (a few hundred KiB) is read as before."""
+    api, kubeconfig = kube
+    api.add_node("gpu-1", labels={f"example.com/l{i}": "v" * 60 for i in range(3000)})
+    out = rd("label", "--example", "hgx-h100-ib", "--profile", "hgx-8gpu-ndr", "--publish", "node", "--node", "gpu-1", "--kubeconfig", kubeconfig)
+    assert out.returncode == 0, out.stderr
+    assert api.labels("gpu-1")["rdmadoctor.io/ready"] == "true"
+
+
+def test_the_answer_cap_is_installed_on_the_client_lightkube_builds(kube):
+    """The cap sits on lightkube's httpx client (lightkube has no hook of its own): a new
+    lightkube that moves it must fail here, not silently read answers of any size again."""
+    from rdmadoctor.publish.kube import NodeAPI
+
+    _, kubeconfig = kube
+    api = NodeAPI(kubeconfig, timeout=5)
+    try:
+        inner = api.client()._client._client
+        assert [h.__name__ for h in inner.event_hooks["response"]] == ["on_response"]
+    finally:
+        api.close()

@@ -67,6 +67,10 @@ EVENT_RETRY_DELAY = 0.5
 _MAX_INSTANCE = 128  # reportingInstance, apiserver's ReportingInstanceLengthLimit
 _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
+# The most an answer may hold. A Node is stored in etcd, whose requests are at most 1.5 MiB; the
+# Status, Event and patch answers are smaller. A server streaming more (by Content-Length or
+# chunked) is refused while it is read: it drove the agent to GBs (its memory limit is 128 MiB).
+MAX_ANSWER_BYTES = 4 << 20
 
 
 def _parse_time(text: str) -> float | None:
@@ -99,6 +103,49 @@ def _httpx():
     from lightkube.core import generic_client
 
     return generic_client.httpx
+
+
+class _TooLarge(Exception):
+    """An answer refused while it was read: larger than MAX_ANSWER_BYTES, or compressed."""
+
+
+def _bound_answers(client, httpx) -> None:
+    """Refuse, while reading, an answer larger than MAX_ANSWER_BYTES (by its Content-Length, or
+    as it streams), and any compressed answer (we ask for none: a gzip body a thousand times its
+    size on the wire would pass a cap on the wire bytes). Through httpx's event hooks: the
+    response hook runs before the body is read, and swaps its stream for a counting one."""
+
+    class Capped(httpx.SyncByteStream):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __iter__(self):
+            seen = 0
+            for chunk in self.inner:
+                seen += len(chunk)
+                if seen > MAX_ANSWER_BYTES:
+                    raise _TooLarge(f"the answer passed {MAX_ANSWER_BYTES >> 20} MiB and is still coming; refused")
+                yield chunk
+
+        def close(self) -> None:
+            close = getattr(self.inner, "close", None)
+            if close is not None:
+                close()
+
+    def on_request(request) -> None:
+        request.headers["Accept-Encoding"] = "identity"
+
+    def on_response(response) -> None:
+        encoding = response.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise _TooLarge(f"the answer is compressed (Content-Encoding: {_short(encoding, 40)}) though none was asked for; refused")
+        length = response.headers.get("Content-Length", "").strip()
+        if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+            raise _TooLarge(f"the answer says it holds {int(length):,} bytes (Content-Length), more than the "
+                            f"{MAX_ANSWER_BYTES >> 20} MiB any Kubernetes object can be; refused")
+        response.stream = Capped(response.stream)
+
+    client.event_hooks = {"request": [on_request], "response": [on_response]}
 
 
 def _micro_time(ts: float) -> str:
@@ -204,6 +251,16 @@ def _body_text(response) -> str:
         return _short(response.text) or "(no body)"
     except Exception:  # noqa: BLE001 - an undecodable body says nothing more
         return "(an unreadable body)"
+
+
+def _causes(e: BaseException):
+    """The exceptions ``e`` was raised from or during, nearest first (at most 8)."""
+    cur = e.__cause__ or e.__context__
+    for _ in range(8):
+        if cur is None:
+            return
+        yield cur
+        cur = cur.__cause__ or cur.__context__
 
 
 def _json_kind(value: object) -> str:
@@ -357,6 +414,11 @@ class NodeAPI:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
             except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
                 raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
+            # lightkube.Client -> its GenericSyncClient -> the httpx Client (lightkube has no hook
+            # of its own; tests/test_harden_bounded.py fails if a new lightkube moves it).
+            inner = getattr(getattr(self._client, "_client", None), "_client", None)
+            if isinstance(inner, httpx.Client):
+                _bound_answers(inner, httpx)
         return self._client
 
     def _config(self):
@@ -440,6 +502,11 @@ class NodeAPI:
         httpx = _httpx()
         if isinstance(e, (_Retry, _Unauthorized, PublishError)):
             raise e
+        too_large = e if isinstance(e, _TooLarge) else next((c for c in _causes(e) if isinstance(c, _TooLarge)), None)
+        if too_large is not None:
+            # Not the Kubernetes API as it answers (a proxy, a broken or hostile server): retried
+            # like an outage, and named if it lasts.
+            raise _Retry(f"{what}: {too_large}") from None
         if isinstance(e, ApiError):
             status = getattr(e, "status", None)
             code = int(getattr(status, "code", 0) or e.response.status_code)
