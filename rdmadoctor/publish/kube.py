@@ -31,7 +31,9 @@ timeout: a server that drips its answer a byte at a time is abandoned at the dea
 with its reason, never a traceback: a Retry-After that is negative, NaN or unparsable is ignored
 (our own backoff applies, capped at MAX_BACKOFF), a body that is not the JSON object asked for is
 retried like an outage, and a redirect (3xx) is refused: the client does not follow redirects,
-which could carry the token to another host.
+which could carry the token to another host. An answer is read only up to MAX_ANSWER_BYTES (4 MiB,
+more than any object etcd stores): a longer Content-Length, a body that keeps coming and a
+compressed body (none is asked for) are refused while read and retried like an outage.
 """
 
 from __future__ import annotations
