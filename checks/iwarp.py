@@ -36,6 +36,7 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Port, RdmaDevice
 from rdmadoctor.core.model import ERROR, INFO, INFORMATION, LINK, PROBLEM, Check, Code, Finding, Need
 from rdmadoctor.core.record import record
@@ -314,8 +315,24 @@ def _inventory(facts: IwarpFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "rdma_transport": Expect(
+        None, "enum", choices=("InfiniBand", "RoCE", "iWARP"), null_means="any", example="RoCE",
+        aliases={"ib": "InfiniBand", "infiniband": "InfiniBand", "roce": "RoCE", "rocev2": "RoCE", "iwarp": "iWARP"},
+        doc="The RDMA transport the pool is built for. RoCE and iWARP ports both have an Ethernet link layer; "
+        "an iWARP port where RoCE is expected is IWARP_UNEXPECTED.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 30
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="iwarp.config",
         condition=LINK,
         gate=True,

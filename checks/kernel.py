@@ -6,6 +6,7 @@ import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -96,7 +97,7 @@ class KernelFacts:
     osrelease: str | None = None
     nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
     dmabuf_possible: bool = False
-    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs present
+    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs and an RDMA device
     # Does the RDMA inventory list a device? False: it was read and is empty (ib.devices reports
     # IB_NO_DEVICES, the root cause the module findings then follow from); None: unknown.
     rdma_devices: bool | None = None
@@ -214,6 +215,8 @@ def probe_kernel(ctx) -> KernelFacts:
         inv = None
         notes.append(f"RDMA devices unknown: {e}")
     rdma_devices = None if inv is None or inv.source == "none" else bool(inv.pfs())
+    # Any RDMA device, a pod's VF included: what GPUDirect RDMA needs beside the GPU.
+    any_rdma = None if inv is None or inv.source == "none" else bool(inv.devices)
     present = set()
     for dev in inv.devices if inv is not None and inv.source == "sysfs" else ():
         row = rdma_driver_entry(dev.driver, dev.name)
@@ -236,9 +239,11 @@ def probe_kernel(ctx) -> KernelFacts:
     kv = kernel_version(osrelease)
     dmabuf = bool(nvidia_loaded and nvidia_open and kv is not None and kv >= (5, 12))
     peermem = modules is not None and any(m in modules or m in builtin for m in PEERMEM)
-    if modules is None:
-        gpudirect = None
-    elif gpus_present is None:
+    # GPUDirect RDMA is a GPU-HCA property: peermem or dma-buf with no RDMA device to read GPU
+    # memory is no GPUDirect at all (a GPU machine with a virtio NIC published gpudirect=true).
+    if any_rdma is False:
+        gpudirect = False
+    elif modules is None or gpus_present is None or any_rdma is None:
         gpudirect = None
     else:
         gpudirect = bool(gpus_present and (peermem or dmabuf))
@@ -364,8 +369,22 @@ def _inventory(f: KernelFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "required_modules": Expect(
+        ["ib_core", "ib_uverbs", "rdma_ucm"], "list", nullable=False,
+        doc="Kernel modules that must be loaded.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 60
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="kernel.modules",
         condition=CONFIG,
         gate=True,

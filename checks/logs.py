@@ -501,6 +501,9 @@ def _codes() -> tuple[Code, ...]:
     return tuple(by.values())
 
 
+# After the node checks: logs.diagnose joins the log with what they found (then node.labels, 910).
+ORDER = 900
+
 CHECKS = [
     Check(
         scope="pod",

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.record import field, record
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
@@ -223,6 +224,21 @@ NCCL_SOCKET_SPEED_UNKNOWN = Code(
     "one, set socket_min_gbps = null for that pool and measure with a NCCL test (nccl-tests all_reduce_perf).",
     kind="unknown",
 )
+NCCL_SOCKET_SPEED_NOT_REPORTED = Code(
+    "NCCL_SOCKET_SPEED_NOT_REPORTED",
+    "NCCL's socket interface reports no speed (a virtual NIC)",
+    "The interface's /sys/class/net/<if>/speed is -1: its driver reports no link speed, as virtio-net and the "
+    "elastic NICs a cloud CNI gives pods (Terway ENI) do. NCCL then assumes 10 Gb/s (net_socket.cc "
+    "ncclNetSocketGetSpeed) and the pool's socket_min_gbps cannot be compared here. The pool is still usable: "
+    "such NICs are what socket-only pools are built on; only the bandwidth is unmeasured.",
+    "Measure it between two nodes of the pool, on this interface:\n"
+    "  iperf3 -s                                   # on one node\n"
+    "  iperf3 -c <peer address> -P 8 -t 10         # on the other: the sum is the usable bandwidth\n"
+    "or run nccl-tests across two nodes (`NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME==eth0 all_reduce_perf -b 1G -e 1G`, "
+    "busbw); the cloud's instance type states the NIC's rated bandwidth. If the pool's NICs never report a speed, "
+    "set socket_min_gbps = null for that pool to leave the speed to those measurements.",
+    kind="problem",
+)
 NCCL_SOCKET_TRANSPORT = Code(
     "NCCL_SOCKET_TRANSPORT",
     "NCCL trains over TCP sockets",
@@ -383,6 +399,9 @@ class NetIf:
     mtu: int | None = None
     addresses: tuple[str, ...] | None = None  # None: unknown (sysfs does not show addresses)
     speed_mbps: int | None = None  # /sys/class/net/<if>/speed; None: unreadable or -1 (no speed reported)
+    # The file says -1 (or 0): the driver reports no speed (virtio-net, a cloud ENI), which is not
+    # the same as a speed that could not be read.
+    speed_not_reported: bool = False
 
     @property
     def usable(self) -> bool | None:
@@ -586,7 +605,15 @@ def _with_speeds(host, interfaces: tuple[NetIf, ...] | None) -> tuple[NetIf, ...
         return None
     from rdmadoctor.core.record import replace
 
-    return tuple(replace(i, speed_mbps=_speed(host, i.name)) for i in interfaces)
+    return tuple(
+        replace(i, speed_mbps=_speed(host, i.name), speed_not_reported=_speed_not_reported(host, i.name)) for i in interfaces
+    )
+
+
+def _speed_not_reported(host, name: str) -> bool:
+    """/sys/class/net/<if>/speed reads -1 or 0 (SPEED_UNKNOWN: the driver has no speed to give)."""
+    v = parse_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
+    return v is not None and v <= 0
 
 
 def _recorded_interfaces(host) -> tuple[NetIf, ...] | None:
@@ -1211,6 +1238,22 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     data={"slow": {i.name: i.speed_mbps for i in slow}, "min_gbps": min_gbps},
                 )
             )
+        silent = [i for i in unknown if i.speed_not_reported]
+        unknown = [i for i in unknown if not i.speed_not_reported]
+        if silent:
+            names = ", ".join(i.name for i in silent)
+            out.append(
+                Finding(
+                    NCCL_SOCKET_SPEED_NOT_REPORTED.code,
+                    WARNING,
+                    subj,
+                    f"{shown}: {names} reports no speed (/sys/class/net/{silent[0].name}/speed is -1: a virtual NIC such as "
+                    f"virtio-net or a cloud ENI; NCCL assumes 10 Gb/s), so the pool's {min_gbps:g} Gb/s (socket_min_gbps) "
+                    f"cannot be checked here; expected a speed to compare, or a measurement{src}.",
+                    NCCL_SOCKET_SPEED_NOT_REPORTED.fix.replace("eth0", silent[0].name),
+                    data={"not_reported": [i.name for i in silent], "min_gbps": min_gbps},
+                )
+            )
         if unknown:
             out.append(
                 Finding(
@@ -1237,9 +1280,12 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     data={"mtu": {i.name: i.mtu for i in low}, "min_mtu": min_mtu},
                 )
             )
-    if not any(f.severity in (ERROR, WARNING, UNKNOWN) for f in out):
+    # A NIC that reports no speed leaves the pool ready (it is what socket pools are built on):
+    # the verdict stands beside the warning that asks for a measurement.
+    if not any(f.severity in (ERROR, WARNING, UNKNOWN) and f.code != NCCL_SOCKET_SPEED_NOT_REPORTED.code for f in out):
         verdict = "ready to train over sockets on " + ", ".join(
-            i.name + (f" at {i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else "") for i in used
+            i.name + (f" at {i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else " (speed not reported)" if i.speed_not_reported else "")
+            for i in used
         )
         out.append(
             Finding(
@@ -1323,8 +1369,32 @@ def _inventory_json(facts: NcclFacts) -> dict:
     return {"nccl_env": {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}}
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "compute_hcas": Expect(
+        None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
+        doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
+    ),
+    "socket_min_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=25,
+        doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
+        "judged when NCCL moves its data over TCP sockets.",
+    ),
+    "socket_min_mtu": Expect(
+        None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
+        doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
+        "over TCP sockets.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 90
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         scope="pod",
         id="nccl.env",
         condition=CONFIG,
@@ -1350,6 +1420,7 @@ CHECKS = [
             NCCL_SOCKET_IFNAME_MTU_LOW,
             NCCL_SOCKET_IFNAME_UNSET,
             NCCL_SOCKET_SPEED_UNKNOWN,
+            NCCL_SOCKET_SPEED_NOT_REPORTED,
             NCCL_SOCKET_TRANSPORT,
         ),
         needs=(HAS_ENV,),

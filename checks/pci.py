@@ -19,6 +19,7 @@ from rdmadoctor.checks._pci import (
     normalize_bdf,
     probe_pci,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
 from rdmadoctor.core.record import field, record
 
@@ -406,6 +407,19 @@ def _inventory(facts: PciLinkFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "pcie_check_bridges": Expect(
+        True, "bool", nullable=False,
+        doc="Judge the PCIe links of the bridges above GPUs and HCAs too, not only the devices'.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 80
+
 CHECKS = [
     Check(
         id="pci.link",
@@ -416,7 +430,7 @@ CHECKS = [
         judge=judge_links,
         codes=(PCIE_LINK_DEGRADED, PCIE_ACS_ENABLED, PCIE_GPU_LINK_IDLE, PCIE_ACS_NO_PEERS),
         needs=(HAS_PCI_DEVICES,),
-        defaults={"pcie_check_bridges": True},
+        defaults=EXPECT,
         inventory=_inventory,
         description="Link speed and width of every GPU and HCA and of the switch links above them (current vs. what "
         "both ends support), and ACS redirect on the bridges between a GPU and an HCA.",

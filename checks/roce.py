@@ -19,6 +19,7 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -288,8 +289,26 @@ def _inventory_json(facts: RoceFacts) -> dict:
     return {"roce": ports}
 
 
+# Active MTUs an RDMA port can have (IBV_MTU_256..4096); 9000 is a netdev MTU, not one of them.
+RDMA_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "roce_min_mtu": Expect(
+        4096, "enum", "bytes", choices=RDMA_MTUS, null_means="no MTU check",
+        doc="Lowest acceptable active MTU of a RoCE port (the RDMA MTU, not the netdev's 9000).",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 20
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="roce.config",
         condition=LINK,
         gate=True,

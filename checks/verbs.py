@@ -13,6 +13,7 @@ import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import RdmaDevice
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 from rdmadoctor.core.record import field, record
@@ -902,8 +903,23 @@ def _inventory(f: VerbsFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "recommended_packages": Expect(
+        ["libibverbs1", "ibverbs-providers", "librdmacm1", "libibumad3", "infiniband-diags", "perftest"],
+        "list", nullable=False,
+        doc="Userspace packages the image should carry; a missing one is a warning.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 40
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         scope="pod",
         id="verbs.userspace",
         condition=CONFIG,

@@ -376,25 +376,21 @@ def _scrape(m: AgentMetrics) -> dict:
     return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
 
 
-def test_a_follow_on_finding_carries_its_cause_only_when_the_cause_was_found():
-    from rdmadoctor.core.model import CheckResult, Finding
+def test_a_follow_on_finding_is_a_series_of_its_own_labelled_with_its_cause():
+    """A node without RDMA devices: MOD_MISSING follows from IB_NO_DEVICES (folded by the one
+    rule, output.text.folding); its series carries cause="IB_NO_DEVICES", the root cause an empty
+    cause, so the alerts (cause="") fire once. Without the report nothing is folded."""
+    from rdmadoctor.runner import Options, diagnose
 
-    def res(check: str, *findings: Finding) -> CheckResult:
-        r = CheckResult(check, check, "fail")
-        r.findings = list(findings)
-        return r
-
+    diag = diagnose(Options(bundle=str(ROOT / "tests" / "fixtures" / "no-devices"), scope="node"))
     m = AgentMetrics("1")
-    m.update([
-        res("ib.devices", Finding("IB_NO_DEVICES", "error", "host", "no RDMA device")),
-        res("kernel.modules", Finding("MOD_MISSING", "error", "mlx5_ib", "not loaded", cause="IB_NO_DEVICES")),
-    ])
+    m.update(diag.results, report=diag.report)
     s = _scrape(m)
-    assert s[("rdmadoctor_finding", (("cause", ""), ("code", "IB_NO_DEVICES"), ("severity", "error")))] == 1
-    assert s[("rdmadoctor_finding", (("cause", "IB_NO_DEVICES"), ("code", "MOD_MISSING"), ("severity", "error")))] == 1
-    # Its cause not found this run: the finding is a root cause of its own.
-    m.update([res("kernel.modules", Finding("MOD_MISSING", "error", "mlx5_ib", "not loaded", cause="IB_NO_DEVICES"))])
-    assert _scrape(m)[("rdmadoctor_finding", (("cause", ""), ("code", "MOD_MISSING"), ("severity", "error")))] == 1
+    found = {dict(k[1])["code"]: dict(k[1])["cause"] for k in s if k[0] == "rdmadoctor_finding"}
+    assert found["IB_NO_DEVICES"] == "" and found["MOD_MISSING"] == "IB_NO_DEVICES"
+    assert m.snapshot.findings.get(("IB_NO_DEVICES", "error")) == 1 and ("MOD_MISSING", "error") not in m.snapshot.findings
+    m.update(diag.results)
+    assert {dict(k[1])["cause"] for k in _scrape(m) if k[0] == "rdmadoctor_finding"} == {""}
 
 
 def test_port_rate_is_in_bytes_per_second():

@@ -24,7 +24,7 @@ CONTRACT = (
 def _load():
     from rdmadoctor.engine.registry import load_checks
 
-    return load_checks()
+    return load_checks(listing=True)  # plugins.load and its codes are listed even when every plugin loaded
 
 
 def _all_codes(checks) -> dict:
@@ -248,7 +248,7 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     from rdmadoctor.output.text import render_topology
 
     render_topology(topo)
-    res = diag.results[0] if diag.results else None
+    res = next((r for r in diag.results if r.id == "gpu.topology"), None)  # plugins.load may run first
     if res is not None and res.status == "unknown" and res.reason:
         say(f"rdmadoctor: {res.reason}")
         return 2

@@ -32,9 +32,9 @@ HELP = {
     ),
     "rdmadoctor_finding": (
         "Findings of the last run per code and severity (error, warning, unknown, info); a code that "
-        "is no longer found has no series. cause is the code a finding follows from when that code was "
-        "found too (MOD_MISSING after IB_NO_DEVICES), else empty: alert on cause=\"\" for root causes only. "
-        "`rdmadoctor explain CODE` says what it means and how to fix it."
+        "is no longer found has no series. cause is empty for a root cause; a finding that follows from "
+        "another found with it (MOD_MISSING under IB_NO_DEVICES) has that code as its cause: alert on an "
+        "empty cause, one alert per root cause. `rdmadoctor explain CODE` says what it means and how to fix it."
     ),
     "rdmadoctor_check_duration_seconds": "Seconds the check (its preconditions, probe and judge) took in the last run.",
     "rdmadoctor_last_run_timestamp_seconds": "Unix time the last run of the checks finished (alert when it stops advancing).",
@@ -63,12 +63,14 @@ class Snapshot:
     """What the last finished cycle measured; replaced whole, never mutated."""
 
     check_ok: dict[str, float] = field(default_factory=dict)
-    findings: dict[tuple[str, str, str], int] = field(default_factory=dict)  # (code, severity, cause)
+    findings: dict[tuple[str, str], int] = field(default_factory=dict)  # root causes: (code, severity)
     durations: dict[str, float] = field(default_factory=dict)
     last_run: float | None = None
     # (device, port, link layer) -> 1.0 / 0.0, and -> bytes per second
     port_active: dict[tuple[str, str, str], float] = field(default_factory=dict)
     port_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    # Findings folded under a cause found with them: (code, severity, cause)
+    follow_ons: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 def ports_of(report: dict | None) -> tuple[dict, dict]:
@@ -89,25 +91,46 @@ def ports_of(report: dict | None) -> tuple[dict, dict]:
     return active, rate
 
 
+def _folded(report: dict | None) -> set[tuple[str, int]]:
+    """(check id, index) of the report's findings that follow from another one found with them
+    (MOD_MISSING under IB_NO_DEVICES): counted apart, with their cause as a label, so the alerts
+    (which select cause="") fire once, for the root cause, as the text report, preflight and the
+    NPD line name it (output.text.folding is the one rule)."""
+    if not report:
+        return set()
+    from rdmadoctor.output.text import folding
+
+    ids = {id(f) for fs in folding(report, verbose=True).values() for f in fs}
+    return {
+        (str(c.get("id")), i)
+        for c in report.get("checks") or () if isinstance(c, dict)
+        for i, f in enumerate(c.get("findings") or ()) if id(f) in ids
+    }
+
+
 def snapshot_of(results: list, finished_at: float, report: dict | None = None) -> Snapshot:
     """Build a snapshot from engine CheckResults (they carry status, findings and seconds) and,
     when given, the report built from them (its inventory gives the per-port series)."""
     check_ok: dict[str, float] = {}
-    findings: dict[tuple[str, str, str], int] = {}
+    findings: dict[tuple[str, str], int] = {}
     durations: dict[str, float] = {}
-    # A finding follows from another only when that one was found too (as the text report and
-    # the NPD line fold it); a cause that was not found leaves the finding a root cause.
-    found = {f.code for r in results for f in r.findings}
+    follow_ons: dict[tuple[str, str, str], int] = {}
+    folded = _folded(report)
     for r in results:
         durations[r.id] = float(r.seconds)
         if r.status != SKIP:
             check_ok[r.id] = CHECK_OK_VALUE.get(r.status, 0.0)
-        for f in r.findings:
-            cause = f.cause if f.cause and f.cause != f.code and f.cause in found else ""
-            key = (f.code, f.severity, cause)
+        for i, f in enumerate(r.findings):
+            if (r.id, i) in folded:
+                # The text report, preflight and the NPD line fold it under its cause: a series
+                # of its own, labelled with that cause, which the alerts leave out.
+                fkey = (f.code, f.severity, f.cause or "")
+                follow_ons[fkey] = follow_ons.get(fkey, 0) + 1
+                continue
+            key = (f.code, f.severity)
             findings[key] = findings.get(key, 0) + 1
     active, rate = ports_of(report)
-    return Snapshot(check_ok, findings, durations, finished_at, active, rate)
+    return Snapshot(check_ok, findings, durations, finished_at, active, rate, follow_ons)
 
 
 class AgentMetrics:
@@ -164,7 +187,10 @@ class AgentMetrics:
         yield ok
 
         fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity", "cause"])
-        for (code, severity, cause), n in sorted(snap.findings.items()):
+        counts = {(code, severity, ""): n for (code, severity), n in snap.findings.items()}
+        for key, n in snap.follow_ons.items():
+            counts[key] = counts.get(key, 0) + n
+        for (code, severity, cause), n in sorted(counts.items()):
             fnd.add_metric([code, severity, cause], n)
         yield fnd
 

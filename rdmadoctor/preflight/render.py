@@ -18,6 +18,15 @@ def _indent(text: str, pad: str) -> str:
     return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
 
 
+def _follow_ons(item: dict[str, Any], pad: str) -> list[str]:
+    """The findings folded under ``item`` (they follow from it: fixing it fixes them), one line."""
+    fs = item.get("follow_ons") or ()
+    if not fs:
+        return []
+    names = ", ".join(f"{f.get('code')} {f.get('subject')}".rstrip() for f in fs)
+    return [f"{pad}follow-ons (fixing this fixes them): {names}"]
+
+
 def tty_colour(stream: Any) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)()) and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
 
@@ -65,15 +74,18 @@ def render_text(
             elif remedy:
                 out.append("  fix:")
                 out.append(_indent(remedy, "    "))
+            out += _follow_ons(p, "  ")
         for u in g.unknown:
             out.append("")
             out.append(f"unknown: {u['code']} {u['subject']} ({u['check']})")
             out.append(_indent(u.get("message", ""), "  "))
+            out += _follow_ons(u, "  ")
         if g.warnings:
             out.append("")
             out.append("warnings (do not block; --strict makes them problems):")
             for w in g.warnings:
                 out.append(f"  {w['code']} {w['subject']}: {w.get('message', '')}")
+                out += _follow_ons(w, "    ")
         if verbose:
             out.append("")
             out.append("checks:")
