@@ -39,7 +39,8 @@ def render() -> str:
     from rdmadoctor.cli.info import CONTRACT, KIND_WORDS
     from rdmadoctor.engine.registry import load_checks
 
-    checks, _ = load_checks(autoload=False)
+    # listing: plugins.load and its codes too, as `rdmadoctor list-checks` shows them.
+    checks, _ = load_checks(autoload=False, listing=True)
     out = [
         "# Finding codes",
         "",
