@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from rdmadoctor.checks._rdma import IWARP, RdmaInventory, ignored, port_subject, probe_inventory, transport_of
+from rdmadoctor.checks._rdma import (
+    IB_NO_DEVICES,
+    IWARP,
+    IWARP_NETDEV_DOWN,
+    IWARP_NO_IPV4,
+    ROCE_NETDEV_DOWN,
+    RdmaInventory,
+    ignored,
+    port_subject,
+    probe_inventory,
+    transport_of,
+)
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -21,17 +32,6 @@ from rdmadoctor.core.model import (
 )
 from rdmadoctor.core.record import record, replace
 
-IB_NO_DEVICES = Code(
-    "IB_NO_DEVICES",
-    "No RDMA devices",
-    "Nothing is listed in /sys/class/infiniband, so no RDMA transport can be used: NCCL falls back "
-    "to TCP sockets (IPoIB or Ethernet), typically at a fraction of the bandwidth.",
-    "On the node: check the HCA is seen (`lspci | grep -i -e mellanox -e infiniband`) and its driver is "
-    "loaded (`modprobe mlx5_ib`, or install MLNX_OFED / DOCA-OFED). In a pod: request the device "
-    "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
-    "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
-    kind=PROBLEM,
-)
 RDMA_NOT_REQUIRED = Code(
     "RDMA_NOT_REQUIRED",
     "No RDMA devices, as the profile expects",
@@ -427,7 +427,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                         + (f" Its netdev {port.netdev} is down." if netdev_down else ""),
                         IB_PORT_DOWN.fix,
                         data={"state": state, "phys_state": phys},
-                        cause=("IWARP_NETDEV_DOWN" if iwarp else "ROCE_NETDEV_DOWN") if netdev_down else None,
+                        cause=(IWARP_NETDEV_DOWN.code if iwarp else ROCE_NETDEV_DOWN.code) if netdev_down else None,
                     )
                 )
                 continue
@@ -461,7 +461,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 )
     if ib_waiting and len(ib_waiting) == ib_linkup:
         # The ports wait because nobody configures them: one root cause, the ports fold under it.
-        out = [replace(f, cause="IB_NO_SM") if f.code == "IB_PORT_INIT" else f for f in out]
+        out = [replace(f, cause=IB_NO_SM.code) if f.code == IB_PORT_INIT.code else f for f in out]
         out.append(
             Finding(
                 IB_NO_SM.code,
@@ -478,11 +478,11 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         roots = {f.cause or f.code for f in out if f.severity == ERROR}
         want_hcas = expect.get("expected_hcas")
         if isinstance(want_hcas, int) and len(inv.pfs()) < want_hcas:
-            roots.add("IB_DEVICE_COUNT_LOW")
+            roots.add(IB_DEVICE_COUNT_LOW.code)
         # An iWARP port in INIT has no IPv4 address on its netdev (iwarp.config's IWARP_NO_IPV4).
         if any(p.state == "INIT" and transport_of(d, p) == IWARP and not ignored(d, p, expect) for d in inv.devices for p in d.ports):
-            roots.add("IWARP_NO_IPV4")
-        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IWARP_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IWARP_NO_IPV4", "IB_DEVICE_COUNT_LOW")
+            roots.add(IWARP_NO_IPV4.code)
+        order = tuple(c.code for c in (IB_PORT_DOWN, ROCE_NETDEV_DOWN, IWARP_NETDEV_DOWN, IB_NO_SM, IB_PORT_INIT, IWARP_NO_IPV4, IB_DEVICE_COUNT_LOW))
         cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
+from rdmadoctor.checks._rdma import IB_NO_DEVICES, RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
@@ -315,7 +315,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
                 f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}."
                 + (" There is no RDMA device on this host, so nothing has loaded it." if follows else ""),
                 _remedy(m),
-                cause="IB_NO_DEVICES" if follows else None,
+                cause=IB_NO_DEVICES.code if follows else None,
             )
         )
     if f.gpus_present and not (socket_pool and f.rdma_devices is False):
@@ -354,7 +354,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
                     + (" (There is no RDMA device on this host yet: fix that first.)" if no_nic else ""),
                     GDR_PEERMEM_MISSING.fix,
                     data={"gpus": f.gpu_count, "osrelease": f.osrelease, "nvidia_open": f.nvidia_open},
-                    cause="IB_NO_DEVICES" if no_nic else None,
+                    cause=IB_NO_DEVICES.code if no_nic else None,
                 )
             )
     return out

@@ -12,6 +12,7 @@ from rdmadoctor.checks._rdma import (
     IWARP,
     NET_CLASS,
     ROCE,
+    ROCE_NETDEV_DOWN,
     RdmaInventory,
     ignored,
     parse_int,
@@ -50,15 +51,6 @@ ROCE_NO_V2_GID = Code(
     "`show_gids` or `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*`. If only RoCE v1 GIDs "
     "appear, the RDMA CM default was changed: `cat /sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` "
     "should say `RoCE v2` (`cma_roce_mode -d <dev> -p <port> -m 2`).",
-    kind=PROBLEM,
-)
-ROCE_NETDEV_DOWN = Code(
-    "ROCE_NETDEV_DOWN",
-    "RoCE netdev down",
-    "A RoCE port is only ACTIVE while its Ethernet netdev is up with a carrier; while it is down the "
-    "port is DOWN and NCCL cannot use it.",
-    "`ip link set dev <netdev> up`; if it stays down (NO-CARRIER), check the cable and the switch port "
-    "(`ethtool <netdev>`, `mlxlink -d <dev>`).",
     kind=PROBLEM,
 )
 NET_MTU_LOW = Code(
