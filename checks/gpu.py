@@ -24,6 +24,7 @@ from rdmadoctor.core.model import (
     Need,
 )
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",
@@ -219,7 +220,7 @@ def _needs_gpus(ctx) -> str | None:
         return "no GPUs found"
     if not topo.nics:
         # Nothing to pair them with: ib.devices says so (IB_NO_DEVICES), the one headline.
-        return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with: see ib.devices"
+        return f"{count(len(topo.gpus), 'GPU')} but no RDMA device to pair them with: see ib.devices"
     return None
 
 
@@ -289,7 +290,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
                     GPU_COUNT_LOW.code,
                     ERROR,
                     "host",
-                    f"{len(topo.gpus)} GPU(s) found ({listed}, from {topo.source}); the profile expects {want}.",
+                    f"{count(len(topo.gpus), 'GPU')} found ({listed}, from {topo.source}); the profile expects {want}.",
                     GPU_COUNT_LOW.fix,
                     data={"gpus": len(topo.gpus), "expected": want},
                 )
@@ -357,7 +358,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
                 GPU_NIC_NEAR.code,
                 INFO,
                 "host",
-                f"{len(topo.gpus)} GPU(s), each with an RDMA device at {limit} or nearer ({topo.source}).",
+                f"{count(len(topo.gpus), 'GPU')}, each with an RDMA device at {limit} or nearer ({topo.source}).",
             )
         )
     return out

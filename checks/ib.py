@@ -31,6 +31,7 @@ from rdmadoctor.core.model import (
     PodChange,
 )
 from rdmadoctor.core.record import record, replace
+from rdmadoctor.core.words import count
 
 RDMA_NOT_REQUIRED = Code(
     "RDMA_NOT_REQUIRED",
@@ -342,7 +343,7 @@ def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | Non
                 IB_DEVICE_COUNT_LOW.code,
                 ERROR,
                 "host",
-                f"{len(pfs)} RDMA device(s) found ({names}); the profile expects {want}.",
+                f"{count(len(pfs), 'RDMA device')} found ({names}); the profile expects {want}.",
                 "Check that every HCA is seen (`lspci -d 15b3:`) and bound to its driver; a missing one "
                 "is often a failed firmware update or an HCA that fell off the bus (`dmesg | grep mlx5`).",
             )
@@ -467,7 +468,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 IB_NO_SM.code,
                 ERROR,
                 "fabric",
-                f"all {len(ib_waiting)} InfiniBand port(s) with a link are waiting for a subnet manager "
+                f"{'the' if len(ib_waiting) == 1 else 'all'} {count(len(ib_waiting), 'InfiniBand port')} with a link {'is' if len(ib_waiting) == 1 else 'are'} waiting for a subnet manager "
                 f"({', '.join(ib_waiting)}); expected an SM to have moved them to ACTIVE.",
                 IB_NO_SM.fix,
             )
@@ -489,7 +490,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 IB_ACTIVE_PORTS_LOW.code,
                 ERROR,
                 "host",
-                f"{active} ACTIVE port(s); the profile expects {want_active}.",
+                f"{count(active, 'ACTIVE port')}; the profile expects {want_active}.",
                 "Bring up the missing ports (see the port findings above), or lower expected_active_ports in the config.",
                 data={"active": active, "expected": want_active},
                 cause=cause,

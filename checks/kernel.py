@@ -22,6 +22,7 @@ from rdmadoctor.core.model import (
     Finding,
 )
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 # What the inventory lists: the modules an RDMA/GPU job depends on, when found.
@@ -320,7 +321,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
         )
     if f.gpus_present and not (socket_pool and f.rdma_devices is False):
         # (No GPUDirect RDMA to want without RDMA, in a pool that trains over sockets by design.)
-        gpus = f"{f.gpu_count} NVIDIA GPU(s)" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
+        gpus = f"{count(f.gpu_count, 'NVIDIA GPU')}" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
         if any(f.has(m) for m in PEERMEM):
             pass
         elif f.dmabuf_possible:

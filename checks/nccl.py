@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, netdev_speed_mbps, parse_int, probe_inventory, transport_of
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
+from rdmadoctor.core.words import count
 
 ROCE_V2 = "RoCE v2"
 IFF_UP = 0x1
@@ -551,8 +552,62 @@ def _conf_file(host, path: str) -> tuple[dict[str, str], list[str]]:
     return out, problems
 
 
+def _psutil_interfaces() -> tuple[NetIf, ...]:
+    """This process's network namespace through psutil (a dependency already): the names from
+    /proc/net/dev, flags and MTU by ioctl, the addresses from getifaddrs. pyroute2 takes several
+    times longer only to import (bench/interfaces.py: a cold `check --profile tcp` 3.3x faster)."""
+    import socket
+
+    import psutil
+
+    stats = psutil.net_if_stats()
+    by_name: dict[str, list[str]] = {}
+    for name, addrs in psutil.net_if_addrs().items():
+        if name not in stats and ":" in name and name.split(":")[0] in stats:
+            name = name.split(":")[0]  # getifaddrs names an IPv4 address by its label: eth0:1 is eth0's
+        got = by_name.setdefault(name, [])
+        # IPv4 first, as a netlink dump lists them; a link-local IPv6 address without its %scope.
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for a in addrs:
+                addr = a.address.split("%")[0] if a.family == family and a.address else ""
+                if addr and addr != "::1":  # NCCL skips the IPv6 loopback
+                    got.append(addr)
+    out = []
+    for name, st in stats.items():
+        flags = set(st.flags.split(",")) if getattr(st, "flags", None) else None  # psutil >= 5.9.3
+        up = ("up" in flags and "running" in flags) if flags is not None else bool(st.isup)
+        out.append((_ifindex(name), NetIf(name, up, st.mtu or None, tuple(by_name.get(name, ())))))
+    # In ifindex order, as netlink lists the links and NCCL's findInterfaces walks getifaddrs.
+    return tuple(i for _, i in sorted(out, key=lambda t: t[0]))
+
+
+def _ifindex(name: str) -> int:
+    import socket
+
+    try:
+        return socket.if_nametoindex(name)
+    except OSError:  # gone since /proc/net/dev was read
+        return 1 << 30
+
+
+def _live_interfaces() -> tuple[tuple[NetIf, ...], str]:
+    """psutil where it answers, netlink (pyroute2) where it does not (no /proc/net/dev in this
+    sandbox, psutil failing): the interfaces and which of the two read them."""
+    try:
+        got = _psutil_interfaces()
+        if got:
+            return got, "psutil"
+        why = "psutil found no interface"
+    except Exception as e:  # noqa: BLE001 - psutil's readers raise OSError, or worse on odd kernels
+        why = f"psutil failed ({type(e).__name__}: {e})"
+    try:
+        return _netlink_interfaces(), "netlink"
+    except Exception as e:  # noqa: BLE001
+        raise OSError(f"{why}; netlink: {type(e).__name__}: {e}") from e
+
+
 def _netlink_interfaces() -> tuple[NetIf, ...]:
-    from pyroute2 import IPRoute  # ~80 ms: only when NCCL_SOCKET_IFNAME is set on a live host
+    from pyroute2 import IPRoute  # ~80 ms: only where psutil cannot read the interfaces
 
     with IPRoute() as ipr:
         links = list(ipr.get_links())
@@ -628,19 +683,20 @@ def _recorded_interfaces(host) -> tuple[NetIf, ...] | None:
 def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
     """The network interfaces of the job's namespace, with their speeds, and where they came from.
 
-    A live host asks netlink (addresses are not in sysfs) and keeps what it read in the Host's
-    runtime facts, so `collect` records it in runtime.json; a bundle reads that record back. Speeds
-    always come from sysfs, where NCCL reads them."""
+    A live host asks the kernel for this process's namespace (psutil, else netlink: addresses are
+    not in sysfs) and keeps what it read in the Host's runtime facts, so `collect` records it in
+    runtime.json; a bundle reads that record back. Speeds always come from sysfs, where NCCL reads
+    them (and where a bundle keeps them)."""
     tree = _sysfs_interfaces(host)
     if not host.live_process:
         recorded = _recorded_interfaces(host)
         if recorded is not None:
-            return _with_speeds(host, recorded), "netlink, recorded"
+            return _with_speeds(host, recorded), "recorded by collect"
         return _with_speeds(host, tree), ("sysfs" if tree is not None else f"no {NET_CLASS} in {host.label}")
     try:
-        live = _netlink_interfaces()
-    except Exception as e:  # noqa: BLE001 - no pyroute2, no netlink socket: fall back to the tree
-        why = f"netlink unavailable ({type(e).__name__}: {e})"
+        live, reader = _live_interfaces()
+    except OSError as e:  # neither psutil nor netlink answered: fall back to the tree
+        why = f"interfaces unreadable ({e})"
         return _with_speeds(host, tree), (f"sysfs; {why}" if tree is not None else why)
     if host.kind == "root" and tree is not None and {i.name for i in tree} != {i.name for i in live}:
         # An agent without hostNetwork sees its pod's namespace over netlink; the mounted root's /sys is the host's.
@@ -649,7 +705,7 @@ def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
         host.runtime.interfaces = [i.to_json() for i in live]  # what `collect` writes to runtime.json
     except AttributeError:
         pass  # a Runtime without the field (an older host module): the bundle then has sysfs only
-    return _with_speeds(host, live), "netlink"
+    return _with_speeds(host, live), reader
 
 
 def probe_nccl(ctx) -> NcclFacts:
@@ -691,7 +747,7 @@ def probe_nccl(ctx) -> NcclFacts:
         )
     interfaces, if_source = None, ""
     ifname = settings.get("NCCL_SOCKET_IFNAME")
-    # pyroute2 costs ~80 ms: read the interfaces only when a verdict needs them (a named socket
+    # Read the interfaces only when a verdict needs them (a named socket
     # interface, or a pool that trains over sockets, where NCCL's own choice is judged).
     if (ifname is not None and len(ifname) > 1) or ctx.expect.get("rdma_required") is False:
         interfaces, if_source = _interfaces(host)
@@ -828,7 +884,7 @@ def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = No
                     WARNING,
                     subj,
                     f"{shown}: {'; '.join(down)}: NCCL skips it and runs on "
-                    f"{len(sel.selected)} port(s) ({', '.join(p.subject for p in sel.selected)}).",
+                    f"{count(len(sel.selected), 'port')} ({', '.join(p.subject for p in sel.selected)}).",
                     "Bring the port up (see ib.ports), or drop it from NCCL_IB_HCA.",
                 )
             )
@@ -914,7 +970,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 INFO,
                 disabled_by[0].split("=")[0],
                 f"{what}: NCCL uses TCP sockets, as the profile expects (rdma_required = false)"
-                + (f"; the ACTIVE RDMA port(s) {', '.join(p.subject for p in active)} stay unused." if active else "."),
+                + (f"; the ACTIVE RDMA {'port' if len(active) == 1 else 'ports'} {', '.join(p.subject for p in active)} {'stays' if len(active) == 1 else 'stay'} unused." if active else "."),
             )
         )
     elif active:
@@ -923,7 +979,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_IB_DISABLED_BY_ENV.code,
                 ERROR,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL will use TCP sockets although {len(active)} RDMA port(s) are ACTIVE "
+                f"{what}: NCCL will use TCP sockets although {count(len(active), 'RDMA port')} {'is' if len(active) == 1 else 'are'} ACTIVE "
                 f"({', '.join(p.subject for p in active)}); expected RDMA enabled.",
                 "Remove NCCL_IB_DISABLE / NCCL_NET=Socket from the pod spec's env, the image's /etc/nccl.conf and "
                 "the launch script.",
@@ -935,8 +991,8 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_ENV_INFO.code,
                 INFO,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA port(s) "
-                f"{', '.join(p.subject for p in iwarp)} are iWARP, which NCCL's IB transport cannot connect.",
+                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA {'port' if len(iwarp) == 1 else 'ports'} "
+                f"{', '.join(p.subject for p in iwarp)} {'is' if len(iwarp) == 1 else 'are'} iWARP, which NCCL's IB transport cannot connect.",
             )
         )
     else:
@@ -1346,7 +1402,7 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
     if not nccl:
         active = [p.subject for p in facts.ports or () if p.active]
-        what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
+        what = f" ({count(len(active), 'ACTIVE port')}: {', '.join(active)})" if active else ""
         out.append(Finding(NCCL_ENV_INFO.code, INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
         out.extend(_judge_iwarp(facts))
         out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, False)))

@@ -14,6 +14,7 @@ import json
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, PROBLEM, UNKNOWN, WARNING, Check, Code, Finding
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 NODE_LABEL_MISSING = Code(
     "NODE_LABEL_MISSING",
@@ -160,7 +161,7 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
                 )
             )
     if not out:
-        out.append(Finding(NODE_LABELS.code, INFO, "labels", f"node {node} carries all {len(facts.labels)} label(s): {shown}."))
+        out.append(Finding(NODE_LABELS.code, INFO, "labels", f"node {node} carries the report's {count(len(facts.labels), 'label')}: {shown}."))
     return out
 
 

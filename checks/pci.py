@@ -22,6 +22,7 @@ from rdmadoctor.checks._pci import (
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
 from rdmadoctor.core.record import field, record
+from rdmadoctor.core.words import count
 
 PCIE_LINK_DEGRADED = Code(
     "PCIE_LINK_DEGRADED",
@@ -245,7 +246,7 @@ def _from_lspci(devs: list, notes: list[str]) -> PciLinkFacts:
     loose = [d.acsctl for d in devs if d.bdf == "?" and d.acsctl is not None]
     if loose:
         on = [c for c in loose if acs_redirects(c)]
-        notes.append(f"{len(loose)} ACSCtl line(s) without a device address, {len(on)} with redirect on")
+        notes.append(f"{count(len(loose), 'ACSCtl line')} without a device address, {len(on)} with redirect on")
         acs.append(AcsState("?", (), dict(on[0] if on else loose[0]), "lspci"))
     notes.append("no PCI tree in /sys: links judged from the recorded lspci -vvv, bridges' places unknown")
     listing = any(d.bdf != "?" for d in devs)

@@ -214,7 +214,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
             v4 = [g for g in routable if g.ipv4]
             if not routable:
                 if v2:
-                    seen = f"only link-local RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in v2)}"
+                    seen = f"only link-local RoCE v2 {'GID' if len(v2) == 1 else 'GIDs'} at {'index' if len(v2) == 1 else 'indexes'} {', '.join(_gid_text(g) for g in v2)}"
                 elif port.gids:
                     table = ", ".join(f"{g.index} {g.type or 'unknown type'}" for g in port.gids)
                     seen = f"no RoCE v2 GID (GIDs: {table})"
@@ -239,7 +239,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
                         ROCE_V2_GID.code,
                         INFO,
                         subj,
-                        f"RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in routable)}: "
+                        f"RoCE v2 {'GID' if len(routable) == 1 else 'GIDs'} at {'index' if len(routable) == 1 else 'indexes'} {', '.join(_gid_text(g) for g in routable)}: "
                         f"NCCL_IB_GID_INDEX={best.index}"
                         + ("" if best.ipv4 else " (IPv6 only: also set NCCL_IB_ADDR_FAMILY=AF_INET6)"),
                         data={"v2_gid_indices": [g.index for g in routable], "gid_index": best.index},

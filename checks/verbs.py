@@ -17,6 +17,7 @@ from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import RdmaDevice
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 from rdmadoctor.core.record import field, record
+from rdmadoctor.core.words import count
 from rdmadoctor.logs.kb import verbs as kb_verbs
 
 # (kernel drivers, device-name prefixes, libibverbs provider, kernel IB module). The kernel
@@ -765,7 +766,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                     DEV_UVERBS_MISSING.code,
                     WARNING,
                     ", ".join(lacking),
-                    f"{len(uverbs)} uverbs node(s) in /dev/infiniband, none for {', '.join(lacking)}; expected one per "
+                    f"{count(len(uverbs), 'uverbs node')} in /dev/infiniband, none for {', '.join(lacking)}; expected one per "
                     "RDMA device: this container cannot use those (NCCL skips them).",
                     "If the pod should use every HCA, request them all from the device plugin (or mount all of "
                     "/dev/infiniband); if it should not, list them in ignore_ports.\n" + DEV_REMEDY,

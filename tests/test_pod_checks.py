@@ -501,7 +501,7 @@ def test_gpu_without_peermem():
     out = judge_kernel(f, expect())
     assert problem_codes(out) == {("GDR_PEERMEM_MISSING", "warning", "GPUDirect RDMA")}
     assert "driver.rdma.enabled=true" in out[0].remedy and "modprobe nvidia-peermem" in out[0].remedy
-    assert "8 NVIDIA GPU(s)" in out[0].message
+    assert "8 NVIDIA GPUs" in out[0].message
     assert problem_codes(judge_kernel(f, expect(gpudirect_required=True))) == {("GDR_PEERMEM_MISSING", "error", "GPUDirect RDMA")}
     with_peermem = kfacts(gpus_present=True, gpu_count=8, modules=kfacts().modules | {"nvidia_peermem"})
     assert judge_kernel(with_peermem, expect(gpudirect_required=True)) == []

@@ -62,7 +62,7 @@ def test_socket_pool_passes_under_its_profile_with_the_verdict():
     assert (no_rdma["code"], no_rdma["severity"]) == ("RDMA_NOT_REQUIRED", "info")
     f = socket_finding(rep, "NCCL_SOCKET_TRANSPORT")
     assert f["data"]["verdict"] == "ready to train over sockets on eth0 at 25 Gb/s"
-    assert "NCCL will use eth0 (10.20.0.7) [netlink, recorded]" in f["message"] and "eth0 at 25 Gb/s, MTU 9000" in f["message"]
+    assert "NCCL will use eth0 (10.20.0.7) [recorded by collect]" in f["message"] and "eth0 at 25 Gb/s, MTU 9000" in f["message"]
     # NCCL_IB_DISABLE is what this pool expects, not an error.
     (ib_off,) = [x for x in findings(rep, "nccl.env") if x["subject"] == "NCCL_IB_DISABLE"]
     assert ib_off["severity"] == "info" and "as the profile expects" in ib_off["message"]
@@ -283,7 +283,7 @@ def test_live_interface_fast_enough_slow_and_missing(netns):
     assert ok["status"] == "pass", ok
     (f,) = [f for f in ok["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"]
     assert f["data"]["verdict"] == f"ready to train over sockets on rd-data0 at {gbps:g} Gb/s"
-    assert "10.88.0.1" in f["message"] and "MTU 9000" in f["message"] and "[netlink]" in f["message"]
+    assert "10.88.0.1" in f["message"] and "MTU 9000" in f["message"] and "[psutil]" in f["message"]
     slow = nccl_check(in_netns(ns, ["check", "--only", "nccl.env", "--profile", "tcp", "--json", "--set", f"socket_min_gbps={gbps * 4:g}"], JOB))
     assert slow["status"] == "fail" and [f["code"] for f in slow["findings"] if f["severity"] == "error"] == ["NCCL_SOCKET_IFNAME_SLOW"]
     missing = nccl_check(in_netns(ns, ["check", "--only", "nccl.env", "--profile", "tcp", "--json"], {**JOB, "NCCL_SOCKET_IFNAME": "=rd-gone0"}))
@@ -308,4 +308,4 @@ def test_collect_records_the_netlink_view_and_the_bundle_gives_the_same_verdict(
     (bundled,) = rep["checks"]
     verdict = [f["data"]["verdict"] for f in bundled["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"]
     assert verdict == [f["data"]["verdict"] for f in live["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"] != []
-    assert "[netlink, recorded]" in json.dumps(bundled)
+    assert "[recorded by collect]" in json.dumps(bundled)

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 import sys
 
+from rdmadoctor.core.words import count as _plural
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
@@ -40,10 +42,6 @@ _WORD = re.compile(r"(?:`[^`\n]*`|[^\s`]|`)+")
 # wrapped; a wrapped line continues ``hang`` columns further in.
 if TYPE_CHECKING:
     Line = tuple[int, list[tuple[str, str]], bool]
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _shown(f: dict[str, Any], verbose: bool) -> bool:

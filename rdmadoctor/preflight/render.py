@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from rdmadoctor.core.words import count
 from rdmadoctor.preflight.gate import GO, NO_GO, VERDICT_TEXT
 
 TYPE_CHECKING = False
@@ -56,8 +57,8 @@ def render_text(
         )
         out.append(
             f"{name} ({host.get('kind', '?')}, profile {rep.get('profile', 'generic')}): "
-            f"{s.get('checks', 0)} checks ({counts or 'none ran'}); "
-            f"{len(g.problems)} problem(s), {len(g.warnings)} warning(s)"
+            f"{count(s.get('checks', 0), 'check')} ({counts or 'none ran'}); "
+            f"{count(len(g.problems), 'problem')}, {count(len(g.warnings), 'warning')}"
             + (f", {len(g.unknown)} unknown" if g.unknown else "")
         )
         for i, p in enumerate(g.problems, 1):
