@@ -12,23 +12,23 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
-_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
+_VERSION = re.compile(r"NCCL version (\d{1,9}\.\d{1,9}\.\d{1,9})[^\s+]*(?:\+cuda(\d{1,9}\.\d{1,9}))?")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S(?:.*?\S)?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
 _NET_DEVS = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+ ?)+)")
 _NET_DEV = re.compile(r"\[\d+\]([\w.:-]+?):(\d+)/(\w+)")
 _SOCK_DEVS = re.compile(r"NET/Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
 _SOCK_DEV = re.compile(r"\[\d+\]([\w.@-]+?):")
 _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
-    r"(\S.*?)(?: \(v\d+\))?\s*$"
+    r"(\S(?:.*?\S)?)(?: \(v\d{1,9}\))?\s*$"
 )
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
-_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
-_CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
-_CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : .{0,512}? via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
+_CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*+\s*$")
+_CHANNEL_HOST_BYTES = re.compile(rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
-_COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_COLL_CHANNELS = re.compile(r"(\d{1,9}) coll channels")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
