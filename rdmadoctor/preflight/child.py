@@ -166,11 +166,25 @@ class LineFeed:
             self.pending = b""
         self.skipping = False
 
+    def gap(self, newlines: int, ends_line: bool) -> int:
+        """Bytes that came after what was pushed (holding ``newlines`` newlines, ending with one
+        or not) are not read: the lines they touch are dropped whole, the one left open up to its
+        newline in a later push. Returns how many lines were passed over."""
+        lines = newlines
+        if self.skipping:  # inside a line already handed over cut: its newline ends it, not counted
+            if not lines:
+                return 0
+            lines -= 1
+        self.pending = b""
+        self.skipping = not ends_line
+        return lines + (0 if ends_line else 1)
+
 
 class Watch:
     """What of CMD's output the Diagnoser reads: the first READ_HEAD bytes (NCCL's init, where it
     chooses its transport), the last READ_TAIL bytes (where the job failed), and any batch with
-    "NCCL" in it until the transport is known; the middle is counted, not read.
+    "NCCL" in it until the transport is known (at most READ_NCCL bytes of them: a job that prints
+    channel lines for ever is not read for ever); the middle is counted, not read.
 
     Reading costs about 3-4 ns a byte (rdmadoctor.logs.scan): at 50k lines/s of 100 bytes, 1.8%
     of a core on top of the 1.1% that passing the bytes through costs, which a job that prints
@@ -183,18 +197,22 @@ class Watch:
 
         self.d, self.source = diagnoser, source
         self.head_left: int | None = None if read_all else READ_HEAD
+        self.nccl_left = READ_NCCL
         self.tail: Any = deque()
         self.tail_bytes = 0
         self.skipped_lines = self.skipped_bytes = 0  # passed over, not yet told to the Diagnoser
         self.total_lines = self.total_bytes = 0  # passed over in all
+        self.behind_lines = self.behind_bytes = 0  # dropped because the diagnosis fell behind
 
     def feed(self, data: bytes) -> None:  # whole lines (LineFeed)
         if self.head_left is None or self.head_left > 0:
             if self.head_left is not None:
                 self.head_left -= len(data)
+            self._tell()
             self.d.feed(data, source=self.source)
             return
-        if not self.d.transport_shown and b"NCCL" in data:
+        if self.nccl_left > 0 and not self.d.transport_shown and b"NCCL" in data:
+            self.nccl_left -= len(data)
             self._pass_over(len(self.tail))  # older than this batch: passed over for good
             self._tell()
             self.d.feed(data, source=self.source)
@@ -214,6 +232,14 @@ class Watch:
             self.total_lines += n
             self.total_bytes += len(old)
 
+    def behind(self, lines: int, nbytes: int) -> None:
+        """``lines`` lines (``nbytes``) were dropped before reading: the diagnosis fell behind."""
+        self._pass_over(len(self.tail))  # the tail must stay the output's end, in order
+        self.skipped_lines += lines
+        self.skipped_bytes += nbytes
+        self.behind_lines += lines
+        self.behind_bytes += nbytes
+
     def _tell(self) -> None:
         if self.skipped_lines:
             self.d.skip(self.skipped_lines, self.skipped_bytes, source=self.source)
@@ -222,6 +248,11 @@ class Watch:
     def close(self) -> None:
         """At CMD's exit: count what was passed over, then read the tail."""
         self._tell()
+        if self.behind_lines:
+            self.d.notes.append(
+                f"{self.behind_lines} lines ({self.behind_bytes} bytes) of the output were not read: the diagnosis fell "
+                f"behind the job's output (the copy never waits for it; at most {QUEUE_BYTES >> 20} MiB wait to be read)")
+            self.behind_lines = self.behind_bytes = 0
         if self.total_lines:
             self.d.notes.append(
                 f"{self.total_lines} lines ({self.total_bytes >> 20} MiB) in the middle of the output were not read: "
@@ -236,6 +267,85 @@ class Watch:
 
 READ_HEAD = 16 << 20
 READ_TAIL = 16 << 20
+READ_NCCL = 16 << 20  # batches with "NCCL" read after the head while the transport is unknown
+QUEUE_BYTES = 64 << 20  # output waiting for the diagnosis thread; beyond it, batches are dropped
+
+
+class Diagnosing:
+    """The job's output handed to the Diagnoser on a thread of its own, so that the copy to
+    rdmadoctor's stdout and stderr never waits for diagnosis (a long line, a burst of NCCL lines).
+
+    ``push`` (the copy loop) only queues the bytes; when more than QUEUE_BYTES wait, a batch is
+    dropped instead (its lines are counted and the report says so), never waited for. The
+    Diagnoser and everything that feeds it (LineFeed, Watch, on_transport) run on the thread
+    only, until ``close`` has joined it. A regular expression holds the GIL while it runs: every
+    pattern is linear in the line (tests/test_linear.py), so the copy waits milliseconds at most.
+    """
+
+    def __init__(self, feeds: dict[str, LineFeed], watch: Watch, limit: int | None = None):
+        import threading
+        from collections import deque
+
+        self.feeds, self.watch = feeds, watch
+        self.limit = QUEUE_BYTES if limit is None else limit
+        self.queue: Any = deque()
+        self.queued = 0
+        self.cond = threading.Condition()
+        self.done = False
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._work, name="rdmadoctor-diagnosis", daemon=True)
+        self.thread.start()
+
+    def push(self, data: bytes, name: str) -> None:
+        with self.cond:
+            if self.queued + len(data) <= self.limit:
+                self.queue.append(("data", name, data))
+                self.queued += len(data)
+            else:  # only its count is kept (consecutive drops of one stream as one)
+                newlines, ends, size = data.count(b"\n"), data.endswith(b"\n"), len(data)
+                last = self.queue[-1] if self.queue else None
+                if last is not None and last[0] == "gap" and last[1] == name:
+                    self.queue[-1] = ("gap", name, (last[2][0] + newlines, ends, last[2][2] + size))
+                else:
+                    self.queue.append(("gap", name, (newlines, ends, size)))
+            self.cond.notify()
+
+    def eof(self, name: str) -> None:
+        with self.cond:
+            self.queue.append(("eof", name, None))
+            self.cond.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self.cond:
+                while not self.queue and not self.done:
+                    self.cond.wait()
+                if not self.queue:
+                    return
+                kind, name, data = self.queue.popleft()
+                if kind == "data":
+                    self.queued -= len(data)
+            if self.error is not None:
+                continue  # keep draining: nothing is read after a failure
+            try:
+                if kind == "data":
+                    self.feeds[name].push(data)
+                elif kind == "gap":
+                    newlines, ends, size = data
+                    self.watch.behind(self.feeds[name].gap(newlines, ends), size)
+                else:
+                    self.feeds[name].close()
+            except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
+                self.error = e
+
+    def close(self) -> None:
+        """Wait for what is queued to be read; re-raise what failed on the thread."""
+        with self.cond:
+            self.done = True
+            self.cond.notify()
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 # -- the child -----------------------------------------------------------------------------------
@@ -794,16 +904,17 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     source = f"{os.path.basename(argv[0]) or argv[0]} output"
     watch = Watch(diagnoser, source, read_all=read_all)
     feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
-    child = Child(argv, env, out_sink, err_sink,
-                  on_data=lambda data, name: feeds[name].push(data),
-                  on_eof=lambda name: feeds[name].close())
+    diagnosing = Diagnosing(feeds, watch)
+    child = Child(argv, env, out_sink, err_sink, on_data=diagnosing.push, on_eof=diagnosing.eof)
     try:
         result = child.run()
     except SpawnError as e:
+        diagnosing.close()
         report["exit_code"] = e.code
         report["notes"] = notes + [str(e)]
         _write_report(report_file, report, started, err)
         raise
+    diagnosing.close()
     watch.close()
     diagnosis = diagnoser.finish()
     code = result.exit_code
