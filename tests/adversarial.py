@@ -14,6 +14,7 @@ Used by hand: ``python tests/adversarial.py --budget 0.2`` lists the slowest cas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -194,6 +195,28 @@ def cases() -> list[tuple[str, re.Pattern, str, tuple[str, ...]]]:
 
 class _Cut(Exception):
     pass
+
+
+class OverBudget(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def cpu_budget(seconds: float):  # noqa: ANN201
+    """Raise OverBudget once this process has spent ``seconds`` of CPU inside the block (``re``
+    checks for signals while it matches, so a runaway search is stopped too). CPU time, not wall
+    clock: a loaded machine does not advance it. Main thread only (a signal handler)."""
+
+    def alarm(*_a: object) -> None:
+        raise OverBudget(f"more than {seconds} s of CPU")
+
+    old = signal.signal(signal.SIGVTALRM, alarm)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
 
 
 def _alarm(*_a: object) -> None:

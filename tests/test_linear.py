@@ -12,51 +12,27 @@ the run test asserts what was copied while the diagnosis was held, not how fast.
 from __future__ import annotations
 
 import base64
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
+import adversarial
 import pytest
+from adversarial import cpu_budget
 from conftest import FIXTURES
 
 HERE = Path(__file__).resolve().parent
 N = 65 * 1000
 
 
-class _OverBudget(Exception):
-    pass
-
-
-@contextlib.contextmanager
-def cpu_budget(seconds: float):
-    """Raise _OverBudget once this process has spent ``seconds`` of CPU inside the block
-    (``re`` checks for signals while it matches, so a runaway search is stopped too)."""
-
-    def alarm(*_a: object) -> None:
-        raise _OverBudget(f"more than {seconds} s of CPU")
-
-    old = signal.signal(signal.SIGVTALRM, alarm)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, old)
-
-
 def test_every_pattern_is_linear_on_long_lines_made_from_its_own_text():
     """Every row of the knowledge base (read from the registry: a new row is covered) and every
     compiled pattern of the line machinery, searched in 64 KiB lines of its literal pieces
     repeated, long runs of its classes' characters after its needle and its examples."""
-    sys.path.insert(0, str(HERE))
-    import adversarial
-
     from rdmadoctor.logs import kb
 
     names = {name for name, *_ in adversarial.cases()}
@@ -141,6 +117,7 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     script = (
         "import sys\n"
         "w = sys.stdout.buffer.write\n"
+        "w(b'h:1:2 [0] NCCL INFO NET/IB : No device found.\\n')\n"
         "for i in range(5): w(b'h:1:2 [0] NCCL WARN ' + b'a' * 65000 + b'\\n')\n"
         "for i in range(100000): w(b'line %06d\\n' % i)\n"
         "w(b'h:1:2 [0] NCCL WARN Call to recv failed : Connection reset by peer\\n')\n"
@@ -157,15 +134,16 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     watch.close()
     got = d.finish()
     assert result.exit_code == 0
-    expected = (b"".join(b"h:1:2 [0] NCCL WARN " + b"a" * 65000 + b"\n" for _ in range(5))
+    expected = (b"h:1:2 [0] NCCL INFO NET/IB : No device found.\n" + b"".join(b"h:1:2 [0] NCCL WARN " + b"a" * 65000 + b"\n" for _ in range(5))
                 + b"".join(b"line %06d\n" % i for i in range(100000))
                 + b"h:1:2 [0] NCCL WARN Call to recv failed : Connection reset by peer\n")
     assert out_path.read_bytes() == expected
     assert held, "the copy waited for the diagnosis"
     assert any("the diagnosis fell behind" in n for n in got.notes)
-    assert got.sources[0]["lines"] == 5 + 100000 + 1
-    reset = [f for f in got.findings if f.data["pattern"] == "nccl.socket_io_failed"]
-    assert [f.data["evidence"][0]["line"] for f in reset] == [100006]
+    assert got.sources[0]["lines"] == 1 + 5 + 100000 + 1
+    lines = {f.data["pattern"]: f.data["evidence"][0]["line"] for f in got.findings}
+    assert lines["nccl.ib_no_device"] == 1  # the first read: queued, never dropped
+    assert lines.get("nccl.socket_io_failed", 100007) == 100007  # read or dropped, never misnumbered
 
 
 def test_line_feed_gap_counts_the_lines_it_drops():
