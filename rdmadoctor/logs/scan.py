@@ -365,16 +365,14 @@ class Diagnoser:
         from rdmadoctor.logs import reader
 
         src = self._ensure_source(name)
+        text = reader.Text()  # NUL runs and binary parts skipped, a gzip member after text inflated
         try:
-            first = True
             for chunk in reader.chunks(stream):
-                if first:
-                    why = reader.binary_reason(chunk)
-                    if why:
-                        self.error(f"{name}: {reader.binary_message(why)}; nothing was read")
-                        break
-                first = False
-                self.feed(chunk, source=name)
+                for part in text.parts(chunk):
+                    self.feed(part, source=name)
+                if text.error is not None:
+                    self.error(f"{name}: {text.error}; nothing was read")
+                    break
                 if progress is not None:
                     progress(len(chunk))
         except reader.SourceError as e:
@@ -383,6 +381,7 @@ class Diagnoser:
             got = src["bytes"]
             before = f"the {got} bytes before it were diagnosed" if got else "nothing before it could be read"
             self.error(f"{name}: {e}; {before}")
+        self.notes.extend(text.notes(name))
         self.end_source()
 
     def skip(self, lines: int, nbytes: int, source: str = "-") -> None:
