@@ -80,10 +80,14 @@ class Sink:
     what follows is dropped, so the child's pipes keep draining and the job goes on.
     """
 
-    __slots__ = ("fd", "closed", "error", "dropped", "at_line_start")
+    __slots__ = ("fd", "closed", "error", "dropped", "at_line_start", "lock")
 
     def __init__(self, fd: int):
+        import threading
+
         self.fd = fd
+        # The copy loop writes the job's bytes, the diagnosis thread rdmadoctor's own lines.
+        self.lock = threading.RLock()
         self.closed = False
         self.error: str | None = None  # why it closed, unless the reader simply left (EPIPE)
         self.dropped = 0
@@ -92,6 +96,10 @@ class Sink:
     def write(self, data: bytes) -> None:
         if not data:
             return
+        with self.lock:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         self.at_line_start = data.endswith(b"\n")
         if self.closed:
             self.dropped += len(data)
@@ -122,7 +130,8 @@ class Sink:
         stopped mid-line (a progress bar), a newline comes first.
         """
         data = "".join(PREFIX + part + "\n" for part in text.split("\n"))
-        self.write(("" if self.at_line_start else "\n").encode() + data.encode("utf-8", "replace"))
+        with self.lock:
+            self.write(("" if self.at_line_start else "\n").encode() + data.encode("utf-8", "replace"))
 
 
 class LineFeed:
