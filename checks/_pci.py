@@ -17,6 +17,7 @@ import posixpath
 import re
 from functools import cached_property
 
+from rdmadoctor.core.labels import RELATIONS
 from rdmadoctor.core.record import field, record, replace
 
 PCI_DEVICES = "/sys/bus/pci/devices"
@@ -31,7 +32,7 @@ _HOST_BRIDGE = r"^pci[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}$"
 _SPEED = r"^\s*(\d{1,3}(?:\.\d{1,3})?)\s*GT/s"
 
 # Nearest first, as `nvidia-smi topo -m` and NCCL rank them.
-RELATION_ORDER = ("PIX", "PXB", "PHB", "NODE", "SYS")
+RELATION_ORDER = RELATIONS
 
 
 def relation_rank(rel: str | None) -> int | None:

@@ -8,6 +8,7 @@ pasted outputs has no tree: then the recorded `nvidia-smi topo -m` is read.
 from __future__ import annotations
 
 from rdmadoctor.checks._pci import RELATION_ORDER, VENDOR_NAMES, PciTree, probe_pci, relation, relation_rank
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -23,6 +24,7 @@ from rdmadoctor.core.model import (
     Need,
 )
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",
@@ -218,7 +220,7 @@ def _needs_gpus(ctx) -> str | None:
         return "no GPUs found"
     if not topo.nics:
         # Nothing to pair them with: ib.devices says so (IB_NO_DEVICES), the one headline.
-        return f"{len(topo.gpus)} GPU(s) but no RDMA device to pair them with: see ib.devices"
+        return f"{count(len(topo.gpus), 'GPU')} but no RDMA device to pair them with: see ib.devices"
     return None
 
 
@@ -288,7 +290,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
                     GPU_COUNT_LOW.code,
                     ERROR,
                     "host",
-                    f"{len(topo.gpus)} GPU(s) found ({listed}, from {topo.source}); the profile expects {want}.",
+                    f"{count(len(topo.gpus), 'GPU')} found ({listed}, from {topo.source}); the profile expects {want}.",
                     GPU_COUNT_LOW.fix,
                     data={"gpus": len(topo.gpus), "expected": want},
                 )
@@ -356,7 +358,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
                 GPU_NIC_NEAR.code,
                 INFO,
                 "host",
-                f"{len(topo.gpus)} GPU(s), each with an RDMA device at {limit} or nearer ({topo.source}).",
+                f"{count(len(topo.gpus), 'GPU')}, each with an RDMA device at {limit} or nearer ({topo.source}).",
             )
         )
     return out
@@ -377,17 +379,38 @@ def _inventory(topo: GpuTopology) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "expected_gpus": Expect(
+        None, "int", "GPUs", min=0, max=1024, null_means="any number", example=8,
+        doc="Number of GPUs expected; fewer is GPU_COUNT_LOW (0: no expectation).",
+    ),
+    "gpudirect_required": Expect(
+        False, "bool", nullable=False,
+        doc="A missing nvidia_peermem (GPUDirect RDMA) is an error, not a warning.",
+    ),
+    "gpu_nic_max": Expect(
+        "PXB", "enum", choices=RELATION_ORDER, nullable=False,
+        doc="Worst acceptable nvidia-smi topo relation between a GPU and its nearest compute HCA.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 70
+
 CHECKS = [
     Check(
         id="gpu.topology",
         condition=GPUDIRECT,
         gate=True,
         title="GPU to RDMA device topology",
-        probe=lambda ctx: ctx.get(probe_topology),
+        probe=probe_topology,  # its need reads it through ctx.get: the engine reuses those facts
         judge=judge_topology,
         codes=(GPU_NIC_FAR, GPU_COUNT_LOW, TOPO_PARSE_ERROR, GPU_COUNT_UNKNOWN, GPU_NIC_UNKNOWN, GPU_NIC_MAX_INVALID, GPU_NIC_NEAR),
         needs=(GPUS_PRESENT,),
-        defaults={"expected_gpus": None, "gpu_nic_max": "PXB", "gpudirect_required": False},
+        defaults=EXPECT,
         inventory=_inventory,
         description="GPUs (NVIDIA, AMD) on the PCI bus and, for each, its nearest RDMA device in nvidia-smi topo -m "
         "terms (PIX/PXB/PHB/NODE/SYS), computed from the sysfs PCI tree.",

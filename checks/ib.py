@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
-from rdmadoctor.checks._rdma import IWARP, RdmaInventory, ignored, port_subject, probe_inventory, transport_of
+from rdmadoctor.checks._rdma import (
+    IB_NO_DEVICES,
+    IWARP,
+    IWARP_NETDEV_DOWN,
+    IWARP_NO_IPV4,
+    ROCE_NETDEV_DOWN,
+    RdmaInventory,
+    ignored,
+    port_subject,
+    probe_inventory,
+    transport_of,
+)
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
     ERROR,
@@ -19,18 +31,8 @@ from rdmadoctor.core.model import (
     PodChange,
 )
 from rdmadoctor.core.record import record, replace
+from rdmadoctor.core.words import count
 
-IB_NO_DEVICES = Code(
-    "IB_NO_DEVICES",
-    "No RDMA devices",
-    "Nothing is listed in /sys/class/infiniband, so no RDMA transport can be used: NCCL falls back "
-    "to TCP sockets (IPoIB or Ethernet), typically at a fraction of the bandwidth.",
-    "On the node: check the HCA is seen (`lspci | grep -i -e mellanox -e infiniband`) and its driver is "
-    "loaded (`modprobe mlx5_ib`, or install MLNX_OFED / DOCA-OFED). In a pod: request the device "
-    "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
-    "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
-    kind=PROBLEM,
-)
 RDMA_NOT_REQUIRED = Code(
     "RDMA_NOT_REQUIRED",
     "No RDMA devices, as the profile expects",
@@ -106,11 +108,15 @@ IB_NO_SM = Code(
 
 IB_LINK_LAYER_MISMATCH = Code(
     "IB_LINK_LAYER_MISMATCH",
-    "Port link layer differs from the profile",
-    "The profile expects InfiniBand ports and this one runs Ethernet (RoCE), or the reverse: NCCL settings, "
-    "GID index and subnet manager needs differ between the two.",
-    "Set the port type with `mlxconfig -d <pci> set LINK_TYPE_P1=1` (1 = InfiniBand, 2 = Ethernet) and "
-    "reboot, or pick the profile that matches this fabric (--profile).",
+    "Port link layer differs from the pool's",
+    "The pool expects InfiniBand ports and this one runs Ethernet (RoCE), or the reverse. A port of the wrong "
+    "link layer cannot reach the pool's other nodes over RDMA at all (an InfiniBand port talks to an InfiniBand "
+    "fabric, a RoCE port to an Ethernet one), so NCCL either falls back to sockets on this node or, in a gang "
+    "whose nodes disagree on the transport, hangs at connection setup.",
+    "Set the port's type to the pool's with mlxconfig (LINK_TYPE_P<port>: 1 = InfiniBand, 2 = Ethernet), e.g. for "
+    "a RoCE pool `mlxconfig -d <pci> set LINK_TYPE_P1=2`, then reboot (or `mlxfwreset`); the finding names the "
+    "device's PCI address and the value. Or, if the node belongs to another pool, pick the profile or pool that "
+    "matches its fabric (--profile, --pool).",
     kind=PROBLEM,
 )
 IB_PARSE_WARNING = Code(
@@ -337,7 +343,7 @@ def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | Non
                 IB_DEVICE_COUNT_LOW.code,
                 ERROR,
                 "host",
-                f"{len(pfs)} RDMA device(s) found ({names}); the profile expects {want}.",
+                f"{count(len(pfs), 'RDMA device')} found ({names}); the profile expects {want}.",
                 "Check that every HCA is seen (`lspci -d 15b3:`) and bound to its driver; a missing one "
                 "is often a failed firmware update or an HCA that fell off the bus (`dmesg | grep mlx5`).",
             )
@@ -370,13 +376,24 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
             state, phys = port.state, port.phys_state
             seen = f"state {state or 'unknown'}, phys {phys or 'unknown'}"
             if ll and want_ll and ll != want_ll:
+                # mlxconfig's LINK_TYPE_P<n>: 1 InfiniBand, 2 Ethernet; the value the pool needs.
+                value = {"InfiniBand": 1, "Ethernet": 2}.get(want_ll)
+                setting = f"LINK_TYPE_P{port.port}={value}" if value and isinstance(port.port, int) else None
                 out.append(
                     Finding(
                         IB_LINK_LAYER_MISMATCH.code,
-                        WARNING,
+                        ERROR,
                         subj,
-                        f"link layer {ll}; the profile expects {want_ll}.",
-                        IB_LINK_LAYER_MISMATCH.fix,
+                        f"link layer {ll}; the pool expects {want_ll} (link_layer): this port cannot reach the pool's "
+                        f"{want_ll} peers over RDMA, and a job spanning both kinds of node hangs or falls back to sockets.",
+                        (
+                            f"mlxconfig -d {dev.pci or '<pci of ' + dev.name + '>'} set {setting}   "
+                            f"# {value} = {want_ll}, as the pool needs; then reboot (or mlxfwreset)\n"
+                            "Or, if this node belongs to another pool, check it with that pool's profile (--profile, --pool)."
+                        )
+                        if setting
+                        else IB_LINK_LAYER_MISMATCH.fix,
+                        data={"link_layer": ll, "expected": want_ll, "mlxconfig": setting},
                     )
                 )
             if state is None and phys is None:
@@ -411,7 +428,7 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                         + (f" Its netdev {port.netdev} is down." if netdev_down else ""),
                         IB_PORT_DOWN.fix,
                         data={"state": state, "phys_state": phys},
-                        cause=("IWARP_NETDEV_DOWN" if iwarp else "ROCE_NETDEV_DOWN") if netdev_down else None,
+                        cause=(IWARP_NETDEV_DOWN.code if iwarp else ROCE_NETDEV_DOWN.code) if netdev_down else None,
                     )
                 )
                 continue
@@ -445,13 +462,13 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                 )
     if ib_waiting and len(ib_waiting) == ib_linkup:
         # The ports wait because nobody configures them: one root cause, the ports fold under it.
-        out = [replace(f, cause="IB_NO_SM") if f.code == "IB_PORT_INIT" else f for f in out]
+        out = [replace(f, cause=IB_NO_SM.code) if f.code == IB_PORT_INIT.code else f for f in out]
         out.append(
             Finding(
                 IB_NO_SM.code,
                 ERROR,
                 "fabric",
-                f"all {len(ib_waiting)} InfiniBand port(s) with a link are waiting for a subnet manager "
+                f"{'the' if len(ib_waiting) == 1 else 'all'} {count(len(ib_waiting), 'InfiniBand port')} with a link {'is' if len(ib_waiting) == 1 else 'are'} waiting for a subnet manager "
                 f"({', '.join(ib_waiting)}); expected an SM to have moved them to ACTIVE.",
                 IB_NO_SM.fix,
             )
@@ -462,18 +479,18 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
         roots = {f.cause or f.code for f in out if f.severity == ERROR}
         want_hcas = expect.get("expected_hcas")
         if isinstance(want_hcas, int) and len(inv.pfs()) < want_hcas:
-            roots.add("IB_DEVICE_COUNT_LOW")
+            roots.add(IB_DEVICE_COUNT_LOW.code)
         # An iWARP port in INIT has no IPv4 address on its netdev (iwarp.config's IWARP_NO_IPV4).
         if any(p.state == "INIT" and transport_of(d, p) == IWARP and not ignored(d, p, expect) for d in inv.devices for p in d.ports):
-            roots.add("IWARP_NO_IPV4")
-        order = ("IB_PORT_DOWN", "ROCE_NETDEV_DOWN", "IWARP_NETDEV_DOWN", "IB_NO_SM", "IB_PORT_INIT", "IWARP_NO_IPV4", "IB_DEVICE_COUNT_LOW")
+            roots.add(IWARP_NO_IPV4.code)
+        order = tuple(c.code for c in (IB_PORT_DOWN, ROCE_NETDEV_DOWN, IWARP_NETDEV_DOWN, IB_NO_SM, IB_PORT_INIT, IWARP_NO_IPV4, IB_DEVICE_COUNT_LOW))
         cause = next((c for c in order if c in roots), None)
         out.append(
             Finding(
                 IB_ACTIVE_PORTS_LOW.code,
                 ERROR,
                 "host",
-                f"{active} ACTIVE port(s); the profile expects {want_active}.",
+                f"{count(active, 'ACTIVE port')}; the profile expects {want_active}.",
                 "Bring up the missing ports (see the port findings above), or lower expected_active_ports in the config.",
                 data={"active": active, "expected": want_active},
                 cause=cause,
@@ -515,8 +532,49 @@ def _inventory_json(inv: RdmaInventory) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "expected_hcas": Expect(
+        None, "int", "RDMA devices", min=1, max=1024, null_means="any number, at least one", example=8,
+        doc="Number of RDMA devices (PFs) expected; fewer is IB_NO_DEVICES.",
+    ),
+    "expected_active_ports": Expect(
+        None, "int", "ports", min=0, max=4096, null_means="every judged port", example=8,
+        doc="Number of ACTIVE ports expected; fewer is IB_PORT_DOWN.",
+    ),
+    "min_rate_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=400,
+        doc="Lowest acceptable rate of every judged port (400 for NDR, 200 for HDR).",
+    ),
+    "link_layer": Expect(
+        None, "enum", choices=("InfiniBand", "Ethernet"), null_means="either", example="InfiniBand",
+        # What people call them; ibv_devinfo and sysfs say InfiniBand and Ethernet.
+        aliases={"ib": "InfiniBand", "roce": "Ethernet", "rocev2": "Ethernet", "eth": "Ethernet"},
+        doc="Link layer every judged port must have (Ethernet: RoCE).",
+    ),
+    "ignore_ports": Expect(
+        [], "list", nullable=False, example=["mlx5_9/1"],
+        doc='Ports ("mlx5_9/1") or whole devices ("mlx5_9") that are not judged and not counted.',
+    ),
+    "ignore_vfs": Expect(
+        True, "bool", nullable=False,
+        doc="Leave SR-IOV virtual functions alone: they are the pods' business, not the node's.",
+    ),
+    "rdma_required": Expect(
+        True, "bool", nullable=False,
+        doc="false for a pool that trains over TCP sockets on purpose (the tcp profile): no RDMA device is "
+        "information rather than IB_NO_DEVICES, and NCCL_IB_DISABLE is expected rather than an error.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 10
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="ib.devices",
         condition=LINK,
         gate=True,

@@ -26,7 +26,10 @@ libfabric's verbs;ofi_rxm.
 from __future__ import annotations
 
 from rdmadoctor.checks._rdma import (
+    IB_NO_DEVICES,
     IWARP,
+    IWARP_NETDEV_DOWN,
+    IWARP_NO_IPV4,
     NET_CLASS,
     RdmaInventory,
     ignored,
@@ -36,6 +39,7 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Port, RdmaDevice
 from rdmadoctor.core.model import ERROR, INFO, INFORMATION, LINK, PROBLEM, Check, Code, Finding, Need
 from rdmadoctor.core.record import record
@@ -80,26 +84,6 @@ IWARP_PORT = Code(
     "Nothing to fix on the node. MPI jobs: `mpirun --mca pml cm --mca mtl ofi -x FI_PROVIDER=verbs ...` "
     "(libfabric layers ofi_rxm over verbs by itself). NCCL jobs: see IWARP_NCCL_IB.",
     kind=INFORMATION,
-)
-IWARP_NETDEV_DOWN = Code(
-    "IWARP_NETDEV_DOWN",
-    "iWARP netdev down",
-    "An iWARP port is up only while its Ethernet netdev has a carrier: the kernel reports the port DOWN "
-    "(physical state Disabled) otherwise (core/device.c iw_query_port). No RDMA connection can be made on it.",
-    "`ip link set dev <netdev> up`; if it stays without a carrier (NO-CARRIER in `ip link`), check the cable, "
-    "the transceiver and the switch port (`ethtool <netdev>`).",
-    kind=PROBLEM,
-)
-IWARP_NO_IPV4 = Code(
-    "IWARP_NO_IPV4",
-    "iWARP netdev has no IPv4 address",
-    "The kernel keeps an iWARP port in INIT (physical state PortConfigurationTraining) while its netdev has a "
-    "carrier but no IPv4 address, and reports it ACTIVE only once it has one (core/device.c iw_query_port). "
-    "iWARP connections are TCP connections set up by rdma_cm, which resolves the peer by IP address: without "
-    "an address the port carries nothing.",
-    "Give the netdev an address: `ip addr add 10.0.0.11/24 dev <netdev>`, and make it persistent (netplan, "
-    "NetworkManager, or the CNI / Multus NetworkAttachmentDefinition's IPAM when the netdev is in a pod).",
-    kind=PROBLEM,
 )
 IWARP_CM_MISSING = Code(
     "IWARP_CM_MISSING",
@@ -217,7 +201,7 @@ def judge_iwarp(facts: IwarpFacts, expect: dict) -> list[Finding]:
                 "host",
                 f"the profile expects iWARP ports and this node has none: {seen}.",
                 IWARP_NO_PORTS.fix,
-                cause=None if facts.devices or facts.source == "none" else "IB_NO_DEVICES",
+                cause=None if facts.devices or facts.source == "none" else IB_NO_DEVICES.code,
             )
         )
         return out
@@ -314,8 +298,24 @@ def _inventory(facts: IwarpFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "rdma_transport": Expect(
+        None, "enum", choices=("InfiniBand", "RoCE", "iWARP"), null_means="any", example="RoCE",
+        aliases={"ib": "InfiniBand", "infiniband": "InfiniBand", "roce": "RoCE", "rocev2": "RoCE", "iwarp": "iWARP"},
+        doc="The RDMA transport the pool is built for. RoCE and iWARP ports both have an Ethernet link layer; "
+        "an iWARP port where RoCE is expected is IWARP_UNEXPECTED.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 30
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="iwarp.config",
         condition=LINK,
         gate=True,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
+from rdmadoctor.checks._rdma import IB_NO_DEVICES, RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -21,6 +22,7 @@ from rdmadoctor.core.model import (
     Finding,
 )
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 PEERMEM = ("nvidia_peermem", "nv_peer_mem")
 # What the inventory lists: the modules an RDMA/GPU job depends on, when found.
@@ -96,7 +98,7 @@ class KernelFacts:
     osrelease: str | None = None
     nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
     dmabuf_possible: bool = False
-    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs present
+    gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs and an RDMA device
     # Does the RDMA inventory list a device? False: it was read and is empty (ib.devices reports
     # IB_NO_DEVICES, the root cause the module findings then follow from); None: unknown.
     rdma_devices: bool | None = None
@@ -214,6 +216,8 @@ def probe_kernel(ctx) -> KernelFacts:
         inv = None
         notes.append(f"RDMA devices unknown: {e}")
     rdma_devices = None if inv is None or inv.source == "none" else bool(inv.pfs())
+    # Any RDMA device, a pod's VF included: what GPUDirect RDMA needs beside the GPU.
+    any_rdma = None if inv is None or inv.source == "none" else bool(inv.devices)
     present = set()
     for dev in inv.devices if inv is not None and inv.source == "sysfs" else ():
         row = rdma_driver_entry(dev.driver, dev.name)
@@ -236,9 +240,11 @@ def probe_kernel(ctx) -> KernelFacts:
     kv = kernel_version(osrelease)
     dmabuf = bool(nvidia_loaded and nvidia_open and kv is not None and kv >= (5, 12))
     peermem = modules is not None and any(m in modules or m in builtin for m in PEERMEM)
-    if modules is None:
-        gpudirect = None
-    elif gpus_present is None:
+    # GPUDirect RDMA is a GPU-HCA property: peermem or dma-buf with no RDMA device to read GPU
+    # memory is no GPUDirect at all (a GPU machine with a virtio NIC published gpudirect=true).
+    if any_rdma is False:
+        gpudirect = False
+    elif modules is None or gpus_present is None or any_rdma is None:
         gpudirect = None
     else:
         gpudirect = bool(gpus_present and (peermem or dmabuf))
@@ -310,12 +316,12 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
                 f"kernel module {m} is not loaded (not in {f.source}, not built in); expected: {why}."
                 + (" There is no RDMA device on this host, so nothing has loaded it." if follows else ""),
                 _remedy(m),
-                cause="IB_NO_DEVICES" if follows else None,
+                cause=IB_NO_DEVICES.code if follows else None,
             )
         )
     if f.gpus_present and not (socket_pool and f.rdma_devices is False):
         # (No GPUDirect RDMA to want without RDMA, in a pool that trains over sockets by design.)
-        gpus = f"{f.gpu_count} NVIDIA GPU(s)" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
+        gpus = f"{count(f.gpu_count, 'NVIDIA GPU')}" if f.gpu_count else "NVIDIA GPUs (the nvidia module is loaded)"
         if any(f.has(m) for m in PEERMEM):
             pass
         elif f.dmabuf_possible:
@@ -349,7 +355,7 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
                     + (" (There is no RDMA device on this host yet: fix that first.)" if no_nic else ""),
                     GDR_PEERMEM_MISSING.fix,
                     data={"gpus": f.gpu_count, "osrelease": f.osrelease, "nvidia_open": f.nvidia_open},
-                    cause="IB_NO_DEVICES" if no_nic else None,
+                    cause=IB_NO_DEVICES.code if no_nic else None,
                 )
             )
     return out
@@ -364,8 +370,22 @@ def _inventory(f: KernelFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "required_modules": Expect(
+        ["ib_core", "ib_uverbs", "rdma_ucm"], "list", nullable=False,
+        doc="Kernel modules that must be loaded.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 60
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="kernel.modules",
         condition=CONFIG,
         gate=True,

@@ -11,6 +11,7 @@ CapEff bit does not count.
 
 from __future__ import annotations
 
+from rdmadoctor.core.expect import MAX_BYTES, Expect
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, PodChange
 from rdmadoctor.core.record import record
 
@@ -533,6 +534,36 @@ def _shm_inventory(f: ShmFacts) -> dict:
     return {"shm_bytes": f.size, "shm_free_bytes": f.free}
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT_MEMLOCK: dict[str, Expect] = {
+    "memlock_min_bytes": Expect(
+        None, "bytes", "bytes", min=0, max=MAX_BYTES, null_means="unlimited", example="unlimited",
+        doc="Smallest acceptable memlock limit (ulimit -l); RDMA registers pinned memory.",
+    ),
+    "require_ipc_lock": Expect(
+        True, "bool", nullable=False,
+        doc="A pod without CAP_IPC_LOCK and a limited memlock is an error.",
+    ),
+    "job_uid": Expect(
+        None, "int", "uid", min=0, max=4294967294, null_means="the uid of this check's process", example=1000,
+        doc="The uid the training process runs as (preflight --job-uid): the memlock verdict is for it.",
+    ),
+}
+
+
+# What shm.size reads.
+EXPECT_SHM: dict[str, Expect] = {
+    "shm_min_bytes": Expect(
+        1 * GIB, "bytes", "bytes", min=0, max=MAX_BYTES, nullable=False, example="8GiB",
+        doc="Smallest acceptable /dev/shm; NCCL puts its intra-node buffers there.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 50
+
 CHECKS = [
     Check(
         scope="pod",
@@ -543,9 +574,7 @@ CHECKS = [
         probe=probe_memlock,
         judge=judge_memlock,
         codes=(MEMLOCK_LIMITED, MEMLOCK_UNREADABLE, MEMLOCK_BYPASSED_BY_IPC_LOCK, CAP_IPC_LOCK_MISSING, CAPS_UNREADABLE),
-        # job_uid: the uid the training process runs as, when it is not this check's (an init
-        # container running as root for a non-root job); None: the job runs as this process.
-        defaults={"job_uid": None},
+        defaults=EXPECT_MEMLOCK,
         inventory=_memlock_inventory,
         description="RLIMIT_MEMLOCK (soft and hard) of the job's process and CAP_IPC_LOCK in its effective "
         "capabilities, which lifts the limit for RDMA memory registration.",
@@ -559,6 +588,7 @@ CHECKS = [
         probe=probe_shm,
         judge=judge_shm,
         codes=(SHM_TOO_SMALL, SHM_NEARLY_FULL, SHM_UNREADABLE),
+        defaults=EXPECT_SHM,
         inventory=_shm_inventory,
         description="Size and free space of /dev/shm, where NCCL's shared-memory transport lives.",
     ),

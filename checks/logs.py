@@ -60,6 +60,7 @@ from rdmadoctor.core.model import (
     PodChange,
 )
 from rdmadoctor.core.record import field, record, replace
+from rdmadoctor.core.words import count
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.kb.nccl import (
     NCCL_GDR_DISABLED,
@@ -446,7 +447,7 @@ def _summary(diag) -> Finding:  # noqa: ANN001
     line = transport_line(diag.nccl) or (
         "NCCL's transport is not in the logs (run the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
     )
-    message = f"read {len(read)} log(s), {_size(total)}, {lines} lines ({names}): {line}."
+    message = f"read {count(len(read), 'log')}, {_size(total)}, {count(lines, 'line')} ({names}): {line}."
     if empty:
         message += f" Empty: {', '.join(empty[:6])}."
     if diag.notes:
@@ -500,6 +501,9 @@ def _codes() -> tuple[Code, ...]:
             by[row.code] = elsewhere[row.code]
     return tuple(by.values())
 
+
+# After the node checks: logs.diagnose joins the log with what they found (then node.labels, 910).
+ORDER = 900
 
 CHECKS = [
     Check(

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.record import field, record
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 from rdmadoctor.checks._rdma import IWARP, NET_CLASS, RdmaInventory, netdev_speed_mbps, parse_int, probe_inventory, transport_of
 from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
+from rdmadoctor.core.words import count
 
 ROCE_V2 = "RoCE v2"
 IFF_UP = 0x1
@@ -223,6 +225,21 @@ NCCL_SOCKET_SPEED_UNKNOWN = Code(
     "one, set socket_min_gbps = null for that pool and measure with a NCCL test (nccl-tests all_reduce_perf).",
     kind="unknown",
 )
+NCCL_SOCKET_SPEED_NOT_REPORTED = Code(
+    "NCCL_SOCKET_SPEED_NOT_REPORTED",
+    "NCCL's socket interface reports no speed (a virtual NIC)",
+    "The interface's /sys/class/net/<if>/speed is -1: its driver reports no link speed, as virtio-net and the "
+    "elastic NICs a cloud CNI gives pods (Terway ENI) do. NCCL then assumes 10 Gb/s (net_socket.cc "
+    "ncclNetSocketGetSpeed) and the pool's socket_min_gbps cannot be compared here. The pool is still usable: "
+    "such NICs are what socket-only pools are built on; only the bandwidth is unmeasured.",
+    "Measure it between two nodes of the pool, on this interface:\n"
+    "  iperf3 -s                                   # on one node\n"
+    "  iperf3 -c <peer address> -P 8 -t 10         # on the other: the sum is the usable bandwidth\n"
+    "or run nccl-tests across two nodes (`NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME==eth0 all_reduce_perf -b 1G -e 1G`, "
+    "busbw); the cloud's instance type states the NIC's rated bandwidth. If the pool's NICs never report a speed, "
+    "set socket_min_gbps = null for that pool to leave the speed to those measurements.",
+    kind="problem",
+)
 NCCL_SOCKET_TRANSPORT = Code(
     "NCCL_SOCKET_TRANSPORT",
     "NCCL trains over TCP sockets",
@@ -383,6 +400,9 @@ class NetIf:
     mtu: int | None = None
     addresses: tuple[str, ...] | None = None  # None: unknown (sysfs does not show addresses)
     speed_mbps: int | None = None  # /sys/class/net/<if>/speed; None: unreadable or -1 (no speed reported)
+    # The file says -1 (or 0): the driver reports no speed (virtio-net, a cloud ENI), which is not
+    # the same as a speed that could not be read.
+    speed_not_reported: bool = False
 
     @property
     def usable(self) -> bool | None:
@@ -532,8 +552,62 @@ def _conf_file(host, path: str) -> tuple[dict[str, str], list[str]]:
     return out, problems
 
 
+def _psutil_interfaces() -> tuple[NetIf, ...]:
+    """This process's network namespace through psutil (a dependency already): the names from
+    /proc/net/dev, flags and MTU by ioctl, the addresses from getifaddrs. pyroute2 takes several
+    times longer only to import (bench/interfaces.py: a cold `check --profile tcp` 3.3x faster)."""
+    import socket
+
+    import psutil
+
+    stats = psutil.net_if_stats()
+    by_name: dict[str, list[str]] = {}
+    for name, addrs in psutil.net_if_addrs().items():
+        if name not in stats and ":" in name and name.split(":")[0] in stats:
+            name = name.split(":")[0]  # getifaddrs names an IPv4 address by its label: eth0:1 is eth0's
+        got = by_name.setdefault(name, [])
+        # IPv4 first, as a netlink dump lists them; a link-local IPv6 address without its %scope.
+        for family in (socket.AF_INET, socket.AF_INET6):
+            for a in addrs:
+                addr = a.address.split("%")[0] if a.family == family and a.address else ""
+                if addr and addr != "::1":  # NCCL skips the IPv6 loopback
+                    got.append(addr)
+    out = []
+    for name, st in stats.items():
+        flags = set(st.flags.split(",")) if getattr(st, "flags", None) else None  # psutil >= 5.9.3
+        up = ("up" in flags and "running" in flags) if flags is not None else bool(st.isup)
+        out.append((_ifindex(name), NetIf(name, up, st.mtu or None, tuple(by_name.get(name, ())))))
+    # In ifindex order, as netlink lists the links and NCCL's findInterfaces walks getifaddrs.
+    return tuple(i for _, i in sorted(out, key=lambda t: t[0]))
+
+
+def _ifindex(name: str) -> int:
+    import socket
+
+    try:
+        return socket.if_nametoindex(name)
+    except OSError:  # gone since /proc/net/dev was read
+        return 1 << 30
+
+
+def _live_interfaces() -> tuple[tuple[NetIf, ...], str]:
+    """psutil where it answers, netlink (pyroute2) where it does not (no /proc/net/dev in this
+    sandbox, psutil failing): the interfaces and which of the two read them."""
+    try:
+        got = _psutil_interfaces()
+        if got:
+            return got, "psutil"
+        why = "psutil found no interface"
+    except Exception as e:  # noqa: BLE001 - psutil's readers raise OSError, or worse on odd kernels
+        why = f"psutil failed ({type(e).__name__}: {e})"
+    try:
+        return _netlink_interfaces(), "netlink"
+    except Exception as e:  # noqa: BLE001
+        raise OSError(f"{why}; netlink: {type(e).__name__}: {e}") from e
+
+
 def _netlink_interfaces() -> tuple[NetIf, ...]:
-    from pyroute2 import IPRoute  # ~80 ms: only when NCCL_SOCKET_IFNAME is set on a live host
+    from pyroute2 import IPRoute  # ~80 ms: only where psutil cannot read the interfaces
 
     with IPRoute() as ipr:
         links = list(ipr.get_links())
@@ -586,7 +660,15 @@ def _with_speeds(host, interfaces: tuple[NetIf, ...] | None) -> tuple[NetIf, ...
         return None
     from rdmadoctor.core.record import replace
 
-    return tuple(replace(i, speed_mbps=_speed(host, i.name)) for i in interfaces)
+    return tuple(
+        replace(i, speed_mbps=_speed(host, i.name), speed_not_reported=_speed_not_reported(host, i.name)) for i in interfaces
+    )
+
+
+def _speed_not_reported(host, name: str) -> bool:
+    """/sys/class/net/<if>/speed reads -1 or 0 (SPEED_UNKNOWN: the driver has no speed to give)."""
+    v = parse_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
+    return v is not None and v <= 0
 
 
 def _recorded_interfaces(host) -> tuple[NetIf, ...] | None:
@@ -601,19 +683,20 @@ def _recorded_interfaces(host) -> tuple[NetIf, ...] | None:
 def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
     """The network interfaces of the job's namespace, with their speeds, and where they came from.
 
-    A live host asks netlink (addresses are not in sysfs) and keeps what it read in the Host's
-    runtime facts, so `collect` records it in runtime.json; a bundle reads that record back. Speeds
-    always come from sysfs, where NCCL reads them."""
+    A live host asks the kernel for this process's namespace (psutil, else netlink: addresses are
+    not in sysfs) and keeps what it read in the Host's runtime facts, so `collect` records it in
+    runtime.json; a bundle reads that record back. Speeds always come from sysfs, where NCCL reads
+    them (and where a bundle keeps them)."""
     tree = _sysfs_interfaces(host)
     if not host.live_process:
         recorded = _recorded_interfaces(host)
         if recorded is not None:
-            return _with_speeds(host, recorded), "netlink, recorded"
+            return _with_speeds(host, recorded), "recorded by collect"
         return _with_speeds(host, tree), ("sysfs" if tree is not None else f"no {NET_CLASS} in {host.label}")
     try:
-        live = _netlink_interfaces()
-    except Exception as e:  # noqa: BLE001 - no pyroute2, no netlink socket: fall back to the tree
-        why = f"netlink unavailable ({type(e).__name__}: {e})"
+        live, reader = _live_interfaces()
+    except OSError as e:  # neither psutil nor netlink answered: fall back to the tree
+        why = f"interfaces unreadable ({e})"
         return _with_speeds(host, tree), (f"sysfs; {why}" if tree is not None else why)
     if host.kind == "root" and tree is not None and {i.name for i in tree} != {i.name for i in live}:
         # An agent without hostNetwork sees its pod's namespace over netlink; the mounted root's /sys is the host's.
@@ -622,7 +705,7 @@ def _interfaces(host) -> tuple[tuple[NetIf, ...] | None, str]:
         host.runtime.interfaces = [i.to_json() for i in live]  # what `collect` writes to runtime.json
     except AttributeError:
         pass  # a Runtime without the field (an older host module): the bundle then has sysfs only
-    return _with_speeds(host, live), "netlink"
+    return _with_speeds(host, live), reader
 
 
 def probe_nccl(ctx) -> NcclFacts:
@@ -664,7 +747,7 @@ def probe_nccl(ctx) -> NcclFacts:
         )
     interfaces, if_source = None, ""
     ifname = settings.get("NCCL_SOCKET_IFNAME")
-    # pyroute2 costs ~80 ms: read the interfaces only when a verdict needs them (a named socket
+    # Read the interfaces only when a verdict needs them (a named socket
     # interface, or a pool that trains over sockets, where NCCL's own choice is judged).
     if (ifname is not None and len(ifname) > 1) or ctx.expect.get("rdma_required") is False:
         interfaces, if_source = _interfaces(host)
@@ -801,7 +884,7 @@ def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = No
                     WARNING,
                     subj,
                     f"{shown}: {'; '.join(down)}: NCCL skips it and runs on "
-                    f"{len(sel.selected)} port(s) ({', '.join(p.subject for p in sel.selected)}).",
+                    f"{count(len(sel.selected), 'port')} ({', '.join(p.subject for p in sel.selected)}).",
                     "Bring the port up (see ib.ports), or drop it from NCCL_IB_HCA.",
                 )
             )
@@ -887,7 +970,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 INFO,
                 disabled_by[0].split("=")[0],
                 f"{what}: NCCL uses TCP sockets, as the profile expects (rdma_required = false)"
-                + (f"; the ACTIVE RDMA port(s) {', '.join(p.subject for p in active)} stay unused." if active else "."),
+                + (f"; the ACTIVE RDMA {'port' if len(active) == 1 else 'ports'} {', '.join(p.subject for p in active)} {'stays' if len(active) == 1 else 'stay'} unused." if active else "."),
             )
         )
     elif active:
@@ -896,7 +979,7 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_IB_DISABLED_BY_ENV.code,
                 ERROR,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL will use TCP sockets although {len(active)} RDMA port(s) are ACTIVE "
+                f"{what}: NCCL will use TCP sockets although {count(len(active), 'RDMA port')} {'is' if len(active) == 1 else 'are'} ACTIVE "
                 f"({', '.join(p.subject for p in active)}); expected RDMA enabled.",
                 "Remove NCCL_IB_DISABLE / NCCL_NET=Socket from the pod spec's env, the image's /etc/nccl.conf and "
                 "the launch script.",
@@ -908,8 +991,8 @@ def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[F
                 NCCL_ENV_INFO.code,
                 INFO,
                 disabled_by[0].split("=")[0],
-                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA port(s) "
-                f"{', '.join(p.subject for p in iwarp)} are iWARP, which NCCL's IB transport cannot connect.",
+                f"{what}: NCCL uses TCP sockets, which is right here: the ACTIVE RDMA {'port' if len(iwarp) == 1 else 'ports'} "
+                f"{', '.join(p.subject for p in iwarp)} {'is' if len(iwarp) == 1 else 'are'} iWARP, which NCCL's IB transport cannot connect.",
             )
         )
     else:
@@ -1211,6 +1294,22 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     data={"slow": {i.name: i.speed_mbps for i in slow}, "min_gbps": min_gbps},
                 )
             )
+        silent = [i for i in unknown if i.speed_not_reported]
+        unknown = [i for i in unknown if not i.speed_not_reported]
+        if silent:
+            names = ", ".join(i.name for i in silent)
+            out.append(
+                Finding(
+                    NCCL_SOCKET_SPEED_NOT_REPORTED.code,
+                    WARNING,
+                    subj,
+                    f"{shown}: {names} reports no speed (/sys/class/net/{silent[0].name}/speed is -1: a virtual NIC such as "
+                    f"virtio-net or a cloud ENI; NCCL assumes 10 Gb/s), so the pool's {min_gbps:g} Gb/s (socket_min_gbps) "
+                    f"cannot be checked here; expected a speed to compare, or a measurement{src}.",
+                    NCCL_SOCKET_SPEED_NOT_REPORTED.fix.replace("eth0", silent[0].name),
+                    data={"not_reported": [i.name for i in silent], "min_gbps": min_gbps},
+                )
+            )
         if unknown:
             out.append(
                 Finding(
@@ -1237,9 +1336,12 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     data={"mtu": {i.name: i.mtu for i in low}, "min_mtu": min_mtu},
                 )
             )
-    if not any(f.severity in (ERROR, WARNING, UNKNOWN) for f in out):
+    # A NIC that reports no speed leaves the pool ready (it is what socket pools are built on):
+    # the verdict stands beside the warning that asks for a measurement.
+    if not any(f.severity in (ERROR, WARNING, UNKNOWN) and f.code != NCCL_SOCKET_SPEED_NOT_REPORTED.code for f in out):
         verdict = "ready to train over sockets on " + ", ".join(
-            i.name + (f" at {i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else "") for i in used
+            i.name + (f" at {i.speed_mbps / 1000:g} Gb/s" if i.speed_mbps else " (speed not reported)" if i.speed_not_reported else "")
+            for i in used
         )
         out.append(
             Finding(
@@ -1300,7 +1402,7 @@ def judge_nccl(facts: NcclFacts, expect: dict) -> list[Finding]:
     nccl = {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}
     if not nccl:
         active = [p.subject for p in facts.ports or () if p.active]
-        what = f" ({len(active)} ACTIVE port(s): {', '.join(active)})" if active else ""
+        what = f" ({count(len(active), 'ACTIVE port')}: {', '.join(active)})" if active else ""
         out.append(Finding(NCCL_ENV_INFO.code, INFO, "env", f"no NCCL settings: NCCL picks all HCAs{what}."))
         out.extend(_judge_iwarp(facts))
         out.extend(_judge_socket(facts, expect, _sockets_carry_data(facts, False)))
@@ -1323,8 +1425,32 @@ def _inventory_json(facts: NcclFacts) -> dict:
     return {"nccl_env": {k: v for k, v in facts.settings.items() if k.startswith("NCCL_")}}
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "compute_hcas": Expect(
+        None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
+        doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
+    ),
+    "socket_min_gbps": Expect(
+        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=25,
+        doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
+        "judged when NCCL moves its data over TCP sockets.",
+    ),
+    "socket_min_mtu": Expect(
+        None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
+        doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
+        "over TCP sockets.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 90
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         scope="pod",
         id="nccl.env",
         condition=CONFIG,
@@ -1350,6 +1476,7 @@ CHECKS = [
             NCCL_SOCKET_IFNAME_MTU_LOW,
             NCCL_SOCKET_IFNAME_UNSET,
             NCCL_SOCKET_SPEED_UNKNOWN,
+            NCCL_SOCKET_SPEED_NOT_REPORTED,
             NCCL_SOCKET_TRANSPORT,
         ),
         needs=(HAS_ENV,),

@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 
 from rdmadoctor.core import labels as L
-from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, PROBLEM, UNKNOWN, WARNING, Check, Code, Finding
 from rdmadoctor.core.record import record
+from rdmadoctor.core.words import count
 
 NODE_LABEL_MISSING = Code(
     "NODE_LABEL_MISSING",
@@ -23,6 +24,7 @@ NODE_LABEL_MISSING = Code(
     "the node, or a DaemonSet meant for RDMA nodes does not land on it.",
     "Run the rdmadoctor agent (it publishes the labels), or set it by hand: "
     "`kubectl label node <name> <key>=<value> --overwrite`.",
+    kind=PROBLEM,
 )
 NODE_LABEL_STALE = Code(
     "NODE_LABEL_STALE",
@@ -31,6 +33,7 @@ NODE_LABEL_STALE = Code(
     "are scheduled on a node that lost a port or GPUDirect, or kept off one that was repaired.",
     "`kubectl label node <name> <key>=<value> --overwrite` (or `kubectl label node <name> <key>-` to "
     "remove it), or let the rdmadoctor agent publish the labels.",
+    kind=PROBLEM,
 )
 NODE_OBJECT_UNREADABLE = Code(
     "NODE_OBJECT_UNREADABLE",
@@ -46,6 +49,7 @@ LABEL_INVALID = Code(
     "A label value computed from this node's facts breaks the Kubernetes label rules (63 characters, "
     "alphanumerics, '-', '_', '.'); it is left out rather than published half-valid.",
     "Report it with `rdmadoctor collect`: a value from an odd tool output slipped through.",
+    kind=PROBLEM,
 )
 NODE_LABELS = Code(
     "NODE_LABELS",
@@ -157,9 +161,12 @@ def judge_node(facts: NodeFacts, expect: dict) -> list[Finding]:
                 )
             )
     if not out:
-        out.append(Finding(NODE_LABELS.code, INFO, "labels", f"node {node} carries all {len(facts.labels)} label(s): {shown}."))
+        out.append(Finding(NODE_LABELS.code, INFO, "labels", f"node {node} carries the report's {count(len(facts.labels), 'label')}: {shown}."))
     return out
 
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 910
 
 CHECKS = [
     Check(

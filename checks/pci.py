@@ -19,8 +19,10 @@ from rdmadoctor.checks._pci import (
     normalize_bdf,
     probe_pci,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
 from rdmadoctor.core.record import field, record
+from rdmadoctor.core.words import count
 
 PCIE_LINK_DEGRADED = Code(
     "PCIE_LINK_DEGRADED",
@@ -244,7 +246,7 @@ def _from_lspci(devs: list, notes: list[str]) -> PciLinkFacts:
     loose = [d.acsctl for d in devs if d.bdf == "?" and d.acsctl is not None]
     if loose:
         on = [c for c in loose if acs_redirects(c)]
-        notes.append(f"{len(loose)} ACSCtl line(s) without a device address, {len(on)} with redirect on")
+        notes.append(f"{count(len(loose), 'ACSCtl line')} without a device address, {len(on)} with redirect on")
         acs.append(AcsState("?", (), dict(on[0] if on else loose[0]), "lspci"))
     notes.append("no PCI tree in /sys: links judged from the recorded lspci -vvv, bridges' places unknown")
     listing = any(d.bdf != "?" for d in devs)
@@ -406,6 +408,19 @@ def _inventory(facts: PciLinkFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "pcie_check_bridges": Expect(
+        True, "bool", nullable=False,
+        doc="Judge the PCIe links of the bridges above GPUs and HCAs too, not only the devices'.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 80
+
 CHECKS = [
     Check(
         id="pci.link",
@@ -416,7 +431,7 @@ CHECKS = [
         judge=judge_links,
         codes=(PCIE_LINK_DEGRADED, PCIE_ACS_ENABLED, PCIE_GPU_LINK_IDLE, PCIE_ACS_NO_PEERS),
         needs=(HAS_PCI_DEVICES,),
-        defaults={"pcie_check_bridges": True},
+        defaults=EXPECT,
         inventory=_inventory,
         description="Link speed and width of every GPU and HCA and of the switch links above them (current vs. what "
         "both ends support), and ACS redirect on the bridges between a GPU and an HCA.",

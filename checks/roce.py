@@ -12,6 +12,7 @@ from rdmadoctor.checks._rdma import (
     IWARP,
     NET_CLASS,
     ROCE,
+    ROCE_NETDEV_DOWN,
     RdmaInventory,
     ignored,
     parse_int,
@@ -19,6 +20,7 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -49,15 +51,6 @@ ROCE_NO_V2_GID = Code(
     "`show_gids` or `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*`. If only RoCE v1 GIDs "
     "appear, the RDMA CM default was changed: `cat /sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` "
     "should say `RoCE v2` (`cma_roce_mode -d <dev> -p <port> -m 2`).",
-    kind=PROBLEM,
-)
-ROCE_NETDEV_DOWN = Code(
-    "ROCE_NETDEV_DOWN",
-    "RoCE netdev down",
-    "A RoCE port is only ACTIVE while its Ethernet netdev is up with a carrier; while it is down the "
-    "port is DOWN and NCCL cannot use it.",
-    "`ip link set dev <netdev> up`; if it stays down (NO-CARRIER), check the cable and the switch port "
-    "(`ethtool <netdev>`, `mlxlink -d <dev>`).",
     kind=PROBLEM,
 )
 NET_MTU_LOW = Code(
@@ -221,7 +214,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
             v4 = [g for g in routable if g.ipv4]
             if not routable:
                 if v2:
-                    seen = f"only link-local RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in v2)}"
+                    seen = f"only link-local RoCE v2 {'GID' if len(v2) == 1 else 'GIDs'} at {'index' if len(v2) == 1 else 'indexes'} {', '.join(_gid_text(g) for g in v2)}"
                 elif port.gids:
                     table = ", ".join(f"{g.index} {g.type or 'unknown type'}" for g in port.gids)
                     seen = f"no RoCE v2 GID (GIDs: {table})"
@@ -246,7 +239,7 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
                         ROCE_V2_GID.code,
                         INFO,
                         subj,
-                        f"RoCE v2 GID(s) at index {', '.join(_gid_text(g) for g in routable)}: "
+                        f"RoCE v2 {'GID' if len(routable) == 1 else 'GIDs'} at {'index' if len(routable) == 1 else 'indexes'} {', '.join(_gid_text(g) for g in routable)}: "
                         f"NCCL_IB_GID_INDEX={best.index}"
                         + ("" if best.ipv4 else " (IPv6 only: also set NCCL_IB_ADDR_FAMILY=AF_INET6)"),
                         data={"v2_gid_indices": [g.index for g in routable], "gid_index": best.index},
@@ -288,8 +281,26 @@ def _inventory_json(facts: RoceFacts) -> dict:
     return {"roce": ports}
 
 
+# Active MTUs an RDMA port can have (IBV_MTU_256..4096); 9000 is a netdev MTU, not one of them.
+RDMA_MTUS = (256, 512, 1024, 2048, 4096)
+
+
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "roce_min_mtu": Expect(
+        4096, "enum", "bytes", choices=RDMA_MTUS, null_means="no MTU check",
+        doc="Lowest acceptable active MTU of a RoCE port (the RDMA MTU, not the netdev's 9000).",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 20
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         id="roce.config",
         condition=LINK,
         gate=True,

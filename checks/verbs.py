@@ -13,9 +13,11 @@ import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import RdmaDevice
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
 from rdmadoctor.core.record import field, record
+from rdmadoctor.core.words import count
 from rdmadoctor.logs.kb import verbs as kb_verbs
 
 # (kernel drivers, device-name prefixes, libibverbs provider, kernel IB module). The kernel
@@ -764,7 +766,7 @@ def _judge_dev(f: VerbsFacts, expect: dict) -> list[Finding]:
                     DEV_UVERBS_MISSING.code,
                     WARNING,
                     ", ".join(lacking),
-                    f"{len(uverbs)} uverbs node(s) in /dev/infiniband, none for {', '.join(lacking)}; expected one per "
+                    f"{count(len(uverbs), 'uverbs node')} in /dev/infiniband, none for {', '.join(lacking)}; expected one per "
                     "RDMA device: this container cannot use those (NCCL skips them).",
                     "If the pod should use every HCA, request them all from the device plugin (or mount all of "
                     "/dev/infiniband); if it should not, list them in ignore_ports.\n" + DEV_REMEDY,
@@ -902,8 +904,23 @@ def _inventory(f: VerbsFacts) -> dict:
     }
 
 
+# The expectations this module's checks read: declared once, here, with type, unit and range
+# (engine.expectations builds its table from every check's defaults).
+EXPECT: dict[str, Expect] = {
+    "recommended_packages": Expect(
+        ["libibverbs1", "ibverbs-providers", "librdmacm1", "libibumad3", "infiniband-diags", "perftest"],
+        "list", nullable=False,
+        doc="Userspace packages the image should carry; a missing one is a warning.",
+    ),
+}
+
+
+# Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
+ORDER = 40
+
 CHECKS = [
     Check(
+        defaults=EXPECT,
         scope="pod",
         id="verbs.userspace",
         condition=CONFIG,

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rdmadoctor import __version__
-from rdmadoctor.host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, open_host, run_tool
+from rdmadoctor.host import COMMANDS, DEFAULT_TIMEOUT, CmdResult, Host, _DirTree, open_host, run_tool
 from rdmadoctor.host.tools import MAX_OUTPUT, cut_message
 from rdmadoctor.publish.fsutil import NotRegularFile, not_regular, replacing
 
@@ -367,6 +367,19 @@ def _norm(path: str) -> str:
     return posixpath.normpath("/" + path.lstrip("/"))
 
 
+def _climbs_out(parent: str, target: str) -> bool:
+    """Whether ``target``, read from the folder ``parent``, goes above the root at some step."""
+    depth = 0 if parent == "/" else parent.count("/")
+    for part in target.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part and part != ".":
+            depth += 1
+    return False
+
+
 class Recorder:
     """Copies paths of a root directory into ``entries``, keyed by their real (link-free) path
     inside the root. Symlinks resolve inside the root, as in Host: an absolute link in a root
@@ -380,7 +393,8 @@ class Recorder:
         self.trimmed: list[str] = []
         self.bytes = 0
         self.full = False
-        self._real: dict[str, str | None] = {}
+        self._resolver = Host(_DirTree(self.fs or "/"), label=self.fs or "/", kind="root", live_process=False, root=self.fs or "/")
+        self._resolver.on_step = self._step
         self._walked: set[tuple[str, int]] = set()
         self.read_order: dict[str, int] = {}  # real path -> when the checks first read it
 
@@ -433,39 +447,29 @@ class Recorder:
         self.entries[path] = entry
         self.bytes += len(entry.data) + 512
 
-    def resolve(self, path: str, hops: int = 0) -> str | None:
-        """The real path of ``path`` inside the root, recording every symlink met on the way (and
-        inside their targets). None when missing, or after 40 links (a loop), as in Host."""
-        path = _norm(path)
-        if path == "/":
-            return "/"
-        if path in self._real:
-            return self._real[path]
-        if hops > 40:
-            return None
-        self._real[path] = None  # a loop met while resolving resolves to nothing
-        parent, name = posixpath.split(path)
-        rparent = self.resolve(parent, hops)
-        out: str | None = None
-        if rparent is not None:
-            cur = posixpath.join(rparent, name)
-            kind = self._kind(cur)
-            if kind == "link":
-                try:
-                    target = os.readlink(self.fs + cur)
-                except (OSError, ValueError):
-                    target = ""
-                if target:
-                    # Absolute links are read inside the root (as Host does); stored relative so that
-                    # an extracted bundle never points outside itself.
-                    absolute = _norm(target if target.startswith("/") else posixpath.join(rparent, target))
-                    rel = posixpath.relpath(absolute, rparent)
-                    self._put(cur, Entry("link", target=rel))
-                    out = self.resolve(absolute, hops + 1)
-            elif kind is not None:
-                out = cur
-        self._real[path] = out
-        return out
+    def resolve(self, path: str) -> str | None:
+        """The real path of ``path`` inside the root, recording every directory and symlink met on
+        the way (and inside their targets). Resolution is the Host's own (Host.realpath over the
+        same root, ``..`` after a link taken from the link's target as the kernel does), so the
+        bundle holds exactly the path the checks' Host took. None when missing or a loop."""
+        return self._resolver.realpath(path)
+
+    def _step(self, path: str, kind: str, target: str | None) -> None:
+        if kind == "dir":
+            self._put(path, Entry("dir"))
+            return
+        # A link keeps its own target, verbatim when relative, so the bundle's Host walks it as
+        # this one did (``a/../b`` through a link ``a`` is not ``b``). An absolute one is rewritten
+        # to climb to the root first, which the Host reads the same way. A target that would climb
+        # out of the root lexically is normalised inside it (the Host stops ``..`` at the root),
+        # so an extracted bundle never points outside itself.
+        assert target is not None
+        parent = posixpath.dirname(path)
+        if target.startswith("/"):
+            target = "../" * (parent.count("/") if parent != "/" else 0) + target.lstrip("/")
+        if _climbs_out(parent, target):
+            target = posixpath.relpath(_norm(posixpath.join(parent, target)), parent)
+        self._put(path, Entry("link", target=target))
 
     def _deny(self, real: str) -> str | None:
         name = posixpath.basename(real)

@@ -118,9 +118,9 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     for pat in only + skip:
         if not any(cid == pat or cid.startswith(pat + ".") for cid in known):
             raise UsageError(f"no check matches {pat!r}", "list them with `rdmadoctor list-checks`")
-    if not engine.select(checks, only, skip, opts.gate_only):
+    if not [c for c in engine.select(checks, only, skip, opts.gate_only) if c.id != registry.PLUGINS_ID]:
         raise UsageError(_nothing_selected(only, skip, opts.gate_only), _NOTHING_SELECTED_HINT)
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, Any] = dict(registry.PLUGINS_DEFAULTS)  # optional_plugins, whether or not one failed
     for c in checks:
         defaults.update(c.defaults)
     try:

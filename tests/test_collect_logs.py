@@ -104,7 +104,7 @@ def test_collect_puts_logs_in_the_bundle_and_check_diagnoses_them(tmp_path):
     out = tmp_path / "b.tar.gz"
     code, stdout, stderr = run_cli(["collect", "--root", str(root), "-o", str(out), "--timeout", "1", "--log", str(log)])
     assert code == 0, stderr
-    assert "1 log(s) in logs/" in stderr
+    assert "1 log in logs/" in stderr
     members = _members(out)
     assert members["logs/rank0.log"] == FALLBACK_LOG.encode()
     manifest = json.loads(members["bundle.json"])

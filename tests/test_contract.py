@@ -1,7 +1,6 @@
 """Codes are a contract, and the checks declare everything about themselves.
 
-- The built-in entry points in pyproject.toml and registry.BUILTIN (the fallback of an
-  uninstalled source tree) are the same table.
+- The built-in checks are found by scanning checks/ (no second list), and a new module loads.
 - Every code any check emits, on every fixture, every shipped example and this very machine, is
   declared in its check's ``codes`` and explained by ``rdmadoctor explain``; and the finding's
   severity is one its code's kind allows (core.model.KIND_SEVERITIES): a problem's code is never
@@ -35,18 +34,38 @@ SOURCES = (
 )
 
 
-def test_builtin_entry_points_match_pyproject():
+def test_builtin_checks_are_found_by_scanning_and_declared_nowhere_else():
+    # No second list: pyproject.toml declares no built-in entry point (it would load them twice).
     with open(ROOT / "pyproject.toml", "rb") as f:
-        table = tomllib.load(f)["project"]["entry-points"]["rdmadoctor.checks"]
-    assert list(table.items()) == list(registry.BUILTIN.items())
+        table = tomllib.load(f)["project"].get("entry-points", {}).get("rdmadoctor.checks", {})
+    assert not [v for v in table.values() if v.startswith("rdmadoctor.checks")], table
+    # Every module of checks/ that is not private is a built-in, in its declared order.
+    found = [name for name, _ in registry.builtin_modules()]
+    on_disk = sorted(p.stem for p in (ROOT / "checks").glob("*.py") if not p.stem.startswith("_"))
+    assert sorted(found) == on_disk
+    assert found[:3] == ["ib", "roce", "iwarp"] and found[-2:] == ["logs", "node"]
 
 
-def test_the_installed_entry_points_are_the_builtins():
-    # What an editable or wheel install wrote into its dist-info: the same table again.
-    installed = [(ep.name, ep.value) for ep in registry.entry_points() if ep.dist == "rdmadoctor"]
-    if not installed:
-        pytest.skip("rdmadoctor runs from a source tree without dist-info")
-    assert sorted(installed) == sorted(registry.BUILTIN.items())
+def test_a_new_check_module_loads_with_no_list_and_no_reinstall(tmp_path, monkeypatch):
+    """CONTRIBUTING.md's promise: drop a module in checks/ and it runs. A folder added to the
+    package's __path__ stands in for checks/ (the tree itself is not written)."""
+    import rdmadoctor.checks as pkg
+
+    (tmp_path / "zzfresh.py").write_text(
+        "from rdmadoctor.core.model import INFO, Check, Code, Finding\n"
+        "FRESH = Code('FRESH_SEEN', 'fresh', 'a new check ran', 'nothing', kind='info')\n"
+        "CHECKS = [Check(id='zzfresh.seen', title='Fresh', probe=lambda ctx: 1,\n"
+        "                judge=lambda f, e: [Finding(FRESH.code, INFO, 'host', 'seen', '')], codes=(FRESH,))]\n"
+    )
+    (tmp_path / "_helper.py").write_text("raise RuntimeError('a private module is not a check module')\n")
+    monkeypatch.setattr(pkg, "__path__", [*pkg.__path__, str(tmp_path)])
+    checks, errors = registry.load_checks(autoload=False)
+    assert errors == []
+    ids = [c.id for c in checks]
+    # ORDER not given: after the node checks, before logs.diagnose and node.labels.
+    assert ids.index("nccl.env") < ids.index("zzfresh.seen") < ids.index("logs.diagnose")
+    code, out, err = run_cli(["check", "--example", "roce-node", "--only", "zzfresh", "--json"])
+    assert '"FRESH_SEEN"' in out, err
 
 
 def test_checks_declare_valid_kinds_and_conditions():

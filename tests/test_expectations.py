@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import FIXTURES, check_json, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -154,14 +154,46 @@ def test_every_key_a_built_in_check_reads_has_a_type():
     checks, errors = registry.load_checks()
     for c in checks:
         for key, default in c.defaults.items():
-            if key in SPEC:
-                assert SPEC[key].validate(key, default) == default, (c.id, key)
+            assert key in SPEC and SPEC[key] == infer(default), (c.id, key)  # declared once, by a check
+
+
+def test_a_checks_own_default_is_the_default_and_changes_the_verdict(monkeypatch):
+    """The table is built from the checks' own typed defaults: editing gpu_nic_max in checks/gpu.py
+    (not some central table) changes what a far GPU means."""
+    from rdmadoctor.checks import gpu
+    from rdmadoctor.core.expect import Expect
+
+    assert SPEC["gpu_nic_max"] is gpu.EXPECT["gpu_nic_max"] and resolve({})["gpu_nic_max"] == "PXB"
+    far = ["--bundle", str(FIXTURES / "gpu-far"), "--only", "gpu.topology"]
+    code, rep = check_json(far)
+    before = {f["code"] for c in rep["checks"] for f in c["findings"]}
+    monkeypatch.setitem(gpu.EXPECT, "gpu_nic_max", Expect("SYS", "enum", choices=gpu.RELATION_ORDER, nullable=False))
+    monkeypatch.setattr(expectations, "_SPEC", None)
+    assert resolve({})["gpu_nic_max"] == "SYS"
+    code, rep = check_json(far)
+    after = {f["code"] for c in rep["checks"] for f in c["findings"]}
+    monkeypatch.undo()
+    expectations._SPEC = None
+    assert "GPU_NIC_FAR" in before and "GPU_NIC_FAR" not in after, (before, after)
+
+
+def test_a_key_declared_twice_differently_is_refused():
+    from rdmadoctor.core.expect import Expect
+    from rdmadoctor.core.model import Check
+
+    a = Check(id="a.one", title="a", probe=lambda ctx: None, judge=lambda f, e: [], defaults={"k": Expect(1, "int", min=0, max=9)})
+    b = Check(id="b.two", title="b", probe=lambda ctx: None, judge=lambda f, e: [], defaults={"k": Expect(2, "int", min=0, max=9)})
+    same = Check(id="c.three", title="c", probe=lambda ctx: None, judge=lambda f, e: [], defaults={"k": 1})
+    assert expectations.declared([a, same])["k"].default == 1
+    with pytest.raises(ConfigError, match="declared by a.one and again, differently, by b.two"):
+        expectations.declared([a, b])
 
 
 def test_the_relations_are_the_pci_checks_relations():
     from rdmadoctor.checks._pci import RELATION_ORDER
+    from rdmadoctor.core.labels import RELATIONS
 
-    assert expectations.GPU_NIC_RELATIONS == RELATION_ORDER
+    assert expectations.GPU_NIC_RELATIONS is RELATION_ORDER is RELATIONS  # one list, not three equal ones
 
 
 def test_resolved_lists_are_copies():

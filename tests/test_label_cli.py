@@ -88,7 +88,7 @@ def test_node_mode_against_the_fake_api(tmp_path):
         labels = api.labels("gpu-7")
         assert labels["team"] == "ml"
         assert [f"{k}={v}" for k, v in sorted(labels.items()) if k != "team"] == BROKEN_POD
-        assert "7 label(s) changed on node gpu-7" in err
+        assert "7 labels changed on node gpu-7" in err
         code, _, err = run_cli(args + ["--conditions"])
         assert code == 1
         conds = {c["type"]: c for c in api.conditions("gpu-7")}

@@ -234,7 +234,7 @@ def test_node_labels_compares_the_node_object_with_the_report_labels(tmp_path):
     (tmp_path / "cmd/node.json").write_text(json.dumps(node))
     code, again = check_json(["--bundle", str(tmp_path), "--profile", "hgx-8gpu-ndr", "--only", "ib,node"])
     (res,) = [c for c in again["checks"] if c["id"] == "node.labels"]
-    assert res["status"] == "pass" and "carries all 5 label(s)" in res["findings"][0]["message"]
+    assert res["status"] == "pass" and "carries the report's 5 labels" in res["findings"][0]["message"]
     # An unreadable Node object makes node.labels unknown, and the labels it compares unchanged.
     (tmp_path / "cmd/node.json").write_text("{not json")
     code, bad = check_json(["--bundle", str(tmp_path), "--profile", "hgx-8gpu-ndr", "--only", "ib,node"])

@@ -267,3 +267,27 @@ if __name__ == "__main__":
     sys.stdout.write(res.stdout)
     sys.stderr.write(res.stderr)
     raise SystemExit(res.returncode)
+
+
+def test_checks_read_only_through_the_host():
+    """STYLE: no open(), os.listdir/scandir/walk or subprocess inside checks/: every fact comes
+    through the Host (live root, --root, bundle), so a bundle and a mounted root see the same."""
+    import ast
+
+    banned_calls = {"open", "os.open", "os.listdir", "os.scandir", "os.walk", "os.popen", "os.stat", "os.lstat",
+                    "os.readlink", "io.open", "pathlib.Path"}
+    found = []
+    for path in sorted((REPO / "checks").glob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if any(n.split(".")[0] in ("subprocess", "pathlib", "glob", "shutil") for n in names):
+                    found.append(f"{path.name}:{node.lineno}: imports {', '.join(names)}")
+            elif isinstance(node, ast.Call):
+                f = node.func
+                name = f.id if isinstance(f, ast.Name) else (
+                    f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else "")
+                if name in banned_calls:
+                    found.append(f"{path.name}:{node.lineno}: calls {name}()")
+    assert found == [], "read through ctx.host instead:\n" + "\n".join(found)

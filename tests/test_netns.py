@@ -98,7 +98,7 @@ def test_interface_that_is_up_with_an_address_matches(netns):
     assert check["status"] == "pass"
     (f,) = socket_findings(check)
     assert f["severity"] == "info"
-    assert "NCCL will use rd-up0 (10.77.0.1" in f["message"] and "[netlink]" in f["message"]
+    assert "NCCL will use rd-up0 (10.77.0.1" in f["message"] and "[psutil]" in f["message"]
 
 
 def test_down_interface_does_not_match(netns):

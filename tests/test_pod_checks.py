@@ -501,7 +501,7 @@ def test_gpu_without_peermem():
     out = judge_kernel(f, expect())
     assert problem_codes(out) == {("GDR_PEERMEM_MISSING", "warning", "GPUDirect RDMA")}
     assert "driver.rdma.enabled=true" in out[0].remedy and "modprobe nvidia-peermem" in out[0].remedy
-    assert "8 NVIDIA GPU(s)" in out[0].message
+    assert "8 NVIDIA GPUs" in out[0].message
     assert problem_codes(judge_kernel(f, expect(gpudirect_required=True))) == {("GDR_PEERMEM_MISSING", "error", "GPUDirect RDMA")}
     with_peermem = kfacts(gpus_present=True, gpu_count=8, modules=kfacts().modules | {"nvidia_peermem"})
     assert judge_kernel(with_peermem, expect(gpudirect_required=True)) == []
@@ -629,7 +629,9 @@ def test_kernel_probe_proc_modules_sys_module_and_gpus():
     del files["/sys/module/mlx5_ib/initstate"]
     r = run("kernel.modules", mem_host(files))
     assert {(x.code, x.subject) for x in r.findings} == {("MOD_MISSING", "mlx5_ib")}
-    assert r.facts.gpudirect is True
+    # nvidia_peermem is loaded, but without mlx5_ib there is no RDMA device to read GPU memory:
+    # GPUDirect RDMA is a GPU-HCA property (issue 15), so not gpudirect.
+    assert r.facts.gpudirect is False
 
 
 def test_kernel_probe_lsmod_and_dmabuf():
@@ -644,7 +646,9 @@ def test_kernel_probe_lsmod_and_dmabuf():
     }
     r = run("kernel.modules", mem_host(files))
     assert r.facts.source == "cmd/lsmod.txt" and r.facts.osrelease == "6.5.0-1015-nvidia"
-    assert r.facts.dmabuf_possible and r.facts.gpudirect is True and r.status == "pass"
+    # dma-buf is possible, but this host shows no RDMA devices at all (no /sys, no ibstat): whether
+    # GPUDirect RDMA works is unknown, and no gpudirect label is published.
+    assert r.facts.dmabuf_possible and r.facts.gpudirect is None and r.status == "pass"
     assert [x.code for x in r.findings] == ["GDR_DMABUF"]
     # no source at all
     assert run("kernel.modules", mem_host({"/etc/hostname": "x"})).status == "unknown"

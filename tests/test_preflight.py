@@ -97,7 +97,7 @@ def test_go_on_healthy_hgx_with_its_profile():
     assert lines[0] == "rdmadoctor preflight: GO"
     assert "hgx-h100-017" in lines[1] and "profile hgx-8gpu-ndr" in lines[1]
     # The IB node has no RoCE and no iWARP port: roce.config and iwarp.config are skipped, the other eight pass.
-    assert "10 checks (8 passed, 2 skipped); 0 problem(s), 0 warning(s)" in lines[1]
+    assert "10 checks (8 passed, 2 skipped); 0 problems, 0 warnings" in lines[1]
     assert "problem" not in r.stdout.split("\n", 2)[2]
     assert "\x1b[" not in r.stdout  # no colour when not a terminal
     assert r.stderr == ""

@@ -131,7 +131,7 @@ def test_first_publish_with_problems_creates_one_warning_per_problem(api, kubeco
     methods = [(r.method, r.path.rsplit("/", 1)[-1]) for r in api.requests]
     assert methods == [("GET", NODE), ("PATCH", NODE), ("PATCH", "status"), ("POST", "events"), ("POST", "events"), ("POST", "events")]
     assert p.events_created == 3 and p.events_failed == 0 and p.event_errors == []
-    assert p.summary.endswith("3 event(s) created")
+    assert p.summary.endswith("3 events created")
 
 
 def test_steady_cycles_and_heartbeats_create_no_event(api, kubeconfig):
@@ -212,7 +212,7 @@ def test_events_403_leaves_labels_and_conditions_published(api, kubeconfig):
     assert p.events_created == 0 and p.events_failed == 3
     (why,) = p.event_errors
     assert "403" in why and "events create" in why and "'default'" in why
-    assert "0 of 3 event(s) created" in p.summary and "403" in p.summary
+    assert "0 of 3 events created" in p.summary and "403" in p.summary
     # The lost events are not resent: the conditions say it, and the next cycle is steady.
     api.clear()
     assert p.publish(report(PORT_DOWN, MEMLOCK, PEERMEM)) == []
@@ -305,7 +305,7 @@ def test_cli_label_with_conditions_creates_the_events(tmp_path):
         assert code == 1, err  # published; the node has a problem (exit codes as `check`)
         # `label` judges the node (scope node): the port is a node problem, the example pod's memlock is not.
         assert [(e["type"], e["reason"]) for e in api.events] == [("Warning", "IBPortDown")]
-        assert "1 event(s) created" in err
+        assert "1 event created" in err
         api.fail_next(100, 403, methods=("POST",))
         api.nodes["gpu-7"]["status"]["conditions"] = []  # as if new: the events are due again
         code, _, err = run_cli(args)

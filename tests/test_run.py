@@ -235,26 +235,59 @@ def test_a_second_ctrl_c_is_only_forwarded(tmp_path):
     p.stderr.close()
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan waits for init to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 def test_child_gets_sigterm_when_rdmadoctor_is_killed(tmp_path):
+    """What is asserted is behaviour: the job got SIGTERM (it says which signal, once) and is gone.
+
+    Race-free under load: the job installs its handler before it says it is ready; the handler
+    writes the marker in one write(2) of a file it creates whole (a reader never sees a part) and
+    leaves with os._exit (no interpreter shutdown to stall on rdmadoctor's dead pipes); every wait
+    polls for the outcome with a generous deadline, and a job left running is killed, not leaked.
+    """
     marker = tmp_path / "orphan"
     script = textwrap.dedent(f"""\
-        import signal, sys, time
+        import os, signal, time
         def on(s, f):
-            open({str(marker)!r}, "w").write("TERM\\n")
-            sys.exit(0)
+            tmp = {str(marker)!r} + ".tmp"
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, (signal.Signals(s).name + "\\n").encode())
+            os.close(fd)
+            os.rename(tmp, {str(marker)!r})
+            os._exit(0)
         signal.signal(signal.SIGTERM, on)
-        print("ready", flush=True)
+        print("ready", os.getpid(), flush=True)
         while True:
             time.sleep(0.05)
     """)
     p = start("--no-gate", "--", PY, "-c", script)
-    read_until(p.stdout.fileno(), b"ready")
-    p.kill()  # SIGKILL: rdmadoctor cannot forward anything
-    p.wait(timeout=60)
-    assert wait_for_file(marker) == "TERM\n"
-    p.stdout.close()
-    p.stderr.close()
+    job = None
+    try:
+        got = read_until(p.stdout.fileno(), b"\n")
+        job = int(re.search(rb"ready (\d+)", got).group(1))
+        p.kill()  # SIGKILL: rdmadoctor cannot forward anything; only the kernel's PDEATHSIG can
+        assert p.wait(timeout=120) == -signal.SIGKILL
+        assert wait_for_file(marker, limit=180) == "SIGTERM\n"
+        deadline = time.monotonic() + 120
+        while _alive(job):
+            assert time.monotonic() < deadline, f"job {job} still running after its SIGTERM"
+            time.sleep(0.05)
+    finally:
+        if job is not None and _alive(job):
+            os.kill(job, signal.SIGKILL)
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=120)
+        p.stdout.close()
+        p.stderr.close()
 
 
 # --- passthrough ---------------------------------------------------------------------------------------

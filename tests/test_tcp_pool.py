@@ -62,7 +62,7 @@ def test_socket_pool_passes_under_its_profile_with_the_verdict():
     assert (no_rdma["code"], no_rdma["severity"]) == ("RDMA_NOT_REQUIRED", "info")
     f = socket_finding(rep, "NCCL_SOCKET_TRANSPORT")
     assert f["data"]["verdict"] == "ready to train over sockets on eth0 at 25 Gb/s"
-    assert "NCCL will use eth0 (10.20.0.7) [netlink, recorded]" in f["message"] and "eth0 at 25 Gb/s, MTU 9000" in f["message"]
+    assert "NCCL will use eth0 (10.20.0.7) [recorded by collect]" in f["message"] and "eth0 at 25 Gb/s, MTU 9000" in f["message"]
     # NCCL_IB_DISABLE is what this pool expects, not an error.
     (ib_off,) = [x for x in findings(rep, "nccl.env") if x["subject"] == "NCCL_IB_DISABLE"]
     assert ib_off["severity"] == "info" and "as the profile expects" in ib_off["message"]
@@ -135,16 +135,35 @@ def test_mtu_below_the_pools_is_a_warning(tmp_path):
     assert tcp(POOL, "--set", "socket_min_mtu=9000")[1]["status"] == "pass"
 
 
-def test_a_virtio_nic_without_a_speed_is_unknown_unless_the_pool_drops_the_minimum(tmp_path):
+def test_a_virtio_nic_without_a_speed_is_a_warning_and_the_pool_is_ready(tmp_path):
+    """Terway ENI / virtio-net report speed -1: the socket pools are built on them (issue 15, item 3)."""
     def virtio(node):
         node.netifs[0].speed = -1
 
     bundle = variant(tmp_path, virtio)
     rc, rep = tcp(bundle)
-    assert rc == 2 and problems(rep) == {"unknown:NCCL_SOCKET_SPEED_UNKNOWN"}
+    assert rc == 0 and rep["status"] == "warn" and problems(rep) == {"warning:NCCL_SOCKET_SPEED_NOT_REPORTED"}
+    f = socket_finding(rep, "NCCL_SOCKET_SPEED_NOT_REPORTED")
+    assert "/sys/class/net/eth0/speed is -1" in f["message"] and "iperf3 -c" in f["remedy"] and "all_reduce_perf" in f["remedy"]
+    assert socket_finding(rep, "NCCL_SOCKET_TRANSPORT")["data"]["verdict"] == "ready to train over sockets on eth0 (speed not reported)"
+    assert rep["labels"][L.READY] == "true"
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "preflight", "--bundle", bundle, "--profile", "tcp"],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+    assert proc.returncode == 0 and "GO" in proc.stdout and "NO-GO" not in proc.stdout, proc.stdout + proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", "label", "--publish", "stdout", "--bundle", bundle, "--profile", "tcp"],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+    assert proc.returncode == 0 and "rdmadoctor.io/ready=true" in proc.stdout.splitlines(), proc.stderr
     rc, rep = tcp(bundle, "--set", "socket_min_gbps=null")
-    assert rc == 0
-    assert socket_finding(rep, "NCCL_SOCKET_TRANSPORT")["data"]["verdict"] == "ready to train over sockets on eth0"
+    assert rc == 0 and rep["status"] == "pass"
+    assert socket_finding(rep, "NCCL_SOCKET_TRANSPORT")["data"]["verdict"] == "ready to train over sockets on eth0 (speed not reported)"
+
+
+def test_a_speed_that_cannot_be_read_is_still_unknown(tmp_path):
+    def unreadable(node):
+        node.netifs[0].speed = None  # no speed file at all: nothing was read, nothing is judged
+
+    rc, rep = tcp(variant(tmp_path, unreadable))
+    assert rc == 2 and problems(rep) == {"unknown:NCCL_SOCKET_SPEED_UNKNOWN"}
 
 
 def test_unset_ifname_in_a_socket_pool(tmp_path):
@@ -264,7 +283,7 @@ def test_live_interface_fast_enough_slow_and_missing(netns):
     assert ok["status"] == "pass", ok
     (f,) = [f for f in ok["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"]
     assert f["data"]["verdict"] == f"ready to train over sockets on rd-data0 at {gbps:g} Gb/s"
-    assert "10.88.0.1" in f["message"] and "MTU 9000" in f["message"] and "[netlink]" in f["message"]
+    assert "10.88.0.1" in f["message"] and "MTU 9000" in f["message"] and "[psutil]" in f["message"]
     slow = nccl_check(in_netns(ns, ["check", "--only", "nccl.env", "--profile", "tcp", "--json", "--set", f"socket_min_gbps={gbps * 4:g}"], JOB))
     assert slow["status"] == "fail" and [f["code"] for f in slow["findings"] if f["severity"] == "error"] == ["NCCL_SOCKET_IFNAME_SLOW"]
     missing = nccl_check(in_netns(ns, ["check", "--only", "nccl.env", "--profile", "tcp", "--json"], {**JOB, "NCCL_SOCKET_IFNAME": "=rd-gone0"}))
@@ -289,4 +308,4 @@ def test_collect_records_the_netlink_view_and_the_bundle_gives_the_same_verdict(
     (bundled,) = rep["checks"]
     verdict = [f["data"]["verdict"] for f in bundled["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"]
     assert verdict == [f["data"]["verdict"] for f in live["findings"] if f["code"] == "NCCL_SOCKET_TRANSPORT"] != []
-    assert "[netlink, recorded]" in json.dumps(bundled)
+    assert "[recorded by collect]" in json.dumps(bundled)

@@ -16,12 +16,13 @@ from rdmadoctor.publish.base import MODES as PUBLISH_MODES
 
 LOG_FORMATS = ("text", "json")
 
-# typer's rich help keeps single line breaks: one line per paragraph or list item.
+# typer's rich help keeps single line breaks: one line per paragraph or list item. It reads rich
+# markup, so a bracket the reader should see is written \\[ (tests/test_help.py).
 AGENT_HELP = """Run the checks every --interval seconds, publish the node's labels, serve /metrics.
 
 The DaemonSet's command. It judges the node only, like `check --scope node`: the checks of its own process (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped, since `rdmadoctor preflight` judges those in each job's pod. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
 
---config is read again every cycle, so a mounted ConfigMap's edits apply without a restart; --pool picks its [pools.NAME] table (e.g. from a node label via the downward API).
+--config is read again every cycle, so a mounted ConfigMap's edits apply without a restart; --pool picks its \\[pools.NAME] table (e.g. from a node label via the downward API).
 
 Publishing (--publish):
 - nfd (default): write <features-dir>/rdmadoctor for Node Feature Discovery; no API access needed; the file carries an expiry so the labels vanish if the agent stops.

@@ -68,6 +68,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
+from rdmadoctor.cli import complete
 from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, JsonOpt, PoolOpt, ProfileOpt, RootOpt
 
 
@@ -93,8 +94,8 @@ def check(
     config: Optional[str] = ConfigOpt,
     pool: Optional[str] = PoolOpt,
     sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set min_rate_gbps=200 (repeatable)."),
-    only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these checks (ids or families: ib, ib.ports; repeatable or comma-separated)."),
-    skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),
+    only: List[str] = typer.Option([], "--only", metavar="ID", autocompletion=complete.check_ids, help="Run only these checks (ids or families: ib, ib.ports; repeatable or comma-separated)."),
+    skip: List[str] = typer.Option([], "--skip", metavar="ID", autocompletion=complete.check_ids, help="Skip these checks (repeatable or comma-separated)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
     as_json: bool = JsonOpt,
     strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
@@ -134,7 +135,7 @@ def collect(
 
 @app.command()
 def explain(
-    name: str = typer.Argument(..., metavar="CODE|CHECK", help="A finding code (IB_PORT_DOWN) or a check id (ib.ports)."),
+    name: str = typer.Argument(..., metavar="CODE|CHECK", autocompletion=complete.codes_and_checks, help="A finding code (IB_PORT_DOWN) or a check id (ib.ports)."),
 ) -> None:
     """Explain a finding code (its kind, what it means for a training job, how to fix it) or a check (what it establishes, its codes)."""
     from rdmadoctor.cli.info import run_explain
@@ -163,7 +164,7 @@ def list_checks(
 @app.command("list-patterns")
 def list_patterns(
     as_json: bool = typer.Option(False, "--json", help="Print the patterns as JSON instead of text: each one's id, source, code, severity, regex, meaning, fix and reference."),
-    code: Optional[str] = typer.Option(None, "--code", metavar="CODE", help="Only the patterns that give this code."),
+    code: Optional[str] = typer.Option(None, "--code", metavar="CODE", autocompletion=complete.pattern_codes, help="Only the patterns that give this code."),
 ) -> None:
     """List the log messages `rdmadoctor diagnose` recognises: pattern, code, source (NCCL, verbs, IB tools, PyTorch, kernel)."""
     from rdmadoctor.cli.info import run_list_patterns

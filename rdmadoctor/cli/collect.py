@@ -10,6 +10,7 @@ import os
 import sys
 
 from rdmadoctor.cli.errors import fail_usage, say
+from rdmadoctor.core.words import count
 
 TIMEOUT_HINT = "seconds each tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
 
@@ -75,7 +76,7 @@ def run_collect(*, output: str, root: str | None = None, timeout: float | None =
     logs_text = ""
     if res.logs:
         cut = [log.name for log in res.logs if log.cut]
-        logs_text = f", {len(res.logs)} log(s) in logs/" + (f" ({', '.join(cut)}: middle left out, see bundle.json)" if cut else "")
+        logs_text = f", {count(len(res.logs), 'log')} in logs/" + (f" ({', '.join(cut)}: middle left out, see bundle.json)" if cut else "")
     say(
         f"wrote {'the bundle to stdout' if stream is not None else res.output}: {res.files} files, {res.commands_summary()}"
         f"{logs_text}, {max(1, round(res.size / 1024))} KiB"

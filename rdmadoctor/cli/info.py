@@ -6,6 +6,7 @@ import json
 import sys
 
 from rdmadoctor.cli.errors import fail_usage, say
+from rdmadoctor.core.words import count
 
 # How `explain` and `list-checks` name a code's kind (rdmadoctor.core.model.KINDS).
 KIND_WORDS = {"problem": "problem", "unknown": "could not decide", "info": "information"}
@@ -24,7 +25,7 @@ CONTRACT = (
 def _load():
     from rdmadoctor.engine.registry import load_checks
 
-    return load_checks()
+    return load_checks(listing=True)  # plugins.load and its codes are listed even when every plugin loaded
 
 
 def _all_codes(checks) -> dict:
@@ -181,6 +182,10 @@ def run_list_checks(as_json: bool) -> int:
     return 0
 
 
+# The knowledge base's sources (rdmadoctor.logs.kb.SOURCES) as people name them.
+SOURCE_TITLES = {"nccl": "NCCL", "verbs": "libibverbs", "ibtools": "IB tools", "pytorch": "PyTorch", "kernel": "kernel"}
+
+
 def run_list_patterns(as_json: bool, code: str | None = None) -> int:
     """The knowledge base: every message rdmadoctor recognises in a log, its code and its source."""
     from rdmadoctor.logs import kb
@@ -200,18 +205,52 @@ def run_list_patterns(as_json: bool, code: str | None = None) -> int:
     if as_json:
         sys.stdout.write(json.dumps({"patterns": rows, "sources": list(kb.SOURCES), "contract": CONTRACT}, indent=2) + "\n")
         return 0
-    lines = []
-    for r in rows:
-        lines.append((0, [(r["id"], "bold"), ("  -> ", "dim"), (r["code"], ""), (f"  {r['severity']}", "dim"),
-                          ("  (follow-on)" if r["symptom"] else "", "dim"),
-                          ("  (follow-on when " + ", ".join(f"{k}={v}" for k, v in r["symptom_when"].items()) + ")"
-                           if r["symptom_when"] else "", "dim")], False))
-        if r["examples"]:
-            lines.append((4, [(r["examples"][0], "")], True))
-    lines.append((0, [], False))
-    lines.append((0, [(f"{len(rows)} patterns. `rdmadoctor explain CODE` tells what a code means and how to fix it; "
-                       "--json gives each pattern's regex, fix and source.", "dim")], False))
-    _write(lines)
+    from rdmadoctor.output.text import console, safe
+
+    # One table per source, in the order the sources are tried; each row says where its message
+    # comes from (the NCCL or rdma-core file and versions, or the issue), as `explain CODE` does.
+    # A terminal gets rich tables; a pipe a line per pattern, its columns aligned and none cut, and
+    # the example message under it (both are too long for one line).
+    header = ("pattern", "code", "severity", "source", "message (an example)")
+    tables = []
+    for source in kb.SOURCES:
+        mine = [r for r in rows if r["source"] == source]
+        if not mine:
+            continue
+        body = []
+        for r in mine:
+            severity = r["severity"] + (" (follow-on)" if r["symptom"] else "")
+            if r["symptom_when"]:
+                severity += " (follow-on when " + ", ".join(f"{k}={v}" for k, v in r["symptom_when"].items()) + ")"
+            body.append((r["id"], r["code"], severity, r["ref"], safe(r["examples"][0]) if r["examples"] else ""))
+        tables.append((f"{SOURCE_TITLES.get(source, source)}: {count(len(mine), 'pattern')}", body))
+    out = console()
+    if out.is_terminal:
+        from rich.table import Table
+
+        for title, body in tables:
+            # pattern, code and severity share the first column: ids and codes are never folded.
+            table = Table(title=title, title_justify="left", title_style="bold", header_style="bold", show_lines=True)
+            table.add_column("pattern / code / severity", min_width=max(len(c) for row in body for c in row[:2]))
+            table.add_column(header[4], overflow="fold", ratio=1)
+            table.add_column(header[3], overflow="fold", ratio=1)
+            for row in body:
+                table.add_row("\n".join(row[:3]), row[4], row[3])
+            out.print(table, markup=False, highlight=False)
+            out.print()
+    else:
+        text = []
+        for title, body in tables:
+            widths = [max(len(row[i]) for row in [header, *body]) for i in range(3)]
+            text.append(title + "\n")
+            for row in [header, *body]:
+                text.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3] + "\n")
+                if row[4]:
+                    text.append(" " * (widths[0] + 2) + row[4] + "\n")
+            text.append("\n")
+        sys.stdout.write("".join(text))
+    _write([(0, [(f"{count(len(rows), 'pattern')}. `rdmadoctor explain CODE` tells what a code means and how to fix it; "
+                  "--json gives each pattern's regex, fix and source.", "dim")], False)])
     return 0
 
 
@@ -248,7 +287,7 @@ def run_topo(root=None, bundle=None, example=None, as_json=False) -> int:
     from rdmadoctor.output.text import render_topology
 
     render_topology(topo)
-    res = diag.results[0] if diag.results else None
+    res = next((r for r in diag.results if r.id == "gpu.topology"), None)  # plugins.load may run first
     if res is not None and res.status == "unknown" and res.reason:
         say(f"rdmadoctor: {res.reason}")
         return 2

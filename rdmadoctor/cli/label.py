@@ -47,8 +47,9 @@ def register(app) -> None:
     @app.command(
         "label",
         help=(
-            "Run the checks once and publish the node labels: "
-            "feature.node.kubernetes.io/network-rdma.capable and rdmadoctor.io/{ready,link-layer,"
+            # The first paragraph is the line in `rdmadoctor --help`'s command list: short.
+            "Run the checks once and publish the node labels (an NFD feature file, the Node, or stdout).\n\n"
+            "The labels: feature.node.kubernetes.io/network-rdma.capable and rdmadoctor.io/{ready,link-layer,"
             "active-ports,min-rate-gbps,gpudirect,gpu-nic}. Labels are published whether or not the "
             "node is healthy (ready=false is a label too). Writes only on change. "
             "Judges the node only, like `check --scope node`: the checks of this process itself "

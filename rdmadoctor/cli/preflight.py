@@ -114,6 +114,7 @@ def register(app: "Any") -> None:
 
     import typer
 
+    from rdmadoctor.cli import complete
     from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @app.command(
@@ -129,8 +130,8 @@ def register(app: "Any") -> None:
         config: Optional[str] = ConfigOpt,
         pool: Optional[str] = PoolOpt,
         sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set shm_min_bytes=8589934592 (repeatable)."),
-        only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these of the gating checks (ids or families: ib, limits.memlock; repeatable or comma-separated)."),
-        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these checks (e.g. gpu.topology; repeatable or comma-separated)."),
+        only: List[str] = typer.Option([], "--only", metavar="ID", autocompletion=complete.check_ids, help="Run only these of the gating checks (ids or families: ib, limits.memlock; repeatable or comma-separated)."),
+        skip: List[str] = typer.Option([], "--skip", metavar="ID", autocompletion=complete.check_ids, help="Skip these checks (e.g. gpu.topology; repeatable or comma-separated)."),
         expect_hcas: Optional[int] = typer.Option(None, "--expect-hcas", metavar="N", help="Expect N RDMA devices (sets expected_hcas; wins over --set and --config)."),
         min_rate: Optional[float] = typer.Option(None, "--min-rate", metavar="GBPS", help="Minimum rate of every port in Gb/s, e.g. 400 for NDR (sets min_rate_gbps)."),
         job_uid: Optional[int] = typer.Option(None, "--job-uid", metavar="UID", help="The uid the job runs as, when it is not this process' (an init container): sets job_uid, so the verdict holds for the job's user."),

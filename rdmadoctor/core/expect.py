@@ -24,7 +24,12 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["Expect", "ExpectError", "TYPES", "show", "infer", "fmt_bytes"]
+__all__ = ["Expect", "ExpectError", "TYPES", "GIB", "MAX_BYTES", "show", "infer", "fmt_bytes"]
+
+GIB = 1024**3
+# No node has an exbibyte of memory: a bigger size is a typo (or RLIM_INFINITY written out,
+# which is memlock_min_bytes = "unlimited").
+MAX_BYTES = 1 << 60
 
 # "list" is a list of names (strings); "bytes" a non-negative integer, also written "16GiB";
 # "any" is whatever a config can hold (null, true, 3, 2.5, "x", lists, tables).

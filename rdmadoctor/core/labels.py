@@ -99,7 +99,9 @@ def bool_value(flag: bool) -> str:
 # or the labels it compares would depend on the comparison (a stale label would flip ready).
 COMPARED_BY = "node.labels"
 
-# nvidia-smi topo -m relations, nearest first. NV# (NVLink) never appears between a GPU and a NIC.
+# nvidia-smi topo -m relations, nearest first, as NCCL ranks them (PATH_PIX < PATH_PXB < PATH_PHB <
+# ... < PATH_SYS). NV# (NVLink) never appears between a GPU and a NIC. The one list: the PCI checks
+# (checks/_pci.RELATION_ORDER) and the gpu_nic_max expectation use it.
 RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 _NOT_COUNTED = ("skip",)  # a skipped check decided nothing

@@ -61,7 +61,7 @@ def _init(self, *args, **kw):
             raise TypeError(f"{cls.__name__}() missing required argument {name!r}")
         put(self, name, d.factory() if type(d) is _Field else d)
     if kw:
-        raise TypeError(f"{cls.__name__}() got unexpected argument(s) {', '.join(map(repr, kw))}")
+        raise TypeError(f"{cls.__name__}() got unexpected {'argument' if len(kw) == 1 else 'arguments'} {', '.join(map(repr, kw))}")
     post = getattr(self, "__post_init__", None)
     if post is not None:
         post()
@@ -189,7 +189,7 @@ def replace(obj, **changes):
     names = obj.__record_fields__
     unknown = [k for k in changes if k not in names]
     if unknown:
-        raise TypeError(f"{type(obj).__name__} has no field(s) {', '.join(map(repr, unknown))}")
+        raise TypeError(f"{type(obj).__name__} has no {'field' if len(unknown) == 1 else 'fields'} {', '.join(map(repr, unknown))}")
     values = {n: changes[n] if n in changes else getattr(obj, n) for n in names}
     return type(obj)(**values)
 

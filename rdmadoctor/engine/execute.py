@@ -44,6 +44,11 @@ class Context:
         """
         return report.build(list(self.results.values()), self.checks, self.host, self.expect)
 
+    def known(self, probe: Callable[["Context"], Any]) -> tuple[bool, Any]:
+        """(True, facts) when ``probe`` already ran through :meth:`get` and returned; else (False, None)."""
+        ok, value = self._memo.get(probe, (False, None))
+        return (True, value) if ok else (False, None)
+
     def get(self, probe: Callable[["Context"], Any]) -> Any:
         """The facts of a shared probe, computed once per run (devices, PCI tree, ...).
 
@@ -105,8 +110,16 @@ def run_check(check: Check, ctx: Context) -> CheckResult:
             why = need.test(ctx)
             if why:
                 res.reason = why
+                # What its needs already established still goes into the inventory: a GPU that was
+                # seen is listed when gpu.topology skips for want of an HCA (the report lists what
+                # was seen, whatever a check decided). Nothing is probed for it.
+                if check.inventory is not None:
+                    res.facts = ctx.known(check.probe)[1]
                 return res
-        facts = check.probe(ctx)
+        # A need that read the check's own probe (through ctx.get) already has its facts.
+        seen, facts = ctx.known(check.probe)
+        if not seen:
+            facts = check.probe(ctx)
         res.facts = facts
         findings = list(check.judge(facts, ctx.expect))
         for f in findings:
@@ -135,11 +148,17 @@ def select(
     gate_only: bool = False,
 ) -> list[Check]:
     """The checks a run takes: ``only`` (all when empty) minus ``skip``; with ``gate_only``,
-    only those preflight gates on (``Check.gate``). Given order kept."""
+    only those preflight gates on (``Check.gate``). Given order kept.
+
+    ``plugins.load`` (present only when a plugin failed to load) is always taken: a selection
+    cannot make a run whose plugins did not load look complete."""
+    from rdmadoctor.engine.registry import PLUGINS_ID
+
     return [
         c
         for c in checks
-        if (not only or _selected(c.id, only))
+        if c.id == PLUGINS_ID
+        or (not only or _selected(c.id, only))
         and not (skip and _selected(c.id, skip))
         and (not gate_only or c.gate)
     ]

@@ -10,7 +10,8 @@ A config file is TOML or JSON::
     gpudirect_required = false
     shm_min_bytes = "8GiB"             # sizes: bytes, or "16Gi"/"16GiB" (binary), "16G" (decimal)
 
-Every key has a type, unit and range (SPEC; ``describe()`` lists them). Each layer is checked
+Every key has a type, unit and range, declared once by the check that reads it (``Check.defaults``;
+SPEC is built from the built-in checks', ``describe()`` lists them). Each layer is checked
 as it is merged, and a value of the wrong type or out of range is a ConfigError (exit 2) that
 names the key, the value, the layer and what the key takes: a check cannot compare
 ``min_rate_gbps = "800"`` with a port's rate, so before it silently judged nothing.
@@ -21,124 +22,83 @@ from __future__ import annotations
 import json
 
 from rdmadoctor.core.expect import Expect, ExpectError, infer, show
+from rdmadoctor.core.labels import RELATIONS
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
 
-GIB = 1024**3
-# No node has an exbibyte of memory: a bigger size is a typo (or RLIM_INFINITY written out,
-# which is memlock_min_bytes = "unlimited").
-MAX_BYTES = 1 << 60
-# Nearest first, as checks/_pci.py RELATION_ORDER (a test keeps the two equal; importing it
-# here would pull the PCI probe and `re` into every `--set` parse).
-GPU_NIC_RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
-# Active MTUs an RDMA port can have (IBV_MTU_256..4096); 9000 is a netdev MTU, not one of them.
-RDMA_MTUS = (256, 512, 1024, 2048, 4096)
+# Nearest first: the one list (core.labels.RELATIONS) the PCI checks and the labels rank by.
+GPU_NIC_RELATIONS = RELATIONS
 
-# Every built-in expectation: type, unit, range, default. A check may add its own keys
-# (Check.defaults, plain values or Expect); it cannot retype these.
-SPEC: dict[str, Expect] = {
-    "expected_hcas": Expect(
-        None, "int", "RDMA devices", min=1, max=1024, null_means="any number, at least one", example=8,
-        doc="Number of RDMA devices (PFs) expected; fewer is IB_NO_DEVICES.",
-    ),
-    "expected_active_ports": Expect(
-        None, "int", "ports", min=0, max=4096, null_means="every judged port", example=8,
-        doc="Number of ACTIVE ports expected; fewer is IB_PORT_DOWN.",
-    ),
-    "min_rate_gbps": Expect(
-        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=400,
-        doc="Lowest acceptable rate of every judged port (400 for NDR, 200 for HDR).",
-    ),
-    "link_layer": Expect(
-        None, "enum", choices=("InfiniBand", "Ethernet"), null_means="either", example="InfiniBand",
-        # What people call them; ibv_devinfo and sysfs say InfiniBand and Ethernet.
-        aliases={"ib": "InfiniBand", "roce": "Ethernet", "rocev2": "Ethernet", "eth": "Ethernet"},
-        doc="Link layer every judged port must have (Ethernet: RoCE).",
-    ),
-    "ignore_ports": Expect(
-        [], "list", nullable=False, example=["mlx5_9/1"],
-        doc='Ports ("mlx5_9/1") or whole devices ("mlx5_9") that are not judged and not counted.',
-    ),
-    "ignore_vfs": Expect(
-        True, "bool", nullable=False,
-        doc="Leave SR-IOV virtual functions alone: they are the pods' business, not the node's.",
-    ),
-    "shm_min_bytes": Expect(
-        1 * GIB, "bytes", "bytes", min=0, max=MAX_BYTES, nullable=False, example="8GiB",
-        doc="Smallest acceptable /dev/shm; NCCL puts its intra-node buffers there.",
-    ),
-    "memlock_min_bytes": Expect(
-        None, "bytes", "bytes", min=0, max=MAX_BYTES, null_means="unlimited", example="unlimited",
-        doc="Smallest acceptable memlock limit (ulimit -l); RDMA registers pinned memory.",
-    ),
-    "require_ipc_lock": Expect(
-        True, "bool", nullable=False,
-        doc="A pod without CAP_IPC_LOCK and a limited memlock is an error.",
-    ),
-    "job_uid": Expect(
-        None, "int", "uid", min=0, max=4294967294, null_means="the uid of this check's process", example=1000,
-        doc="The uid the training process runs as (preflight --job-uid): the memlock verdict is for it.",
-    ),
-    "expected_gpus": Expect(
-        None, "int", "GPUs", min=0, max=1024, null_means="any number", example=8,
-        doc="Number of GPUs expected; fewer is GPU_COUNT_LOW (0: no expectation).",
-    ),
-    "gpudirect_required": Expect(
-        False, "bool", nullable=False,
-        doc="A missing nvidia_peermem (GPUDirect RDMA) is an error, not a warning.",
-    ),
-    "gpu_nic_max": Expect(
-        "PXB", "enum", choices=GPU_NIC_RELATIONS, nullable=False,
-        doc="Worst acceptable nvidia-smi topo relation between a GPU and its nearest compute HCA.",
-    ),
-    "roce_min_mtu": Expect(
-        4096, "enum", "bytes", choices=RDMA_MTUS, null_means="no MTU check",
-        doc="Lowest acceptable active MTU of a RoCE port (the RDMA MTU, not the netdev's 9000).",
-    ),
-    "pcie_check_bridges": Expect(
-        True, "bool", nullable=False,
-        doc="Judge the PCIe links of the bridges above GPUs and HCAs too, not only the devices'.",
-    ),
-    "required_modules": Expect(
-        ["ib_core", "ib_uverbs", "rdma_ucm"], "list", nullable=False,
-        doc="Kernel modules that must be loaded.",
-    ),
-    "recommended_packages": Expect(
-        ["libibverbs1", "ibverbs-providers", "librdmacm1", "libibumad3", "infiniband-diags", "perftest"],
-        "list", nullable=False,
-        doc="Userspace packages the image should carry; a missing one is a warning.",
-    ),
-    "compute_hcas": Expect(
-        None, "list", null_means="every HCA", example=["mlx5_0", "mlx5_1"],
-        doc="Names (or prefixes) of the HCAs meant for NCCL; storage and management ones are left out.",
-    ),
-    "rdma_required": Expect(
-        True, "bool", nullable=False,
-        doc="false for a pool that trains over TCP sockets on purpose (the tcp profile): no RDMA device is "
-        "information rather than IB_NO_DEVICES, and NCCL_IB_DISABLE is expected rather than an error.",
-    ),
-    "rdma_transport": Expect(
-        None, "enum", choices=("InfiniBand", "RoCE", "iWARP"), null_means="any", example="RoCE",
-        aliases={"ib": "InfiniBand", "infiniband": "InfiniBand", "roce": "RoCE", "rocev2": "RoCE", "iwarp": "iWARP"},
-        doc="The RDMA transport the pool is built for. RoCE and iWARP ports both have an Ethernet link layer; "
-        "an iWARP port where RoCE is expected is IWARP_UNEXPECTED.",
-    ),
-    "socket_min_gbps": Expect(
-        None, "number", "Gb/s", above=0, max=10000, null_means="no minimum", example=25,
-        doc="Lowest acceptable speed (/sys/class/net/<if>/speed) of the interfaces NCCL_SOCKET_IFNAME selects, "
-        "judged when NCCL moves its data over TCP sockets.",
-    ),
-    "socket_min_mtu": Expect(
-        None, "int", "bytes", min=68, max=65536, null_means="no MTU check", example=9000,
-        doc="Lowest acceptable MTU of the interfaces NCCL_SOCKET_IFNAME selects, judged when NCCL moves its data "
-        "over TCP sockets.",
-    ),
-}
 
-# Expectations every profile starts from, as plain values.
-BASE: dict[str, Any] = {k: s.default for k, s in SPEC.items()}
+def __getattr__(name: str) -> Any:
+    """``SPEC`` (every built-in expectation's Expect) and ``BASE`` (their defaults), built on first
+    use from the built-in checks' own ``defaults``: a check declares each expectation once."""
+    if name == "SPEC":
+        return _builtin_spec()
+    if name == "BASE":
+        return {k: s.default for k, s in _builtin_spec().items()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_SPEC: dict[str, Expect] | None = None
+
+
+def _builtin_spec() -> dict[str, Expect]:
+    global _SPEC
+    if _SPEC is None:
+        from rdmadoctor.engine import registry
+
+        # The built-in modules straight from the package (no entry-point scan).
+        # plugins.load's optional_plugins is read in every run, whether or not a plugin failed.
+        _SPEC = declared([registry.plugins_check(), *(c for _, mod in registry.builtin_modules() for c in mod.CHECKS)])
+    return _SPEC
+
+
+def declared(checks: Any) -> dict[str, Expect]:
+    """Every key the checks declare in ``Check.defaults``, as an Expect (a plain default's type
+    is its value's type), in check order. A key is declared by the first check that names it;
+    another check may name it again only with an equal Expect (or a plain value it accepts),
+    never with another type, range or default: that would be one fact written twice."""
+    out: dict[str, Expect] = {}
+    owner: dict[str, str] = {}
+    for c in checks:
+        for key, d in (getattr(c, "defaults", None) or {}).items():
+            spec = infer(d)
+            first = out.get(key)
+            if first is None:
+                _own_default_ok(key, spec, d)
+                out[key] = spec
+                owner[key] = c.id
+            elif spec != first and not (not isinstance(d, Expect) and _accepts(first, key, d) and d == first.default):
+                raise ConfigError(
+                    f"{key} is declared by {owner[key]} and again, differently, by {c.id}",
+                    "a check declares an expectation once; others read it (report this to the check's author)",
+                    key=key, value=d, where="check defaults",
+                )
+    return out
+
+
+def _accepts(spec: Expect, key: str, value: Any) -> bool:
+    try:
+        spec.validate(key, value)
+    except ExpectError:
+        return False
+    return True
+
+
+def _own_default_ok(key: str, spec: Expect, d: Any) -> None:
+    try:
+        spec.validate(key, spec.default)
+    except ExpectError as e:
+        raise ConfigError(
+            f"{key}, an expectation declared by a check, has a default its own type refuses: {e.problem}; "
+            f"expected {e.expected}",
+            "this is a bug in the check (see `rdmadoctor list-checks`); report it to its author",
+            key=key, value=d, expected=e.expected, where="check defaults",
+        ) from e
+
 
 PROFILES: dict[str, dict[str, Any]] = {
     "generic": {
@@ -319,22 +279,14 @@ def parse_set(items: list[str]) -> dict[str, Any]:
 
 
 def specs(defaults: dict[str, Any] | None = None) -> dict[str, Expect]:
-    """Every known key's Expect: the built-in SPEC, then the keys checks add in Check.defaults
-    (an Expect, or a plain default whose type becomes the key's type)."""
-    out = dict(SPEC)
+    """Every known key's Expect: the built-in checks' (SPEC), then the keys other checks (plugins)
+    add in Check.defaults. A plugin cannot retype a built-in key: the built-in declaration stands."""
+    out = dict(_builtin_spec())
     for key, d in (defaults or {}).items():
-        if key in SPEC:
-            continue  # a check reads a built-in key; the built-in type and default stand
+        if key in out:
+            continue
         spec = infer(d)
-        try:
-            spec.validate(key, spec.default)
-        except ExpectError as e:
-            raise ConfigError(
-                f"{key}, an expectation declared by a check, has a default its own type refuses: {e.problem}; "
-                f"expected {e.expected}",
-                "this is a bug in the check (see `rdmadoctor list-checks`); report it to its author",
-                key=key, value=d, expected=e.expected, where="check defaults",
-            ) from e
+        _own_default_ok(key, spec, d)
         out[key] = spec
     return out
 

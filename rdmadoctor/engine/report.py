@@ -25,7 +25,9 @@ Schema (v1); every value a check could not establish is ``null``:
   [{name, port, link_layer}], socket_ifaces, gdr (true | false | null), channels, ranks, hosts,
   socket_hosts}: a field the log does not show is null, never guessed. A check fills it through
   its inventory's "nccl" key (rdmadoctor.checks.logs).
-- ``plugin_errors``: checks that failed to load
+- ``plugin_errors``: plugins that failed to load, one line each; each is also a finding of the
+  check ``plugins.load`` (``PLUGIN_LOAD_FAILED``, unknown; ``PLUGIN_OPTIONAL_NOT_LOADED``, a
+  warning, for a plugin the config lists in ``optional_plugins``), so the status counts it
 """
 
 from __future__ import annotations

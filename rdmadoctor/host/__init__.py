@@ -26,6 +26,8 @@ from rdmadoctor.host.tree import HostError, _Tree  # the trees' base, in its own
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
+    from typing import Any
+
     from rdmadoctor.host.runtime import Runtime
     from rdmadoctor.host.tools import CmdResult
 
@@ -167,6 +169,10 @@ class Host:
         # unreadable: a check tells "absent" (a finding about the node) from "could not look".
         self.unlisted: dict[str, str] = {}
         self.notes: list[str] = list(getattr(tree, "notes", ()))  # what this host's reader left out, for the report
+        # Called as on_step(path, kind, target) for every directory ("dir", None) and symlink
+        # ("link", its target) that resolution walks through: collect's Recorder records them, so
+        # a bundle holds exactly the path the Host took (one resolver for both).
+        self.on_step: Any = None
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:
@@ -213,6 +219,8 @@ class Host:
             if k is None:
                 return None
             if k != "link":
+                if self.on_step is not None and k == "dir":
+                    self.on_step(nxt, k, None)
                 cur = nxt
                 continue
             links += 1
@@ -222,6 +230,8 @@ class Host:
                 target = tree.readlink(nxt)
             except (OSError, ValueError):
                 return None
+            if self.on_step is not None:
+                self.on_step(nxt, k, target)
             if target.startswith("/"):
                 cur = "/"
             todo.extend(reversed(target.split("/")))
@@ -434,7 +444,7 @@ class Host:
 
             if text is None:
                 data = self.read_bytes(rel)
-                text = None if data is None else data.decode("utf-8", "replace")
+                text = None if data is None else _tool_text(data)
             stem = posixpath.basename(rel)[:-4]
             self._transcripts[rel] = None if text is None else split(text, stem)
         return self._transcripts[rel]
@@ -466,7 +476,7 @@ class Host:
         rel = f"/cmd/{name}.txt"
         if self.kind == "bundle" or not self.live_process:
             data = self.read_bytes(rel)
-            text = None if data is None else data.decode("utf-8", "replace")
+            text = None if data is None else _tool_text(data)
             if text is not None and self._transcript(rel, text) is None:
                 why = self._collect_note(name)
                 if why is not None and why.get("truncated"):
@@ -486,11 +496,26 @@ class Host:
                 if why is not None and why.get("error"):
                     return CmdResult(name, None, error=f"at collect time: {why['error']}", timed_out=bool(why.get("timed_out")))
                 return CmdResult(name, None, error=f"not recorded ({rel[1:]} absent)")
-            return CmdResult(name, data.decode("utf-8", "replace"), source=f"bundle:{rel[1:]}")
+            return CmdResult(name, _tool_text(data), source=f"bundle:{rel[1:]}")
         argv = COMMANDS.get(name)
         if argv is None:
             return CmdResult(name, None, error="no such command")
-        return run_tool(argv, self.timeout, name)
+        res = run_tool(argv, self.timeout, name)
+        if res.text is not None:
+            res.text = _tool_text(res.text)
+        return res
+
+
+def _tool_text(data: bytes | str) -> str:
+    """A tool's output as every parser reads it, recorded or run now: text without terminal escapes
+    (a CUDA 13 `nvidia-smi topo -m` underlines its header with ESC[4m even into a file), so a
+    bundle's verdict is the live one."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if "\x1b" in text:
+        from rdmadoctor.parsers.common import strip_escapes
+
+        text = strip_escapes(text)
+    return text
 
 
 def open_host(root: str | None = None, bundle: str | None = None, *, host_class: type[Host] | None = None) -> Host:

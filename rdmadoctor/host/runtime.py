@@ -36,8 +36,8 @@ class Runtime:
     hostname: str | None = None
     in_container: bool | None = None
     uid: int | None = None  # effective uid of the process (the memlock verdict names it)
-    # The network interfaces of the process's namespace as netlink showed them (name, up, mtu,
-    # addresses: sysfs has no addresses). Read only when a check needs them (pyroute2 costs ~80 ms):
+    # The network interfaces of the process's namespace as the kernel showed them (name, up, mtu,
+    # addresses: sysfs has no addresses; psutil, else netlink). Read only when a check needs them:
     # nccl.env fills it, and `collect` writes it to runtime.json so a bundle has the same facts.
     interfaces: list[dict[str, Any]] | None = None
 

@@ -23,6 +23,7 @@ import re
 
 from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.core.record import field, record
+from rdmadoctor.core.words import count
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.nccl import NcclFacts, is_socket, transport_line
 
@@ -655,7 +656,7 @@ class Diagnoser:
         if self.dropped_segments:
             notes.append(f"{self.dropped_segments} more pasted tool outputs were not kept (limit {MAX_SEGMENTS})")
         if self._cut_lines:
-            notes.append(f"{self._cut_lines} line(s) longer than {MAX_LINE // 1024} KiB were cut for matching")
+            notes.append(f"{count(self._cut_lines, 'line')} longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
 
 

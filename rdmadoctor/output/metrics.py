@@ -28,8 +28,9 @@ HELP = {
         "Skipped checks (a precondition unmet, e.g. roce.config on an InfiniBand node) have no series."
     ),
     "rdmadoctor_finding": (
-        "Findings of the last run per code and severity (error, warning, unknown, info); a code that "
-        "is no longer found has no series. `rdmadoctor explain CODE` says what it means and how to fix it."
+        "Findings of the last run per code and severity (error, warning, unknown, info); a finding that "
+        "follows from another found with it (MOD_MISSING under IB_NO_DEVICES) is counted under its cause only; "
+        "a code that is no longer found has no series. `rdmadoctor explain CODE` says what it means and how to fix it."
     ),
     "rdmadoctor_check_duration_seconds": "Seconds the check (its preconditions, probe and judge) took in the last run.",
     "rdmadoctor_last_run_timestamp_seconds": "Unix time the last run of the checks finished (alert when it stops advancing).",
@@ -81,17 +82,37 @@ def ports_of(report: dict | None) -> tuple[dict, dict]:
     return active, rate
 
 
+def _folded(report: dict | None) -> set[tuple[str, int]]:
+    """(check id, index) of the report's findings that follow from another one found with them
+    (MOD_MISSING under IB_NO_DEVICES): counted under their cause only, so an alert on every
+    error code fires once, for the root cause, as the text report, preflight and the NPD line
+    name it (output.text.folding is the one rule)."""
+    if not report:
+        return set()
+    from rdmadoctor.output.text import folding
+
+    ids = {id(f) for fs in folding(report, verbose=True).values() for f in fs}
+    return {
+        (str(c.get("id")), i)
+        for c in report.get("checks") or () if isinstance(c, dict)
+        for i, f in enumerate(c.get("findings") or ()) if id(f) in ids
+    }
+
+
 def snapshot_of(results: list, finished_at: float, report: dict | None = None) -> Snapshot:
     """Build a snapshot from engine CheckResults (they carry status, findings and seconds) and,
     when given, the report built from them (its inventory gives the per-port series)."""
     check_ok: dict[str, float] = {}
     findings: dict[tuple[str, str], int] = {}
     durations: dict[str, float] = {}
+    folded = _folded(report)
     for r in results:
         durations[r.id] = float(r.seconds)
         if r.status != SKIP:
             check_ok[r.id] = CHECK_OK_VALUE.get(r.status, 0.0)
-        for f in r.findings:
+        for i, f in enumerate(r.findings):
+            if (r.id, i) in folded:
+                continue
             key = (f.code, f.severity)
             findings[key] = findings.get(key, 0) + 1
     active, rate = ports_of(report)

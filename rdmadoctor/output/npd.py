@@ -49,16 +49,17 @@ def ranked(report: dict[str, Any], warnings: bool) -> list[dict[str, Any]]:
     """The findings that make the verdict, worst first; within a severity a root cause comes
     before a finding that follows from another (``cause``), otherwise report order. Findings
     that follow from a cause found here are left out."""
+    from rdmadoctor.output.text import folding
+
+    # A finding that only follows from another one found here is folded under it, by the rule
+    # the text report, preflight and the metrics use: the cause names the problem.
+    folded = {id(f) for fs in folding(report, verbose=False).values() for f in fs}
     found = []
     for c in report.get("checks") or []:
         for f in c.get("findings") or []:
             sev = f.get("severity")
-            if sev in _RANK and (sev != "warning" or warnings):
+            if sev in _RANK and (sev != "warning" or warnings) and id(f) not in folded:
                 found.append(f)
-    # A finding that only follows from another one found here is folded under it, as in the
-    # text report: the cause names the problem.
-    codes = {f.get("code") for f in found}
-    found = [f for f in found if not (f.get("cause") and f.get("cause") in codes)]
     order = {id(f): i for i, f in enumerate(found)}
     return sorted(found, key=lambda f: (_RANK[f["severity"]], bool(f.get("cause")), order[id(f)]))
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 import sys
 
+from rdmadoctor.core.words import count as _plural
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
@@ -42,10 +44,6 @@ if TYPE_CHECKING:
     Line = tuple[int, list[tuple[str, str]], bool]
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 def _shown(f: dict[str, Any], verbose: bool) -> bool:
     return verbose or f["severity"] != "info"
 
@@ -53,19 +51,25 @@ def _shown(f: dict[str, Any], verbose: bool) -> bool:
 def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[str, Any]]]:
     """cause -> the findings folded under the first finding of that cause.
 
+    The one rule of folding: the text report, preflight and ``run``'s gate, the NPD line and the
+    metrics all fold by it, so every command names the same root causes.
+
     A finding is folded when its ``cause`` is the code of another shown finding of the same
     report and following causes from there does not lead back to it (a cycle folds nothing).
     A finding from a log names its cause exactly (``data.follows``: code and subject, a flushed
     work completion after the retry-exceeded one of the same code): it is folded under that one
     finding, keyed ``(code, subject)``.
     """
-    findings = [f for c in rep["checks"] for f in c["findings"] if _shown(f, verbose)]
-    present = {f["code"] for f in findings}
-    exact = {(f["code"], f["subject"]): f for f in findings}
+    findings = [
+        f for c in rep.get("checks") or () if isinstance(c, dict) for f in c.get("findings") or ()
+        if isinstance(f, dict) and (verbose or f.get("severity") != "info")
+    ]
+    present = {f.get("code") for f in findings}
+    exact = {(f.get("code"), f.get("subject")): f for f in findings}
     cause_of: dict[str, str] = {}
     for f in findings:
-        if f.get("cause") and f["code"] not in cause_of and f["cause"] != f["code"]:
-            cause_of[f["code"]] = f["cause"]
+        if f.get("cause") and f.get("code") not in cause_of and f["cause"] != f.get("code"):
+            cause_of[f.get("code")] = f["cause"]
     out: dict[Any, list[dict[str, Any]]] = {}
     for f in findings:
         cause = f.get("cause")
@@ -74,9 +78,9 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[st
         if target is not None and target is not f and not _follows_exactly(target):
             out.setdefault((cause, follows.get("subject")), []).append(f)
             continue
-        if not cause or cause == f["code"] or cause not in present:
+        if not cause or cause == f.get("code") or cause not in present:
             continue
-        seen, cur = {f["code"]}, cause
+        seen, cur = {f.get("code")}, cause
         while cur in cause_of and cur not in seen:
             seen.add(cur)
             cur = cause_of[cur]

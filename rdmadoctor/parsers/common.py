@@ -42,6 +42,19 @@ _LINK_LAYERS = {"infiniband": "InfiniBand", "ib": "InfiniBand", "ethernet": "Eth
                 "eth": "Ethernet"}
 
 
+# A terminal escape: CSI (ESC [ ... final byte: colours, ESC[4m underline), OSC (ESC ] ... BEL or
+# ESC \\: titles, hyperlinks), and ESC, intermediates, a final byte (ESC ( B, ESC =). Each part is
+# one run of a class the next part cannot match, and an OSC stops at the next ESC: linear.
+_ESCAPE = r"\x1b\[[0-9:;<=>?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[ -/]*[0-~]"
+
+
+def strip_escapes(text: str) -> str:
+    """``text`` without terminal escapes. A CUDA 13 `nvidia-smi topo -m` wraps its header row in
+    ESC[4m ... ESC[0m even when written to a file; a tool's output is read through this once
+    (rdmadoctor.host.Host.cmd, live and recorded alike), so no parser meets one."""
+    return re.sub(_ESCAPE, "", text) if "\x1b" in text else text
+
+
 def is_prompt(line: str) -> bool:
     return re.match(PROMPT, line) is not None
 

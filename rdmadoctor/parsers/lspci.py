@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from rdmadoctor.core.facts import LspciDevice, Parsed
+from rdmadoctor.core.words import count
 from rdmadoctor.parsers.common import add_warning, clean_lines
 
 # A device block starts at column 0: "21:00.0 Ethernet controller: ..." or "0000:21:00.0 ...".
@@ -78,7 +79,7 @@ def parse_lspci_vvv(text: str) -> Parsed[list[LspciDevice]]:
             driver=b.get("driver"),
         ))
     if loose_acs:
-        add_warning(warnings, f"{len(loose_acs)} ACSCtl line(s) without a device line above them "
+        add_warning(warnings, f"{count(len(loose_acs), 'ACSCtl line')} without a device line above them "
                     "(grep output?): device addresses unknown")
         devices.extend(LspciDevice(bdf="?", acsctl=flags) for flags in loose_acs)
     if not devices:

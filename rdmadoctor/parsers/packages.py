@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from rdmadoctor.core.facts import PackageDb, Parsed
+from rdmadoctor.core.words import count
 from rdmadoctor.parsers.common import add_warning, clean_lines
 
 # "ii  libibverbs1:amd64  50mlnx1-1.50218  amd64  Library for ..."; the first letter is the
@@ -84,7 +85,7 @@ def parse_rpm_qa(text: str) -> Parsed[PackageDb]:
             continue
         packages[nvr[0]] = nvr[1]
     if unreadable:
-        warnings.append(f"{len(unreadable)} line(s) are not name-version-release.arch, "
+        warnings.append(f"{count(len(unreadable), 'line')} {'is' if len(unreadable) == 1 else 'are'} not name-version-release.arch, "
                         f"e.g. {unreadable[:3]}")
     if not packages:
         warnings.append("no rpm -qa line found in the input")

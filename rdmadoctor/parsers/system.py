@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from rdmadoctor.core.facts import DfRow, Limits, Parsed
+from rdmadoctor.core.words import count
 from rdmadoctor.parsers.common import add_warning, clean_lines, is_noise, split_lines, to_bytes
 
 _LSMOD_ROW = r"^(\w+)\s+\d{1,19}\s+(?:\d{1,9}|-)"
@@ -148,7 +149,7 @@ def parse_df(text: str) -> Parsed[list[DfRow]]:
         else:
             unreadable.append(line.strip()[:100])
     if unreadable:
-        warnings.append(f"{len(unreadable)} unreadable df line(s), e.g. {unreadable[:3]}")
+        warnings.append(f"{count(len(unreadable), 'unreadable df line')}, e.g. {unreadable[:3]}")
     if pending:
         warnings.append(f"df output ends after the file system name {pending!r}")
     return Parsed(rows, tuple(warnings), ok=bool(rows))
@@ -171,7 +172,7 @@ def parse_env(text: str) -> Parsed[dict[str, str]]:
             skipped += 1
     for name, value in env.items():
         env[name] = value.rstrip("\n")
-    warnings = (f"{skipped} line(s) before the first KEY=VALUE line ignored",) if skipped else ()
+    warnings = (f"{count(skipped, 'line')} before the first KEY=VALUE line ignored",) if skipped else ()
     if not env:
         return Parsed(env, warnings + ("no KEY=VALUE line found",), ok=False)
     return Parsed(env, warnings, ok=True)

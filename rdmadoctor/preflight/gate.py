@@ -29,13 +29,26 @@ class Gate:
         self.unknown: list[dict[str, Any]] = []
         self.info: list[dict[str, Any]] = []  # shown with --verbose only
         from rdmadoctor.output.podspec import PodFix
+        from rdmadoctor.output.text import folding
 
         self.fix = PodFix()
+        # A finding that only follows from another (MOD_MISSING ib_core under IB_NO_DEVICES) is
+        # listed under its cause as `check` shows it, not as a problem of its own with its own fix:
+        # one root cause, one verdict in every command (output.text.folding decides for all).
+        folds = folding(report, verbose=False)
+        folded = {id(f): cause for cause, fs in folds.items() for f in fs}
+        causes: dict[Any, dict[str, Any]] = {}
         for check in report.get("checks", []):
             listed = False
             for f in check.get("findings", []):
+                if id(f) in folded:
+                    listed = True
+                    continue
                 item = dict(f, check=check["id"])
                 sev = f.get("severity")
+                for key in (f.get("code"), (f.get("code"), f.get("subject"))):
+                    if key in folds and key not in causes:
+                        causes[key] = item
                 if sev == "error" or (sev == "warning" and strict):
                     item["pod_fix"] = self.fix.add(f.get("pod"))
                     self.problems.append(item)
@@ -55,6 +68,11 @@ class Gate:
                     {"check": check["id"], "code": "UNKNOWN", "severity": "unknown", "subject": check["id"],
                      "message": check.get("reason") or "could not be established", "remedy": ""}
                 )
+        for key, item in causes.items():
+            item.setdefault("follow_ons", []).extend(
+                {"code": f.get("code"), "subject": f.get("subject"), "severity": f.get("severity"), "message": f.get("message")}
+                for f in folds[key]
+            )
         code = int(report.get("exit_code", 2))
         self.verdict = GO if code == 0 else NO_GO if code == 1 else UNKNOWN_VERDICT
 
@@ -84,9 +102,11 @@ def select_checks(checks: list, only: list[str] | None = None, skip: list[str] |
     gate a pod is refused by name rather than quietly dropped. ``--skip`` is left to the runner,
     but a selection it empties is refused here: a gate that ran nothing must not say GO.
     """
+    from rdmadoctor.engine.registry import PLUGINS_ID
     from rdmadoctor.runner import split_ids
 
-    gated = [c.id for c in checks if c.gate]
+    # plugins.load (a plugin that failed to load) always runs; it is not one to choose among.
+    gated = [c.id for c in checks if c.gate and c.id != PLUGINS_ID]
     known = [c.id for c in checks]
     only_ids, skip_ids = split_ids(list(only or [])), split_ids(list(skip or []))
     if only and not only_ids:  # `--only "$UNSET"`: a gate on nothing must not become a gate on everything

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from rdmadoctor.core.words import count
 from rdmadoctor.preflight.gate import GO, NO_GO, VERDICT_TEXT
 
 TYPE_CHECKING = False
@@ -16,6 +17,15 @@ if TYPE_CHECKING:
 
 def _indent(text: str, pad: str) -> str:
     return "\n".join(pad + line if line.strip() else line for line in text.splitlines())
+
+
+def _follow_ons(item: dict[str, Any], pad: str) -> list[str]:
+    """The findings folded under ``item`` (they follow from it: fixing it fixes them), one line."""
+    fs = item.get("follow_ons") or ()
+    if not fs:
+        return []
+    names = ", ".join(f"{f.get('code')} {f.get('subject')}".rstrip() for f in fs)
+    return [f"{pad}follow-ons (fixing this fixes them): {names}"]
 
 
 def tty_colour(stream: Any) -> bool:
@@ -47,8 +57,8 @@ def render_text(
         )
         out.append(
             f"{name} ({host.get('kind', '?')}, profile {rep.get('profile', 'generic')}): "
-            f"{s.get('checks', 0)} checks ({counts or 'none ran'}); "
-            f"{len(g.problems)} problem(s), {len(g.warnings)} warning(s)"
+            f"{count(s.get('checks', 0), 'check')} ({counts or 'none ran'}); "
+            f"{count(len(g.problems), 'problem')}, {count(len(g.warnings), 'warning')}"
             + (f", {len(g.unknown)} unknown" if g.unknown else "")
         )
         for i, p in enumerate(g.problems, 1):
@@ -65,15 +75,18 @@ def render_text(
             elif remedy:
                 out.append("  fix:")
                 out.append(_indent(remedy, "    "))
+            out += _follow_ons(p, "  ")
         for u in g.unknown:
             out.append("")
             out.append(f"unknown: {u['code']} {u['subject']} ({u['check']})")
             out.append(_indent(u.get("message", ""), "  "))
+            out += _follow_ons(u, "  ")
         if g.warnings:
             out.append("")
             out.append("warnings (do not block; --strict makes them problems):")
             for w in g.warnings:
                 out.append(f"  {w['code']} {w['subject']}: {w.get('message', '')}")
+                out += _follow_ons(w, "    ")
         if verbose:
             out.append("")
             out.append("checks:")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
+from rdmadoctor.core.words import count
 from rdmadoctor.preflight.errors import PreflightError
 from rdmadoctor.preflight.gate import EXIT, GO, NO_GO, gate
 from rdmadoctor.preflight.master import WaitResult, find_master, wait_for_master
@@ -181,7 +182,7 @@ def _master_problem(master: Any, result: WaitResult, wait_s: float) -> dict[str,
         "subject": master.endpoint,
         "message": (
             f"no TCP connection to {master.endpoint} within {wait_s:g} s "
-            f"({result.attempts} attempt(s)); resolved to: {ips}; last error: "
+            f"({count(result.attempts, 'attempt')}); resolved to: {ips}; last error: "
             f"{result.last_error or 'none'}. Expected rank 0 to accept connections on "
             "MASTER_PORT."
         ),

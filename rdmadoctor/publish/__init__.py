@@ -24,6 +24,7 @@ import time
 from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
+from rdmadoctor.core.words import count
 from rdmadoctor.publish.base import (
     DEFAULT_EXPIRY,
     DEFAULT_FEATURES_DIR,
@@ -66,14 +67,14 @@ class StdoutPublisher(Publisher):
         wanted, _ = node_labels(report, self.prefix)
         for k in sorted(wanted):
             self.out.write(f"{k}={wanted[k]}\n")
-        self.summary = f"printed {len(wanted)} labels"
+        self.summary = f"printed {count(len(wanted), 'label')}"
         if self.conditions:
             from rdmadoctor.output import conditions as C
 
             conds = C.compute(report)
             for c in conds:
                 self.out.write(f"# condition {c['type']}={c['status']} reason={c['reason']}: {c['message']}\n")
-            self.summary += f" and {len(conds)} conditions"
+            self.summary += f" and {count(len(conds), 'condition')}"
         self.out.flush()
         return ["stdout"]
 

@@ -45,6 +45,7 @@ import time
 from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
+from rdmadoctor.core.words import count
 from rdmadoctor.output import conditions as C
 from rdmadoctor.publish.base import (
     PublishConfigError,
@@ -591,9 +592,9 @@ class NodePublisher(Publisher):
                     if "node" not in written:
                         written.append("node")
                 changed = patch["metadata"].get("labels") or {}
-                notes.append(f"{len(changed)} label(s) changed on node {self.node}" if changed else f"owned-labels annotation updated on node {self.node}")
+                notes.append(f"{count(len(changed), 'label')} changed on node {self.node}" if changed else f"owned-labels annotation updated on node {self.node}")
             else:
-                notes.append(f"node {self.node} labels unchanged ({len(wanted)} labels)")
+                notes.append(f"node {self.node} labels unchanged ({count(len(wanted), 'label')})")
         if self.do_conditions:
             now = self.clock()
             wanted_c = C.compute(report)
@@ -610,7 +611,7 @@ class NodePublisher(Publisher):
                     self.api.patch_status(self.node, patch)
                     if "node-status" not in written:
                         written.append("node-status")
-                notes.append(f"{len(send)} condition(s) written")
+                notes.append(f"{count(len(send), 'condition')} written")
             else:
                 notes.append("conditions unchanged")
             if events:
@@ -628,7 +629,7 @@ class NodePublisher(Publisher):
         if self.dry_run:
             for body in bodies:
                 self._show("POST", path, "application/json", body)
-            return f"{len(bodies)} event(s) not sent"
+            return f"{count(len(bodies), 'event')} not sent"
         created = 0
         why = ""
         for i, body in enumerate(bodies):
@@ -641,8 +642,8 @@ class NodePublisher(Publisher):
             created += 1
         self.events_created += created
         if not why:
-            return f"{created} event(s) created"
-        return f"{created} of {len(bodies)} event(s) created; not created: {why}"
+            return f"{count(created, 'event')} created"
+        return f"{created} of {count(len(bodies), 'event')} created; not created: {why}"
 
     def _create_event(self, body: dict) -> str:
         """'' when created, else why not: at most one short retry, and only for what may pass."""
@@ -703,7 +704,7 @@ class NodePublisher(Publisher):
                 attempt += 1
                 if attempt > self.retries:
                     raise PublishError(
-                        f"Kubernetes API at node {self.node}: {e.why} (gave up after {attempt} attempts)",
+                        f"Kubernetes API at node {self.node}: {e.why} (gave up after {count(attempt, 'attempt')})",
                         transient=True,
                     ) from None
                 wait = e.after if e.after is not None else delay * (0.5 + random.random())

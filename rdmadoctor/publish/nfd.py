@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
+from rdmadoctor.core import words
 from rdmadoctor.publish.base import (
     DEFAULT_FEATURES_DIR,
     FEATURE_FILE,
@@ -200,7 +201,7 @@ class NfdPublisher(Publisher):
         if self.dry_run:
             self.out.write(f"# would write {self.path}\n{text}")
             self.out.flush()
-            self.summary = f"dry run: would write {count} labels to {self.path} (expiry {expires})"
+            self.summary = f"dry run: would write {words.count(count, 'label')} to {self.path} (expiry {expires})"
             return []
         d = Path(self.features_dir)
         if not d.is_dir():
@@ -211,12 +212,12 @@ class NfdPublisher(Publisher):
                 err = e
             raise _dir_error(self.features_dir, err)
         if not needs_write(self._read_old(), body, now, self.expiry):
-            self.summary = f"{self.path} unchanged ({count} labels)"
+            self.summary = f"{self.path} unchanged ({words.count(count, 'label')})"
             return []
         _remove_stale_temps(d, self.name, now)
         try:
             write_atomic(d, self.name, text.encode())
         except OSError as e:
             raise _dir_error(self.features_dir, e) from e
-        self.summary = f"wrote {count} labels to {self.path} (expiry {expires})"
+        self.summary = f"wrote {words.count(count, 'label')} to {self.path} (expiry {expires})"
         return ["nfd"]
