@@ -278,6 +278,7 @@ READ_HEAD = 16 << 20
 READ_TAIL = 16 << 20
 READ_NCCL = 16 << 20  # batches with "NCCL" read after the head while the transport is unknown
 QUEUE_BYTES = 64 << 20  # output waiting for the diagnosis thread; beyond it, batches are dropped
+DIAGNOSIS_S = 0.05  # the diagnosis thread reads what gathered, at most this often
 
 
 class Diagnosing:
@@ -298,7 +299,8 @@ class Diagnosing:
         self.feeds, self.watch = feeds, watch
         self.limit = QUEUE_BYTES if limit is None else limit
         self.queue: Any = deque()
-        self.queued = 0
+        self.queued = 0  # bytes in the queue
+        self.in_hand = 0  # bytes the thread took and is reading
         self.cond = threading.Condition()
         self.done = False
         self.error: BaseException | None = None
@@ -307,7 +309,9 @@ class Diagnosing:
 
     def push(self, data: bytes, name: str) -> None:
         with self.cond:
-            if self.queued + len(data) <= self.limit:
+            if not self.queue:
+                self.cond.notify()  # the thread waits only on an empty queue
+            if self.queued + self.in_hand + len(data) <= self.limit:
                 self.queue.append(("data", name, data))
                 self.queued += len(data)
             else:  # only its count is kept (consecutive drops of one stream as one)
@@ -317,7 +321,6 @@ class Diagnosing:
                     self.queue[-1] = ("gap", name, (last[2][0] + newlines, ends, last[2][2] + size))
                 else:
                     self.queue.append(("gap", name, (newlines, ends, size)))
-            self.cond.notify()
 
     def eof(self, name: str) -> None:
         with self.cond:
@@ -325,27 +328,37 @@ class Diagnosing:
             self.cond.notify()
 
     def _work(self) -> None:
+        import time
+        from collections import deque
+
         while True:
             with self.cond:
                 while not self.queue and not self.done:
                     self.cond.wait()
                 if not self.queue:
                     return
-                kind, name, data = self.queue.popleft()
-                if kind == "data":
-                    self.queued -= len(data)
-            if self.error is not None:
-                continue  # keep draining: nothing is read after a failure
-            try:
-                if kind == "data":
-                    self.feeds[name].push(data)
-                elif kind == "gap":
-                    newlines, ends, size = data
-                    self.watch.behind(self.feeds[name].gap(newlines, ends), size)
-                else:
-                    self.feeds[name].close()
-            except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
-                self.error = e
+                batch, self.queue = self.queue, deque()
+                self.in_hand, self.queued = self.queued, 0  # still counted against the limit
+                done = self.done
+            for kind, name, data in batch:
+                if self.error is not None:
+                    break  # keep draining: nothing is read after a failure
+                try:
+                    if kind == "data":
+                        self.feeds[name].push(data)
+                    elif kind == "gap":
+                        newlines, ends, size = data
+                        self.watch.behind(self.feeds[name].gap(newlines, ends), size)
+                    else:
+                        self.feeds[name].close()
+                except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
+                    self.error = e
+            with self.cond:
+                self.in_hand = 0
+            if not done:
+                # Let output gather: one wake-up per DIAGNOSIS_S however the job writes (a thread
+                # woken for every 10 ms read costs more than reading it).
+                time.sleep(DIAGNOSIS_S)
 
     def close(self) -> None:
         """Wait for what is queued to be read; re-raise what failed on the thread."""
