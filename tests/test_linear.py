@@ -111,9 +111,9 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
             super().feed(data, source)
 
     d = Held()
-    watch = child.Watch(d, "job output")
+    diagnosing = child.Diagnosing(d, limit=1 << 20)
+    watch = child.Watch(diagnosing, "job output")
     feeds = {name: child.LineFeed(watch.feed) for name in ("stdout", "stderr")}
-    diagnosing = child.Diagnosing(feeds, watch, limit=1 << 20)
     script = (
         "import sys\n"
         "w = sys.stdout.buffer.write\n"
@@ -125,13 +125,15 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     out_path, err_path = tmp_path / "out", tmp_path / "err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
         job = child.Child([sys.executable, "-c", script], dict(os.environ), child.Sink(out.fileno()),
-                          child.Sink(err.fileno()), on_data=diagnosing.push, on_eof=diagnosing.eof)
+                          child.Sink(err.fileno()), on_data=lambda data, name: feeds[name].push(data),
+                          on_eof=lambda name: feeds[name].close())
         result = job.run()
         held = not gate.is_set()
     gate.set()
     release.cancel()
-    diagnosing.close()
+    diagnosing.job_ended()
     watch.close()
+    diagnosing.close()
     got = d.finish()
     assert result.exit_code == 0
     expected = (b"h:1:2 [0] NCCL INFO NET/IB : No device found.\n" + b"".join(b"h:1:2 [0] NCCL WARN " + b"a" * 65000 + b"\n" for _ in range(5))
@@ -144,20 +146,6 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     lines = {f.data["pattern"]: f.data["evidence"][0]["line"] for f in got.findings}
     assert lines["nccl.ib_no_device"] == 1  # the first read: queued, never dropped
     assert lines.get("nccl.socket_io_failed", 100007) == 100007  # read or dropped, never misnumbered
-
-
-def test_line_feed_gap_counts_the_lines_it_drops():
-    from rdmadoctor.preflight.child import LineFeed
-
-    fed: list[bytes] = []
-    f = LineFeed(fed.append)
-    f.push(b"one\ntw")
-    assert f.gap(2, False) == 3  # "tw..." , a whole line, and the one left open
-    f.push(b"rest of it\nfour\n")
-    assert fed == [b"one\n", b"four\n"]
-    assert f.gap(0, False) == 1 and f.gap(0, False) == 0 and f.gap(1, True) == 0
-    f.push(b"five\n")
-    assert fed[-1] == b"five\n"
 
 
 def test_run_reads_nccl_batches_after_the_head_within_a_budget(monkeypatch):

@@ -175,19 +175,6 @@ class LineFeed:
             self.pending = b""
         self.skipping = False
 
-    def gap(self, newlines: int, ends_line: bool) -> int:
-        """Bytes that came after what was pushed (holding ``newlines`` newlines, ending with one
-        or not) are not read: the lines they touch are dropped whole, the one left open up to its
-        newline in a later push. Returns how many lines were passed over."""
-        lines = newlines
-        if self.skipping:  # inside a line already handed over cut: its newline ends it, not counted
-            if not lines:
-                return 0
-            lines -= 1
-        self.pending = b""
-        self.skipping = not ends_line
-        return lines + (0 if ends_line else 1)
-
 
 class Watch:
     """What of CMD's output the Diagnoser reads: the first READ_HEAD bytes (NCCL's init, where it
@@ -211,7 +198,6 @@ class Watch:
         self.tail_bytes = 0
         self.skipped_lines = self.skipped_bytes = 0  # passed over, not yet told to the Diagnoser
         self.total_lines = self.total_bytes = 0  # passed over in all
-        self.behind_lines = self.behind_bytes = 0  # dropped because the diagnosis fell behind
 
     def feed(self, data: bytes) -> None:  # whole lines (LineFeed)
         if self.head_left is None or self.head_left > 0:
@@ -241,14 +227,6 @@ class Watch:
             self.total_lines += n
             self.total_bytes += len(old)
 
-    def behind(self, lines: int, nbytes: int) -> None:
-        """``lines`` lines (``nbytes``) were dropped before reading: the diagnosis fell behind."""
-        self._pass_over(len(self.tail))  # the tail must stay the output's end, in order
-        self.skipped_lines += lines
-        self.skipped_bytes += nbytes
-        self.behind_lines += lines
-        self.behind_bytes += nbytes
-
     def _tell(self) -> None:
         if self.skipped_lines:
             self.d.skip(self.skipped_lines, self.skipped_bytes, source=self.source)
@@ -257,11 +235,6 @@ class Watch:
     def close(self) -> None:
         """At CMD's exit: count what was passed over, then read the tail."""
         self._tell()
-        if self.behind_lines:
-            self.d.notes.append(
-                f"{self.behind_lines} lines ({self.behind_bytes} bytes) of the output were not read: the diagnosis fell "
-                f"behind the job's output (the copy never waits for it; at most {QUEUE_BYTES >> 20} MiB wait to be read)")
-            self.behind_lines = self.behind_bytes = 0
         if self.total_lines:
             self.d.notes.append(
                 f"{self.total_lines} lines ({self.total_bytes >> 20} MiB) in the middle of the output were not read: "
@@ -277,55 +250,81 @@ class Watch:
 READ_HEAD = 16 << 20
 READ_TAIL = 16 << 20
 READ_NCCL = 16 << 20  # batches with "NCCL" read after the head while the transport is unknown
-QUEUE_BYTES = 64 << 20  # output waiting for the diagnosis thread; beyond it, batches are dropped
-DIAGNOSIS_S = 0.05  # the diagnosis thread reads what gathered, at most this often
+QUEUE_BYTES = 8 << 20  # output waiting for the diagnosis thread; beyond it, batches are dropped
+# A thread woken for every 10 ms read costs more than reading it: after a small batch the
+# diagnosis thread lets output gather this long (a big one means output is pouring: no pause).
+DIAGNOSIS_S = 0.05
+SMALL_BATCH = 256 << 10
 
 
 class Diagnosing:
-    """The job's output handed to the Diagnoser on a thread of its own, so that the copy to
-    rdmadoctor's stdout and stderr never waits for diagnosis (a long line, a burst of NCCL lines).
+    """The Diagnoser on a thread of its own, so that the copy to rdmadoctor's stdout and stderr
+    never waits for diagnosis (a long line, a burst of NCCL lines).
 
-    ``push`` (the copy loop) only queues the bytes; when more than QUEUE_BYTES wait, a batch is
-    dropped instead (its lines are counted and the report says so), never waited for. The
-    Diagnoser and everything that feeds it (LineFeed, Watch, on_transport) run on the thread
-    only, until ``close`` has joined it. A regular expression holds the GIL while it runs: every
-    pattern is linear in the line (tests/test_linear.py), so the copy waits milliseconds at most.
+    The copy loop cuts the output into lines and chooses what is read (LineFeed, Watch: cheap,
+    in C); what Watch hands the Diagnoser is queued here and read on the thread. When more than
+    QUEUE_BYTES wait, a batch is counted instead of queued (its lines keep their numbers, the
+    report says how many were not read): never waited for. Only the thread touches the
+    Diagnoser until ``close`` has joined it. A regular expression holds the GIL while it runs:
+    every pattern is linear in the line (tests/test_linear.py), so the copy waits milliseconds
+    at most.
     """
 
-    def __init__(self, feeds: dict[str, LineFeed], watch: Watch, limit: int | None = None):
+    def __init__(self, diagnoser: Any, limit: int | None = None):
         import threading
         from collections import deque
 
-        self.feeds, self.watch = feeds, watch
+        self.d = diagnoser
         self.limit = QUEUE_BYTES if limit is None else limit
         self.queue: Any = deque()
         self.queued = 0  # bytes in the queue
         self.in_hand = 0  # bytes the thread took and is reading
         self.cond = threading.Condition()
         self.done = False
+        self.waits = False  # the job has ended: feed waits for room
         self.error: BaseException | None = None
+        self.transport_shown = False  # the Diagnoser's, as of the last batch read
+        self.behind_lines = self.behind_bytes = 0
         self.thread = threading.Thread(target=self._work, name="rdmadoctor-diagnosis", daemon=True)
         self.thread.start()
 
-    def push(self, data: bytes, name: str) -> None:
+    # What Watch calls on its Diagnoser (on the copy loop's side).
+    @property
+    def notes(self) -> list[str]:
+        return self.d.notes  # appended to once the job has ended only
+
+    def job_ended(self) -> None:
+        """Nothing is copied any more: from now on ``feed`` waits for room instead of dropping."""
+        self.waits = True
+
+    def feed(self, data: bytes, source: str = "-") -> None:
         with self.cond:
             if not self.queue:
                 self.cond.notify()  # the thread waits only on an empty queue
-            if self.queued + self.in_hand + len(data) <= self.limit:
-                self.queue.append(("data", name, data))
+            while self.waits and self.queued + self.in_hand and self.queued + self.in_hand + len(data) > self.limit:
+                self.cond.notify()
+                self.cond.wait()
+            if self.queued + self.in_hand + len(data) <= self.limit or self.waits:
+                self.queue.append(("feed", source, data))
                 self.queued += len(data)
-            else:  # only its count is kept (consecutive drops of one stream as one)
-                newlines, ends, size = data.count(b"\n"), data.endswith(b"\n"), len(data)
-                last = self.queue[-1] if self.queue else None
-                if last is not None and last[0] == "gap" and last[1] == name:
-                    self.queue[-1] = ("gap", name, (last[2][0] + newlines, ends, last[2][2] + size))
-                else:
-                    self.queue.append(("gap", name, (newlines, ends, size)))
+                return
+            lines = data.count(b"\n")  # whole lines (Watch hands over nothing else)
+            self.behind_lines += lines
+            self.behind_bytes += len(data)
+            self._skip(lines, len(data), source)
 
-    def eof(self, name: str) -> None:
+    def skip(self, lines: int, nbytes: int, source: str = "-") -> None:
         with self.cond:
-            self.queue.append(("eof", name, None))
-            self.cond.notify()
+            if not self.queue:
+                self.cond.notify()
+            self._skip(lines, nbytes, source)
+
+    def _skip(self, lines: int, nbytes: int, source: str) -> None:
+        last = self.queue[-1] if self.queue else None
+        if last is not None and last[0] == "skip" and last[1] == source:  # one entry for a run of them
+            self.queue[-1] = ("skip", source, (last[2][0] + lines, last[2][1] + nbytes))
+        else:
+            self.queue.append(("skip", source, (lines, nbytes)))
 
     def _work(self) -> None:
         import time
@@ -339,25 +338,23 @@ class Diagnosing:
                     return
                 batch, self.queue = self.queue, deque()
                 self.in_hand, self.queued = self.queued, 0  # still counted against the limit
-                done = self.done
-            for kind, name, data in batch:
+                done, small = self.done, self.in_hand < SMALL_BATCH
+            for kind, source, data in batch:
                 if self.error is not None:
                     break  # keep draining: nothing is read after a failure
                 try:
-                    if kind == "data":
-                        self.feeds[name].push(data)
-                    elif kind == "gap":
-                        newlines, ends, size = data
-                        self.watch.behind(self.feeds[name].gap(newlines, ends), size)
+                    if kind == "feed":
+                        self.d.feed(data, source=source)
                     else:
-                        self.feeds[name].close()
+                        self.d.skip(data[0], data[1], source=source)
                 except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
                     self.error = e
+            if self.error is None:
+                self.transport_shown = self.d.transport_shown
             with self.cond:
                 self.in_hand = 0
-            if not done:
-                # Let output gather: one wake-up per DIAGNOSIS_S however the job writes (a thread
-                # woken for every 10 ms read costs more than reading it).
+                self.cond.notify_all()  # a feed waiting for room (once the job has ended)
+            if small and not done and not self.waits:
                 time.sleep(DIAGNOSIS_S)
 
     def close(self) -> None:
@@ -366,6 +363,12 @@ class Diagnosing:
             self.done = True
             self.cond.notify()
         self.thread.join()
+        if self.behind_lines:
+            self.d.notes.append(
+                f"{self.behind_lines} lines ({self.behind_bytes} bytes) of the output were not read: the diagnosis "
+                f"fell behind the job's output (the copy never waits for it; at most {self.limit >> 20} MiB wait to "
+                "be read)")
+            self.behind_lines = self.behind_bytes = 0
         if self.error is not None:
             raise self.error
 
@@ -924,10 +927,12 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     # One source for both streams: the Diagnoser numbers lines per source and starts a new
     # source at every change of name, so two names interleaved would count lines wrongly.
     source = f"{os.path.basename(argv[0]) or argv[0]} output"
-    watch = Watch(diagnoser, source, read_all=read_all)
+    diagnosing = Diagnosing(diagnoser)
+    watch = Watch(diagnosing, source, read_all=read_all)
     feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
-    diagnosing = Diagnosing(feeds, watch)
-    child = Child(argv, env, out_sink, err_sink, on_data=diagnosing.push, on_eof=diagnosing.eof)
+    child = Child(argv, env, out_sink, err_sink,
+                  on_data=lambda data, name: feeds[name].push(data),
+                  on_eof=lambda name: feeds[name].close())
     try:
         result = child.run()
     except SpawnError as e:
@@ -936,8 +941,9 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         report["notes"] = notes + [str(e)]
         _write_report(report_file, report, started, err)
         raise
-    diagnosing.close()
+    diagnosing.job_ended()
     watch.close()
+    diagnosing.close()
     diagnosis = diagnoser.finish()
     code = result.exit_code
     report.update(child=result.to_json(), exit_code=code, nccl=diagnosis.nccl,
