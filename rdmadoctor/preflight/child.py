@@ -3,8 +3,9 @@
 Unlike ``preflight --exec`` (which becomes the job), ``run`` stays the job's parent:
 
 - the child's stdout and stderr are pipes, copied to rdmadoctor's fd 1 and fd 2 as the bytes
-  arrive (no decoding, no line buffering), and fed to a :class:`~rdmadoctor.logs.Diagnoser`,
-  whose ``on_transport`` callback prints what NCCL really uses the moment its init lines say so;
+  arrive (no decoding, no line buffering), and fed to a :class:`~rdmadoctor.logs.Diagnoser` on
+  a thread of its own (:class:`Diagnosing`: the copy never waits for diagnosis), whose
+  ``on_transport`` callback prints what NCCL really uses the moment its init lines say so;
 - the child runs in a process group of its own: INT, TERM and HUP sent to rdmadoctor go to that
   group (a second Ctrl-C too: the job decides what it means), and the terminal, when rdmadoctor
   has one, is handed to the child so that a debugger's prompt or Ctrl-C reaches it directly;
