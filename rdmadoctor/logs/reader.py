@@ -385,10 +385,12 @@ class Text:
             out.append(f"{name}: {self.nul} NUL bytes were skipped (a log truncated in place, as logrotate's "
                        "copytruncate leaves it, starts with a run of them)")
         if self.binary:
-            out.append(f"{name}: {self.binary} bytes of binary data in {self.binary_runs} place(s) were skipped; "
+            places = "one place" if self.binary_runs == 1 else f"{self.binary_runs} places"
+            out.append(f"{name}: {self.binary} bytes of binary data in {places} were skipped; "
                        "the text around them was diagnosed")
         if self.members:
-            out.append(f"{name}: {self.members} gzip member(s) after text were decompressed and diagnosed")
+            what = "a gzip member" if self.members == 1 else f"{self.members} gzip members"
+            out.append(f"{name}: {what} after text {'was' if self.members == 1 else 'were'} decompressed and diagnosed")
         if self.member_error:
             out.append(f"{name}: {self.member_error}; it was skipped")
         if self._z is not None:
