@@ -37,6 +37,10 @@ def _all_codes(checks) -> dict:
 
     for code in master_codes():
         codes.setdefault(code.code, (code, "preflight --wait-for-master"))
+    from rdmadoctor.gang.compare import gang_codes
+
+    for code in gang_codes():
+        codes.setdefault(code.code, (code, "preflight --gang"))
     from rdmadoctor.logs import kb
 
     for code in kb.codes():
@@ -183,7 +187,8 @@ def run_list_checks(as_json: bool) -> int:
 
 
 # The knowledge base's sources (rdmadoctor.logs.kb.SOURCES) as people name them.
-SOURCE_TITLES = {"nccl": "NCCL", "verbs": "libibverbs", "ibtools": "IB tools", "pytorch": "PyTorch", "kernel": "kernel"}
+SOURCE_TITLES = {"nccl": "NCCL", "verbs": "libibverbs", "ibtools": "IB tools", "pytorch": "PyTorch", "kernel": "kernel",
+                 "ucx": "UCX", "nvshmem": "NVSHMEM", "ofi": "aws-ofi-nccl", "nccltests": "nccl-tests"}
 
 
 def run_list_patterns(as_json: bool, code: str | None = None) -> int:

@@ -47,6 +47,15 @@ FAST_OPTIONS = {
     "--master-timeout": ("master_timeout", "float"),
     "--json": ("as_json", "flag"),
     "--exec": ("exec_", "flag"),
+    # The gang (rdmadoctor.gang): kept together, declared like the others.
+    "--gang": ("gang", "flag"),
+    "--gang-rank": ("gang_rank", "int"),
+    "--gang-size": ("gang_size", "int"),
+    "--gang-master": ("gang_master", "str"),
+    "--gang-port": ("gang_port", "int"),
+    "--gang-timeout": ("gang_timeout", "float"),
+    "--gang-token": ("gang_token", "str"),
+    "--bandwidth": ("bandwidth", "flag"),
 }
 
 DEFAULTS = {
@@ -54,6 +63,8 @@ DEFAULTS = {
     "sets": [], "only": [], "skip": [], "expect_hcas": None, "min_rate": None, "job_uid": None,
     "strict": False, "verbose": False, "timeout": None, "wait": False, "master_addr": None,
     "master_port": None, "master_timeout": None, "as_json": False, "exec_": False,
+    "gang": False, "gang_rank": None, "gang_size": None, "gang_master": None, "gang_port": None,
+    "gang_timeout": None, "gang_token": None, "bandwidth": False,
 }
 
 
@@ -101,6 +112,8 @@ def _bad_number(kwargs: "dict[str, Any]") -> "int | None":
          "how long --wait-for-master waits for rank 0, e.g. --master-timeout 600 (default 300, at most a day)"),
         ("--min-rate", "min_rate", 0, E.MIN_RATE_MAX, True, "Gb/s",
          "the lowest acceptable port rate, e.g. --min-rate 400 for NDR, 200 for HDR"),
+        ("--gang-timeout", "gang_timeout", 0, E.MASTER_TIMEOUT_MAX, True, "seconds",
+         "how long rank 0 waits for every member, and a member for rank 0, e.g. --gang-timeout 300 (default 120)"),
     ):
         bad = E.check_number(option, kwargs.get(key), low=low, high=high, low_open=low_open, unit=unit, hint=hint)
         if bad is not None:
@@ -154,6 +167,14 @@ def register(app: "Any") -> None:
         master_timeout: Optional[float] = typer.Option(None, "--master-timeout", metavar="SECONDS", help="How long --wait-for-master waits (DNS retries and TCP connects, with backoff) before NO-GO (default 300)."),
         as_json: bool = typer.Option(False, "--json", help="Print the verdict as JSON (schema rdmadoctor.preflight/v1, with the full report)."),
         exec_: bool = typer.Option(False, "--exec", help="On GO, exec the command given after `--` in this process (same PID); on NO-GO do not run it. A command not found exits 127."),
+        gang: bool = typer.Option(False, "--gang", help="After this pod's checks, meet the job's other members at rank 0 (README: Gang preflight): rank 0 compares what NCCL needs alike (transport, link layer, rails and rates, MTU, RoCE GID, IB subnet, GPUDirect RDMA, NCCL_* protocol settings, NCCL version) and every member prints the same gang verdict. Rank and size from NODE_RANK/RANK, NNODES/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*; rank 0 from MASTER_ADDR."),
+        gang_rank: Optional[int] = typer.Option(None, "--gang-rank", metavar="N", help="This node's rank in the gang (0 listens), instead of the launcher's env."),
+        gang_size: Optional[int] = typer.Option(None, "--gang-size", metavar="N", help="The number of nodes in the gang, instead of the launcher's env."),
+        gang_master: Optional[str] = typer.Option(None, "--gang-master", metavar="HOST[:PORT]", help="Rank 0's address (and gang port), instead of MASTER_ADDR."),
+        gang_port: Optional[int] = typer.Option(None, "--gang-port", metavar="PORT", help="The port rank 0 listens on for the gang (default 9471; not the launcher's MASTER_PORT)."),
+        gang_timeout: Optional[float] = typer.Option(None, "--gang-timeout", metavar="SECONDS", help="How long rank 0 waits for every member, and a member for rank 0 (default 120)."),
+        gang_token: Optional[str] = typer.Option(None, "--gang-token", metavar="TOKEN", help="The job's token (default: RDMADOCTOR_GANG_TOKEN, SLURM_JOB_ID, PMIX_NAMESPACE, ...): a member with another is refused."),
+        bandwidth: bool = typer.Option(False, "--bandwidth", help="With --gang: a short bandwidth test between members (a ring, then a shifted ring; ib_write_bw per rail on RDMA pools, a TCP stream on socket pools); a member under gang_slow_share (--set, default 0.7) of the median is GANG_MEMBER_SLOW."),
         command: Optional[List[str]] = typer.Argument(None, metavar="-- CMD ARGS", help="The command for --exec, after `--`."),
     ) -> None:
         from rdmadoctor.cli.errors import fail_usage
@@ -167,6 +188,8 @@ def register(app: "Any") -> None:
                 sets=sets, only=only, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, job_uid=job_uid,
                 strict=strict, verbose=verbose, timeout=timeout, wait=wait_for_master, master_addr=master_addr,
                 master_port=master_port, master_timeout=master_timeout, as_json=as_json,
-                exec_argv=argv if exec_ else None,
+                exec_argv=argv if exec_ else None, gang=gang, gang_rank=gang_rank, gang_size=gang_size,
+                gang_master=gang_master, gang_port=gang_port, gang_timeout=gang_timeout, gang_token=gang_token,
+                bandwidth=bandwidth,
             )
         )

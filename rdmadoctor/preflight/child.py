@@ -796,11 +796,13 @@ def _gate_text(doc: dict[str, Any], strict: bool, verbose: bool, colour: bool) -
     from rdmadoctor.preflight.render import render_text
 
     g = Gate(doc.get("report") or {}, {}, strict)
-    g.problems += [p for p in doc.get("problems", []) if p.get("check") == "master"]
+    g.problems += [p for p in doc.get("problems", []) if p.get("check") in ("master", "gang")]
+    g.warnings += [p for p in doc.get("warnings", []) if p.get("check") == "gang"]
+    g.unknown += [p for p in doc.get("unknown", []) if p.get("check") == "gang"]
     m = doc.get("master")
     master = Master(m["host"], m["port"], m["host_source"], m["port_source"], m.get("rank0")) if m else None
     return render_text(g, doc["verdict"], master=master, master_note=(m or {}).get("note") or "",
-                       colour=colour, verbose=verbose)
+                       colour=colour, verbose=verbose, gang=doc.get("gang"))
 
 
 def run_gate(gate_kwargs: dict[str, Any], as_json: bool, err: Any) -> tuple[int, dict[str, Any] | None]:

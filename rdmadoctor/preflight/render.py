@@ -40,6 +40,7 @@ def render_text(
     master_note: str = "",
     colour: bool = False,
     verbose: bool = False,
+    gang: dict[str, Any] | None = None,
 ) -> str:
     """``verbose``: also each check's status and the informational findings (as ``check --verbose``)."""
     word = VERDICT_TEXT[verdict]
@@ -107,6 +108,11 @@ def render_text(
         out.append(f"master: {master.endpoint} ({master.host_source}; port from {master.port_source})")
         if master_note:
             out.append(f"  {master_note}")
+    if gang is not None and gang.get("role") != "none":
+        from rdmadoctor.preflight.gang import gang_text
+
+        out.append("")
+        out.extend(gang_text(gang))
     if g is not None and (g.problems or g.unknown):
         codes = sorted({p["code"] for p in g.problems + g.unknown if p["check"] != "master" and p["code"] != "UNKNOWN"})
         if codes:

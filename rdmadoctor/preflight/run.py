@@ -224,6 +224,14 @@ def run_preflight(
     as_json: bool = False,
     exec_argv: list[str] | None = None,
     env: dict[str, str] | None = None,
+    gang: bool = False,
+    gang_rank: int | None = None,
+    gang_size: int | None = None,
+    gang_master: str | None = None,
+    gang_port: int | None = None,
+    gang_timeout: float | None = None,
+    gang_token: str | None = None,
+    bandwidth: bool = False,
 ) -> int:
     """The whole command; returns the exit code (or does not return: exec).
 
@@ -242,6 +250,12 @@ def run_preflight(
         return _cannot_run(*cannot_start("", None, ""))
     env = dict(os.environ if env is None else env)
     out, err = sys.stdout, sys.stderr
+    if not gang:
+        given = [o for o, v in (("--gang-rank", gang_rank), ("--gang-size", gang_size), ("--gang-master", gang_master),
+                                ("--gang-port", gang_port), ("--gang-timeout", gang_timeout), ("--gang-token", gang_token),
+                                ("--bandwidth", bandwidth or None)) if v is not None]
+        if given:
+            raise PreflightError(f"{given[0]} needs --gang", f"rdmadoctor preflight --gang {given[0]} ...")
     if wait and timeout is not None and master_timeout is None:
         # --timeout was the rank-0 wait before it meant the tool timeout, as in `check`.
         err.write(
@@ -259,13 +273,34 @@ def run_preflight(
         old_term = signal.signal(signal.SIGTERM, on_term)
     except ValueError:  # not the main thread (an embedding caller): keep its handling
         pass
+    plan = None
     try:
         master = find_master(env, master_addr, master_port) if wait else None
+        if gang:  # the membership, and rank 0's port, before the checks: usage errors come first
+            from rdmadoctor.preflight import gang as G
+
+            sets, share = G.take_share(list(sets or []))
+            plan = G.prepare(env, rank=gang_rank, size=gang_size, master=gang_master, port=gang_port,
+                             timeout=gang_timeout, token=gang_token, bandwidth=bandwidth, share=share)
         g = gate(
             root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
             sets=sets, only=only, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, job_uid=job_uid,
             strict=strict, timeout=timeout,
         )
+        gang_section = None
+        if plan is not None:
+            def gang_log(msg: str) -> None:
+                from rdmadoctor.output.text import safe
+
+                err.write(safe(f"rdmadoctor preflight: gang: {msg}") + "\n")
+                err.flush()
+
+            from rdmadoctor.preflight.master import _resolve
+
+            gang_section = G.meet(plan, g, env, strict=strict, log=gang_log, resolve=_resolve)
+        elif gang:
+            gang_section = {"role": "none", "verdict": g.verdict, "members": [], "mismatches": [], "slow": [],
+                            "missing": [], "note": "another process of this node takes part in the gang (local rank 0)"}
         verdict = g.verdict
         result: WaitResult | None = None
         rank0 = master.self_reason if master is not None else None
@@ -322,12 +357,14 @@ def run_preflight(
                     "note": note,
                     "wait": result.to_json() if result else None,
                 },
+                "gang": gang_section,
                 "exec": list(exec_argv) if exec_argv else None,
                 "report": g.report,
             }
             text = json.dumps(doc, indent=2) + "\n"
         else:
-            text = render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose)
+            text = render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose,
+                               gang=gang_section)
             if exec_argv and code == 0:
                 text += f"exec: {shell_join(exec_argv)}\n"
         _write_verdict(out, err, text, bool(exec_argv))
@@ -347,6 +384,8 @@ def run_preflight(
         err.write("rdmadoctor preflight: interrupted\n")
         return 130
     finally:
+        if plan is not None:
+            plan.close()
         if old_term is not None:
             try:
                 signal.signal(signal.SIGTERM, old_term)

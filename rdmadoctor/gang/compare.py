@@ -1,0 +1,308 @@
+"""Rank 0's judgement: the members' facts against the majority -> the gang's verdict.
+
+Pure functions of what the members sent: no sockets here, so the tests give members as data.
+What is compared, and what a difference does to NCCL, is one table (:data:`FIELDS`).
+"""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+from rdmadoctor.core.model import Code
+from rdmadoctor.core.words import count
+
+GO, NO_GO, UNKNOWN_VERDICT = "go", "no-go", "unknown"  # preflight's words (preflight.gate)
+HANG, SLOW = "hang", "slow"
+
+
+class Field:
+    """One compared fact: what a member that differs does to the job, and the fix."""
+
+    def __init__(self, name: str, label: str, effect: str, why: str, fix: str, unset_is_value: bool = False):
+        self.name = name
+        self.label = label
+        self.effect = effect  # HANG: NCCL hangs, fails or falls back (NO-GO); SLOW: the gang crawls (a warning)
+        self.why = why
+        self.fix = fix
+        # An NCCL_* setting that is unset differs from one that is set; a hardware fact that could
+        # not be read (None) is left out, never taken for a difference.
+        self.unset_is_value = unset_is_value
+
+
+_ENV_FIX = "give every member the same value (the job's env: one place in the PyTorchJob/MPIJob spec, or `mpirun -x`)"
+FIELDS: tuple[Field, ...] = (
+    Field("transport", "transport", HANG,
+          "a member that trains over TCP sockets among members on RDMA: NCCL cannot connect the two and "
+          "hangs at init (NVIDIA/nccl#234)",
+          "fix that member's own RDMA problems (its own preflight lists them), or exclude its node"),
+    Field("link_layer", "link layer", HANG,
+          "InfiniBand and Ethernet (RoCE) ports are different fabrics: NCCL's IB transport cannot connect them",
+          "run the job on one fabric: exclude the odd node, or select nodes by rdmadoctor.io/link-layer"),
+    Field("subnet_prefix", "IB subnet prefix", HANG,
+          "two IB subnets (two fabrics, two subnet managers): the members cannot reach each other over IB",
+          "run the job within one fabric: exclude the odd node, or label nodes by fabric and select on it"),
+    Field("roce_gid_index", "RoCE GID index", HANG,
+          "a GID of another type or address family on one member: QP setup fails (ibv_modify_qp to RTR) or "
+          "hangs", "set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID on every member (`show_gids`), alike"),
+    Field("roce_version", "RoCE version", HANG,
+          "RoCE v1 and v2 do not interoperate: the connection never completes",
+          "use RoCE v2 GIDs everywhere (NCCL_IB_GID_INDEX, NCCL_IB_ROCE_VERSION_NUM=2)"),
+    Field("nccl_version", "NCCL version", HANG,
+          "NCCL compares versions at init: 'Mismatched NCCL version detected' and ncclInvalidUsage",
+          "use one training image for every member (one tag, or a digest)"),
+    Field("NCCL_IB_DISABLE", "NCCL_IB_DISABLE", HANG,
+          "members with IB disabled use sockets while the others use IB: init hangs", _ENV_FIX, True),
+    Field("NCCL_NET", "NCCL_NET", HANG, "members pick different network transports: init hangs", _ENV_FIX, True),
+    Field("NCCL_NET_PLUGIN", "NCCL_NET_PLUGIN", HANG,
+          "a net plugin on some members only: they speak another transport", _ENV_FIX, True),
+    Field("NCCL_PROTO", "NCCL_PROTO", HANG,
+          "ranks must pick the same protocol for a collective; NCCL does not check it across ranks: hang or "
+          "corrupt results", _ENV_FIX, True),
+    Field("NCCL_ALGO", "NCCL_ALGO", HANG,
+          "ranks must pick the same algorithm for a collective; NCCL does not check it across ranks: hang",
+          _ENV_FIX, True),
+    Field("NCCL_SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", HANG,
+          "IPv4 and IPv6 bootstrap sockets cannot reach each other", _ENV_FIX, True),
+    Field("NCCL_COLLNET_ENABLE", "NCCL_COLLNET_ENABLE", HANG,
+          "CollNet (SHARP) on some ranks only: the collective's algorithm differs", _ENV_FIX, True),
+    Field("NCCL_NVLS_ENABLE", "NCCL_NVLS_ENABLE", HANG,
+          "NVLS on some ranks only: the collective's algorithm differs", _ENV_FIX, True),
+    Field("NCCL_IB_TC", "NCCL_IB_TC", SLOW,
+          "another traffic class: that member's traffic lands in another switch queue (no PFC/ECN there)",
+          _ENV_FIX, True),
+    Field("NCCL_IB_SL", "NCCL_IB_SL", SLOW, "another service level: another virtual lane", _ENV_FIX, True),
+    Field("NCCL_CROSS_NIC", "NCCL_CROSS_NIC", SLOW, "rings cross rails on some members only", _ENV_FIX, True),
+    Field("NCCL_NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", SLOW,
+          "GPUDirect RDMA used on some members only: the others copy through host memory", _ENV_FIX, True),
+    Field("active_ports", "ACTIVE ports", SLOW,
+          "fewer rails on one member: every ring goes through its few ports", "bring the missing ports up "
+          "(its own preflight names them) or exclude the node"),
+    Field("rates_gbps", "port rates", SLOW,
+          "a slower rail on one member: every collective runs at its speed", "look at the slow port "
+          "(`ibstat`, the cable, the switch port), or exclude the node"),
+    Field("nccl_ib_hca_ports", "ports NCCL_IB_HCA keeps", SLOW,
+          "NCCL_IB_HCA keeps fewer ports on one member: fewer rails there", _ENV_FIX),
+    Field("mtu", "active MTU", SLOW,
+          "the connection runs at the smaller MTU of the two ends", "set one MTU on every port and switch"),
+    Field("gpudirect", "GPUDirect RDMA", SLOW,
+          "without GPUDirect RDMA a member copies every message through host memory",
+          "load nvidia_peermem (or use DMA-BUF) on that node; its own preflight says why it is off"),
+)
+FIELD = {f.name: f for f in FIELDS}
+
+GANG_MISMATCH_HANG = Code(
+    "GANG_MISMATCH_HANG", "A gang member differs in what NCCL needs alike",
+    "One member of the job differs from the majority in a fact that makes NCCL hang at init, fail, or fall back "
+    "to TCP (transport, link layer, IB subnet, RoCE GID index or version, NCCL version, a protocol-changing "
+    "NCCL_* setting). Every member of the gang is NO-GO: the job would not train.",
+    "Fix the odd member (the message says which fact and how), or exclude its node: a nodeAffinity `NotIn` on "
+    "kubernetes.io/hostname in the job's pod template, or `--exclude=NODE` for Slurm.")
+GANG_MISMATCH_SLOW = Code(
+    "GANG_MISMATCH_SLOW", "A gang member differs in what makes the job slow",
+    "One member differs from the majority in a fact that does not stop NCCL but slows every step to its pace "
+    "(fewer ACTIVE ports or slower rails, another MTU, no GPUDirect RDMA, a traffic class or service level).",
+    "Fix the odd member or exclude its node (nodeAffinity `NotIn`, Slurm `--exclude`); --strict makes it NO-GO.")
+GANG_MEMBER_NO_GO = Code(
+    "GANG_MEMBER_NO_GO", "A gang member's own preflight said NO-GO",
+    "The member's own checks failed: it cannot train, so the whole gang cannot. Rank 0 says so in every "
+    "member's log, so whichever pod's log is opened names it.",
+    "Read that member's own problems (they are listed in its log, and their codes here), fix them or exclude "
+    "its node.", kind="problem")
+GANG_MEMBER_UNKNOWN = Code(
+    "GANG_MEMBER_UNKNOWN", "A gang member could not decide",
+    "A member's own preflight said UNKNOWN: something it needs could not be read.",
+    "Read that member's log; `rdmadoctor explain` the codes it names.", kind="unknown")
+GANG_MEMBER_MISSING = Code(
+    "GANG_MEMBER_MISSING", "A gang member never arrived",
+    "Rank 0 waited --gang-timeout for every member; this one never connected. NCCL would wait for it at init "
+    "until its own timeout.",
+    "Is that rank's pod running (`kubectl get pods -o wide`)? Does it run `rdmadoctor preflight --gang` with "
+    "the same --gang-port? A NetworkPolicy may drop the gang port. Raise --gang-timeout if pods start slowly.")
+GANG_MEMBER_SLOW = Code(
+    "GANG_MEMBER_SLOW", "A gang member's link is slow against its peers",
+    "In the --bandwidth test (a ring, then a shifted ring) this member's transfers, with two different peers, "
+    "all ran under the expected share of the gang's median: every collective of the job runs at its pace.",
+    "Look at that node's links (`ibstat`, `ethtool`, the cable and switch port, its NIC's PCIe link), or "
+    "exclude it (nodeAffinity `NotIn`, Slurm `--exclude`).")
+GANG_UNREACHABLE = Code(
+    "GANG_UNREACHABLE", "Rank 0's gang port never answered",
+    "This member could not reach rank 0 on --gang-port before --gang-timeout: rank 0 is not running "
+    "`rdmadoctor preflight --gang` (or `run --gang`), listens on another port, or a NetworkPolicy drops it.",
+    "Check rank 0's log and that every member uses the same --gang-port (default 9471); allow pod-to-pod "
+    "traffic on it; raise --gang-timeout.")
+GANG_REFUSED = Code(
+    "GANG_REFUSED", "Rank 0 refused this member",
+    "Rank 0 answered but refused this member: another job's token (a stale pod, or another job behind the same "
+    "master address), another gang size, a rank out of range or taken, or another protocol version.",
+    "Give every member of one job the same --gang-token (or job UID) and --gang-size; a stale pod of an "
+    "earlier job should be deleted.")
+GANG_PROTOCOL = Code(
+    "GANG_PROTOCOL", "A gang message could not be read",
+    "A peer sent something that is not a gang message (too big, not JSON, another protocol), or closed the "
+    "connection mid-message: nothing was decided from it.",
+    "Is something else listening on --gang-port? Use the same rdmadoctor version on every member.",
+    kind="unknown")
+GANG_BANDWIDTH_UNMEASURED = Code(
+    "GANG_BANDWIDTH_UNMEASURED", "The --bandwidth test could not measure a pair",
+    "A pair of members could not run the bandwidth test (no route, the tool missing or failing): its "
+    "bandwidth is not known.",
+    "Read the error given; install perftest (`ib_write_bw`) on RDMA pools; allow pod-to-pod TCP.", kind="unknown")
+
+
+def gang_codes() -> tuple[Code, ...]:
+    return (GANG_MISMATCH_HANG, GANG_MISMATCH_SLOW, GANG_MEMBER_NO_GO, GANG_MEMBER_UNKNOWN, GANG_MEMBER_MISSING,
+            GANG_MEMBER_SLOW, GANG_UNREACHABLE, GANG_REFUSED, GANG_PROTOCOL, GANG_BANDWIDTH_UNMEASURED)
+
+
+def shown(value: Any, field: Field | None = None) -> str:
+    if value is None:
+        return "unset" if field is not None and field.unset_is_value else "unknown"
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return str(value)
+
+
+def _who(m: dict[str, Any]) -> str:
+    return f"rank {m['rank']} on {m.get('host') or '?'}"
+
+
+def mismatches(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each field where some member differs from the majority: {field, effect, majority, members}.
+
+    The majority is the most common value; a tie goes to the value of the lowest rank (rank 0's side
+    is the one the others met). ``members`` lists the odd ones, lowest rank first.
+    """
+    import json
+
+    out = []
+    ordered = sorted(members, key=lambda m: m["rank"])
+    for f in FIELDS:
+        groups: dict[str, list[dict[str, Any]]] = {}
+        values: dict[str, Any] = {}
+        for m in ordered:
+            value = (m.get("facts") or {}).get(f.name)
+            if value is None and not f.unset_is_value:
+                continue
+            key = json.dumps(value, sort_keys=True)
+            groups.setdefault(key, []).append(m)
+            values[key] = value
+        if len(groups) < 2:
+            continue
+        majority = max(groups, key=lambda k: (len(groups[k]), -groups[k][0]["rank"]))
+        odd = sorted((m for k, ms in groups.items() if k != majority for m in ms), key=lambda m: m["rank"])
+        out.append({
+            "field": f.name,
+            "effect": f.effect,
+            "majority": values[majority],
+            "majority_count": len(groups[majority]),
+            "members": [{"rank": m["rank"], "host": m.get("host"), "value": m["facts"].get(f.name)} for m in odd],
+        })
+    return out
+
+
+def exclusion(hosts: list[str]) -> str:
+    """The two ways to keep the job off ``hosts``: a nodeAffinity NotIn, Slurm's --exclude."""
+    names = sorted({h for h in hosts if h})
+    if not names:
+        return ""
+    values = ", ".join(names)
+    return (
+        f"Exclude {'the node' if len(names) == 1 else f'these {len(names)} nodes'} from the job: in the pod template\n"
+        "affinity:\n"
+        "  nodeAffinity:\n"
+        "    requiredDuringSchedulingIgnoredDuringExecution:\n"
+        "      nodeSelectorTerms:\n"
+        "      - matchExpressions:\n"
+        f"        - {{key: kubernetes.io/hostname, operator: NotIn, values: [{values}]}}\n"
+        f"(Slurm: --exclude={','.join(names)})"
+    )
+
+
+def _finding(code: Code, severity: str, subject: str, message: str, remedy: str) -> dict[str, Any]:
+    return {"check": "gang", "code": code.code, "severity": severity, "subject": subject, "message": message,
+            "remedy": remedy, "pod_fix": None}
+
+
+def judge(
+    members: list[dict[str, Any]],
+    size: int,
+    *,
+    slow: list[dict[str, Any]] | None = None,
+    unmeasured: list[dict[str, Any]] | None = None,
+    strict: bool = False,
+) -> dict[str, Any]:
+    """The gang's verdict from the members that arrived (``size`` expected): the ``gang`` JSON section.
+
+    A member's ``verdict`` is its own preflight's; its ``problems`` the codes of its own problems.
+    """
+    arrived = sorted(members, key=lambda m: m["rank"])
+    ranks = {m["rank"] for m in arrived}
+    missing = [r for r in range(size) if r not in ranks]
+    found = mismatches(arrived)
+    problems: list[dict[str, Any]] = []
+    total = len(arrived)
+    for r in missing:
+        came = ", ".join(f"{m['rank']} {m.get('host') or '?'}" for m in arrived) or "none"
+        problems.append(_finding(
+            GANG_MEMBER_MISSING, "error", f"rank {r}",
+            f"rank {r} never joined the gang ({total} of {size} arrived; the ranks and hosts that did: {came}); "
+            f"expected all {size} before NCCL starts.",
+            GANG_MEMBER_MISSING.fix))
+    for mm in found:
+        f = FIELD[mm["field"]]
+        hang = f.effect == HANG
+        odd = mm["members"]
+        majority = shown(mm["majority"], f)
+        others = mm["majority_count"]
+        who = "; ".join(f"{_who(m)}: {f.label} {shown(m['value'], f)}" for m in odd)
+        message = (f"{who}; the other {count(others, 'member')} {'has' if others == 1 else 'have'} {majority}: {f.why}. "
+                   f"Expected every member alike.")
+        remedy = f"{f.fix}.\n{exclusion([m.get('host') for m in odd])}"
+        severity = "error" if hang or strict else "warning"
+        problems.append(_finding(GANG_MISMATCH_HANG if hang else GANG_MISMATCH_SLOW, severity,
+                                 f"{f.name}: rank {', '.join(str(m['rank']) for m in odd)}", message, remedy))
+    for m in arrived:
+        codes = ", ".join(m.get("problems") or []) or "none named"
+        if m.get("verdict") == NO_GO:
+            problems.append(_finding(
+                GANG_MEMBER_NO_GO, "error", _who(m),
+                f"{_who(m)}: its own preflight said NO-GO ({codes}); expected GO on every member.",
+                f"Its log lists each problem with its fix (`rdmadoctor explain CODE`).\n"
+                f"{exclusion([m.get('host')])}"))
+        elif m.get("verdict") != GO:
+            problems.append(_finding(
+                GANG_MEMBER_UNKNOWN, "unknown", _who(m),
+                f"{_who(m)}: its own preflight could not decide ({codes}).", GANG_MEMBER_UNKNOWN.fix))
+    for s in slow or []:
+        problems.append(_finding(
+            GANG_MEMBER_SLOW, "error", _who(s),
+            f"{_who(s)}: at best {s['gbps']:.3g} Gb/s{' on ' + s['rail'] if s.get('rail') else ''} "
+            f"({s.get('direction', 'send')}, in both rounds, with two peers) against a gang median of "
+            f"{s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
+            f"{GANG_MEMBER_SLOW.fix}\n{exclusion([s.get('host')])}"))
+    by_error: dict[str, list[str]] = {}
+    for u in unmeasured or []:  # one finding per reason: a tool missing everywhere is one line, not 2N
+        by_error.setdefault(u["error"], []).append(u["pair"])
+    for error, pairs in by_error.items():
+        subject = ", ".join(pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
+        problems.append(_finding(GANG_BANDWIDTH_UNMEASURED, "unknown", subject,
+                                 f"{count(len(pairs), 'pair')} not measured: {error}.", GANG_BANDWIDTH_UNMEASURED.fix))
+    verdict = GO
+    if any(p["severity"] == "unknown" for p in problems):
+        verdict = UNKNOWN_VERDICT
+    if any(p["severity"] == "error" for p in problems):
+        verdict = NO_GO
+    return {
+        "verdict": verdict,
+        "size": size,
+        "members": [{"rank": m["rank"], "host": m.get("host"), "verdict": m.get("verdict"),
+                     "fingerprint": m.get("digest")} for m in arrived],
+        "mismatches": [{k: v for k, v in mm.items() if k in ("field", "majority", "members")} for mm in found],
+        "slow": [{k: s[k] for k in ("rank", "host", "gbps", "median_gbps")} for s in slow or []],
+        "missing": missing,
+        "problems": problems,
+    }
