@@ -141,7 +141,7 @@ _OWN_START = re.compile(
     r"|\[(?:default|rank|Rank|[WEIF]\d|[WEIF] )|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d"
 )
 # A token that a line break cut in the middle: a device list entry, an address, a path.
-_TOKEN_END = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=][\w.:/\[\]<>=-]{0,80}$")
+_TOKEN_END = re.compile(r"(?<![\w.:/\[\]<>=-])[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=][\w.:/\[\]<>=-]{0,80}$")  # starts a token: linear
 _TOKEN_START = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=]")
 
 

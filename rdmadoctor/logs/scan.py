@@ -136,7 +136,7 @@ def _trie(words: list[str]) -> str:
 
 
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
-_TABLE_LINE = re.compile(r"\s*(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")
+_TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")  # from a run's start: linear
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
