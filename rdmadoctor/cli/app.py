@@ -102,6 +102,7 @@ def check(
     verbose: bool = typer.Option(False, "--verbose", help="Also show informational findings."),
     scope: str = typer.Option("all", "--scope", metavar="all|node", help="all: this container on this node (default). node: the machine only, as the agent judges it; the checks of the process itself (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped. Use node with --root /host from a debug pod."),
     output_format: Optional[str] = typer.Option(None, "--format", metavar="text|json|npd", help="text (default), json (as --json), or npd: one ASCII line under 80 characters, the worst problem first, for Node Problem Detector's custom plugin monitor (deploy/npd/)."),
+    sample: Optional[float] = typer.Option(None, "--sample", metavar="SECONDS", help="Read every RDMA port's error counters, wait SECONDS, read them again and judge the growth (ib.counters: flaps, symbol errors, RoCE ACK timeouts). Default: no sample, ib.counters is skipped."),
 ) -> None:
     """Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown)."""
     from rdmadoctor.cli.check import run_check
@@ -110,7 +111,7 @@ def check(
         run_check(
             root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
             sets=sets, only=only, skip=skip, timeout=timeout, as_json=as_json, strict=strict, verbose=verbose,
-            scope=scope, output_format=output_format,
+            scope=scope, output_format=output_format, sample=sample,
         )
     )
 
@@ -198,9 +199,9 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, diagnose, label, preflight, run
+    from rdmadoctor.cli import agent, diagnose, fleet, label, preflight, run
 
-    for mod in (label, agent, preflight, diagnose, run):
+    for mod in (label, agent, preflight, diagnose, run, fleet):
         mod.register(app)
 
 

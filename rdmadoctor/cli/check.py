@@ -10,6 +10,8 @@ from rdmadoctor.runner import Options, UsageError, diagnose
 
 SEE_HELP = "see `rdmadoctor check --help`"
 TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
+SAMPLE_HINT = "seconds between the two reads of the ports' counters, e.g. --sample 10 (at most an hour)"
+SAMPLE_MAX = 3600.0
 # --format: text (default; rich on a terminal), json (as --json), npd (one line for Node Problem
 # Detector's custom plugin monitor: rdmadoctor/output/npd.py, deploy/npd/).
 FORMATS = ("text", "json", "npd")
@@ -32,6 +34,7 @@ def run_check(
     verbose: bool = False,
     scope: str = "all",
     output_format: str | None = None,
+    sample: float | None = None,
 ) -> int:
     opts = Options(
         root=root,
@@ -46,7 +49,11 @@ def run_check(
         strict=strict,
         timeout=timeout,
         scope="all" if scope is None else scope,
+        sample=sample,
     )
+    bad = check_number("--sample", sample, low=0, high=SAMPLE_MAX, hint=SAMPLE_HINT)
+    if bad is not None:
+        return bad
     if output_format is not None and not output_format.strip():
         return fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
     fmt = (output_format or ("json" if as_json else "text")).lower()

@@ -18,6 +18,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "--only": ("only", "list"),
     "--skip": ("skip", "list"),
     "--timeout": ("timeout", "float"),
+    "--sample": ("sample", "float"),
     "--scope": ("scope", "str"),
     "--json": ("as_json", "flag"),
     "--format": ("output_format", "str"),
