@@ -405,3 +405,16 @@ def test_an_input_binary_from_its_start_is_still_refused(tmp_path):
     assert "binary data: not a text log" in d.sources[0]["error"] and not d.findings
     d = _diag_file(tmp_path, b"\x00" * 5000 + random.Random(4).randbytes(20000) + _WARN_A)
     assert "binary data: not a text log" in d.sources[0]["error"] and not d.findings
+
+
+def test_a_gzip_magic_before_bytes_that_are_not_gzip_is_binary_data_not_a_crash(tmp_path) -> None:
+    # /dev/urandom holds "\x1f\x8b\x08" about once in 16 MiB: zlib refuses what follows, which is then
+    # read as the binary data it is (the check once asked zlib's object for a count it does not keep).
+    from rdmadoctor.logs import diagnose_paths
+
+    p = tmp_path / "a.log"
+    p.write_bytes(b"gpu-a:1:1 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" * 100 + b"\x1f\x8b\x08\x00"
+                  + bytes(range(256)) * 64 + b"more text\n" * 10)
+    d = diagnose_paths([str(p)])
+    assert d.sources[0]["error"] is None and d.nccl["version"] == "2.21.5"
+    assert any("binary data in one place were skipped" in n for n in d.notes)

@@ -359,10 +359,12 @@ class Text:
         import zlib
 
         z = self._z
+        inflated = False  # (zlib's objects do not say how much they gave: counted here)
         try:
             while data:
                 piece = z.decompress(data, CHUNK)
                 if piece:
+                    inflated = True
                     self._text(piece, out)
                 if z.eof:
                     self._z = None
@@ -370,7 +372,7 @@ class Text:
                 data = z.unconsumed_tail
         except zlib.error as e:
             self._z = None
-            if fresh and not z.total_out:
+            if fresh and not inflated:
                 return None
             self.member_error = f"a gzip member inside the text is corrupt ({e})"
             self._skip(len(data))
