@@ -104,7 +104,10 @@ def open_target(opts: Options) -> Host:
 
 
 @record(frozen=False)
-class Diagnosis:
+class Outcome:
+    """One run of the checks: its report, the checks' results, and the context they read through
+    (not to be confused with rdmadoctor.logs.Diagnosis, the diagnosis of a job's log)."""
+
     report: dict[str, Any]
     results: list
     ctx: engine.Context
@@ -113,7 +116,7 @@ class Diagnosis:
 SCOPES = ("all", "node")
 
 
-def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
+def diagnose(opts: Options, host: Host | None = None) -> Outcome:
     check_empty(opts)
     if opts.scope not in SCOPES:
         raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {opts.scope!r}")
@@ -149,7 +152,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     rep["scope"] = opts.scope
     rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
     rep["fingerprint"]["identity"]["node"] = node_name(host)
-    return Diagnosis(rep, results, ctx)
+    return Outcome(rep, results, ctx)
 
 
 def node_name(host: Host) -> str | None:
