@@ -59,8 +59,8 @@ def run_run(*, command: "list[str]", no_gate: bool = False, nccl_debug: bool = F
     """Run it; a usage problem becomes ``rdmadoctor: error: ...`` (exit 2, or 127/126 for CMD)."""
     from rdmadoctor.cli.errors import fail_usage
     from rdmadoctor.cli.preflight import _bad_number
-    from rdmadoctor.preflight.child import SpawnError, run_job
     from rdmadoctor.runner import UsageError
+    from rdmadoctor.supervise import SpawnError, run_job
 
     bad = _bad_number(gate)  # with --no-gate too: a bad number is a typo, whether the gate runs or not
     if bad is not None:
