@@ -10,17 +10,18 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from conftest import check_json, codes_of, run_cli
 
 from rdmadoctor.cli import fast
 
 
-def _typer_check_params() -> dict[str, str]:
+def _typer_params(command: str) -> dict[str, str]:
     import typer.main
 
     from rdmadoctor.cli.app import app
 
-    cmd = typer.main.get_command(app).commands["check"]
+    cmd = typer.main.get_command(app).commands[command]
     out = {}
     for p in cmd.params:
         for opt in p.opts:
@@ -29,10 +30,62 @@ def _typer_check_params() -> dict[str, str]:
     return out
 
 
-def test_fast_parser_knows_every_check_option_and_nothing_else():
-    typer_opts = _typer_check_params()
+@pytest.mark.parametrize("command", ["check", "preflight", "run"])
+def test_fast_parser_knows_every_option_and_nothing_else(command):
+    from rdmadoctor.cli import options
+
+    typer_opts = _typer_params(command)
     typer_opts.pop("--help", None)
-    assert {o: n for o, (n, _) in fast.OPTIONS.items()} == typer_opts
+    assert {o: n for o, (n, _) in options.fast_table(command).items()} == typer_opts
+
+
+def test_the_option_table_says_each_fact_once():
+    from rdmadoctor.cli import complete, options
+
+    by_flag: dict[str, tuple] = {}
+    by_field: dict[str, str] = {}
+    for row in options.OPTIONS:
+        assert row.kind in options.KINDS and row.flag.startswith("--") and row.commands, row
+        # One row per wording of a flag: the rows of one flag agree on all but the help text.
+        assert by_flag.setdefault(row.flag, (row.field, row.kind, row.default, row.metavar)) == \
+            (row.field, row.kind, row.default, row.metavar), row
+        assert by_field.setdefault(row.field, row.flag) == row.flag, f"{row.field} is set by two flags"
+        assert row.complete is None or callable(getattr(complete, row.complete)), row
+    for command in {c for row in options.OPTIONS for c in row.commands}:
+        flags = [row.flag for row in options.rows(command)]
+        assert len(flags) == len(set(flags)), f"{command} takes a flag twice"
+    assert set(by_field) | {"command"} == set(options.Args.__record_fields__)
+
+
+def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
+    """Adding an option is one row: the fast parser, typer (its help and parsing) and the record
+    follow, for each command the row names and no other."""
+    from typer.testing import CliRunner
+
+    from rdmadoctor.cli import options
+
+    row = options.Option("--sample", "sample", "float", "Watch the counters for SECONDS.", metavar="SECONDS",
+                         commands=("check", "run"))
+    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (row,))
+    monkeypatch.setattr(options, "Args", options._args_class())
+    line = ["--example", "roce-node", "--sample", "2.5", "--only", "ib"]
+    fast_args = fast.parse(line)
+    assert fast_args is not None and fast_args.sample == 2.5 and fast_args.only == ["ib"]
+    assert fast.parse(["--sample", "soon"]) is None  # typer explains a value that is not a number
+    assert fast.parse(["--sample", "1"], "preflight") is None  # not a preflight option
+    assert fast.parse(["--sample", "1", "--", "true"], "run", rest=True).sample == 1.0
+
+    seen = []
+    scratch = typer.Typer()
+    scratch.command("check")(options.command("check", lambda args: seen.append(args) or 0))
+    scratch.command("other")(lambda: None)
+    res = CliRunner().invoke(scratch, ["check", *line])
+    assert res.exit_code == 0, res.output
+    assert seen == [fast_args]
+    res = CliRunner().invoke(scratch, ["check", "--help"], env={"COLUMNS": "200"})
+    assert "--sample" in res.stdout and "Watch the counters for SECONDS." in res.stdout
+    res = CliRunner().invoke(scratch, ["check", "--sample", "soon"])
+    assert res.exit_code == 2 and "'soon' is not a valid float" in res.output
 
 
 @pytest.mark.parametrize(
@@ -169,7 +222,7 @@ def test_parse_errors_speak_in_one_voice(args, message, hint):
 
 
 def test_a_misspelled_option_suggests_only_real_options_of_that_command():
-    real = set(_typer_check_params())
+    real = set(_typer_params("check"))
     for typo in ("--jsno", "--skp", "--scpe", "--exmaple", "--strct", "--verbos", "--prfile", "--zzzz"):
         code, out, err = run_cli(["check", typo])
         assert code == 2 and out == ""
