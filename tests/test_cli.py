@@ -25,7 +25,7 @@ def _typer_params(command: str) -> dict[str, str]:
     out = {}
     for p in cmd.params:
         for opt in p.opts:
-            if opt.startswith("--"):
+            if opt.startswith("-"):
                 out[opt] = p.name
     return out
 
@@ -36,6 +36,7 @@ def test_fast_parser_knows_every_option_and_nothing_else(command):
 
     typer_opts = _typer_params(command)
     typer_opts.pop("--help", None)
+    typer_opts.pop("-h", None)
     assert {o: n for o, (n, _) in options.fast_table(command).items()} == typer_opts
 
 
@@ -47,12 +48,12 @@ def test_the_option_table_says_each_fact_once():
     for row in options.OPTIONS:
         assert row.kind in options.KINDS and row.flag.startswith("--") and row.commands, row
         # One row per wording of a flag: the rows of one flag agree on all but the help text.
-        assert by_flag.setdefault(row.flag, (row.field, row.kind, row.default, row.metavar)) == \
-            (row.field, row.kind, row.default, row.metavar), row
+        same = (row.aliases, row.field, row.kind, row.default, row.metavar)
+        assert by_flag.setdefault(row.flag, same) == same, row
         assert by_field.setdefault(row.field, row.flag) == row.flag, f"{row.field} is set by two flags"
         assert row.complete is None or callable(getattr(complete, row.complete)), row
     for command in {c for row in options.OPTIONS for c in row.commands}:
-        flags = [row.flag for row in options.rows(command)]
+        flags = [flag for row in options.rows(command) for flag in (row.flag, *row.aliases)]
         assert len(flags) == len(set(flags)), f"{command} takes a flag twice"
     assert set(by_field) | {"command"} == set(options.Args.__record_fields__)
 
@@ -65,7 +66,7 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
     from rdmadoctor.cli import options
 
     row = options.Option("--sample", "sample", "float", "Watch the counters for SECONDS.", metavar="SECONDS",
-                         commands=("check", "run"))
+                         commands=("check", "run"), aliases=("-S",))
     monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (row,))
     monkeypatch.setattr(options, "Args", options._args_class())
     line = ["--example", "roce-node", "--sample", "2.5", "--only", "ib"]
@@ -74,6 +75,7 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
     assert fast.parse(["--sample", "soon"]) is None  # typer explains a value that is not a number
     assert fast.parse(["--sample", "1"], "preflight") is None  # not a preflight option
     assert fast.parse(["--sample", "1", "--", "true"], "run", rest=True).sample == 1.0
+    assert fast.parse(["-S", "3"]).sample == 3.0
 
     seen = []
     scratch = typer.Typer()
@@ -84,6 +86,8 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
     assert seen == [fast_args]
     res = CliRunner().invoke(scratch, ["check", "--help"], env={"COLUMNS": "200"})
     assert "--sample" in res.stdout and "Watch the counters for SECONDS." in res.stdout
+    res = CliRunner().invoke(scratch, ["check", "-S", "3"])
+    assert res.exit_code == 0 and seen[-1].sample == 3.0
     res = CliRunner().invoke(scratch, ["check", "--sample", "soon"])
     assert res.exit_code == 2 and "'soon' is not a valid float" in res.output
 

@@ -1,6 +1,7 @@
 """The command line's options: one table, the single source for both parsers and the record.
 
-Each row of :data:`OPTIONS` says once what one option is: its flag, the field of :class:`Args`
+Each row of :data:`OPTIONS` says once what one option is: its flag (and short aliases such as
+``-o``, if any), the field of :class:`Args`
 it sets, its kind (how its value is parsed), its default, its metavar and help text, what
 completes it (a function of rdmadoctor.cli.complete) and which commands take it. From it:
 
@@ -46,12 +47,12 @@ class Option:
     """One row: ``--flag`` -> ``Args.<field>``. ``help`` may be a function (called when typer
     builds the option, so that the fast path does not pay for what it computes)."""
 
-    __slots__ = ("flag", "field", "kind", "default", "metavar", "help", "complete", "commands")
+    __slots__ = ("flag", "aliases", "field", "kind", "default", "metavar", "help", "complete", "commands")
 
     def __init__(self, flag: str, field: str, kind: str, help: str | Callable[[], str], *,
                  commands: tuple[str, ...], default: Any = None, metavar: str | None = None,
-                 complete: str | None = None):
-        self.flag, self.field, self.kind, self.help = flag, field, kind, help
+                 complete: str | None = None, aliases: tuple[str, ...] = ()):
+        self.flag, self.aliases, self.field, self.kind, self.help = flag, aliases, field, kind, help
         self.commands, self.metavar, self.complete = commands, metavar, complete
         self.default = ([] if kind == "list" else False if kind == "flag" else None) if default is None else default
 
@@ -71,7 +72,7 @@ class Option:
             extra["autocompletion"] = getattr(complete, self.complete)
         text = self.help if isinstance(self.help, str) else self.help()
         default = list(self.default) if isinstance(self.default, list) else self.default
-        return typer.Option(default, self.flag, help=text, **extra)
+        return typer.Option(default, *self.aliases, self.flag, help=text, **extra)
 
     def annotation(self) -> Any:
         """The Python type typer reads for this row."""
@@ -216,8 +217,8 @@ def rows(command: str) -> list[Option]:
 
 
 def fast_table(command: str) -> dict[str, tuple[str, str]]:
-    """``--flag`` -> (field, kind) for the fast parser."""
-    return {o.flag: (o.field, o.kind) for o in rows(command)}
+    """``--flag`` (and each alias, e.g. ``-o``) -> (field, kind) for the fast parser."""
+    return {flag: (o.field, o.kind) for o in rows(command) for flag in (*o.aliases, o.flag)}
 
 
 def defaults(command: str) -> dict[str, Any]:
