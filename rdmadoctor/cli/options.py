@@ -35,8 +35,6 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-from rdmadoctor.core.record import record
-
 KINDS = ("str", "int", "float", "list", "flag")
 CHECK = ("check",)
 GATE = ("preflight", "run")  # `run` takes preflight's options but --exec (cli/run.py)
@@ -226,34 +224,35 @@ def defaults(command: str) -> dict[str, Any]:
     return {o.field: list(o.default) if isinstance(o.default, list) else o.default for o in rows(command)}
 
 
-def _args_class() -> type:
-    fields: dict[str, Any] = {}
-    for o in OPTIONS:
-        fields.setdefault(o.field, o.default)
-    ns: dict[str, Any] = {"__annotations__": {name: "Any" for name in fields}, "__module__": __name__, "__qualname__": "Args",
-                          "__doc__": _ARGS_DOC}
-    from rdmadoctor.core.record import field
+class Args:
+    """A command line as both parsers read it: one attribute per field of :data:`OPTIONS` (at its
+    default where the command does not take it), and ``command``: the words after ``--`` (or
+    the CMD argument), None when none were given. Compared by value, so a test can hold the
+    two parsers' records side by side."""
 
-    for name, default in fields.items():
-        ns[name] = field(default_factory=list) if isinstance(default, list) else default
-    ns["__annotations__"]["command"] = "Any"
-    ns["command"] = None
-    ns["values"] = _values
-    return record(frozen=False)(type("Args", (), ns))
+    __hash__ = None  # type: ignore[assignment]
 
+    def __init__(self, **given: Any):
+        # The fields from the table itself, at each construction (once a run): no second list.
+        values: dict[str, Any] = {}
+        for o in OPTIONS:
+            if o.field not in values:
+                values[o.field] = given.pop(o.field) if o.field in given else (
+                    list(o.default) if isinstance(o.default, list) else o.default)
+        values["command"] = given.pop("command", None)
+        if given:
+            raise TypeError(f"Args() got unexpected arguments {', '.join(map(repr, given))}: no row of OPTIONS sets them")
+        self.__dict__.update(values)
 
-_ARGS_DOC = """A command line as both parsers read it: one field per field of :data:`OPTIONS` (at its
-default where the command does not take it), and ``command``: the words after ``--`` (or
-the CMD argument), None when none were given."""
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and vars(self) == vars(other)
 
+    def __repr__(self) -> str:
+        return "Args(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
 
-def _values(self: Any, command: str, leave: tuple[str, ...] = ()) -> dict[str, Any]:
-    """The fields ``command`` takes, less ``leave``, as keyword arguments."""
-    return {o.field: getattr(self, o.field) for o in rows(command) if o.field not in leave}
-
-
-# A record class made from the table, so that its fields cannot drift from the rows.
-Args: Any = _args_class()
+    def values(self, command: str, leave: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The fields ``command`` takes, less ``leave``, as keyword arguments."""
+        return {o.field: getattr(self, o.field) for o in rows(command) if o.field not in leave}
 
 
 def typer_parameters(command: str) -> list[Any]:
