@@ -47,10 +47,12 @@ from rdmadoctor.checks.limits import (
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_HCA_NO_MATCH
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.model import (
+    CONFIG,
     COULD_NOT_DECIDE,
     ERROR,
     INFO,
     INFORMATION,
+    PROBLEM,
     UNKNOWN,
     WARNING,
     Check,
@@ -69,6 +71,7 @@ from rdmadoctor.logs.kb.nccl import (
     NCCL_SHM_FAILED,
     NCCL_SOCKET_FALLBACK,
 )
+from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,6 +94,24 @@ LOG_UNREADABLE = Code(
     "rdmadoctor diagnose -`), or record them in a bundle with `rdmadoctor collect --log FILE`.",
     kind=COULD_NOT_DECIDE,
 )
+
+NCCL_TEST_BUSBW_LOW = Code(
+    "NCCL_TEST_BUSBW_LOW",
+    "nccl-tests' bus bandwidth is far below what the fabric can carry",
+    "nccl-tests reports busbw, a bandwidth normalised so that it compares with the hardware's: across nodes "
+    "it approaches what each node's NICs carry together (8 ACTIVE 400 Gb/s ports: about 400 GB/s less "
+    "protocol overhead, 80-95% of it in practice). A run across nodes that peaks at less than half of that "
+    "is not using the fabric fully: NCCL on sockets, without GPUDirect RDMA, on fewer NICs than the node has "
+    "(NCCL_IB_HCA), across rails, or a congested or misconfigured network (RoCE without PFC/ECN).",
+    "Read the NCCL section of the same run (NCCL_DEBUG=INFO): the network (IB, not Socket), the devices, "
+    "GDRDMA on the channel lines. Then test the fabric alone between the two hosts with ib_write_bw on each "
+    "NIC pair; with RoCE check PFC/ECN on the switch and the NICs (mlnx_qos -i IFACE).",
+    condition=CONFIG,
+    kind=PROBLEM,
+)
+
+# A run across nodes below this share of the NICs' bandwidth gets NCCL_TEST_BUSBW_LOW.
+BUSBW_MIN_SHARE = 0.5
 
 NO_LOGS = (
     "no job logs to read: give them with `rdmadoctor diagnose LOG ...` or `kubectl logs POD | rdmadoctor diagnose -`, or record them in a "
@@ -223,6 +244,9 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
 
 
 _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "ulimit": _memlock, "df": _shm, "lsmod": _modules}
+# Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
+# `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
+_ROWS_ONLY = {"df", "ulimit"}
 # What to quote as the evidence of a finding from a paste: the line that shows it.
 _QUOTE = {
     MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",
@@ -257,8 +281,8 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     out: dict[tuple[str, str], Finding] = {}
     for seg in diag.segments:
         judge = _JUDGES.get(seg.kind)
-        if judge is None or "|" in seg.command:  # `ibstat | grep State`: a filtered output proves nothing missing
-            continue
+        if judge is None or "|" in seg.command and seg.kind not in _ROWS_ONLY:
+            continue  # `ibstat | grep State`: a filtered output proves nothing missing
         try:
             found = judge(seg, expect, node)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
@@ -279,6 +303,74 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return list(out.values())
 
 
+# ---- nccl-tests' bandwidth against the fabric the same log shows -------------------------------
+
+
+def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: ANN001
+    """(device, Gb/s) of the ACTIVE ports NCCL can use, from a pasted ibstat / ibv_devinfo of the
+    same log, else from the node checked; and where they come from. None: nothing shows them."""
+    found: list[tuple[str, float]] = []
+    for seg in diag.segments:
+        if seg.kind in ("ibstat", "ibstatus", "ibv_devinfo") and "|" not in seg.command:
+            name = "ibv_devinfo" if seg.kind == "ibv_devinfo" else "ibstat"
+            try:
+                inv = probe_inventory(_Paste({f"/cmd/{name}.txt": seg.text}, {}))
+            except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
+                continue
+            found += [(d.name, p.rate_gbps) for d in inv.devices for p in d.ports if p.state == "ACTIVE" and p.rate_gbps]
+    source = "the pasted port list"
+    if not found:
+        found, source = list(node.rates), "this node"
+    if not found:
+        bw = (diag.nccl or {}).get("net_bw_gbs")
+        return ([("NCCL's topology", bw * 8)], "NCCL's topology in the log") if bw else None
+    used = {d.get("name") for d in (diag.nccl or {}).get("net_devices") or ()}
+    mine = [r for r in found if r[0] in used]
+    return (mine or found), source
+
+
+def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
+    from rdmadoctor.parsers.nccltests import parse_busbw
+
+    nodes = (diag.nccl or {}).get("nodes") or 0
+    if nodes < 2:
+        return []  # on one node NVLink carries the traffic: the NICs say nothing about it
+    best = None
+    for seg in diag.segments:
+        if seg.kind == "nccl-tests":
+            table = parse_busbw(seg.text).value
+            peak = table.peak_gbs if table is not None else None
+            if peak is not None and (best is None or peak > best[0]):
+                best = (peak, seg)
+    fabric = _fabric(diag, node)
+    if best is None or fabric is None:
+        return []
+    peak, seg = best
+    ports, source = fabric
+    gbps = sum(r for _, r in ports)
+    capacity = gbps / 8
+    if peak >= capacity * BUSBW_MIN_SHARE:
+        return []
+    lines = seg.text.split("\n")
+    at = next((i for i, x in enumerate(lines) if f"{peak:.2f}" in x), 0)
+    nccl = diag.nccl or {}
+    why, cause = "", None
+    if nccl.get("socket_hosts") or str(nccl.get("network") or "").lower().endswith("socket"):
+        why, cause = " NCCL ran over sockets, not the RDMA ports.", NCCL_SOCKET_FALLBACK.code
+    elif nccl.get("gdr") is False:
+        why, cause = " NCCL ran without GPUDirect RDMA (staged through host memory).", NCCL_GDR_DISABLED.code
+    rate = ", ".join(sorted({f"{r:g} Gb/s" for _, r in ports}))
+    what = (f"the NICs {source} shows" if ports[0][0] == "NCCL's topology" else
+            f"the {count(len(ports), 'ACTIVE port')} ({rate}) {source} shows for NCCL")
+    message = (f"nccl-tests peaked at {peak:g} GB/s bus bandwidth across {nodes} nodes; {what} carry about "
+               f"{capacity:.0f} GB/s per node: expected at least {BUSBW_MIN_SHARE:.0%} of that "
+               f"({capacity * BUSBW_MIN_SHARE:.0f} GB/s).{why}")
+    ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
+    data = {"evidence": [ev], "busbw_peak_gbs": peak, "fabric_gbps": gbps, "nodes": nodes, "pasted": "nccl-tests"}
+    return [Finding(NCCL_TEST_BUSBW_LOW.code, WARNING, "nccl-tests", message, NCCL_TEST_BUSBW_LOW.fix, data=data,
+                    cause=cause)]
+
+
 # ---- the node, for the join ------------------------------------------------------------------
 
 
@@ -292,6 +384,7 @@ class NodeView:
     problems: tuple[tuple[str, Finding], ...] = ()
     memlock: Any = None  # limits.memlock's facts, for a pasted ulimit
     hostname: str | None = None
+    rates: tuple[tuple[str, float], ...] = ()  # (device, Gb/s) of every ACTIVE port with a known rate
 
 
 def _node_view(ctx) -> NodeView:
@@ -317,7 +410,9 @@ def _node_view(ctx) -> NodeView:
         for p in d.ports
         if p.state == "ACTIVE" and not ignored(d, p, expect)
     )
-    return NodeView(True, active, problems, memlock, hostname)
+    rates = tuple((d.name, p.rate_gbps) for d in inv.pfs() for p in d.ports
+                  if p.state == "ACTIVE" and p.rate_gbps and not ignored(d, p, expect))
+    return NodeView(True, active, problems, memlock, hostname, rates)
 
 
 # Why NCCL takes sockets on a node with ACTIVE ports, as the node checks say it, surest first: a
@@ -333,6 +428,7 @@ _NO_PORT_REASONS = (IB_NO_DEVICES, IB_NO_SM, IB_PORT_INIT, IB_PORT_DOWN)
 _NODE_CAUSES: dict[str, tuple[tuple[str, str | None], ...]] = {
     NCCL_REG_MR_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
     NCCL_QP_CQ_CREATE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
+    UCX_IB_RESOURCE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
     NCCL_SHM_FAILED.code: ((SHM_TOO_SMALL.code, None), (SHM_NEARLY_FULL.code, None)),
     NCCL_GDR_DISABLED.code: ((kernel.GDR_PEERMEM_MISSING.code, None),),
 }
@@ -426,7 +522,7 @@ class LogFacts:
 def probe_logs(ctx) -> LogFacts:
     diag = _read(ctx)
     node = _node_view(ctx)
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node)), node)
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node)), node)
 
 
 def _size(n: int) -> str:
@@ -491,7 +587,7 @@ def _codes() -> tuple[Code, ...]:
     """Every code this check can emit: the knowledge base's own, the node checks' codes its rows
     and its pasted outputs reuse (one meaning, one code), and its two of its own."""
     direct = (
-        LOGS_READ, LOG_UNREADABLE, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
+        LOGS_READ, LOG_UNREADABLE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}

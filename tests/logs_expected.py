@@ -404,6 +404,31 @@ EXPECTED: list[dict] = [
      "nccl": {"version": "2.21.5", "cuda": "12.8"},
      "note": "CloudWatch table rows; the timestamp is glued to the NCCL host on most rows."},
 
+    # --- What users really paste (issue 16): other stacks, quoted replies, nccl-tests ---------------
+    {"file": "ucx-8746-create-cq-memlock-hint.log",
+     "codes": {"MEMLOCK_LIMITED"}, "absent": {"UCX_IB_RESOURCE_FAILED"}, "root": "MEMLOCK_LIMITED", "nccl": None,
+     "note": "UCX names the cause itself ('current: 64 kbytes'): the memlock limit, not a second finding."},
+    {"file": "deepep-55-nvshmem-no-peermem-quoted.log",
+     "codes": {"GDR_PEERMEM_MISSING"}, "absent": set(), "root": "GDR_PEERMEM_MISSING", "nccl": None,
+     "note": "Every line is in a markdown quote ('> '), the command in inline code, the mention autolinked."},
+    {"file": "megatron-516-sigbus-shm-p2p.log",
+     "codes": {"NCCL_SHM_FAILED"}, "absent": {"NCCL_SOCKET_FALLBACK"}, "root": "NCCL_SHM_FAILED",
+     "nccl": {"hosts": ["09677202c889"]},
+     "note": "SIGBUS 'nonexistent physical address' with ncclGroupEnd frames in a container: /dev/shm too small."},
+    {"file": "ofi-67-no-optimal-provider-pdsh.log",
+     "codes": {"OFI_NO_PROVIDER"}, "absent": {"NCCL_SOCKET_FALLBACK"}, "root": "OFI_NO_PROVIDER", "nccl": None,
+     "note": "The plugin's own test prints 'WARN: Function: ... Line: ...:' instead of NCCL's prefix."},
+    {"file": "nccltests-219-internal-error-ranks.log",
+     "codes": {"NCCL_TEST_FAILED"}, "absent": set(), "root": "NCCL_TEST_FAILED",
+     "subjects": {"NCCL_TEST_FAILED": ["fengyun"]}, "nccl": {"nodes": 2}},
+    {"file": "nccltests-37-allgather-out-of-bounds.log",
+     "codes": {"NCCL_TEST_WRONG_RESULTS"}, "absent": set(), "root": "NCCL_TEST_WRONG_RESULTS", "nccl": None},
+    {"file": "rxe-74-kernel-abi-empty-ibv-devices.log",
+     "codes": {"VERBS_KERNEL_ABI_MISMATCH"}, "absent": {"IB_NO_DEVICES"}, "root": "VERBS_KERNEL_ABI_MISMATCH",
+     "nccl": None,
+     "note": "The kernel has rxe0 (lsmod, rxe_cfg); libibverbs skips it for its ABI, so 'wasn't found' and the "
+             "empty ibv_devices list follow from that."},
+
     # --- Kubernetes output without an RDMA problem -----------------------------------------------
     {"file": "rdmashared-93-kubectl-logs-device-plugin.log",
      "codes": set(), "absent": {"IB_NO_DEVICES", "VERBS_PROVIDER_MISSING"}, "root": None, "nccl": None},

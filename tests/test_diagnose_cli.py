@@ -167,7 +167,8 @@ def test_list_patterns_and_explain_know_every_code() -> None:
     code, out, err = run_cli(["list-patterns", "--json"])
     assert code == 0, err
     rows = json.loads(out)["patterns"]
-    assert len(rows) >= 40 and {r["source"] for r in rows} >= {"nccl", "verbs", "ibtools", "pytorch", "kernel"}
+    assert len(rows) >= 40 and {r["source"] for r in rows} >= {"nccl", "verbs", "ibtools", "pytorch", "kernel", "ucx",
+                                                         "nvshmem", "ofi", "nccltests"}
     for c in sorted({r["code"] for r in rows}) + ["NCCL_SOCKET_FALLBACK", "NCCL_GDR_DISABLED", "NCCL_IB_COMPLETION_ERROR",
                                                   "NCCL_SHM_FAILED", "NCCL_QP_CQ_CREATE_FAILED", "NCCL_REG_MR_FAILED",
                                                   "NCCL_TIMEOUT"]:

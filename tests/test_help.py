@@ -117,15 +117,16 @@ def _patterns() -> list[dict]:
 
 def test_list_patterns_is_a_table_per_source_with_a_source_column() -> None:
     from rdmadoctor.cli.info import SOURCE_TITLES
+    from rdmadoctor.core.words import count
     from rdmadoctor.logs import kb
 
     rows = _patterns()
     res = CliRunner().invoke(app, ["list-patterns"])
     assert res.exit_code == 0 and res.stderr == ""
     lines = res.stdout.splitlines()
-    titles = [ln for ln in lines if re.fullmatch(r"[A-Za-z][A-Za-z ]*: \d+ patterns?", ln)]
+    titles = [ln for ln in lines if re.fullmatch(r"[A-Za-z][A-Za-z -]*: \d+ patterns?", ln)]
     want = [s for s in kb.SOURCES if any(r["source"] == s for r in rows)]
-    assert titles == [f"{SOURCE_TITLES[s]}: {sum(r['source'] == s for r in rows)} patterns" for s in want]
+    assert titles == [f"{SOURCE_TITLES[s]}: {count(sum(r['source'] == s for r in rows), 'pattern')}" for s in want]
     for i, title in enumerate(titles):
         head = lines[lines.index(title) + 1].split()
         assert head == ["pattern", "code", "severity", "source"], head

@@ -147,7 +147,8 @@ def test_a_job_reads_as_expected() -> None:
         "version": "2.21.5", "cuda": "12.4", "network": "IB", "plugin": None,
         "net_devices": [{"name": "mlx5_0", "port": 1, "link_layer": "InfiniBand"},
                         {"name": "mlx5_1", "port": 1, "link_layer": "InfiniBand"}],
-        "socket_ifaces": None, "gdr": True, "channels": None, "ranks": 4, "hosts": ["gpu-0", "gpu-1"], "socket_hosts": [],
+        "socket_ifaces": None, "gdr": True, "channels": None, "ranks": 4, "hosts": ["gpu-0", "gpu-1"], "socket_hosts": [], "nodes": 2,
+        "fabric": None, "fabric_nics": None, "net_bw_gbs": None,
     }
     assert transport_line(d.nccl) == "NCCL 2.21.5 uses NET/IB on mlx5_0, mlx5_1 (InfiniBand) with GPUDirect RDMA"
 
@@ -231,10 +232,14 @@ def test_no_socket_finding_when_ib_is_used_everywhere() -> None:
     ("host:1:1 [0] NCCL INFO Using network AWS Libfabric", {"network": "AWS Libfabric"}),
     ("host:1:1 [0] NCCL INFO NET/IBext : Using [0]mlx5_0:1/IB [1]mlx5_3:1/IB ; OOB ib0:10.1.0.1<0>",
      {"net_devices": [{"name": "mlx5_0", "port": 1, "link_layer": "InfiniBand"}, {"name": "mlx5_3", "port": 1, "link_layer": "InfiniBand"}]}),
-    ("host:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:10.0.1.1<0>", {"socket_ifaces": ["eth0", "eth1"]}),
+    # NCCL lists its socket interfaces only when it initialises its socket transport (2.5+): alone,
+    # the line says NCCL runs on sockets (issue 16).
+    ("host:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0> [1]eth1:10.0.1.1<0>",
+     {"socket_ifaces": ["eth0", "eth1"], "network": "Socket"}),
     ("host:1:1 [0] NCCL INFO Channel 00/24 :    0   1   2   3", {"channels": 24}),
     ("host:1:1 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (no module)", {"gdr": False}),
-    ("host:1:1 [0] NCCL INFO Channel 01/0 : 1[1] -> 9[1] [receive] via NET/IB/1/GDRDMA/Shared", {"gdr": True}),
+    # A NET channel names the network NCCL uses (issue 16: "via NET/IBext/1/GDRDMA" is IBext).
+    ("host:1:1 [0] NCCL INFO Channel 01/0 : 1[1] -> 9[1] [receive] via NET/IB/1/GDRDMA/Shared", {"gdr": True, "network": "IB"}),
 ])
 def test_nccl_facts_of_each_version(line: str, facts: dict) -> None:
     d = diag(line + "\n")

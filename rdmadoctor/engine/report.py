@@ -23,7 +23,7 @@ Schema (v1); every value a check could not establish is ``null``:
 - ``nccl``: what NCCL did, read from the job's logs (``rdmadoctor diagnose``, a bundle's logs/,
   ``rdmadoctor run``); null when no log was read. {version, cuda, network, plugin, net_devices
   [{name, port, link_layer}], socket_ifaces, gdr (true | false | null), channels, ranks, hosts,
-  socket_hosts}: a field the log does not show is null, never guessed. A check fills it through
+  socket_hosts, nodes, fabric, fabric_nics, net_bw_gbs}: a field the log does not show is null, never guessed. A check fills it through
   its inventory's "nccl" key (rdmadoctor.checks.logs).
 - ``plugin_errors``: plugins that failed to load, one line each; each is also a finding of the
   check ``plugins.load`` (``PLUGIN_LOAD_FAILED``, unknown; ``PLUGIN_OPTIONAL_NOT_LOADED``, a

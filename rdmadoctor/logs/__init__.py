@@ -6,7 +6,8 @@ Layer: below host and checks, above parsers (pure text in, findings and facts ou
 - :mod:`rdmadoctor.logs.reader`: files, stdin, gzip, directories and their errors, as chunks.
 - :mod:`rdmadoctor.logs.prefix`: a line's prefixes removed (kubectl --timestamps/--prefix,
   NCCL's ``[%F %T] host:pid:tid [dev]``, mpirun's ``[1,3]<stderr>:``, torchrun's ``[default3]:``),
-  giving host, rank, pid and time.
+  giving host, rank, pid and time; and what a ticket wraps around lines (markdown quotes, inline
+  code, autolinked file names, a line a terminal broke in two: ``unwrap``, ``continues``).
 - :mod:`rdmadoctor.logs.nccl`: what NCCL did (the report's ``nccl`` section).
 - :mod:`rdmadoctor.logs.scan`: :class:`Diagnoser`, streamed and in constant memory.
 

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
+# RCCL (ROCm) prints "RCCL version 2.18.3+hip6.0 ..." where NCCL prints "NCCL version 2.18.3+cuda12.2".
+_VERSION = re.compile(r"[NR]CCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
 _NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
-_NET_DEVS = re.compile(r"NET/(\w+) ?: Using ((?:\[\d+\]\S+ ?)+)")
-_NET_DEV = re.compile(r"\[\d+\]([\w.:-]+?):(\d+)/(\w+)")
-_SOCK_DEVS = re.compile(r"NET/Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
+_NET_DEVS = re.compile(r"NET/(\w+) ?: Using (\[\d+\].*)")
+# "[0]mlx5_0:1/IB"; NCCL_IB_MERGE_NICS (2.19+) lists a merged device's ports in braces:
+# "[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={...}".
+_NET_DEV = re.compile(r"\[\d{1,4}\] ?([\w.-]{1,64}):(\d{1,3})/(\w{1,16})")
+# GCP's FastSocket plugin lists its interfaces as NET/Socket does ("NET/FastSocket : Using [0]eth0:...").
+_SOCK_DEVS = re.compile(r"NET/(?:Fast)?Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
 _SOCK_DEV = re.compile(r"\[\d+\]([\w.@-]+?):")
 _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
@@ -26,9 +30,21 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+# The network of a channel line that is not a socket one: "via NET/IBext/1/GDRDMA" -> IBext,
+# "via NET/AWS Libfabric/0" -> "AWS Libfabric".
+_CHANNEL_NET_BYTES = re.compile(rb" via NET/(?!Socket/)([^/\s]{1,32}(?: [^/\s]{1,32}){0,3})/\d")
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
+# aws-ofi-nccl: "NET/OFI Selected Provider is efa (found 16 nics)", 1.7+: "Selected provider is efa, fabric
+# is efa-direct (found 4 nics)".
+_OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w;.-]{1,64}?),? (?:fabric is ([\w;.-]{1,64}) )?\(found (\d{1,4}) nics?\)")
+# NCCL's topology (NCCL_DEBUG_SUBSYS=GRAPH, 2.7+): "+ NET[25.0] - NET/3 (3/0/25.000000)", a NIC and its
+# bandwidth in GB/s as NCCL sees it (25.0: a 200 Gb/s port).
+_TOPO_NET = re.compile(r"NET\[(\d{1,6}(?:\.\d{1,6})?)\] - NET/(\d{1,4})\b")
 _COLL_CHANNELS = re.compile(r"(\d+) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_NNODES = re.compile(r"\bnNodes (\d{1,6})")  # "comm %p rank %d nRanks %d nNodes %d localRanks %d" (2.9+)
+# nccl-tests lists its ranks: "#  Rank  0 Group  0 Pid  63755 on DisAI-4090-3 device  0 [0x1b] ..."
+_TEST_RANK = re.compile(r"#\s{1,8}Rank\s{1,8}\d{1,6}\s{1,8}(?:Group\s{1,8}\d{1,6}\s{1,8})?Pid\s{1,8}\d{1,9}\s{1,8}on\s{1,8}([\w.-]{1,255})\s")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
 
@@ -52,6 +68,7 @@ class NcclFacts:
         self.gdr_off = False
         self.net_channels = 0  # NET channel lines seen
         self.net_channels_gdr = 0
+        self.channel_net: str | None = None  # the network a (non-socket) NET channel line names
         self.socket_channel_hosts: set[str | None] = set()
         # NCCL <= 2.5 may print no "Using network" line: "NET/IB : No device found." then
         # "NET/Socket : Using [0]eth0" on one host says it runs on sockets.
@@ -60,6 +77,11 @@ class NcclFacts:
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
+        self.nnodes: int | None = None
+        self.fabric: str | None = None  # the libfabric provider (and fabric) aws-ofi-nccl selected
+        self.topo_nets: dict[tuple[str | None, str], float] = {}  # (host, NET id) -> GB/s, from NCCL's topology
+        self.fabric_nics: int | None = None
+        self.test_hosts: set[str] = set()  # the hosts nccl-tests says its ranks run on
         self.hosts: set[str] = set()
         self.seen = False  # any NCCL line at all
         self.connected = False  # channels connected / init complete: the transport is settled
@@ -69,7 +91,7 @@ class NcclFacts:
         self.seen = True
         if host and len(self.hosts) < self.MAX:
             self.hosts.add(host)
-        if self.version is None and "NCCL version" in text:
+        if self.version is None and "CCL version" in text:
             m = _VERSION.search(text)
             if m:
                 self.version, self.cuda = m.group(1), m.group(2)
@@ -98,12 +120,24 @@ class NcclFacts:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
+        if "NET/OFI Selected" in text and self.fabric is None:
+            m = _OFI_PROVIDER.search(text)
+            if m:
+                prov, fab = m.group(1), m.group(2)
+                self.fabric = prov if not fab or fab == prov else f"{prov} ({fab})"
+                self.fabric_nics = int(m.group(3))
+        if "] - NET/" in text and len(self.topo_nets) < self.MAX:
+            m = _TOPO_NET.search(text)
+            if m:
+                self.topo_nets[(host, m.group(2))] = float(m.group(1))
         if "via NET/" in text:
             # Counted in bulk per block (count_channels): one line per channel and peer, the bulk of
             # an NCCL_DEBUG=INFO log. Only the host of a socket channel is read here.
             m = _CHANNEL_NET.search(text)
             if m and "Socket" in m.group(1) and len(self.socket_channel_hosts) < self.MAX:
                 self.socket_channel_hosts.add(host)
+            elif m and self.channel_net is None:
+                self.channel_net = m.group(1)
         if "coll channels" in text:
             m = _COLL_CHANNELS.search(text)
             if m:
@@ -112,6 +146,9 @@ class NcclFacts:
             m = _NRANKS.search(text)
             if m:
                 self.nranks = max(self.nranks or 0, int(m.group(1)))
+            m = _NNODES.search(text)
+            if m:
+                self.nnodes = max(self.nnodes or 0, int(m.group(1)))
         if "GPU" in text or "GDRDMA" in text:
             if _GDR_OFF.search(text):
                 self.gdr_off = True
@@ -119,6 +156,27 @@ class NcclFacts:
                 self.gdr_on = True
         if "Init COMPLETE" in text or "Connected all rings" in text:
             self.connected = True
+
+    def feed_test_line(self, text: str) -> None:
+        """One of nccl-tests' "#" lines: the hosts its ranks run on."""
+        if "Rank" in text and len(self.test_hosts) < self.MAX:
+            m = _TEST_RANK.match(text.lstrip())
+            if m:
+                self.seen = True
+                self.test_hosts.add(m.group(1))
+
+    def net_bw_gbs(self) -> float | None:
+        """What one node's NICs carry together (GB/s) as NCCL's topology shows them: the least of the
+        hosts that printed one (the slowest node bounds a collective). None: no topology lines."""
+        per_host: dict[str | None, float] = {}
+        for (host, _), bw in self.topo_nets.items():
+            per_host[host] = per_host.get(host, 0.0) + bw
+        return min(per_host.values()) if per_host else None
+
+    def nodes(self) -> int | None:
+        """How many hosts the job spans, when the log says: NCCL's nNodes, nccl-tests' rank list."""
+        n = max(self.nnodes or 0, len(self.test_hosts))
+        return n or None
 
     def count_channels(self, block: bytes) -> None:
         """The channel lines of a block of whole lines, counted in C: NET channels, those with
@@ -129,6 +187,18 @@ class NcclFacts:
             self.net_channels += n
             self.net_channels_gdr += block.count(b"/GDRDMA")
             self.connected = True
+            if self.channel_net is None:
+                # The first few channel lines of the block, not a search over all of it: a log whose
+                # channels are all on sockets would pay a regex over every block.
+                j = block.find(b" via NET/")
+                for _ in range(8):
+                    if j < 0:
+                        break
+                    m = _CHANNEL_NET_BYTES.match(block, j)
+                    if m is not None:
+                        self.channel_net = m.group(1).decode("utf-8", "replace")
+                        break
+                    j = block.find(b" via NET/", j + 9)
         if b"Channel " in block or b"Ring " in block:
             for m in _CHANNEL_RING_BYTES.finditer(block):
                 self.seen = True
@@ -147,7 +217,20 @@ class NcclFacts:
             return {h: "Socket" for h in self.no_ib_hosts & self.socket_iface_hosts if h not in self.networks}
         if self.no_ib_hosts and self.socket_iface_hosts:  # interleaved ranks: any host said both halves
             return {h: "Socket" for h in self.no_ib_hosts | self.socket_iface_hosts}
+        if self.socket_iface_hosts and not (self.net_devices or self.plugin or self.channel_net) and not self._pre25():
+            # NCCL lists its socket interfaces ("NET/Socket : Using [0]bond0:...") only when it
+            # initialises its socket transport, which it does only when no plugin and no IB device
+            # could be used (net.cc ncclNetInit): pasted alone, that line says NCCL runs on sockets.
+            # NCCL <= 2.4 printed its bootstrap interface the same way, so not for those.
+            return {h: "Socket" for h in self.socket_iface_hosts}
         return {}
+
+    def _pre25(self) -> bool:
+        if not self.version:
+            return False
+        major, _, rest = self.version.partition(".")
+        minor = rest.partition(".")[0]
+        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < (2, 5)
 
     def network(self) -> str | None:
         nets = {**self._implied(), **self.networks}
@@ -188,7 +271,9 @@ class NcclFacts:
         return {
             "version": self.version,
             "cuda": self.cuda,
-            "network": self.network(),
+            # A NET channel line names the network too ("via NET/IBext/1"): said in the report, but
+            # not while the job runs (the line that says so comes with the device list after it).
+            "network": self.network() or self.channel_net,
             "plugin": self.plugin,
             "net_devices": list(self.net_devices) or None,
             "socket_ifaces": list(self.socket_ifaces) or None,
@@ -197,6 +282,10 @@ class NcclFacts:
             "ranks": self.nranks,
             "hosts": sorted(self.hosts) or None,
             "socket_hosts": self.socket_hosts(),
+            "nodes": self.nodes(),
+            "fabric": self.fabric,
+            "fabric_nics": self.fabric_nics,
+            "net_bw_gbs": self.net_bw_gbs(),
         }
 
 
@@ -231,6 +320,9 @@ def transport_line(nccl: dict | None) -> str | None:
                 "expect a fraction of the fabric's bandwidth")
     devs = nccl.get("net_devices") or []
     on = f" on {_device_list(devs)}" if devs else ""
+    if not devs and nccl.get("fabric"):
+        nics = nccl.get("fabric_nics")
+        on = f" on libfabric provider {nccl['fabric']}" + (f" ({nics} NICs)" if nics else "")
     layers = sorted({d["link_layer"] for d in devs if d.get("link_layer")})
     kind = f" ({', '.join(layers)})" if layers else ""
     gdr = {True: " with GPUDirect RDMA", False: " without GPUDirect RDMA (staged through host memory)"}.get(nccl.get("gdr"), "")

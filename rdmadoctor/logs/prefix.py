@@ -1,4 +1,5 @@
-"""What wraps a log line, removed: who printed it (host, rank, pid) and when.
+"""What wraps a log line, removed: who printed it (host, rank, pid) and when; and what a ticket,
+a chat or a web page wrapped around it (:func:`unwrap`, :func:`continues`).
 
 Wrappers come stacked in any order a pipeline made them: ``kubectl logs --prefix
 --timestamps`` puts ``[pod/NAME/CONTAINER] 2024-05-01T12:00:00.123456789Z`` in front of what the
@@ -30,6 +31,11 @@ _NCCL = re.compile(
     r"(?:(?P<loc>[\w./-]+:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d{1,6})\]|\brank (\d{1,6})\b")
+# An NCCL line pasted without its "host:pid:tid [dev]" (a ticket quotes the message alone), or
+# with the device only: "NCCL INFO NET/Socket : Using [0]bond0:...", "[0] init.cc:123 NCCL WARN ...".
+_NCCL_BARE = re.compile(
+    r"(?:\[-?\d{1,4}\] )?(?:[\w./-]{1,200}:\d{1,6} )?NCCL (?P<level>INFO|WARN|TRACE|ABORT)\b ?"
+)
 
 
 @record
@@ -69,8 +75,105 @@ def split(line: str) -> tuple[str, Meta]:
         host, pid, level = m.group("host"), m.group("pid"), m.group("level")
         ts = m.group("ts") or ts
         rest = rest[m.end():]
+    else:
+        bare = _NCCL_BARE.match(rest)
+        if bare is not None:
+            level, rest = bare.group("level"), rest[bare.end():]
     if rank is None:
         r = _RANK_IN_TEXT.search(rest)
         if r is not None and r.start() < 24:
             rank = int(r.group(1) or r.group(2))
     return rest.strip(), Meta(host=host or pod, pid=pid, rank=rank, time=ts, level=level, pod=pod)
+
+
+# ---- what a ticket, a chat or a web page wrapped around the lines --------------------------------
+
+# Markdown block quotes (GitHub replies, e-mail): "> ", ">> ", "> > ", and a bare ">" between.
+_QUOTE = re.compile(r"[ \t]{0,3}(?:>[ \t]?){1,16}")
+# A file name a chat tool or GitHub turned into a link ([init.cc](http://init.cc):123, Slack's
+# <http://init.cc|init.cc>): .cc, .py, .sh are top-level domains. The link goes, the name stays.
+_AUTOLINK = re.compile(r"\[([^\[\]()\s]{1,256})\]\((?:https?://|mailto:)?\1/?\)|<https?://([^<>|\s]{1,256})\|\2>")
+# Inline code in a sentence: `NCCL WARN Call to ibv_create_qp failed`.
+_CODE_SPAN = re.compile(r"`{1,3}([^`]{1,4096})`{1,3}")
+MAX_SPANS = 8
+
+
+def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
+    """A pasted line as the program printed it: (the line, the inline code spans in it).
+
+    Removes what a ticket puts around log lines: markdown quote markers (``> ``, ``>> ``), the
+    backticks of inline code around the whole line, the links chat tools make of file names
+    (``[init.cc](http://init.cc):123`` -> ``init.cc:123``). A sentence that quotes a message in
+    backticks (``the job dies with `NCCL WARN ...` after a minute``) gives the line with the
+    backticks removed and each quoted message on its own, to be read as a line of its own.
+    Linear: a few anchored regexes over a line the scanner has already capped.
+    """
+    if line[:4].lstrip(" \t")[:1] == ">":
+        m = _QUOTE.match(line)
+        if m is not None:
+            line = line[m.end():]
+    if "](" in line or "|" in line and "<http" in line:
+        line = _AUTOLINK.sub(lambda m: m.group(1) or m.group(2), line)
+    if "`" not in line:
+        return line, ()
+    stripped = line.strip()
+    inner = stripped.strip("`")
+    if "`" not in inner:  # the whole line is inline code (or a fence's opening/closing on it)
+        return inner, ()
+    spans = tuple(s.strip() for s in _CODE_SPAN.findall(line)[:MAX_SPANS] if s.strip())
+    return line.replace("`", ""), spans
+
+
+# ---- a long line broken in two ---------------------------------------------------------------------
+
+# A terminal or a web page broke a long line: its rest comes on the next line with no prefix of its
+# own. Only a line at least this long is taken to have been broken (terminals are 80 wide or more).
+WRAP_MIN = 64
+# What starts a line of its own, never the rest of a broken one: indentation, a label ("Last
+# error:", "ncclSystemError:", "INFO:"), an exception, a traceback, a prompt, a rule, a bracketed
+# tag ([rank0]:, [W ...]), a date.
+_OWN_START = re.compile(
+    r"\s|$|[^\s:]{0,40}?:(?:\s|$)|[\w -]{0,40}?:(?:\s|$)|Traceback\b|File \"|[\w.]{0,80}(?:Error|Exception|Warning)\b|NCCL |[$%>#*=|]|-{2,}"
+    r"|\[(?:default|rank|Rank|[WEIF]\d|[WEIF] )|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d"
+)
+# A token that a line break cut in the middle: a device list entry, an address, a path.
+_TOKEN_END = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=][\w.:/\[\]<>=-]{0,80}$")
+_TOKEN_START = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=]")
+
+
+def continues(first: str, nxt: str) -> bool:
+    """Is ``nxt`` the rest of ``first``, a long line a terminal or a web page broke in two?
+
+    Both are unwrapped lines (see :func:`unwrap`). ``nxt`` must not start the way a line of its own
+    starts (a prefix, indentation, a label, an exception, a prompt), and ``first`` must be long."""
+    if len(first) < WRAP_MIN or not nxt or len(nxt) > MAX_WRAPPED:
+        return False
+    if _OWN_START.match(nxt) is not None:
+        return False
+    _, meta = split(nxt[:200])  # a prefix is at the start
+    return meta.host is None and meta.level is None and meta.time is None and meta.rank is None and meta.pod is None
+
+
+MAX_WRAPPED = 4096
+
+
+def cut_token(first: str, nxt: str) -> bool:
+    """Did a break fall inside a token (a device list entry, an address, a path)?"""
+    return (first[-1:].strip() != "" and nxt[:1].strip() != ""
+            and _TOKEN_END.search(first[-80:]) is not None and _TOKEN_START.match(nxt) is not None)
+
+
+def joined(first: str, nxt: str) -> tuple[str, str]:
+    """The two ways of gluing a broken line back: (the likelier, the other).
+
+    A terminal breaks at its width, in the middle of a word ("mlx5_1" as "ml" + "x5_1"); a web page
+    breaks at a space, which goes. Likelier without a space: where the break cut a token (a
+    device, an address, a path: digits, brackets, slashes, colons around it); else with one."""
+    tight, spaced = first + nxt, first + " " + nxt
+    if first.endswith((" ", "\t")):
+        return tight, spaced
+    if first.endswith((",", ";", ".", ")")):
+        return spaced, tight
+    if _TOKEN_END.search(first[-80:]) is not None or _TOKEN_START.match(nxt) is not None:
+        return tight, spaced
+    return spaced, tight

@@ -37,14 +37,18 @@ MAX_FINDINGS = 512
 MAX_SEGMENTS = 64
 MAX_SEGMENT_BYTES = 1 << 20
 MAX_SEGMENT_LINES = 20000
+PASTE_WINDOW = 1 << 20  # tool outputs without header or prompt are looked for in this much of an input
 
 # NCCL INFO lines that carry facts (see rdmadoctor.logs.nccl), as needles.
 _FACT_NEEDLES = (
-    "NCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
+    "NCCL version", "RCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "via NET/Socket", "nRanks", "Channel ", "Ring ", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
 )
+# NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
+# tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
+_HEAD_FACT_NEEDLES = ("] - NET/",)
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
 _COMMANDS = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
@@ -62,6 +66,10 @@ _HEADERS = (
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
+    # Without a header or a prompt (issue 16): `df -h | grep shm` rows, `ulimit -a` and its lines.
+    (r"^\s*\S+\s+(?:\S+\s+)?\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d{1,3}%\s+/dev/shm\s*$", "df"),
+    (r"^\s*(?:sudo\s+)?ulimit\s+-[aHSl]{1,3}\s*$", "ulimit"),
+    (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
 )
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
@@ -70,7 +78,8 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     "Failed to open", "Count not open", "ProcessGroupNCCL")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _CHANNEL_WORDS = (b"Channel ", b"Ring ")
-_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit")
+_HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
+                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
@@ -126,6 +135,8 @@ def _trie(words: list[str]) -> str:
     return emit(root)
 
 
+# A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
+_TABLE_LINE = re.compile(r"\s*(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
@@ -134,7 +145,7 @@ _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 class Segment:
     """A tool's output found in the text (after a prompt line, or recognised by its header)."""
 
-    kind: str  # ibstat | ibstatus | ibv_devinfo | rdma_link | ulimit | df | lsmod | dmesg | other ...
+    kind: str  # ibstat | ibstatus | ibv_devinfo | rdma_link | ulimit | df | lsmod | dmesg | nccl-tests | other ...
     command: str  # the command line after the prompt ("ibstat mlx5_0"), "" when recognised by header
     text: str
     file: str
@@ -192,7 +203,8 @@ class _Tables:
         for p in patterns:
             self.by_needle.setdefault(p.needle, []).append(p)
         self.regex = _Compiled({p.id: p.regex for p in patterns})
-        literals = set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
+        literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
+                    | set(_HEAD_FACT_NEEDLES))
         alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
         self.line_needles = re.compile("|".join(alts))
         # A trie-shaped pattern: a position tries one branch per character, not every needle.
@@ -244,7 +256,14 @@ class _Tables:
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
-        self.plain = tuple(sorted(x.encode() for x in uncovered))
+        self.plain = tuple(sorted(x.encode() for x in uncovered - set(_HEAD_FACT_NEEDLES)))
+        # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
+        # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
+        # each such search costs about as much as the whole scan of a block, and outputs pasted
+        # without a header or prompt come in tickets and pastes, the topology with the first
+        # communicator, not megabytes into a job's log.
+        head = {x for x in _HEADER_NEEDLES if choice.get(x) is None} | set(_HEAD_FACT_NEEDLES)
+        self.paste_plain = tuple(sorted(x.encode() for x in head if x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
@@ -456,7 +475,11 @@ class Diagnoser:
             le = block.find(b"\n", ls)
             raw = block[ls:le]
             if forced or self.t.verify.search(raw) or b"$ " in raw or b"# " in raw:
-                self._line(raw, self._lineno)
+                # The next line, when this block holds it: the rest of this one if a terminal broke it.
+                nle = -1 if forced or len(raw) < prefix.WRAP_MIN else block.find(b"\n", le + 1)
+                if self._line(raw, self._lineno, block[le + 1:nle] if nle >= 0 else None):
+                    self._lineno += 1
+                    le = nle
             pos = le + 1
 
     def _candidates(self, block: bytes) -> list[int]:
@@ -474,7 +497,10 @@ class Diagnoser:
         self._channels = channels
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
-        for lit in self.t.plain:
+        plain = self.t.plain
+        if self._source is not None and self._source["bytes"] - len(block) < PASTE_WINDOW:
+            plain += self.t.paste_plain
+        for lit in plain:
             j = find(lit)
             while j >= 0:
                 starts.add(rfind(b"\n", 0, j) + 1)
@@ -490,7 +516,7 @@ class Diagnoser:
         while pos < n:
             le = block.find(b"\n", pos)
             raw = block[pos:le]
-            text = _unquote(raw.decode("utf-8", "replace").rstrip())
+            text = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())[0]
             if self._ends_segment(text, seg):
                 self._close_segment()
                 return pos  # the line is scanned again, as a line of its own
@@ -509,6 +535,8 @@ class Diagnoser:
     def _ends_segment(self, text: str, seg: dict) -> bool:
         from rdmadoctor.parsers.common import is_prompt
 
+        if seg["kind"] == "nccl-tests":  # the table runs while its lines are rows (or the units line)
+            return _TABLE_LINE.match(text) is None
         if is_prompt(text):
             return True
         if seg["blank"] >= 2 and text.strip():
@@ -537,8 +565,9 @@ class Diagnoser:
         self._seg = {"kind": kind, "command": command, "lines": lines, "size": sum(len(x) + 1 for x in lines),
                      "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
 
-    def _line(self, raw: bytes, lineno: int) -> None:
-        text = _unquote(raw.decode("utf-8", "replace").rstrip())
+    def _line(self, raw: bytes, lineno: int, nxt: bytes | None = None) -> bool:
+        """Read one candidate line; True when it also took ``nxt`` (the next line) as its rest."""
+        text, spans = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())
         if "Last error" in text:
             self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
@@ -549,18 +578,67 @@ class Diagnoser:
             kind = _COMMANDS.get(word, "other")
             if kind == "rdma_link" and " link" not in f" {command}":
                 kind = "other"
+            if kind == "other" and text.lstrip().startswith("#"):
+                # Not a root prompt running a tool: nccl-tests' comment lines ("# nThread 1 ...",
+                # "# Out of bounds values : 2 FAILED") and a ticket's headings. Its result table is
+                # an output of its own.
+                from rdmadoctor.parsers.nccltests import is_header
+
+                if is_header(text):
+                    self._open_segment("nccl-tests", "", lineno, text)
+                else:
+                    self.facts.feed_test_line(text)
+                    self._match(text, lineno)
+                return False
             self._open_segment(kind, command, lineno + 1, None)
-            return
+            return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:
                 if rx.search(text):
                     self._open_segment(kind, "", lineno, text)
-                    return
-        self._match(text, lineno)
+                    return False
+        took = False
+        if nxt is not None:
+            rest = prefix.unwrap(nxt.decode("utf-8", "replace").rstrip())[0]
+            whole = self._rejoin(text, rest) if prefix.continues(text, rest) and not self._starts_output(rest) else None
+            if whole is not None:
+                text, took = whole, True
+                if "Last error" in rest:
+                    self._follow = LAST_ERROR_LINES
+        hit: set[tuple[str, str]] = set()
+        self._match(text, lineno, hit=hit)
+        for span in spans:  # messages quoted in backticks inside a sentence, each a line of its own
+            self._match(span, lineno, hit=hit)
+        return took
 
-    def _match(self, text: str, lineno: int, quick: bool = False) -> None:
+    def _rejoin(self, first: str, rest: str) -> str | None:
+        """A broken line glued back (with or without a space where it broke, whichever lets more
+        knowledge-base rows match, else prefix.joined's guess), or None: the two lines are two.
+
+        Glued only where that explains more than the two lines do apart (a message whose needle or
+        ending the break cut), or, where neither says anything to the knowledge base (NCCL's INFO
+        lines), where the break cut a token ("[3]ml" + "x5_3:1/IB")."""
+        likely, other = prefix.joined(first, rest)
+        n_likely, n_other = self._rows(likely), self._rows(other)
+        apart = self._rows(first) + self._rows(rest)
+        if max(n_likely, n_other) > apart:
+            return other if n_other > n_likely else likely
+        if apart == 0 and prefix.cut_token(first, rest) and prefix.split(first[:400])[1].level == "INFO":
+            return likely
+        return None
+
+    def _starts_output(self, text: str) -> bool:
+        """Is ``text`` the first line of a tool's output (a header this scanner knows)?"""
+        return any(h in text for h in _HEADER_NEEDLES) and any(rx.search(text) for rx, _ in self.t.headers)
+
+    def _rows(self, text: str) -> int:
+        body = prefix.split(text)[0]
+        return sum(1 for needle in set(self.t.line_needles.findall(text)) for p in self.t.by_needle.get(needle, ())
+                   if self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text))
+
+    def _match(self, text: str, lineno: int, quick: bool = False, hit: set | None = None) -> None:
         body, meta = prefix.split(text)
-        if meta.level is not None or "NCCL" in text:
+        if meta.level is not None or "NCCL" in text or "RCCL version" in text:
             self.facts.feed(body, meta.host)
             # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
             # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
@@ -577,7 +655,7 @@ class Diagnoser:
         # Each needle in the line gets its first matching row: a traceback pasted on one line
         # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
-        hit: set[tuple[str, str]] = set()
+        hit = set() if hit is None else hit
         for m in self.t.line_needles.finditer(text):
             needle = m.group()
             if needle in seen:
@@ -601,7 +679,8 @@ class Diagnoser:
             if len(self.aggs) >= MAX_FINDINGS:
                 self.dropped_findings += 1
                 return
-            symptom = kb.is_symptom(p, groups)
+            symptom = kb.is_symptom(p, groups) or bool(
+                p.symptom_after and any(a.pattern.code in p.symptom_after for a in self.aggs.values()))
             agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom)
         agg.count += 1
         if meta.host and len(agg.hosts) < 64:
@@ -659,13 +738,6 @@ class Diagnoser:
         if self._cut_lines:
             notes.append(f"{count(self._cut_lines, 'line')} longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
-
-
-def _unquote(text: str) -> str:
-    """A line of a ticket's paste with markdown's inline-code backticks around it removed."""
-    if text.startswith("`") or text.endswith("`"):
-        return text.strip("`")
-    return text
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
@@ -795,7 +867,7 @@ _FALLBACK_REASONS = {
     "NCCL_IB_DISABLED_BY_ENV", "NCCL_IB_NO_DEVICE", "NCCL_IB_HCA_NO_MATCH", "VERBS_LIB_MISSING",
     "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH", "DEV_UVERBS_MISSING",
     "IB_NO_DEVICES", "VERBS_NO_DEVICES", "NCCL_NET_PLUGIN_LOAD_FAILED", "NCCL_NET_INIT_FAILED",
-    "IB_PORT_DOWN", "IB_PORT_INIT",
+    "IB_PORT_DOWN", "IB_PORT_INIT", "OFI_NO_PROVIDER",
 }
 
 

@@ -9,6 +9,10 @@ rows and a ``CODES`` tuple of the :class:`~rdmadoctor.core.model.Code` objects i
 - ``ibtools``: what ibstat, ibstatus, ibv_devinfo, ``rdma`` print when they fail
 - ``pytorch``: the c10d ProcessGroupNCCL watchdog and ``NCCL error in:`` exceptions
 - ``kernel``: dmesg / ``journalctl -k`` lines of mlx5_core, nvidia_peermem, the PCIe AER driver
+- ``ucx``: UCX's verbs failures (Open MPI, UCC, RAPIDS) and its SIGBUS report
+- ``nvshmem``: NVSHMEM's transports (DeepEP): a missing peer-memory module
+- ``ofi``: aws-ofi-nccl, the libfabric (EFA) net plugin
+- ``nccltests``: nccl-tests' failure and wrong-result lines
 
 A row is matched against one log line with its prefixes removed (timestamps, ``kubectl logs
 --prefix``, NCCL's ``host:pid:tid [dev]``): see :mod:`rdmadoctor.logs.scan`. ``rdmadoctor
@@ -49,7 +53,7 @@ if TYPE_CHECKING:
     from rdmadoctor.core.model import Code
 
 # The modules, in the order their rows are tried (the first row that matches a line wins).
-SOURCES = ("nccl", "verbs", "ibtools", "pytorch", "kernel")
+SOURCES = ("nccl", "verbs", "ibtools", "pytorch", "kernel", "ucx", "nvshmem", "ofi", "nccltests")
 
 
 @record
@@ -76,6 +80,10 @@ class Pattern:
     # Codes (or pattern ids) this row's findings follow from when they were seen earlier; empty:
     # any earlier non-symptom problem is a cause (see rdmadoctor.logs.scan).
     follows: tuple[str, ...] = ()
+    # Codes that, seen before this row's line, make it a symptom of them (and only then): "No IB
+    # devices found" after libibverbs said it has no provider for a device is that problem's
+    # consequence, not a host without devices. Listed in ``follows`` too, so it links to them.
+    symptom_after: tuple[str, ...] = ()
     # groups -> more groups (a status number -> its ibv_wc_status name); pure, never raises.
     derive: Callable[[dict[str, str]], dict[str, str]] | None = field(default=None, compare=False)
     versions: str = ""  # the versions that print it, when that matters: "NCCL 2.13+"

@@ -55,6 +55,9 @@ MOD_MISSING = "MOD_MISSING"
 IB_PORT_DOWN = "IB_PORT_DOWN"
 IB_PORT_INIT = "IB_PORT_INIT"
 IB_NO_DEVICES = "IB_NO_DEVICES"
+# libibverbs skipped the kernel's devices (no provider for them, a provider or libibverbs of the wrong
+# ABI): an empty device list after such a warning is that problem, the kernel has the devices.
+_NO_USERSPACE = ("VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH")
 
 
 PATTERNS: tuple[Pattern, ...] = (
@@ -71,6 +74,8 @@ PATTERNS: tuple[Pattern, ...] = (
             "install ibverbs-providers; on the host `modprobe mlx5_ib ib_uverbs`.",
         ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c (`%d HCA%s found:` of `ibv_devinfo -l`)",
         examples=("0 HCAs found:",),
+        follows=_NO_USERSPACE,
+        symptom_after=_NO_USERSPACE,
     ),
     Pattern(
         id="ibtools.ibstatus_no_sysfs",
@@ -103,6 +108,8 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c and the *_pingpong examples; linux-rdma/perftest "
             "src/perftest_resources.c",
         examples=("No IB devices found", "[pod/trainer-0/main] No IB devices found"),
+        follows=_NO_USERSPACE,
+        symptom_after=_NO_USERSPACE,
     ),
     Pattern(
         id="ibtools.device_list_enosys",
@@ -183,6 +190,9 @@ PATTERNS: tuple[Pattern, ...] = (
             "ibpanic: [2231] main: 'mlx5_9' IB device can't be found: No such file or directory",
         ),
         derive=lambda g: {"device": g.get("dev") or g.get("dev2") or "?"},
+        # "IB device 'rxe0' wasn't found" right after libibverbs skipped rxe0 for its ABI (rxe-dev#74).
+        follows=_NO_USERSPACE,
+        symptom_after=_NO_USERSPACE,
     ),
     Pattern(
         id="ibtools.perftest_no_device",

@@ -30,6 +30,7 @@ CODES = (VERBS_KERNEL_ABI_MISMATCH,)
 VERBS_PROVIDER_MISSING = "VERBS_PROVIDER_MISSING"
 VERBS_ABI_MISMATCH = "VERBS_ABI_MISMATCH"
 MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
+MOD_MISSING = "MOD_MISSING"
 
 
 def _kib(groups: dict[str, str]) -> dict[str, str]:
@@ -170,5 +171,38 @@ PATTERNS: tuple[Pattern, ...] = (
             "<= 32768 bytes)",
         examples=("libibverbs: Warning: RLIMIT_MEMLOCK is 32768 bytes.",),
         derive=_kib,
+    ),
+    Pattern(
+        id="verbs.uverbs_abi_unreadable",
+        code=MOD_MISSING,
+        severity=ERROR,
+        needle="couldn't read uverbs ABI version",
+        regex=r"libibverbs: Fatal: couldn't read uverbs ABI version",
+        subject="ib_uverbs",
+        message="libibverbs could not read the kernel's uverbs ABI version (/sys/class/infiniband_verbs/abi_version is "
+                "missing): the ib_uverbs kernel module is not loaded, so no RDMA device can be used. This is not an ABI "
+                "mismatch: the kernel side is absent.",
+        meaning="No process on this node can use RDMA until ib_uverbs is loaded; NCCL falls back to sockets.",
+        fix="On the host: `modprobe ib_uverbs` (and the HCA's driver, mlx5_ib), persisted in "
+            "/etc/modules-load.d/rdma.conf; with MLNX_OFED `/etc/init.d/openibd restart`.",
+        ref="linux-rdma/rdma-core libibverbs/init.c check_abi_version (libibverbs 1.1, `Fatal: couldn't read uverbs ABI "
+            "version.`); quoted in Open MPI users' reports with librdmacm's twin warning",
+        examples=("libibverbs: Fatal: couldn't read uverbs ABI version.",),
+    ),
+    Pattern(
+        id="verbs.rdmacm_abi_unreadable",
+        code=MOD_MISSING,
+        severity=WARNING,
+        needle="librdmacm: ",
+        regex=r"librdmacm: (?:Warning: )?couldn't read ABI version",
+        subject="rdma_ucm",
+        message="librdmacm could not read the kernel's RDMA CM ABI version (/sys/class/infiniband_cm/abi_version): the "
+                "rdma_ucm kernel module is not loaded; librdmacm assumes ABI 4 and rdma_cm connections fail.",
+        meaning="MPI and tools that connect with RDMA CM (rping, perftest -R, UCX's rdmacm) cannot; NCCL itself does not "
+                "use RDMA CM. Often the whole RDMA stack is missing on this host.",
+        fix="On the host: `modprobe rdma_ucm` (with ib_uverbs and the HCA's driver); check `ls "
+            "/sys/class/infiniband_verbs`.",
+        ref="linux-rdma/rdma-core librdmacm/cma.c check_abi_version (`couldn't read ABI version.`, then `assuming: %d`)",
+        examples=("librdmacm: couldn't read ABI version.", "librdmacm: Warning: couldn't read ABI version."),
     ),
 )

@@ -1,0 +1,113 @@
+"""UCX (Open MPI's pml ucx, UCC, RAPIDS, Spark-RAPIDS): its verbs failures and its signal handler.
+
+UCX logs ``[time] [host:pid:tid] file.c:NNN  UCX  ERROR <device>: <call>(...) failed: <strerror>``
+(src/uct/ib/base/ib_log.c, ib_md.c) and, when it has a signal handler installed, ``[host:pid:0:tid]
+Caught signal N (<name>: <reason>)`` followed by a backtrace (src/ucs/debug/debug.c). Strings
+checked against openucx/ucx v1.13 .. v1.18 and the issues named in each ``ref``.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.logs.kb import Pattern
+
+UCX_IB_RESOURCE_FAILED = Code(
+    "UCX_IB_RESOURCE_FAILED",
+    "UCX could not create an RDMA resource or register memory",
+    "UCX (under Open MPI, UCC, RAPIDS) asked the HCA for a completion queue, a queue pair or a memory "
+    "registration and the verbs call failed. With `Cannot allocate memory` it is almost always the "
+    "locked-memory limit (every queue and registration pins memory); the transport on that device is "
+    "then unusable and UCX falls back to TCP or fails the job.",
+    "Raise the locked-memory limit for the job: add IPC_LOCK to the container "
+    "(securityContext.capabilities.add: [IPC_LOCK]) or run with `ulimit -l unlimited` (LimitMEMLOCK=infinity "
+    "for the container runtime, `--ulimit memlock=-1:-1` for docker). Check with `ulimit -l` inside the job.",
+    condition=CONFIG,
+)
+
+CODES = (UCX_IB_RESOURCE_FAILED,)
+
+# Codes that live with their checks or other sources, named by string (the logs layer is below the checks).
+MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
+NCCL_SHM_FAILED = "NCCL_SHM_FAILED"
+
+
+def _limit(groups: dict[str, str]) -> dict[str, str]:
+    kb = groups.get("kb") or ""
+    return {"limit_text": f"{kb} KiB" if kb.isdigit() else "low"}
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="ucx.memlock_hint",
+        code=MEMLOCK_LIMITED,
+        severity=ERROR,
+        needle="set max locked memory",
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_\w{1,32})\([^)\n]{0,200}\) failed: (?P<error>[^.\n]{1,80})\. "
+              r"Please set max locked memory \(ulimit -l\) to 'unlimited' \(current: (?P<kb>\d{1,19}) kbytes\)",
+        subject="memlock",
+        message="UCX: {call} failed with `{error}` and UCX names the cause: the locked-memory limit is {limit_text}; RDMA "
+                "needs it unlimited (or CAP_IPC_LOCK).",
+        meaning="UCX cannot use the RDMA device; the job runs over TCP or fails.",
+        fix="Add IPC_LOCK to the container (securityContext.capabilities.add: [IPC_LOCK]), or raise the limit: "
+            "`ulimit -l unlimited` in the entrypoint, LimitMEMLOCK=infinity for the container runtime, `docker run "
+            "--ulimit memlock=-1:-1`.",
+        ref="openucx/ucx src/uct/ib/base/ib_log.c (UCX >= 1.13 appends the memlock hint to ENOMEM); "
+            "https://github.com/openucx/ucx/issues/8746",
+        examples=(
+            "[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: "
+            "Cannot allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)",
+        ),
+        derive=_limit,
+    ),
+    Pattern(
+        id="ucx.verbs_call_failed",
+        code=UCX_IB_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle=") failed: ",
+        # The line with UCX's own memlock hint is the row above (the possessive run stops at its period).
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
+              r"(?:_ex)?)\((?P<args>[^)\n]{0,200})\) failed: (?P<error>[^.\n]{1,80}+)(?!\. Please set max locked memory)",
+        subject="{call}",
+        message="UCX could not {what}{on}: {call}({args}) failed with `{error}`.",
+        meaning="The RDMA transport on that device is unusable: UCX falls back to TCP or the job fails. `Cannot allocate "
+                "memory` is the locked-memory limit almost every time.",
+        fix="`ulimit -l` in the job must say unlimited: add IPC_LOCK to the container or raise LimitMEMLOCK / "
+            "`--ulimit memlock=-1:-1`; for `Bad address` on ibv_reg_mr, UCX's huge-page allocator is involved "
+            "(UCX_*_ALLOC without `huge`).",
+        ref="openucx/ucx src/uct/ib/base/ib_md.c uct_ib_reg_mr `%s(address=%p, length=%zu, access=0x%lx) failed: %m`, "
+            "src/uct/ib/base/ib_iface.c `ibv_create_cq(cqe=%d) failed: %m`; https://github.com/openucx/ucx/issues/8229, "
+            "https://github.com/openucx/ucx/issues/8999",
+        examples=(
+            "ibv_create_cq(cqe=4096) failed: Cannot allocate memory",
+            "[1652770215.176529] [node1:48133:0]        ib_iface.c:733  UCX  ERROR ibv_create_cq(cqe=4096) failed: Cannot "
+            "allocate memory",
+            "ib_md.c:309  UCX  ERROR ibv_reg_mr(address=0x7f1c3a000000, length=2097152, access=0xf) failed: Bad address",
+        ),
+        derive=lambda g: {
+            "what": {"create_cq": "create a completion queue", "create_qp": "create a queue pair",
+                     "create_srq": "create a shared receive queue", "alloc_pd": "allocate a protection domain"}.get(
+                g.get("call", "")[4:].removesuffix("_ex"), "register memory with the HCA"),
+            "on": f" on {g['dev']}" if g.get("dev") else "",
+        },
+    ),
+    Pattern(
+        id="ucx.sigbus_shm",
+        code=NCCL_SHM_FAILED,
+        severity=ERROR,
+        needle="Caught signal 7",
+        regex=r"Caught signal 7 \(Bus error: nonexistent physical address\)",
+        subject="/dev/shm",
+        message="A process died of SIGBUS (`Bus error: nonexistent physical address`): it wrote to a shared-memory "
+                "mapping that /dev/shm could not back. With NCCL (libnccl frames in the backtrace) that is NCCL's "
+                "shared-memory transport outgrowing a small /dev/shm, the container default of 64 MiB.",
+        meaning="The ranks on this host crash during communicator setup or the first collectives.",
+        fix="Give the pod a bigger /dev/shm: an emptyDir with medium: Memory (sizeLimit: 16Gi or more) mounted at "
+            "/dev/shm; with docker, `--shm-size=16g` or `--ipc=host`. Or, to confirm, NCCL_SHM_DISABLE=1 (slower).",
+        ref="openucx/ucx src/ucs/debug/debug.c (`Caught signal %d (%s)`, the si_code of SIGBUS); "
+            "https://github.com/NVIDIA/Megatron-LM/issues/516, https://github.com/msr-fiddle/pipedream/issues/76",
+        examples=(
+            "[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)",
+            "[cf0b62962198:378934:0:382579] Caught signal 7 (Bus error: nonexistent physical address)",
+        ),
+    ),
+)

@@ -1,0 +1,417 @@
+"""What users really paste (issue 16): log lines inside what people write around them, tool outputs
+without their command line, and the other stacks that use the same verbs.
+
+Each input is either written here to stand for a class (a quoted reply, a sentence with inline code,
+a line a terminal broke) or taken from a public issue, cited beside it (verbatim, or an excerpt of
+the lines that matter). The diagnosis runs as `rdmadoctor diagnose FILE` runs it (the logs.diagnose
+check on a logs-only host), so pasted tool outputs are judged by the node checks.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmadoctor.host import logs_only_host
+from rdmadoctor.logs import Diagnoser, diagnose_bytes, prefix
+from rdmadoctor.runner import Options, diagnose
+
+
+def report(text: str) -> dict:
+    reader = Diagnoser()
+    reader.feed(text.encode(), source="paste.txt")
+    reader.end_source()
+    opts = Options(only=["logs"], logs=["paste.txt"], log_diagnosis=reader)
+    return diagnose(opts, host=logs_only_host("paste.txt")).report
+
+
+def found(rep: dict) -> dict[str, dict]:
+    """code -> its first finding (problems only)."""
+    out: dict[str, dict] = {}
+    for c in rep["checks"]:
+        for f in c["findings"]:
+            if f["severity"] in ("error", "warning"):
+                out.setdefault(f["code"], f)
+    return out
+
+
+# ---- 1. log lines inside what people write around them ---------------------------------------------
+
+
+@pytest.mark.parametrize("line, want, spans", [
+    ("> host:1:2 [0] NCCL INFO Using network Socket", "host:1:2 [0] NCCL INFO Using network Socket", ()),
+    (">> > NCCL WARN x", "NCCL WARN x", ()),
+    (">", "", ()),
+    ("   > indented quote", "indented quote", ()),
+    ("`NCCL WARN Call to ibv_create_qp failed`", "NCCL WARN Call to ibv_create_qp failed", ()),
+    ("the job dies with `NCCL WARN Call to ibv_create_qp failed` after a minute",
+     "the job dies with NCCL WARN Call to ibv_create_qp failed after a minute", ("NCCL WARN Call to ibv_create_qp failed",)),
+    ("h:1:1 [0] [init.cc](http://init.cc):123 NCCL WARN x", "h:1:1 [0] init.cc:123 NCCL WARN x", ()),
+    ("h:1:1 [0] transport/[net_ib.cc](https://net_ib.cc):9 NCCL WARN x", "h:1:1 [0] transport/net_ib.cc:9 NCCL WARN x", ()),
+    ("at <http://init.cc|init.cc>:123", "at init.cc:123", ()),
+    ("a [real link](https://example.com) stays", "a [real link](https://example.com) stays", ()),
+])
+def test_unwrap(line: str, want: str, spans: tuple) -> None:
+    assert prefix.unwrap(line) == (want, spans)
+
+
+def test_a_bare_nccl_line_has_its_level() -> None:
+    body, meta = prefix.split("NCCL INFO NET/Socket : Using [0]bond0:10.0.0.2<0>")
+    assert body == "NET/Socket : Using [0]bond0:10.0.0.2<0>" and meta.level == "INFO"
+    body, meta = prefix.split("[3] init.cc:1234 NCCL WARN Bootstrap : no socket interface found")
+    assert body == "Bootstrap : no socket interface found" and meta.level == "WARN"
+
+
+# https://github.com/NVIDIA/nccl/issues/1053 (the NCCL lines), quoted in a reply as GitHub quotes them.
+QUOTED = """\
+> I ran it again and got
+>
+> ```
+> 4c217144f0b1:113168:113168 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.
+> 4c217144f0b1:113168:113168 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>
+> 4c217144f0b1:113168:113168 [0] NCCL INFO Using network Socket
+> ```
+"""
+
+
+def test_a_quoted_reply_reads_as_the_log() -> None:
+    rep = report(QUOTED)
+    got = found(rep)
+    assert {"NCCL_IB_DISABLED_BY_ENV", "NCCL_SOCKET_FALLBACK"} <= set(got)
+    assert rep["nccl"]["network"] == "Socket" and rep["nccl"]["socket_ifaces"] == ["lo"]
+
+
+def test_messages_quoted_in_a_sentence() -> None:
+    got = found(report(
+        "the job dies with `NCCL WARN Call to ibv_create_qp failed` after a minute, and rank 3 printed "
+        "`Error while creating shared memory segment /dev/shm/nccl-7Uu6sb (size 9637888)` first\n"))
+    assert got["NCCL_QP_CQ_CREATE_FAILED"]["subject"] == "ibv_create_qp"
+    assert got["NCCL_SHM_FAILED"]["subject"] == "/dev/shm/nccl-7Uu6sb"
+
+
+def test_a_message_quoted_twice_on_a_line_counts_once() -> None:
+    d = diagnose_bytes(b"`NCCL WARN Call to ibv_create_qp failed` and again `NCCL WARN Call to ibv_create_qp failed`\n")
+    (f,) = [f for f in d.findings if f.code == "NCCL_QP_CQ_CREATE_FAILED"]
+    assert f.data["count"] == 1
+
+
+def test_autolinked_file_names() -> None:
+    got = found(report("node-1:60:60 [1] misc/[shmutils.cc](http://shmutils.cc):128 NCCL WARN Error while creating shared "
+                       "memory segment /dev/shm/nccl-wKpCjM (size 9637888)\n"))
+    assert got["NCCL_SHM_FAILED"]["data"]["evidence"][0]["host"] == "node-1"
+
+
+def test_a_bare_socket_line_means_sockets() -> None:
+    rep = report("NCCL INFO NET/Socket : Using [0]bond0:10.0.0.2<0>\n")
+    assert "NCCL_SOCKET_FALLBACK" in found(rep) and rep["nccl"]["network"] == "Socket"
+
+
+def test_nccl_24_bootstrap_socket_line_is_not_a_fallback() -> None:
+    # NCCL <= 2.4 lists its bootstrap interface as NET/Socket although IB carries the traffic.
+    rep = report("h:1:1 [0] NCCL INFO NCCL version 2.4.7+cuda10.0\nh:1:1 [0] NCCL INFO NET/Socket : Using [0]ib0:10.0.0.1<0>\n")
+    assert "NCCL_SOCKET_FALLBACK" not in found(rep)
+
+
+WRAPPED = """\
+node1:123:456 [0] transport/net_ib.cc:1234 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<12345> with err
+or 12, opcode 0, len 0, vendor err 129 (Send) localGid ::ffff:10.0.0.1 remoteGid ::ffff:10.0.0.2
+node1:123:456 [0] misc/shmutils.cc:128 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-ab
+cd (size 9637888)
+node1:123:456 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]ml
+x5_3:1/IB ; OOB eth0:10.0.0.1<0>
+node1:123:456 [0] enqueue.cc:100 NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate
+memory
+"""
+
+
+def test_lines_a_terminal_broke_are_glued_back() -> None:
+    rep = report(WRAPPED)
+    got = found(rep)
+    assert got["NCCL_IB_COMPLETION_ERROR"]["subject"].startswith("status 12")
+    assert got["NCCL_SHM_FAILED"]["subject"] == "/dev/shm/nccl-abcd"  # broken inside a token: no space
+    assert [d["name"] for d in rep["nccl"]["net_devices"]] == ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"]
+    assert "Cannot allocate" in got["NCCL_REG_MR_FAILED"]["message"]
+    assert got["NCCL_IB_COMPLETION_ERROR"]["data"]["evidence"][0]["line"] == 1
+    assert got["NCCL_SHM_FAILED"]["data"]["evidence"][0]["line"] == 3  # the line numbers after a join stay true
+
+
+def test_two_lines_that_say_two_things_stay_two() -> None:
+    # https://github.com/nminoru/pib/issues/2: a long warning, then a line of its own.
+    got = found(report("libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0\n"
+                       "No IB devices found\n"))
+    assert got["VERBS_PROVIDER_MISSING"]["subject"] == "/sys/class/infiniband_verbs/uverbs0"
+
+
+@pytest.mark.parametrize("nxt", ["Last error:", "ncclSystemError: System call failed", "  File \"x.py\", line 3",
+                                 "[rank1]: RuntimeError: x", "2024-05-01 12:00:00 next", "Traceback (most recent call last):",
+                                 "h:1:1 [0] NCCL INFO x", "[pod/a/b] x", ""])
+def test_a_line_of_its_own_is_not_a_continuation(nxt: str) -> None:
+    assert not prefix.continues("x" * 100, nxt)
+
+
+# ---- 2. tool output without its command line ---------------------------------------------------------
+
+
+def test_df_rows_without_header() -> None:
+    got = found(report("shm 64M 0 64M 0% /dev/shm\n"))
+    assert got["SHM_TOO_SMALL"]["data"]["evidence"][0]["text"] == "shm 64M 0 64M 0% /dev/shm"
+    got = found(report("shm                               1.0G  883M  142M  87% /dev/shm\n"))
+    assert "SHM_NEARLY_FULL" in got and "SHM_TOO_SMALL" not in got
+
+
+def test_a_filtered_df_still_shows_its_row() -> None:
+    got = found(report("root@pod:/# df -h | grep shm\nshm              64M     0   64M   0% /dev/shm\n"))
+    assert "SHM_TOO_SMALL" in got
+
+
+def test_ulimit_lines_without_a_prompt() -> None:
+    got = found(report("max locked memory       (kbytes, -l) 64\n"))
+    assert got["MEMLOCK_LIMITED"]["data"]["evidence"][0]["text"].startswith("max locked memory")
+
+
+# https://github.com/openucx/ucx/issues/8229 (comment by thomasgillis): `ulimit -a` as a bare first line.
+ULIMIT_A = """\
+ulimit -a
+core file size          (blocks, -c) 0
+data seg size           (kbytes, -d) unlimited
+scheduling priority             (-e) 0
+pending signals                 (-i) 1030810
+max locked memory       (kbytes, -l) 64
+max memory size         (kbytes, -m) unlimited
+open files                      (-n) 1024
+"""
+
+
+def test_ulimit_a_as_a_bare_first_line() -> None:
+    assert "64 KiB" in found(report(ULIMIT_A))["MEMLOCK_LIMITED"]["message"]
+
+
+# https://github.com/nminoru/pib/issues/2 (description): the kernel has the devices, userspace no provider.
+PIB = """\
+# ibv_devinfo
+libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs1
+libibverbs: Warning: no userspace device-specific driver found for /sys/class/infiniband_verbs/uverbs0
+No IB devices found
+"""
+# https://github.com/SoftRoCE/rxe-dev/issues/74 (comment by fwmiller): ABI mismatch, then an empty list.
+RXE = """\
+root@arria10:~# ibv_devices
+libibverbs: Warning: Driver rxe does not support the kernel ABI of 1 (supports 2 to 2) for device /sys/class/infiniband/rxe0
+    device                 node GUID
+    ------              ----------------
+"""
+
+
+@pytest.mark.parametrize("text, root", [(PIB, "VERBS_PROVIDER_MISSING"), (RXE, "VERBS_KERNEL_ABI_MISMATCH")])
+def test_no_devices_after_libibverbs_skipped_them_follows_that(text: str, root: str) -> None:
+    got = found(report(text))
+    assert root in got and "IB_NO_DEVICES" not in got
+    if "VERBS_NO_DEVICES" in got:
+        assert got["VERBS_NO_DEVICES"]["cause"] == root
+
+
+def test_no_devices_alone_is_its_own_problem() -> None:
+    got = found(report("$ ibv_devinfo\nNo IB devices found\n"))
+    assert not got["VERBS_NO_DEVICES"].get("cause")
+
+
+# ---- 3. the other stacks that use the same verbs ------------------------------------------------------
+
+
+@pytest.mark.parametrize("line, code, subject", [
+    # https://github.com/openucx/ucx/issues/8746
+    ("[1668693503.473099] [ampere:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_create_cq() failed: Cannot "
+     "allocate memory. Please set max locked memory (ulimit -l) to 'unlimited' (current: 64 kbytes)", "MEMLOCK_LIMITED", "memlock"),
+    # https://github.com/openucx/ucx/issues/8229 (title)
+    ("ibv_create_cq(cqe=4096) failed: Cannot allocate memory", "UCX_IB_RESOURCE_FAILED", "ibv_create_cq"),
+    # https://github.com/deepseek-ai/DeepEP/issues/55 (comment quoting shmem_put_bw)
+    ("/home/nvshmem_src/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem, or nvidia_peermem "
+     "detected. Skipping transport.", "GDR_PEERMEM_MISSING", "nvidia_peermem"),
+    # https://github.com/NVIDIA/Megatron-LM/issues/516
+    ("[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)", "NCCL_SHM_FAILED", "/dev/shm"),
+    # https://github.com/aws/aws-ofi-nccl/issues/24
+    ("[1,23]<stdout>:ip-172-32-45-165:72593:73427 [7] create_nccl_ofi_component:459 NCCL WARN NET/OFI Couldn't open AV. "
+     "RC: -22, ERROR: Invalid argument", "OFI_ERROR", "NET/OFI"),
+    # https://github.com/aws/aws-ofi-nccl/issues/67
+    ("10.3.35.83: WARN: Function: find_ofi_provider Line: 543: NET/OFI Couldn't find any optimal provider",
+     "OFI_NO_PROVIDER", "NET/OFI"),
+    # https://github.com/NVIDIA/nccl-tests/issues/219
+    ("fengyun: Test NCCL failure common.cu:959 'internal error - please report this issue to the NCCL developers / '",
+     "NCCL_TEST_FAILED", "fengyun"),
+    # https://github.com/NVIDIA/nccl-tests/issues/7
+    ("Out of bounds values : 248 FAILED", "NCCL_TEST_WRONG_RESULTS", "nccl-tests"),
+    ("# Out of bounds values : 248 FAILED", "NCCL_TEST_WRONG_RESULTS", "nccl-tests"),
+])
+def test_other_stacks(line: str, code: str, subject: str) -> None:
+    got = found(report(line + "\n"))
+    assert got[code]["subject"] == subject, got
+
+
+def test_ofi_info_lines_are_not_failures() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1597
+    got = found(report("8h200-3:6310:6318 [0] NCCL INFO NET/OFI Selected Provider is efa (found 16 nics)\n"
+                       "8h200-2:6831:6840 [0] NCCL INFO NET/OFI Support for DMA-BUF registrations: false\n"))
+    assert not got
+
+
+def test_ucx_enomem_follows_a_pasted_memlock_limit() -> None:
+    got = found(report("max locked memory       (kbytes, -l) 64\nibv_create_cq(cqe=4096) failed: Cannot allocate memory\n"))
+    assert got["UCX_IB_RESOURCE_FAILED"]["cause"] == "MEMLOCK_LIMITED"
+
+
+def test_nccl_facts_shown_other_ways() -> None:
+    rep = report(
+        "RCCL version 2.18.3+hip6.1 develop:aa5a9b4\n"
+        "gpu1:1:2 [0] NCCL INFO NET/IB : Using [0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={[0] mlx5_4:1/RoCE, "
+        "[1] mlx5_5:1/RoCE} [RO]; OOB eth0:10.0.0.1<0>\n"
+        "gpu1:1:3 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IBext/1/GDRDMA\n")
+    nccl = rep["nccl"]
+    assert nccl["version"] == "2.18.3" and nccl["network"] == "IBext" and nccl["gdr"] is True
+    assert [d["name"] for d in nccl["net_devices"]] == ["mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"]
+    assert "NCCL_SOCKET_FALLBACK" not in found(rep)
+
+
+def test_fastsocket_is_a_socket_transport() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1519 (excerpt of the poster's fastsocket debug log)
+    rep = report("nathan-h100-1:14492:14492 [0] NCCL INFO NET/Plugin: Loaded net plugin FastSocket (v6)\n"
+                 "nathan-h100-1:14492:14492 [0] NCCL INFO NCCL version 2.20.5+cuda12.4\n"
+                 "nathan-h100-1:14492:14605 [0] NCCL INFO NET/FastSocket : Using [0]enp0s12:10.0.0.6<0> "
+                 "[1]enp6s0f0:10.0.1.4<0> [2]enp7s0f0:10.0.2.4<0>\n")
+    assert "NCCL_SOCKET_FALLBACK" in found(rep) and rep["nccl"]["plugin"] == "FastSocket"
+    assert rep["nccl"]["socket_ifaces"] == ["enp0s12", "enp6s0f0", "enp7s0f0"]
+
+
+# ---- linear in every input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("line", [
+    ">" * 65536, "> " * 32768, "`" * 65536, "`a" * 32768, "[" * 65536, "[a](http://a" * 6000, "<http://a|" * 7000,
+    "a" * 65536, "x5_1:1/IB " * 6000, "[1]" * 20000,
+])
+def test_line_preparation_on_adversarial_lines(line: str) -> None:
+    text, spans = prefix.unwrap(line)
+    assert len(spans) <= prefix.MAX_SPANS
+    prefix.continues("x" * 100, line)
+    prefix.joined("a" * 65536, line)
+    assert prefix._NCCL_BARE.match(line) is None  # prefix.split's own search is bounded by its own test
+
+
+# ---- nccl-tests' bandwidth table against the fabric the same log shows ---------------------------------
+
+# The rank list and the table's shape are nccl-tests' own (https://github.com/NVIDIA/nccl-tests/issues/204,
+# https://github.com/NVIDIA/nccl-tests/issues/252); the rows and the pasted ibstat are written here.
+NCCL_TESTS_RUN = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 134217728 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  63755 on DisAI-4090-3 device  0 [0x1b] NVIDIA GeForce RTX 4090
+#  Rank  1 Group  0 Pid 914454 on DisAI-4090-2 device  0 [0x1b] NVIDIA GeForce RTX 4090
+DisAI-4090-3:63755:63755 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE [RO]; OOB eno1:10.102.0.233<0>
+DisAI-4090-3:63755:63755 [0] NCCL INFO Using network IB
+#
+#                                                              out-of-place                       in-place
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+    67108864      16777216     float     sum      -1    61956    1.08    1.08      0    61901    1.08    1.08      0
+   134217728      33554432     float     sum      -1   123411    {busbw}    {busbw}      0   123395    1.09    1.09      0
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 1.08167
+#
+$ ibstat mlx5_0
+CA 'mlx5_0'
+\tCA type: MT4129
+\tNumber of ports: 1
+\tPort 1:
+\t\tState: Active
+\t\tPhysical state: LinkUp
+\t\tRate: 100
+\t\tLink layer: Ethernet
+"""
+
+
+def test_busbw_far_below_the_fabric() -> None:
+    rep = report(NCCL_TESTS_RUN.format(busbw="1.09"))
+    f = found(rep)["NCCL_TEST_BUSBW_LOW"]
+    assert "1.09 GB/s" in f["message"] and "2 nodes" in f["message"] and "100 Gb/s" in f["message"]
+    assert f["data"]["evidence"][0]["line"] == 13 and f["data"]["fabric_gbps"] == 100
+    assert rep["nccl"]["nodes"] == 2
+
+
+def test_busbw_near_the_fabric_is_fine() -> None:
+    assert "NCCL_TEST_BUSBW_LOW" not in found(report(NCCL_TESTS_RUN.format(busbw="11.20")))
+
+
+def test_busbw_on_one_node_is_not_judged_against_the_nics() -> None:
+    text = NCCL_TESTS_RUN.format(busbw="1.09").replace("on DisAI-4090-2", "on DisAI-4090-3")
+    assert "NCCL_TEST_BUSBW_LOW" not in found(report(text))
+
+
+def test_the_table_is_one_output_and_its_comments_are_not_prompts() -> None:
+    d = diagnose_bytes(NCCL_TESTS_RUN.format(busbw="1.09").encode())
+    assert [s.kind for s in d.segments] == ["nccl-tests", "ibstat"]
+    assert d.segments[0].text.count("\n") == 4  # header, units, two rows
+
+
+def test_busbw_parser_reads_columns_by_name() -> None:
+    from rdmadoctor.parsers.nccltests import parse_busbw
+
+    # broadcast_perf has root and no redop (https://github.com/NVIDIA/nccl-tests/issues/82)
+    text = ("#       size         count    type    root     time   algbw   busbw  error     time   algbw   busbw  error\n"
+            "           8             2   float       0    45.82    0.00    0.00    N/A    38.17    0.00    0.00    N/A\n"
+            "  2147483648     536870912   float       0   223410    9.61    9.61    N/A   222926    9.63    9.63    N/A\n")
+    table = parse_busbw(text).value
+    assert table.peak_gbs == 9.63 and table.largest.size_bytes == 2147483648
+    assert parse_busbw("no table here").ok is False
+
+
+def test_the_libfabric_provider_the_ofi_plugin_names() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1597 (excerpt)
+    rep = report("8h200-2:6831:6840 [0] NCCL INFO Using network Libfabric\n"
+                 "8h200-3:6310:6318 [0] NCCL INFO NET/OFI Selected Provider is efa (found 16 nics)\n")
+    assert rep["nccl"]["network"] == "Libfabric" and rep["nccl"]["fabric"] == "efa" and rep["nccl"]["fabric_nics"] == 16
+    line = next(f["message"] for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_READ")
+    assert "NET/Libfabric on libfabric provider efa (16 NICs)" in line
+    d = diagnose_bytes(b"h:1:1 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 4 nics)\n")
+    assert d.nccl["fabric"] == "efa (efa-direct)"
+
+
+@pytest.mark.parametrize("text, code, subject", [
+    # the libibverbs 1.1 / librdmacm pair Open MPI users quote when the kernel side is absent
+    ("librdmacm: couldn't read ABI version.\nlibrdmacm: assuming: 4\nlibibverbs: Fatal: couldn't read uverbs ABI version.\n",
+     "MOD_MISSING", "ib_uverbs"),
+    # https://github.com/sgl-project/sglang/issues/16242: bnxt_re's provider and the kernel disagree
+    ("libibverbs: Warning: Driver bnxt_re does not support the kernel ABI of 6 (supports 1 to 1) for device "
+     "/sys/class/infiniband/bnxt_re2\n", "VERBS_KERNEL_ABI_MISMATCH", "/sys/class/infiniband/bnxt_re2"),
+])
+def test_abi_messages(text: str, code: str, subject: str) -> None:
+    rep = report(text)
+    assert subject in [f["subject"] for c in rep["checks"] for f in c["findings"] if f["code"] == code]
+
+
+def test_a_quoted_terminal_session_is_judged_by_the_node_checks() -> None:
+    text = ("> Here is what the pod shows:\n>\n> ```\n> root@trainer-0:/# ibstat\n> CA 'mlx5_0'\n> \tCA type: MT4123\n"
+            "> \tNumber of ports: 1\n> \tPort 1:\n> \t\tState: Down\n> \t\tPhysical state: Polling\n> \t\tRate: 10\n"
+            "> \t\tLink layer: InfiniBand\n> root@trainer-0:/# df -h /dev/shm\n> Filesystem      Size  Used Avail Use% Mounted on\n"
+            "> shm              64M     0   64M   0% /dev/shm\n> ```\n")
+    got = found(report(text))
+    assert got["IB_PORT_DOWN"]["subject"] == "mlx5_0/1" and "SHM_TOO_SMALL" in got
+
+
+def test_busbw_against_the_nics_in_nccls_topology() -> None:
+    # The topology lines are NCCL's own (https://github.com/NVIDIA/nccl/issues/1519, "+ NET[25.0] - NET/3"):
+    # four 200 Gb/s NICs per node, 100 GB/s together; the run peaks at 1.09 GB/s.
+    topo = "".join(f"DisAI-4090-3:63755:63760 [0] NCCL INFO               + NET[25.0] - NET/{i} ({i}/0/25.000000)\n"
+                   for i in range(4))
+    text = NCCL_TESTS_RUN.format(busbw="1.09")
+    text = topo + text[: text.index("$ ibstat")]
+    rep = report(text)
+    assert rep["nccl"]["net_bw_gbs"] == 100.0
+    f = found(rep)["NCCL_TEST_BUSBW_LOW"]
+    assert "NCCL's topology" in f["message"] and "100 GB/s per node" in f["message"]
+
+
+@pytest.mark.parametrize("nxt, kind", [("CA 'mlx5_0'", "ibstat"), ("Infiniband device 'mlx5_0' port 1 status:", "ibstatus"),
+                                       ("shm 64M 0 64M 0% /dev/shm", "df")])
+def test_a_tool_output_after_a_long_line_is_not_its_rest(nxt: str, kind: str) -> None:
+    long = "node1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB ; OOB eth0:10.0.0.1<0>"
+    d = diagnose_bytes(f"{long}\n{nxt}\n".encode())
+    assert [s.kind for s in d.segments] == [kind]
