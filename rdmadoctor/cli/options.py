@@ -1,9 +1,9 @@
 """The command line's options: one table, the single source for both parsers and the record.
 
 Each row of :data:`OPTIONS` says once what one option is: its flag (and short aliases such as
-``-o``, if any), the field of :class:`Args`
-it sets, its kind (how its value is parsed), its default, its metavar and help text, what
-completes it (a function of rdmadoctor.cli.complete) and which commands take it. From it:
+``-o``, if any), the field of :class:`Args` it sets, its kind (how its value is parsed), its
+default, its metavar and help text, what completes it (a function named in
+rdmadoctor.cli.complete) and which commands take it. From it:
 
 - the typer-free fast parser (rdmadoctor.cli.fast; `check` and `preflight` in init containers)
   reads :func:`fast_table` and :func:`defaults`;
@@ -20,6 +20,11 @@ command built with :func:`command` gets the rows that name it. A flag whose help
 different in two commands gets one row per wording (``--strict`` in `check`, in `preflight`):
 such rows agree on field, kind and default, and a command takes a flag once
 (tests/test_cli.py keeps both, and that every row reaches both parsers).
+
+A new command: name it in the ``commands`` of the rows it takes (the shared ones too: ``SHARED``
+is a tuple of command names) and register it as ``app.command("fleet", help=...)(
+options.command("fleet", fleet_command))``; ``fleet_command(args)`` returns the exit code, and
+a fast path is ``rdmadoctor.cli.fast.parse(argv, "fleet")`` (None: leave the line to typer).
 
 Kinds: ``str``, ``int`` and ``float`` take one value; ``list`` takes one per use and may
 repeat; ``flag`` takes none. Defaults: None, [] and False, unless the row says otherwise.
