@@ -8,8 +8,9 @@
   (a) `python -c pass`, the floor;
   (b) `rdmadoctor check --profile tcp --only nccl.env --json` on this host: reads the interfaces;
   (c) `rdmadoctor check --only nccl.env --json`: the same command that does not read them;
-  (d) each reader of rdmadoctor.checks.nccl alone in a fresh process (import + one read):
-      `_psutil_interfaces` and `_netlink_interfaces`, where the installed version has them;
+  (d) each reader alone in a fresh process (import + one read): `_psutil_interfaces` and
+      `_netlink_interfaces` of rdmadoctor.host.net (behind Host.interfaces(); older versions
+      kept them in rdmadoctor.checks.nccl);
   (e) `rdmadoctor check --profile tcp --json`: the whole cold check of a socket pool.
 
 --before DIR adds (b) and (e) run with another version's sources first on PYTHONPATH (DIR holds
@@ -31,11 +32,18 @@ import time
 from pathlib import Path
 
 RD = [sys.executable, "-c", "from rdmadoctor.cli import main; main()"]
-READER = "import rdmadoctor.checks.nccl as n; r = getattr(n, {name!r}); print(len(r()))"
+READER = "import {module} as n; r = getattr(n, {name!r}); print(len(r()))"
 
 
 def series() -> dict[str, list[str]]:
-    import rdmadoctor.checks.nccl as n
+    import importlib
+
+    try:
+        module = "rdmadoctor.host.net"
+        n = importlib.import_module(module)
+    except ImportError:  # a version before the readers moved behind the Host
+        module = "rdmadoctor.checks.nccl"
+        n = importlib.import_module(module)
 
     out = {
         "(a) python -c pass": [sys.executable, "-c", "pass"],
@@ -45,7 +53,7 @@ def series() -> dict[str, list[str]]:
     }
     for name in ("_psutil_interfaces", "_netlink_interfaces"):
         if hasattr(n, name):
-            out[f"(d) {name}()"] = [sys.executable, "-c", READER.format(name=name)]
+            out[f"(d) {name}()"] = [sys.executable, "-c", READER.format(module=module, name=name)]
     return out
 
 

@@ -13,6 +13,8 @@ import re
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import PROBLEM, Code
 from rdmadoctor.core.record import fields, record, replace
+from rdmadoctor.host.net import NET_CLASS
+from rdmadoctor.host.net import speed_mbps as netdev_speed_mbps  # noqa: F401 - iwarp, nccl: the Host's reading
 from rdmadoctor.parsers.common import ipv4_of_gid, leading_number, phys_state, port_state
 
 # Codes more than one check module names (as a finding's cause, or to order root causes): declared
@@ -63,7 +65,6 @@ IWARP_NO_IPV4 = Code(
 
 
 IB_CLASS = "/sys/class/infiniband"
-NET_CLASS = "/sys/class/net"
 
 
 @record
@@ -167,13 +168,6 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
         max_mtu=None,
         gids=tuple(sorted(gids, key=lambda g: g.index)),
     )
-
-
-def netdev_speed_mbps(host, netdev: str) -> int | None:  # noqa: ANN001
-    """/sys/class/net/<netdev>/speed in Mb/s, as NCCL reads it (net_socket.cc: strtol; <= 0, i.e.
-    SPEED_UNKNOWN -1, means unknown); None when absent or not a number."""
-    v = parse_int(host.read_value(f"{NET_CLASS}/{netdev}/speed"), 10)
-    return v if v is not None and v > 0 else None
 
 
 def _carrier(host, netdev: str) -> bool:

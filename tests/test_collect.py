@@ -496,7 +496,8 @@ LINK_SHAPES = {
 
 @pytest.mark.parametrize("shape", sorted(LINK_SHAPES))
 def test_record_then_read_back_equals_the_hosts_view(shape: str, tmp_path: Path) -> None:
-    from rdmadoctor.collect import Recorder, _write_tar
+    from rdmadoctor.collect import Recorder
+    from rdmadoctor.collect.bundle import _write_tar
     from rdmadoctor.host import open_host
 
     links, read = LINK_SHAPES[shape]

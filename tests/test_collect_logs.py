@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import check_json, run_cli
 
-from rdmadoctor import collect as collect_mod
 from rdmadoctor.collect import CollectError, read_log, read_logs
+from rdmadoctor.collect import logs as collect_mod  # where read_log's limits live
 from rdmadoctor.host import mem_host, open_host
 
 FALLBACK_LOG = """\

@@ -248,7 +248,7 @@ def test_collect_log_of_a_binary_device_stops_at_once(tmp_path, dev) -> None:
 
 
 def test_collect_log_of_an_endless_stream_stops_at_the_budget(monkeypatch) -> None:
-    from rdmadoctor import collect as collect_mod
+    from rdmadoctor.collect import logs as collect_mod
 
     monkeypatch.setattr(collect_mod, "MAX_LOG_BYTES", 3 << 20)
     monkeypatch.setattr(collect_mod, "LOG_HEAD", 1000)
@@ -272,7 +272,7 @@ def test_collect_log_of_an_endless_stream_stops_at_the_budget(monkeypatch) -> No
 
 
 def test_collect_log_of_a_regular_file_is_read_to_its_end(tmp_path, monkeypatch) -> None:
-    from rdmadoctor import collect as collect_mod
+    from rdmadoctor.collect import logs as collect_mod
 
     monkeypatch.setattr(collect_mod, "MAX_LOG_BYTES", 1 << 20)
     p = tmp_path / "big.log"

@@ -24,11 +24,22 @@ from rdmadoctor.engine import registry
 from rdmadoctor.logs import kb
 
 
-# Every module a loaded built-in check comes from (a new check module is covered without a list).
+# Every module that declares a loaded built-in check (a new check module is covered without a list).
+# Its judge may live in a private helper module (checks/_nccl_judge.py for nccl.py): the module
+# that declares CHECKS is the one listed, its helpers are read with it (_parts).
 def _builtin_modules() -> tuple:
     checks, errors = registry.load_checks(autoload=False)
     assert not errors, errors
-    return tuple(sorted({sys.modules[c.judge.__module__] for c in checks}, key=lambda m: m.__name__))
+    mods = {sys.modules[c.judge.__module__] for c in checks}
+    ids = {c.id for c in checks}
+    declaring = {m for _, m in registry.builtin_modules() if any(c.id in ids for c in m.CHECKS)}
+    return tuple(sorted({m for m in mods if hasattr(m, "CHECKS")} | declaring, key=lambda m: m.__name__))
+
+
+def _parts(module) -> list:
+    """The module and its private helpers, named ``_<module>_<job>`` beside it (_nccl_codes, ...)."""
+    package, _, name = module.__name__.rpartition(".")
+    return [module] + [sys.modules[n] for n in sorted(sys.modules) if n.startswith(f"{package}._{name}_")]
 
 
 MODULES = _builtin_modules()
@@ -40,8 +51,9 @@ def _declared(module) -> dict:
 
 
 def _finding_calls(module):
-    """(code, severities or None when computed, line) of every Finding(...) written in the module."""
-    for node in ast.walk(ast.parse(inspect.getsource(module))):
+    """(code, severities or None when computed, "module:line") of every Finding(...) written in the
+    module (and its helpers)."""
+    for module, node in ((m, node) for m in _parts(module) for node in ast.walk(ast.parse(inspect.getsource(m)))):
         if not (isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding"):
             continue
         code, sev = node.args[0], node.args[1]
@@ -56,7 +68,7 @@ def _finding_calls(module):
             sevs = {SEVERITY_NAMES[sev.body.id], SEVERITY_NAMES[sev.orelse.id]}
         else:
             sevs = None  # a variable: the scenarios below see what it takes
-        yield code_value, sevs, node.lineno
+        yield code_value, sevs, f"{module.__name__}:{node.lineno}"
 
 
 @pytest.mark.parametrize("module", MODULES, ids=[m.__name__.rsplit(".", 1)[-1] for m in MODULES])
@@ -65,16 +77,16 @@ def test_every_code_is_declared_with_its_kind_and_used_with_its_severity(module)
     for code in declared.values():
         assert code.kind in KINDS and code.meaning and code.fix, code.code
     # kind= written on every Code(...) of the module, so nobody reads a problem code out of a default.
-    for node in ast.walk(ast.parse(inspect.getsource(module))):
+    for part, node in ((m, node) for m in _parts(module) for node in ast.walk(ast.parse(inspect.getsource(m)))):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Code":
-            assert any(k.arg == "kind" for k in node.keywords), f"{module.__name__}:{node.lineno}: Code without kind="
+            assert any(k.arg == "kind" for k in node.keywords), f"{part.__name__}:{node.lineno}: Code without kind="
     used = set()
     for code, sevs, line in _finding_calls(module):
-        assert code in declared, f"{module.__name__}:{line}: {code} is not in its check's codes"
+        assert code in declared, f"{line}: {code} is not in its check's codes"
         used.add(code)
         if sevs is not None:
             allowed = KIND_SEVERITIES[declared[code].kind]
-            assert sevs <= set(allowed), f"{module.__name__}:{line}: {code} ({declared[code].kind}) emitted as {sevs}"
+            assert sevs <= set(allowed), f"{line}: {code} ({declared[code].kind}) emitted as {sevs}"
     # A code declared again by a check that re-judges another's facts (logs.diagnose judges pasted
     # tool output with the node checks' judges) is emitted by that other module, the log scanner,
     # or a knowledge-base row.

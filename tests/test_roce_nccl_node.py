@@ -17,7 +17,7 @@ from rdmadoctor.core.facts import Gid
 from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, CheckResult
 from rdmadoctor.engine import execute as engine
 from rdmadoctor.engine import expectations
-from rdmadoctor.host import mem_host
+from rdmadoctor.host import mem_host, net  # net: the interface readers behind Host.interfaces()
 
 EXPECT = expectations.resolve({})
 
@@ -669,7 +669,7 @@ def test_mounted_root_whose_netns_differs_uses_the_roots_sysfs(tmp_path):
         (d / "mtu").write_text("9000\n")
     host = open_host(root=str(tmp_path))
     assert host.kind == "root" and host.live_process
-    interfaces, source = nccl._interfaces(host)
+    interfaces, source = host.interfaces()
     # This process's namespace has no ens9f0: the mounted root is another machine's (or the host's) view.
     assert source.startswith("sysfs of ") and "differs" in source
     assert {i.name: i.up for i in interfaces} == {"ens9f0": True, "ens9f1": False}
@@ -682,11 +682,11 @@ def test_live_host_without_psutil_or_netlink_falls_back_to_sysfs(monkeypatch):
     def no_proc():
         raise FileNotFoundError(2, "No such file or directory", "/proc/net/dev")
 
-    monkeypatch.setattr(nccl, "_psutil_interfaces", no_proc)
-    monkeypatch.setattr(nccl, "_netlink_interfaces", boom)
+    monkeypatch.setattr(net, "_psutil_interfaces", no_proc)
+    monkeypatch.setattr(net, "_netlink_interfaces", boom)
     host = mem_host({"/sys/class/net/eth0/operstate": "up\n", "/sys/class/net/eth0/mtu": "1500\n"})
     host.live_process = True
-    interfaces, source = nccl._interfaces(host)
+    interfaces, source = host.interfaces()
     assert [i.name for i in interfaces] == ["eth0"]
     assert source.startswith("sysfs; interfaces unreadable (psutil failed (FileNotFoundError") and "netlink: ImportError" in source
 
@@ -695,11 +695,11 @@ def test_live_host_where_psutil_fails_asks_netlink(monkeypatch):
     def no_proc():
         raise PermissionError(13, "Permission denied", "/proc/net/dev")
 
-    monkeypatch.setattr(nccl, "_psutil_interfaces", no_proc)
-    monkeypatch.setattr(nccl, "_netlink_interfaces", lambda: (nccl.NetIf("eth0", True, 9000, ("10.0.0.1",)),))
+    monkeypatch.setattr(net, "_psutil_interfaces", no_proc)
+    monkeypatch.setattr(net, "_netlink_interfaces", lambda: (nccl.NetIf("eth0", True, 9000, ("10.0.0.1",)),))
     host = mem_host({"/sys/class/net/eth0/operstate": "up\n", "/sys/class/net/eth0/mtu": "9000\n"})
     host.live_process = True
-    interfaces, source = nccl._interfaces(host)
+    interfaces, source = host.interfaces()
     assert source == "netlink" and interfaces[0].addresses == ("10.0.0.1",)
 
 
@@ -707,10 +707,10 @@ def test_psutil_and_netlink_read_the_same_interfaces():
     """On this machine's namespace the two readers agree: names in ifindex order, up (IFF_UP and
     IFF_RUNNING), MTU, and the addresses (IPv4 first, no IPv6 loopback, no %scope)."""
     try:
-        via_netlink = nccl._netlink_interfaces()
+        via_netlink = net._netlink_interfaces()
     except Exception as e:  # noqa: BLE001
         pytest.skip(f"netlink cannot be read here: {type(e).__name__}: {e}")
-    assert nccl._psutil_interfaces() == via_netlink
+    assert net._psutil_interfaces() == via_netlink
 
 
 def test_psutil_reader_joins_address_labels_and_old_psutil(monkeypatch):
@@ -728,8 +728,8 @@ def test_psutil_reader_joins_address_labels_and_old_psutil(monkeypatch):
                  Addr(socket.AF_INET6, "fe80::1%eth0", None, None, None), Addr(socket.AF_INET, "10.0.0.1", None, None, None)],
         "eth0:1": [Addr(socket.AF_INET, "10.0.1.1", None, None, None)],
     })
-    monkeypatch.setattr(nccl, "_ifindex", {"eth0": 2, "eth1": 3}.get)
-    got = nccl._psutil_interfaces()
+    monkeypatch.setattr(net, "_ifindex", {"eth0": 2, "eth1": 3}.get)
+    got = net._psutil_interfaces()
     assert got == (nccl.NetIf("eth0", True, 9000, ("10.0.0.1", "fe80::1", "10.0.1.1")), nccl.NetIf("eth1", False, 1500, ()))
 
 

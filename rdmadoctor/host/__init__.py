@@ -12,7 +12,8 @@ A bundle is a directory or a ``.tar.gz`` with the same layout as a root plus:
 
 Here: Host, open_host, HostError and the directory tree (live root, --root, an unpacked bundle).
 Beside it, each imported on first use: ``bundle`` (a tar read in memory), ``runtime`` (facts that
-are not files), ``tools`` (commands a live host runs), ``memory`` (a tree for tests and examples).
+are not files), ``net`` (the network interfaces of the host's namespace: psutil, netlink, sysfs or
+the bundle's record), ``tools`` (commands a live host runs), ``memory`` (a tree for tests and examples).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Any
 
+    from rdmadoctor.host.net import NetIf
     from rdmadoctor.host.runtime import Runtime
     from rdmadoctor.host.tools import CmdResult
 
@@ -173,6 +175,7 @@ class Host:
         # ("link", its target) that resolution walks through: collect's Recorder records them, so
         # a bundle holds exactly the path the Host took (one resolver for both).
         self.on_step: Any = None
+        self._interfaces: tuple | None = None
 
     # ---- path resolution inside the host ------------------------------------------------
     def realpath(self, path: str) -> str | None:
@@ -425,6 +428,18 @@ class Host:
                 except (ValueError, UnicodeDecodeError, RecursionError):  # "[[[[..." nests past the stack
                     self._runtime = Runtime()
         return self._runtime
+
+    def interfaces(self) -> tuple[tuple[NetIf, ...] | None, str]:
+        """The network interfaces of this host's network namespace (name, running, MTU, addresses,
+        the speed sysfs reports) and where they came from: this process's namespace on a live host
+        (psutil, else netlink), the same on a mounted root while it is the root's (else the root's
+        /sys/class/net), what `collect` recorded on a bundle; None when nothing could tell.
+        Read once, on first use (rdmadoctor.host.net.read_interfaces says how, per kind)."""
+        if self._interfaces is None:
+            from rdmadoctor.host.net import read_interfaces
+
+            self._interfaces = read_interfaces(self)
+        return self._interfaces
 
     def cmd(self, name: str) -> CmdResult:
         """A tool's output: ``cmd/<name>.txt`` from a bundle, or the tool run now on a live host."""

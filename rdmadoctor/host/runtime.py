@@ -38,7 +38,8 @@ class Runtime:
     uid: int | None = None  # effective uid of the process (the memlock verdict names it)
     # The network interfaces of the process's namespace as the kernel showed them (name, up, mtu,
     # addresses: sysfs has no addresses; psutil, else netlink). Read only when a check needs them:
-    # nccl.env fills it, and `collect` writes it to runtime.json so a bundle has the same facts.
+    # Host.interfaces() fills it (host/net.py), and `collect` writes it to runtime.json so a
+    # bundle has the same facts.
     interfaces: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -87,7 +88,7 @@ class Runtime:
             hostname=data.get("hostname") if isinstance(data.get("hostname"), str) else None,
             in_container=ic if isinstance(ic, bool) else None,
             uid=num(data.get("uid")),
-            # Checked item by item where it is read (checks/nccl.py NetIf.from_json).
+            # Checked item by item where it is read (host/net.py NetIf.from_json).
             interfaces=[d for d in data["interfaces"] if isinstance(d, dict)] if isinstance(data.get("interfaces"), list) else None,
         )
 
