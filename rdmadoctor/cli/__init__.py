@@ -3,7 +3,7 @@
 `check` runs in init containers and every minute on every node; typer and its click core cost
 ~30 ms to import, more than the whole check. So a ``check`` command line made only of the
 options :data:`rdmadoctor.cli.options.OPTIONS` gives it (and a ``preflight`` or ``run`` one made
-of theirs) is parsed here (rdmadoctor.cli.fast), and everything else (``--help``, other
+of theirs) is parsed here (rdmadoctor.cli.options.parse), and everything else (``--help``, other
 commands, a typo) goes to the typer app, which owns the errors and help texts. Both parsers are
 built from that one table and hand the command one ``Args`` record; tests/test_cli.py keeps
 them in step.
@@ -44,7 +44,7 @@ def _dispatch(args: list[str]) -> int | None:
     if COMPLETE_VAR in os.environ:
         pass
     elif args and args[0] == "check":
-        from rdmadoctor.cli.fast import parse
+        from rdmadoctor.cli.options import parse
 
         parsed = parse(args[1:])
         if parsed is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number, fail_usage, pipe_closed
 from rdmadoctor.runner import Options, UsageError, diagnose
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
@@ -37,17 +36,20 @@ def check_command(args: Any) -> int:
         scope="all" if args.scope is None else args.scope,
     )
     if output_format is not None and not output_format.strip():
-        return fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
+        return _fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
     fmt = (output_format or ("json" if as_json else "text")).lower()
     if fmt not in FORMATS:
-        return fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
+        return _fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
     if as_json and fmt != "json":
-        return fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
-    bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
-    if bad is not None:
-        if fmt == "npd":
-            _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
-        return bad
+        return _fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
+    if timeout is not None:  # rdmadoctor.cli.errors is imported when something needs saying
+        from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number
+
+        bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
+        if bad is not None:
+            if fmt == "npd":
+                _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
+            return bad
     try:
         diag = diagnose(opts)
     except UsageError as e:
@@ -67,7 +69,7 @@ def check_command(args: Any) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         # `check | head -1` read what it wanted; the verdict is the exit code, not the write.
-        pipe_closed()
+        _pipe_closed()
     return int(rep["exit_code"])
 
 
@@ -80,10 +82,23 @@ def _npd_line(message: str) -> None:
         sys.stdout.write(npd_error_line(message) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        pipe_closed()
+        _pipe_closed()
 
 
 def _usage(fmt: str, message: str, hint: str) -> int:
     if fmt == "npd":
         _npd_line(message)
-    return fail_usage(message, hint)
+    return _fail_usage(message, hint)
+
+
+# rdmadoctor.cli.errors on demand: a plain healthy `check` line (the fast path's) has nothing to say.
+def _fail_usage(message: str, hint: str = "") -> int:
+    from rdmadoctor.cli.errors import fail_usage as fail
+
+    return fail(message, hint)
+
+
+def _pipe_closed() -> None:
+    from rdmadoctor.cli.errors import pipe_closed
+
+    pipe_closed()

@@ -5,8 +5,8 @@ Each row of :data:`OPTIONS` says once what one option is: its flag (and short al
 default, its metavar and help text, what completes it (a function named in
 rdmadoctor.cli.complete) and which commands take it. From it:
 
-- the typer-free fast parser (rdmadoctor.cli.fast; `check` and `preflight` in init containers)
-  reads :func:`fast_table` and :func:`defaults`;
+- the typer-free fast parser, :func:`parse` (here, so that the fast path of `check` and
+  `preflight` in init containers imports one module; rdmadoctor.cli.fast names it too);
 - the typer commands get their signatures from :func:`typer_parameters` / :func:`command`,
   which import typer only when called;
 - every command receives one :class:`Args` record, whichever parser read its line.
@@ -24,7 +24,7 @@ such rows agree on field, kind and default, and a command takes a flag once
 A new command: name it in the ``commands`` of the rows it takes (the shared ones too: ``SHARED``
 is a tuple of command names) and register it as ``app.command("fleet", help=...)(
 options.command("fleet", fleet_command))``; ``fleet_command(args)`` returns the exit code, and
-a fast path is ``rdmadoctor.cli.fast.parse(argv, "fleet")`` (None: leave the line to typer).
+a fast path is ``parse(argv, "fleet")`` (None: leave the line to typer).
 
 Kinds: ``str``, ``int`` and ``float`` take one value; ``list`` takes one per use and may
 repeat; ``flag`` takes none. Defaults: None, [] and False, unless the row says otherwise.
@@ -258,6 +258,51 @@ class Args:
     def values(self, command: str, leave: tuple[str, ...] = ()) -> dict[str, Any]:
         """The fields ``command`` takes, less ``leave``, as keyword arguments."""
         return {o.field: getattr(self, o.field) for o in rows(command) if o.field not in leave}
+
+
+def parse(args: list[str], command: str = "check", rest: bool = False) -> Any:
+    """The typer-free parser: the :class:`Args` of ``command``'s line, or None to let typer
+    handle (and explain) it. With ``rest``, everything after a ``--`` is ``Args.command``."""
+    # option -> (field of Args, kind): "str"/"int"/"float" take a value, "list" may repeat, "flag" none.
+    options = fast_table(command)
+    out: dict[str, Any] = defaults(command)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if rest and arg == "--":
+            out["command"] = list(args[i + 1 :])
+            break
+        opt, eq, inline = arg.partition("=")
+        spec = options.get(opt)
+        if spec is None:
+            return None
+        name, kind = spec
+        if kind == "flag":
+            if eq:
+                return None
+            out[name] = True
+            i += 1
+            continue
+        if eq:
+            value = inline
+            i += 1
+        else:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                return None
+            value = args[i + 1]
+            i += 2
+        try:
+            if kind == "list":
+                out[name].append(value)
+            elif kind == "int":
+                out[name] = int(value)
+            elif kind == "float":
+                out[name] = float(value)
+            else:
+                out[name] = value
+        except ValueError:
+            return None
+    return Args(**out)
 
 
 def typer_parameters(command: str) -> list[Any]:

@@ -31,7 +31,7 @@ With --exec, on GO the command replaces rdmadoctor in the same process (same PID
 def parse_argv(args: list[str]) -> Any:
     """The :class:`~rdmadoctor.cli.options.Args` of a preflight line, or None to let typer handle
     (and explain) it."""
-    from rdmadoctor.cli.fast import parse
+    from rdmadoctor.cli.options import parse
 
     out = parse(args, "preflight", rest=True)
     if out is None or (out.command and not out.exec_):
@@ -42,13 +42,12 @@ def parse_argv(args: list[str]) -> Any:
 def preflight_command(args: Any) -> int:
     """Run the gate for one command line; a usage problem the library raises becomes
     ``rdmadoctor: error: ...`` and exit 2."""
-    from rdmadoctor.cli import errors as E
     from rdmadoctor.preflight.run import run_preflight
     from rdmadoctor.runner import UsageError
 
     argv = list(args.command or [])
     if argv and not args.exec_:
-        return E.fail_usage(f"unexpected argument {argv[0]!r}", "to run a command after the checks: --exec -- CMD ARGS...")
+        return _fail_usage(f"unexpected argument {argv[0]!r}", "to run a command after the checks: --exec -- CMD ARGS...")
     bad = _bad_number(args)
     if bad is not None:
         return bad
@@ -56,25 +55,40 @@ def preflight_command(args: Any) -> int:
         # --exec without a command: the library explains that it needs one after --.
         return run_preflight(**args.values("preflight", leave=("exec_",)), exec_argv=argv if args.exec_ else None)
     except UsageError as e:
-        return E.fail_usage(str(e), e.hint)
+        return _fail_usage(str(e), e.hint)
+
+
+def _fail_usage(message: str, hint: str) -> int:
+    # rdmadoctor.cli.errors on demand: a plain line that passes (the fast path's) has nothing to say.
+    from rdmadoctor.cli.errors import fail_usage
+
+    return fail_usage(message, hint)
+
+
+# The number options: (option, field, low, the name of the highest in rdmadoctor.cli.errors,
+# low_open, unit, hint).
+NUMBERS = (
+    ("--timeout", "timeout", 0, "TOOL_TIMEOUT_MAX", True, "seconds",
+     "it bounds each tool the checks run, as in `check` (default 5, at most an hour); the wait for rank 0 is --master-timeout"),
+    ("--master-timeout", "master_timeout", 0, "MASTER_TIMEOUT_MAX", False, "seconds",
+     "how long --wait-for-master waits for rank 0, e.g. --master-timeout 600 (default 300, at most a day)"),
+    ("--min-rate", "min_rate", 0, "MIN_RATE_MAX", True, "Gb/s",
+     "the lowest acceptable port rate, e.g. --min-rate 400 for NDR, 200 for HDR"),
+    ("--gang-timeout", "gang_timeout", 0, "MASTER_TIMEOUT_MAX", True, "seconds",
+     "how long rank 0 waits for every member, and a member for rank 0, e.g. --gang-timeout 300 (default 120)"),
+)
 
 
 def _bad_number(args: Any) -> int | None:
     """The number options, finite and in range, before anything runs (both parsers end here).
     --master-port is judged with MASTER_PORT, where rank 0 is found (preflight.master)."""
-    from rdmadoctor.cli import errors as E
+    for option, key, low, high, low_open, unit, hint in NUMBERS:
+        value = getattr(args, key)
+        if value is None:
+            continue
+        from rdmadoctor.cli import errors as E
 
-    for option, key, low, high, low_open, unit, hint in (
-        ("--timeout", "timeout", 0, E.TOOL_TIMEOUT_MAX, True, "seconds",
-         "it bounds each tool the checks run, as in `check` (default 5, at most an hour); the wait for rank 0 is --master-timeout"),
-        ("--master-timeout", "master_timeout", 0, E.MASTER_TIMEOUT_MAX, False, "seconds",
-         "how long --wait-for-master waits for rank 0, e.g. --master-timeout 600 (default 300, at most a day)"),
-        ("--min-rate", "min_rate", 0, E.MIN_RATE_MAX, True, "Gb/s",
-         "the lowest acceptable port rate, e.g. --min-rate 400 for NDR, 200 for HDR"),
-        ("--gang-timeout", "gang_timeout", 0, E.MASTER_TIMEOUT_MAX, True, "seconds",
-         "how long rank 0 waits for every member, and a member for rank 0, e.g. --gang-timeout 300 (default 120)"),
-    ):
-        bad = E.check_number(option, getattr(args, key), low=low, high=high, low_open=low_open, unit=unit, hint=hint)
+        bad = E.check_number(option, value, low=low, high=getattr(E, high), low_open=low_open, unit=unit, hint=hint)
         if bad is not None:
             return bad
     return None

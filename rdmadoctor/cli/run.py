@@ -29,7 +29,7 @@ OWN = ("no_gate", "nccl_debug", "read_all", "report_file", "as_json")
 def parse_argv(args: list[str]) -> Any:
     """The :class:`~rdmadoctor.cli.options.Args` of a run line, or None to let typer handle
     (and explain) it."""
-    from rdmadoctor.cli.fast import parse
+    from rdmadoctor.cli.options import parse
 
     out = parse(args, "run", rest=True)
     if out is None or not out.command:
