@@ -150,6 +150,13 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
     if netdev is None and link_layer == "Ethernet":
         netdev = host.read_value(f"{IB_CLASS}/{dev}/parent")  # rxe: the netdev it sits on
     up = mtu = None
+    rate_text = host.read_value(f"{pdir}/rate")
+    width = re.search(r"\((\d{1,2}X)\b", rate_text or "")
+    subnet_prefix = None
+    if link_layer == "InfiniBand":
+        gid0 = host.read_value(f"{pdir}/gids/0") or ""
+        if re.fullmatch(r"[0-9a-fA-F]{4}(:[0-9a-fA-F]{4}){7}", gid0):
+            subnet_prefix = gid0[:19].lower()
     if netdev:
         oper = host.read_value(f"{NET_CLASS}/{netdev}/operstate")
         up = None if oper is None else oper in ("up", "unknown") and _carrier(host, netdev)
@@ -158,7 +165,7 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
         port=num,
         state=port_state(host.read_value(f"{pdir}/state")),
         phys_state=phys_state(host.read_value(f"{pdir}/phys_state")),
-        rate_gbps=parse_rate(host.read_value(f"{pdir}/rate")),
+        rate_gbps=parse_rate(rate_text),
         link_layer=link_layer,
         lid=parse_int(host.read_value(f"{pdir}/lid")),
         sm_lid=parse_int(host.read_value(f"{pdir}/sm_lid")),
@@ -167,6 +174,10 @@ def _port(host, dev: str, pdir: str, num: int, netdevs: dict[int, str]) -> Port:
         active_mtu=iboe_mtu(mtu) if link_layer == "Ethernet" else None,
         max_mtu=None,
         gids=tuple(sorted(gids, key=lambda g: g.index)),
+        width=width.group(1) if width else None,
+        pkey=host.read_value(f"{pdir}/pkeys/0"),
+        subnet_prefix=subnet_prefix,
+        netdev_mtu=mtu,
     )
 
 
@@ -210,7 +221,17 @@ def _device(host, name: str) -> RdmaDevice:
         ports=tuple(sorted(ports, key=lambda p: p.port)),
         is_vf=host.exists(f"{path}/device/physfn"),
         source="sysfs",
+        pci_id=_pci_id(host, f"{path}/device"),
+        driver_version=host.read_value(f"/sys/module/{driver}/version") if driver else None,
     )
+
+
+def _pci_id(host, dev_path: str) -> str | None:
+    """PCI "vendor:device" ("15b3:1021") from sysfs' vendor and device files ("0x15b3")."""
+    ids = [host.read_value(f"{dev_path}/{name}") or "" for name in ("vendor", "device")]
+    if not all(re.fullmatch(r"0x[0-9a-fA-F]{4}", i) for i in ids):
+        return None
+    return f"{ids[0][2:].lower()}:{ids[1][2:].lower()}"
 
 
 def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]

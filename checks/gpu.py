@@ -115,6 +115,7 @@ class Gpu:
     vendor: str | None = None  # "NVIDIA" | "AMD"
     numa_node: int | None = None
     numa_assumed: bool = False
+    pci_id: str | None = None  # PCI vendor:device ("10de:2330"): the GPU model as the bus names it
 
 
 @record
@@ -127,6 +128,7 @@ class GpuTopology:
     parse_error: str | None = None  # the recorded matrix is malformed
     recorded: str | None = None  # where the recorded matrix came from (bundle:cmd/...)
     notes: tuple[str, ...] = ()
+    numa_nodes: int | None = None  # NUMA nodes in /sys/devices/system/node; None when not read
 
 
 def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str | None], list[tuple[str | None, ...]], list[str]]:
@@ -143,6 +145,7 @@ def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str | None], l
                 VENDOR_NAMES.get(fn.vendor) if fn else None,
                 fn.numa_node if fn else None,
                 bool(fn and fn.numa_assumed),
+                f"{fn.vendor:04x}:{fn.device:04x}" if fn and fn.vendor is not None and fn.device is not None else None,
             )
         )
     nics = [name for name, _ in tree.hcas]
@@ -193,7 +196,8 @@ def probe_topology(ctx) -> GpuTopology:
     if tree.sysfs:
         gpus, nics, nic_pci, rel, more = _from_tree(tree)
         return GpuTopology(
-            tuple(gpus), tuple(nics), tuple(rel), "sysfs", tuple(nic_pci), parse_error, where, tuple(notes + more)
+            tuple(gpus), tuple(nics), tuple(rel), "sysfs", tuple(nic_pci), parse_error, where, tuple(notes + more),
+            numa_nodes=len(tree.numa_nodes) or None,
         )
     if matrix is not None:
         numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
@@ -367,7 +371,7 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
 def _inventory(topo: GpuTopology) -> dict:
     return {
         "gpus": [
-            {"name": g.name, "pci": g.pci, "vendor": g.vendor, "numa_node": g.numa_node} for g in topo.gpus
+            {"name": g.name, "pci": g.pci, "vendor": g.vendor, "numa_node": g.numa_node, "pci_id": g.pci_id} for g in topo.gpus
         ],
         "topology": {
             "gpus": [g.name for g in topo.gpus],
@@ -375,6 +379,7 @@ def _inventory(topo: GpuTopology) -> dict:
             "gpu_nic": [list(row) for row in topo.gpu_nic],
             "gpu_numa": [g.numa_node for g in topo.gpus],
             "source": topo.source,
+            "numa_nodes": topo.numa_nodes,
         },
     }
 

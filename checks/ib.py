@@ -512,6 +512,10 @@ def _inventory_json(inv: RdmaInventory) -> dict:
                 "board_id": d.board_id,
                 "node_type": d.node_type,
                 "is_vf": d.is_vf,
+                "hca_type": d.hca_type,
+                "pci_id": d.pci_id,
+                "driver_version": d.driver_version,
+                "node_guid": d.node_guid,
                 "ports": [
                     {
                         "port": p.port,
@@ -523,6 +527,10 @@ def _inventory_json(inv: RdmaInventory) -> dict:
                         "sm_lid": p.sm_lid,
                         "netdev": p.netdev,
                         "active_mtu": p.active_mtu,
+                        "width": p.width,
+                        "netdev_mtu": p.netdev_mtu,
+                        "subnet_prefix": p.subnet_prefix,
+                        "pkey": p.pkey,
                     }
                     for p in d.ports
                 ],

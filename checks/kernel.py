@@ -99,6 +99,8 @@ class KernelFacts:
     nvidia_open: bool | None = None  # /proc/driver/nvidia/version says "Open Kernel Module"
     dmabuf_possible: bool = False
     gpudirect: bool | None = None  # what node.labels reads: peermem or dma-buf with GPUs and an RDMA device
+    gpudirect_path: str | None = None  # "peermem" | "dmabuf" | "none" (GPUs, neither) | None (unknown or no GPU)
+    nvidia_driver: str | None = None  # the NVIDIA kernel module's version ("535.129.03")
     # Does the RDMA inventory list a device? False: it was read and is empty (ib.devices reports
     # IB_NO_DEVICES, the root cause the module findings then follow from); None: unknown.
     rdma_devices: bool | None = None
@@ -248,7 +250,13 @@ def probe_kernel(ctx) -> KernelFacts:
         gpudirect = None
     else:
         gpudirect = bool(gpus_present and (peermem or dmabuf))
+    path = None
+    if gpudirect is not None and gpus_present:
+        path = "peermem" if peermem else "dmabuf" if dmabuf else "none"
+    nv_version = re.search(r"Kernel Module(?: for \S+)?\s+(\d[\w.\-]{0,40})", nv_text or "")
     return KernelFacts(
+        gpudirect_path=path,
+        nvidia_driver=nv_version.group(1) if nv_version else host.read_value("/sys/module/nvidia/version"),
         modules=modules,
         builtin=builtin,
         source=source,
@@ -367,6 +375,8 @@ def _inventory(f: KernelFacts) -> dict:
         "kernel_modules": sorted(found & RELEVANT) if f.modules is not None else None,
         "gpudirect": f.gpudirect,
         "kernel_release": f.osrelease,
+        "gpudirect_path": f.gpudirect_path,
+        "nvidia_driver": f.nvidia_driver,
     }
 
 

@@ -95,6 +95,19 @@ LOG_UNREADABLE = Code(
     kind=COULD_NOT_DECIDE,
 )
 
+LOGS_NOTHING_TO_JUDGE = Code(
+    "LOGS_NOTHING_TO_JUDGE",
+    "Nothing in the logs could be judged",
+    "Could not decide: the text was read, but it holds nothing rdmadoctor recognises (no NCCL line, no "
+    "known message, no error line, no traceback, no pasted tool output), so the absence of a finding "
+    "says nothing about the job: it is not a pass.",
+    "Give the failing rank's log with NCCL's own lines in it: run the job with NCCL_DEBUG=INFO "
+    "(NCCL_DEBUG_SUBSYS=INIT,NET is enough for the transport), then `kubectl logs POD | rdmadoctor "
+    "diagnose -` for the rank that failed first (or every rank's log). Pasted tool output needs its "
+    "prompt line (`$ ibstat`).",
+    kind=COULD_NOT_DECIDE,
+)
+
 NCCL_TEST_BUSBW_LOW = Code(
     "NCCL_TEST_BUSBW_LOW",
     "nccl-tests' bus bandwidth is far below what the fabric can carry",
@@ -573,6 +586,14 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
                     LOG_UNREADABLE.fix,
                 )
             )
+    if diag.read_any and not diag.recognised and not facts.pasted:
+        read = [s for s in diag.sources if s.get("bytes")]
+        lines = sum(s.get("lines") or 0 for s in read)
+        out.append(Finding(LOGS_NOTHING_TO_JUDGE.code, UNKNOWN, "logs",
+                           f"read {count(lines, 'line')} ({_size(sum(s['bytes'] for s in read))}) and found nothing to judge: no NCCL "
+                           "line, no known message, no error line or traceback, no tool output. Expected the output of "
+                           "a job run with NCCL_DEBUG=INFO, or a pasted command with its prompt.",
+                           LOGS_NOTHING_TO_JUDGE.fix))
     if diag.read_any:
         out.append(_summary(diag))
     return out
@@ -587,7 +608,7 @@ def _codes() -> tuple[Code, ...]:
     """Every code this check can emit: the knowledge base's own, the node checks' codes its rows
     and its pasted outputs reuse (one meaning, one code), and its two of its own."""
     direct = (
-        LOGS_READ, LOG_UNREADABLE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
+        LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}

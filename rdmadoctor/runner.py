@@ -43,6 +43,11 @@ class Options:
     # The logs already read (rdmadoctor.logs.Diagnosis): `diagnose` reads them first, with a
     # progress bar and one error per file, and stdin can be read only once.
     log_diagnosis: Any = None
+    # The ports' counter history (rdmadoctor.core.counters.CounterHistory): the agent keeps one
+    # across its cycles; None and no sample: ib.counters has nothing to judge and is skipped.
+    counters: Any = None
+    # check --sample SECONDS: read the counters, wait, and let ib.counters judge the second read.
+    sample: float | None = None
 
 
 class UsageError(Exception):
@@ -138,13 +143,54 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
         host = open_target(opts)
     if opts.timeout is not None:
         host.timeout = opts.timeout
-    ctx = engine.Context(host=host, expect=expect, logs=tuple(opts.logs), log_diagnosis=opts.log_diagnosis)
+    counters = opts.counters
+    if opts.sample is not None:
+        counters = _first_sample(host, expect, opts.sample)
+    ctx = engine.Context(host=host, expect=expect, logs=tuple(opts.logs), log_diagnosis=opts.log_diagnosis, counters=counters)
     results = engine.run(checks, ctx, only=only, skip=skip, scope=opts.scope, gate_only=opts.gate_only)
     rep = report.build(
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
     )
     rep["scope"] = opts.scope
+    rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
+    rep["fingerprint"]["identity"]["node"] = node_name(host)
     return Diagnosis(rep, results, ctx)
+
+
+def node_name(host: Host) -> str | None:
+    """The name the fleet knows this node by: $NODE_NAME (the DaemonSet sets it from spec.nodeName;
+    the pod's own hostname is the pod's name), else the checked root's /etc/hostname (a --root of
+    another machine), else the hostname the report names (live: this machine; bundle: recorded)."""
+    import os
+
+    kind = getattr(host, "kind", None)
+    if kind != "bundle" and os.environ.get("NODE_NAME"):
+        return os.environ["NODE_NAME"]
+    if kind == "root":
+        for path in ("/etc/hostname", "/proc/sys/kernel/hostname"):
+            name = (host.read_value(path) or "").strip()
+            if name:
+                return name[:253]
+    try:
+        return host.runtime.hostname
+    except Exception:  # noqa: BLE001 - a bundle without runtime.json
+        return None
+
+
+def _first_sample(host: Host, expect: dict, seconds: float):
+    """A counter history holding one read of every port's counters, ``seconds`` ago: the second
+    read is ib.counters' own (`check --sample SECONDS`)."""
+    import time
+
+    from rdmadoctor.checks._rdma import probe_inventory
+    from rdmadoctor.checks.counters import read_counters
+    from rdmadoctor.core.counters import CounterHistory
+
+    history = CounterHistory()
+    ctx = engine.Context(host=host, expect=expect)
+    history.add(read_counters(host, ctx.get(probe_inventory), expect)[0])
+    time.sleep(seconds)
+    return history
 
 
 _NOTHING_SELECTED_HINT = "--skip wins over --only; `rdmadoctor list-checks` lists the checks"

@@ -4,6 +4,7 @@ No Kubernetes API server (nor kind, nor envtest) can run on the machines these t
 so this server implements exactly, and only, the calls rdmadoctor's node publisher makes:
 
 - ``GET   /api/v1/nodes/NAME``
+- ``GET   /api/v1/nodes?limit=N&continue=TOKEN`` (the paginated list `rdmadoctor fleet --kube` reads)
 - ``PATCH /api/v1/nodes/NAME``         Content-Type ``application/merge-patch+json`` (RFC 7386)
 - ``PATCH /api/v1/nodes/NAME/status``  Content-Type ``application/strategic-merge-patch+json``
   (what the kubelet and Node Problem Detector send: ``status.conditions`` is merged by its
@@ -230,6 +231,7 @@ class FakeKubeAPI:
         self._thread: threading.Thread | None = None
         self._port = 0
         self._rv = 1000
+        self.list_pages = 0  # pages of GET /api/v1/nodes served (rdmadoctor fleet --kube)
         self.drips: list[dict] = []  # per dripped answer: sent, total, hung_up, finished
         self._stopping = threading.Event()  # down(): dripping handlers stop
 
@@ -395,6 +397,8 @@ class FakeKubeAPI:
             return _status(401, "Unauthorized")
 
         parts = path.strip("/").split("/")
+        if parts == ["api", "v1", "nodes"] and method == "GET":
+            return self._list_nodes(query)
         if _is_events_path(path):
             return self._create_event(method, parts[3], ctype_base, parsed, bad_json)
         if parts[:3] != ["api", "v1", "nodes"] or len(parts) not in (4, 5) or (len(parts) == 5 and parts[4] != "status"):
@@ -441,6 +445,24 @@ class FakeKubeAPI:
                 self.nodes[name] = new
             return 200, copy.deepcopy(self.nodes[name])
 
+
+    def _list_nodes(self, query: dict) -> tuple[int, dict]:
+        """``GET /api/v1/nodes?limit=N&continue=TOKEN``: Nodes in name order, a page at a time; the
+        continue token is opaque to the client (here: the next index)."""
+        try:
+            limit = int((query.get("limit") or ["0"])[0])
+            start = int((query.get("continue") or ["0"])[0])
+        except ValueError:
+            return _status(400, "bad limit or continue", "BadRequest")
+        with self._lock:
+            names = sorted(self.nodes)
+            end = len(names) if limit <= 0 else min(len(names), start + limit)
+            items = [copy.deepcopy(self.nodes[n]) for n in names[start:end]]
+            self.list_pages += 1
+        meta = {"resourceVersion": str(self._rv)}
+        if end < len(names):
+            meta["continue"] = str(end)
+        return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items}
 
     def _create_event(self, method: str, namespace: str, ctype: str | None, ev: Any, bad_json: bool) -> tuple[int, dict]:
         if method != "POST":

@@ -635,7 +635,7 @@ def test_cli_topo_and_check_on_written_tree(tmp_path):
     assert code == 0 and "GPU7" in out and "mlx5_3" in out and "SYS" in out
     code, rep = check_json(["--bundle", str(root), "--only", "gpu,pci"])
     assert codes_of(rep, "gpu.topology") == {"GPU_NIC_FAR"}
-    assert rep["inventory"]["gpus"][0] == {"name": "GPU0", "pci": "0000:13:00.0", "vendor": "NVIDIA", "numa_node": 0}
+    assert rep["inventory"]["gpus"][0] == {"name": "GPU0", "pci": "0000:13:00.0", "vendor": "NVIDIA", "numa_node": 0, "pci_id": "10de:2330"}
     assert rep["inventory"]["pcie"]["source"] == "sysfs"
 
 

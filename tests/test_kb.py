@@ -99,7 +99,9 @@ def test_new_codes_are_well_formed_and_do_not_shadow_check_codes():
 def test_every_new_code_is_used_by_a_row():
     # NCCL_SOCKET_FALLBACK is derived by the engine from what NCCL says it uses (`Using network
     # Socket`, NET/Socket channels), never from one line: tests/test_logs_scan.py covers it.
-    used = {p.code for p in PATTERNS} | {"NCCL_SOCKET_FALLBACK"}
+    # NCCL_SINGLE_HOST likewise (nNodes 1, or every rank on one host), and LOG_ERROR_UNKNOWN is
+    # what an error line no row matches becomes (tests/test_logs_scan.py covers both).
+    used = {p.code for p in PATTERNS} | {"NCCL_SOCKET_FALLBACK", "NCCL_SINGLE_HOST", "LOG_ERROR_UNKNOWN"}
     assert set(KB_CODES) <= used, sorted(set(KB_CODES) - used)
 
 

@@ -111,8 +111,10 @@ def test_kustomization_renders_the_same_rules_and_selects_the_agent() -> None:
         pytest.skip("kubectl is not installed: the kustomization cannot be rendered")
     proc = subprocess.run([kubectl, "kustomize", str(MON)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    docs = {d["kind"]: d for d in yaml.safe_load_all(proc.stdout) if d}
-    assert set(docs) == {"Service", "PodMonitor", "PrometheusRule"}
+    all_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    # The fleet's rules are a PrometheusRule of their own (tests/test_fleet_monitoring.py).
+    docs = {d["kind"]: d for d in all_docs if d["metadata"]["name"] != "rdmadoctor-fleet"}
+    assert set(docs) == {"Service", "PodMonitor", "PrometheusRule"} and len(all_docs) == 4
     assert docs["PrometheusRule"]["spec"]["groups"] == _groups()
     for d in docs.values():
         assert d["metadata"]["namespace"] == "rdmadoctor"

@@ -106,6 +106,8 @@ def _emitted_anywhere() -> set:
             arg = node.args[0]
             if isinstance(arg, ast.Attribute) and arg.attr == "code" and isinstance(arg.value, ast.Name) and arg.value.id.isupper():
                 out.add(arg.value.id)
+    # ... and the scanner's own rows: an error line no row knows (LOG_ERROR_UNKNOWN), run's kill.
+    out |= {v.code for v in vars(scan).values() if isinstance(v, kb.Pattern)}
     return out
 
 

@@ -90,6 +90,11 @@ class Agent:
         diagnose_fn: Callable[..., Any] = diagnose,
     ):
         self.opts = opts
+        if getattr(opts, "counters", None) is None:
+            # The ports' counters across cycles: ib.counters judges flaps and error rates on it.
+            from rdmadoctor.core.counters import CounterHistory
+
+            opts.counters = CounterHistory()
         self.publisher = publisher
         self.metrics = metrics
         self.log = log

@@ -180,9 +180,9 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, diagnose, label, preflight, run
+    from rdmadoctor.cli import agent, diagnose, fleet, label, preflight, run
 
-    for mod in (label, agent, preflight, diagnose, run):
+    for mod in (label, agent, preflight, diagnose, run, fleet):
         mod.register(app)
 
 

@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 SEE_HELP = "see `rdmadoctor check --help`"
 TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
+SAMPLE_HINT = "seconds between the two reads of the ports' counters, e.g. --sample 10 (at most an hour)"
+SAMPLE_MAX = 3600.0
 # --format: text (default; rich on a terminal), json (as --json), npd (one line for Node Problem
 # Detector's custom plugin monitor: rdmadoctor/output/npd.py, deploy/npd/).
 FORMATS = ("text", "json", "npd")
@@ -34,7 +36,14 @@ def check_command(args: Any) -> int:
         strict=args.strict,
         timeout=timeout,
         scope="all" if args.scope is None else args.scope,
+        sample=args.sample,
     )
+    if args.sample is not None:  # rdmadoctor.cli.errors is imported when there is a number to judge
+        from rdmadoctor.cli.errors import check_number
+
+        bad = check_number("--sample", args.sample, low=0, high=SAMPLE_MAX, hint=SAMPLE_HINT)
+        if bad is not None:
+            return bad
     if output_format is not None and not output_format.strip():
         return _fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
     fmt = (output_format or ("json" if as_json else "text")).lower()
@@ -42,7 +51,7 @@ def check_command(args: Any) -> int:
         return _fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
     if as_json and fmt != "json":
         return _fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
-    if timeout is not None:  # rdmadoctor.cli.errors is imported when something needs saying
+    if timeout is not None:
         from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number
 
         bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)

@@ -137,6 +137,10 @@ OPTIONS: tuple[Option, ...] = (
            "text (default), json (as --json), or npd: one ASCII line under 80 characters, the worst problem first, for Node "
            "Problem Detector's custom plugin monitor (deploy/npd/).",
            metavar="text|json|npd", commands=CHECK),
+    Option("--sample", "sample", "float",
+           "Read every RDMA port's error counters, wait SECONDS, read them again and judge the growth (ib.counters: flaps, "
+           "symbol errors, RoCE ACK timeouts). Default: no sample, ib.counters is skipped.",
+           metavar="SECONDS", commands=CHECK),
     # The pre-job gate: `rdmadoctor preflight` and `rdmadoctor run`.
     Option("--set", "sets", "list", "Override one expectation, e.g. --set shm_min_bytes=8589934592 (repeatable).",
            metavar="KEY=VALUE", commands=GATE),

@@ -60,6 +60,11 @@ class Port:
     active_mtu: int | None = None  # bytes (256..4096)
     max_mtu: int | None = None
     gids: tuple[Gid, ...] = ()
+    # For the fleet fingerprint (rdmadoctor.engine.fingerprint): facts no check judges yet.
+    width: str | None = None  # "4X", from sysfs rate "400 Gb/sec (4X NDR)"
+    pkey: str | None = None  # pkeys/0, the default P_Key ("0xffff")
+    subnet_prefix: str | None = None  # InfiniBand: the first 64 bits of GID 0 ("fe80:0000:0000:0000")
+    netdev_mtu: int | None = None  # the netdev's MTU (RoCE: what active_mtu is derived from)
 
 
 @record
@@ -76,6 +81,8 @@ class RdmaDevice:
     ports: tuple[Port, ...] = ()
     is_vf: bool = False
     source: str = "sysfs"  # where these facts came from: sysfs | ibstat | ibv_devinfo | ...
+    pci_id: str | None = None  # PCI vendor:device, "15b3:1021"
+    driver_version: str | None = None  # /sys/module/<driver>/version (MLNX_OFED / DOCA drivers have it; in-tree ones do not)
 
 
 @record

@@ -35,6 +35,9 @@ class Context:
     logs: tuple[str, ...] = ()
     # Those logs already read (rdmadoctor.logs.Diagnosis), when the caller read them first.
     log_diagnosis: Any = None
+    # The ports' counter history (rdmadoctor.core.counters.CounterHistory) the ib.counters check
+    # adds its sample to and judges: the agent's, kept across cycles, or check --sample's; None: none.
+    counters: Any = None
 
     def partial_report(self) -> dict:
         """The report of the checks that ran so far, as :func:`report.build` makes it.

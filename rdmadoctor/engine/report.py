@@ -28,6 +28,7 @@ Schema (v1); every value a check could not establish is ``null``:
 - ``plugin_errors``: plugins that failed to load, one line each; each is also a finding of the
   check ``plugins.load`` (``PLUGIN_LOAD_FAILED``, unknown; ``PLUGIN_OPTIONAL_NOT_LOADED``, a
   warning, for a plugin the config lists in ``optional_plugins``), so the status counts it
+- ``fingerprint``: the node's facts a fleet compares (rdmadoctor.engine.fingerprint, ``rdmadoctor.fingerprint/v1``)
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 from rdmadoctor import __version__
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import ERROR, FAIL, PASS, SKIP, UNKNOWN, WARN, WARNING, CheckResult, worst
+from rdmadoctor.engine import fingerprint
 
 SCHEMA = "rdmadoctor.report/v1"
 
@@ -154,4 +156,5 @@ def build(
     }
     # Refused labels are dropped here; node.labels reports why (LABEL_INVALID).
     report["labels"], _ = L.validate(L.compute(report)[0])
+    report["fingerprint"] = fingerprint.build(report)
     return report

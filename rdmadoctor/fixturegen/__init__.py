@@ -10,6 +10,7 @@ relative symlinks, :func:`write_tar` as a deterministic ``.tar.gz`` (same input,
     python -m rdmadoctor.fixturegen --examples                # rdmadoctor/examples/*.tar.gz
     python -m rdmadoctor.fixturegen --scenarios tests/fixtures
     python -m rdmadoctor.fixturegen --sriov 512 -o /tmp/big  # 8 GPUs, 10 HCAs, 512 VFs
+    python -m rdmadoctor.fixturegen --pool 20 --odd 7 -o /tmp/pool  # 20 node roots, gpu-007 on other firmware
 
 HCAs are ConnectX (``cx7``, ``cx6``, ``cx3``: InfiniBand or RoCE ports) or a Chelsio T6 iWARP RNIC
 (``t62100``, ports from ``iwarp_port``); a node without HCAs with ``NetIf`` speeds and addresses is a
@@ -124,10 +125,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--examples", action="store_true", help="regenerate rdmadoctor/examples/*.tar.gz")
     ap.add_argument("--scenarios", metavar="DIR", help="regenerate the scenario fixture dirs under DIR")
     ap.add_argument("--sriov", type=int, metavar="N", help="the HGX node with N SR-IOV VFs, written to -o")
-    ap.add_argument("-o", "--output", metavar="PATH", help="directory (or .tar.gz) for --sriov")
+    ap.add_argument("--pool", type=int, metavar="N", help="a pool of N RoCE nodes (gpu-000 ...), one root each under -o")
+    ap.add_argument("--odd", type=int, default=None, metavar="I", help="with --pool: node I has other HCA firmware (28.41.1000)")
+    ap.add_argument("-o", "--output", metavar="PATH", help="directory (or .tar.gz) for --sriov; the pool's folder for --pool")
     args = ap.parse_args(argv)
-    if not (args.examples or args.scenarios or args.sriov is not None):
-        ap.error("give --examples, --scenarios DIR or --sriov N -o PATH")
+    if not (args.examples or args.scenarios or args.sriov is not None or args.pool is not None):
+        ap.error("give --examples, --scenarios DIR, --sriov N -o PATH or --pool N -o DIR")
+    if args.pool is not None:
+        from rdmadoctor.fixturegen.fleet import other_firmware, pool
+
+        if not args.output or not 1 <= args.pool <= 10000:
+            ap.error("--pool takes 1 to 10000 nodes and -o DIR")
+        odd = {args.odd: other_firmware("28.41.1000")} if args.odd is not None else None
+        for node in pool(args.pool, roce_node, odd=odd):
+            write_dir(build(node), os.path.join(args.output, node.hostname))
+        print(f"{args.output}: {args.pool} node roots")
     if args.examples:
         for name in EXAMPLES:
             dest = os.path.join(examples_dir(), f"{name}.tar.gz")

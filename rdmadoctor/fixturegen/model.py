@@ -74,6 +74,8 @@ class Port:
     operstate: str | None = None  # None: "up" when the port is ACTIVE, else "down"
     ipv4: str | None = None  # RoCE: adds the ::ffff:a.b.c.d GIDs (v1 and v2)
     gids: tuple[tuple[str, str], ...] | None = None  # (gid, type) by index; None: derived
+    # Error counters (ports/N/counters/, and hw_counters/ on RoCE ports): name -> value; 0 when absent.
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 def ib_port(rate: str = "400 Gb/sec (4X NDR)", **kw: Any) -> Port:

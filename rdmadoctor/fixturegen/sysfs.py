@@ -47,6 +47,14 @@ def _b(text: str) -> bytes:
     return (text + "\n").encode()
 
 
+# The IB PMA error counters in ports/N/counters/ and mlx5's firmware counters in hw_counters/.
+PMA_COUNTERS = (
+    "symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors", "port_xmit_discards",
+    "excessive_buffer_overrun_errors", "local_link_integrity_errors",
+)
+HW_COUNTERS = ("out_of_sequence", "local_ack_timeout_err", "rnr_nak_retry_err", "roce_slow_restart", "np_cnp_sent", "rp_cnp_handled")
+
+
 def _h(*parts: Any) -> int:
     """A stable number from a name, for GUIDs, MACs, sizes: fixtures must not change between runs."""
     return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big")
@@ -324,8 +332,12 @@ class _Builder:
         else:
             self.put(f"{pdir}/cap_mask", "0x00010000" if eth else "0xa751e848")
             self.put(f"{pdir}/pkeys/0", "0xffff")
-            for counter in ("symbol_error", "link_downed", "port_rcv_errors", "port_xmit_discards"):
-                self.put(f"{pdir}/counters/{counter}", "0")
+            # The shipped trees have four counters; a port given others (Port.counters) has them all.
+            for counter in PMA_COUNTERS if port.counters else PMA_COUNTERS[:2] + PMA_COUNTERS[3:5]:
+                self.put(f"{pdir}/counters/{counter}", str(port.counters.get(counter, 0)))
+            if eth and not vf and any(c in port.counters for c in HW_COUNTERS):  # mlx5's firmware counters
+                for counter in HW_COUNTERS:
+                    self.put(f"{pdir}/hw_counters/{counter}", str(port.counters.get(counter, 0)))
         netdev = None
         if port.netdev is not None and not vf:
             if port.netdev:

@@ -1,16 +1,18 @@
 """The facts one member brings to the gang: what NCCL needs alike on every node of a job.
 
-:func:`gang_facts` is the ONE place that reads them out of a report. It reads the node
-fingerprint (``report["fingerprint"]``, schema ``rdmadoctor.fingerprint/v1``, the facts the fleet
-view compares) where the report has one, else derives the same keys from ``report["inventory"]``
-(rdma_devices and their ports, roce, gpudirect, nccl_env). When the fingerprint module is on main,
-this function is where to switch to it; nothing else in the gang reads the report.
+:func:`gang_facts` is the ONE place that reads them out of a report: the node fingerprint
+(``report["fingerprint"]``, rdmadoctor.engine.fingerprint, the facts the fleet view compares) and
+the job's NCCL settings (``inventory.nccl_env``); nothing else in the gang reads the report.
+``NCCL_IB_HCA`` is resolved with NCCL's own list rules (rdmadoctor.checks._nccl_rules), the
+ones the nccl.env check judges it by.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+
+from rdmadoctor.checks._nccl_rules import list_matches, parse_if_list
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,27 +29,11 @@ PROTOCOL_ENV = (
 
 
 def _ib_hca_ports(value: str | None, ports: list[tuple[str, int]]) -> int:
-    """How many of ``ports`` (device, port) NCCL_IB_HCA keeps, as NCCL's parser reads it
-    (src/misc/utils.cc parseStringList, matchIfList): ``^`` excludes, ``=`` matches names exactly,
-    otherwise a name is a prefix; ``dev:port`` picks one port. Unset: all of them."""
+    """How many of ``ports`` (device, port) NCCL_IB_HCA keeps, as NCCL reads it. Unset: all."""
     if not value or not value.strip():
         return len(ports)
-    text = value.strip()
-    exclude = text.startswith("^")
-    text = text[1:] if exclude else text
-    exact = text.startswith("=")
-    text = text[1:] if exact else text
-    wanted = []
-    for item in text.split(","):
-        name, _, port = item.strip().partition(":")
-        if name:
-            wanted.append((name, int(port) if port.isdigit() else None))
-
-    def hit(dev: str, p: int) -> bool:
-        return any((dev == n if exact else dev.startswith(n)) and (q is None or q == p) for n, q in wanted)
-
-    kept = [d for d in ports if hit(*d) != exclude]
-    return len(kept)
+    lst = parse_if_list(value.strip())
+    return sum(1 for dev, port in ports if list_matches(lst, dev, port))
 
 
 def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[str, Any]:
@@ -59,30 +45,16 @@ def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[
     """
     inv = report.get("inventory") or {}
     env = {k: v for k, v in (inv.get("nccl_env") or {}).items() if isinstance(v, str)}
-    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else None
+    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else {}
     active: list[dict[str, Any]] = []  # {device, port, link_layer, rate_gbps, mtu, subnet_prefix, gid_index}
-    gpudirect = None
-    if fp is not None:
-        for p in fp.get("ports") or []:
-            if str(p.get("state") or "").upper().endswith("ACTIVE"):
-                active.append({"device": p.get("device"), "port": p.get("port"), "link_layer": p.get("link_layer"),
-                               "rate_gbps": p.get("rate_gbps"), "mtu": p.get("active_mtu"),
-                               "subnet_prefix": p.get("subnet_prefix"), "gid_index": p.get("gid_index")})
-        gd = (fp.get("node") or {}).get("gpudirect")
-        gpudirect = None if gd is None else gd != "none"
-    else:
-        roce = inv.get("roce") or {}
-        for dev in inv.get("rdma_devices") or []:
-            for p in dev.get("ports") or []:
-                if p.get("ignored") or str(p.get("state") or "").upper() != "ACTIVE":
-                    continue
-                r = roce.get(f"{dev.get('name')}/{p.get('port')}") or {}
-                active.append({"device": dev.get("name"), "port": p.get("port"), "link_layer": p.get("link_layer"),
-                               "rate_gbps": p.get("rate_gbps"), "mtu": p.get("active_mtu"),
-                               "subnet_prefix": p.get("subnet_prefix"), "gid_index": r.get("ipv4_gid_index"),
-                               "v2_gids": r.get("v2_gid_indices")})
-        gd = inv.get("gpudirect")
-        gpudirect = gd if isinstance(gd, bool) else None
+    for p in fp.get("ports") or []:
+        if str(p.get("state") or "").upper().endswith("ACTIVE"):
+            active.append({"device": p.get("device"), "port": p.get("port"), "link_layer": p.get("link_layer"),
+                           "rate_gbps": p.get("rate_gbps"), "mtu": p.get("active_mtu"),
+                           "subnet_prefix": p.get("subnet_prefix"), "gid_index": p.get("gid_index"),
+                           "v2_gids": p.get("v2_gid_indices")})
+    gd = (fp.get("node") or {}).get("gpudirect")
+    gpudirect = None if gd is None else gd != "none"
 
     ib_disabled = env.get("NCCL_IB_DISABLE", "").strip() == "1"
     plain_net = env.get("NCCL_NET", "").strip().lower()
@@ -137,12 +109,8 @@ def digest(facts: dict[str, Any]) -> str:
 
 def rails(report: dict[str, Any]) -> list[str]:
     """The RDMA devices with an ACTIVE port, for ``--bandwidth``'s rail-matched pairs (mlx5_i to mlx5_i)."""
-    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else None
-    if fp is not None:
-        names = {p.get("device") for p in fp.get("ports") or [] if str(p.get("state") or "").upper().endswith("ACTIVE")}
-    else:
-        names = {d.get("name") for d in (report.get("inventory") or {}).get("rdma_devices") or []
-                 if any(not p.get("ignored") and str(p.get("state") or "").upper() == "ACTIVE" for p in d.get("ports") or [])}
+    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else {}
+    names = {p.get("device") for p in fp.get("ports") or [] if str(p.get("state") or "").upper().endswith("ACTIVE")}
     return sorted(str(n) for n in names if n)
 
 

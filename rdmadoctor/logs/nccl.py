@@ -30,19 +30,31 @@ _PLUGIN = re.compile(
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
 _CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+# The same at the start of a line, found from its newline (the engine jumps from one to the next in
+# C): a log whose channel lines carry no other prefix is read this way; one with kubectl's or
+# mpirun's prefixes needs the search above, which tries every position.
+_CHANNEL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+_NCCL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+_NCCL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+# A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
+# line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first
+# rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
+_CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :[ \t]+\d{1,7}(?![\d\[])")
+_COLL_CHANNELS = re.compile(r"(\d+) coll channels")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_RANK_OF = re.compile(r"\brank (\d{1,7}) n[Rr]anks (\d{1,7})\b")
+# "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (init.cc, 2.19+)
+_NNODES = re.compile(r"\bnNodes (\d{1,7})\b")
+_LOCAL_RANKS = re.compile(r"\bnRanks (\d{1,7}) nNodes \d{1,7} localRanks (\d{1,7})\b")
 # The network of a channel line that is not a socket one: "via NET/IBext/1/GDRDMA" -> IBext,
 # "via NET/AWS Libfabric/0" -> "AWS Libfabric".
 _CHANNEL_NET_BYTES = re.compile(rb" via NET/(?!Socket/)([^/\s]{1,32}(?: [^/\s]{1,32}){0,3})/\d")
-_CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :(?:[ \t]+\d{1,7})+[ \t]*\r?$", re.M)
 # aws-ofi-nccl: "NET/OFI Selected Provider is efa (found 16 nics)", 1.7+: "Selected provider is efa, fabric
 # is efa-direct (found 4 nics)".
 _OFI_PROVIDER = re.compile(r"NET/OFI Selected [Pp]rovider is ([\w;.-]{1,64}?),? (?:fabric is ([\w;.-]{1,64}) )?\(found (\d{1,4}) nics?\)")
 # NCCL's topology (NCCL_DEBUG_SUBSYS=GRAPH, 2.7+): "+ NET[25.0] - NET/3 (3/0/25.000000)", a NIC and its
 # bandwidth in GB/s as NCCL sees it (25.0: a 200 Gb/s port).
 _TOPO_NET = re.compile(r"NET\[(\d{1,6}(?:\.\d{1,6})?)\] - NET/(\d{1,4})\b")
-_COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
-_NNODES = re.compile(r"\bnNodes (\d{1,6})")  # "comm %p rank %d nRanks %d nNodes %d localRanks %d" (2.9+)
 # nccl-tests lists its ranks: "#  Rank  0 Group  0 Pid  63755 on DisAI-4090-3 device  0 [0x1b] ..."
 _TEST_RANK = re.compile(r"#\s{1,8}Rank\s{1,8}\d{1,6}\s{1,8}(?:Group\s{1,8}\d{1,6}\s{1,8})?Pid\s{1,8}\d{1,9}\s{1,8}on\s{1,8}([\w.-]{1,255})\s")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
@@ -77,7 +89,11 @@ class NcclFacts:
         self.coll_channels: int | None = None
         self.ring_channels: int | None = None
         self.nranks: int | None = None
-        self.nnodes: int | None = None
+        self.nnodes: int | None = None  # the largest nNodes printed (a world communicator spans the most)
+        self.all_local = False  # a communicator line said localRanks == nRanks (every rank on its host)
+        self.ranks_seen: set[int] = set()  # ranks that printed "rank R nranks N" (for one host with every rank)
+        self.init_started = False  # NCCL printed its version or an init line: communicator creation began
+        self.init_complete = False  # "Init COMPLETE": a communicator was made
         self.fabric: str | None = None  # the libfabric provider (and fabric) aws-ofi-nccl selected
         self.topo_nets: dict[tuple[str | None, str], float] = {}  # (host, NET id) -> GB/s, from NCCL's topology
         self.fabric_nics: int | None = None
@@ -91,6 +107,9 @@ class NcclFacts:
         self.seen = True
         if host and len(self.hosts) < self.MAX:
             self.hosts.add(host)
+        if not self.init_started and ("NCCL version" in text or "Init START" in text or "nRanks" in text
+                                      or "nranks" in text or "Bootstrap" in text):
+            self.init_started = True
         if self.version is None and "CCL version" in text:
             m = _VERSION.search(text)
             if m:
@@ -146,9 +165,16 @@ class NcclFacts:
             m = _NRANKS.search(text)
             if m:
                 self.nranks = max(self.nranks or 0, int(m.group(1)))
-            m = _NNODES.search(text)
-            if m:
-                self.nnodes = max(self.nnodes or 0, int(m.group(1)))
+            m = _RANK_OF.search(text)
+            if m and len(self.ranks_seen) < 4096:
+                self.ranks_seen.add(int(m.group(1)))
+            if "nNodes" in text:
+                m = _NNODES.search(text)
+                if m:
+                    self.nnodes = max(self.nnodes or 0, int(m.group(1)))
+                m = _LOCAL_RANKS.search(text)
+                if m and m.group(1) == m.group(2):
+                    self.all_local = True
         if "GPU" in text or "GDRDMA" in text:
             if _GDR_OFF.search(text):
                 self.gdr_off = True
@@ -156,6 +182,7 @@ class NcclFacts:
                 self.gdr_on = True
         if "Init COMPLETE" in text or "Connected all rings" in text:
             self.connected = True
+            self.init_started = self.init_complete = True
 
     def feed_test_line(self, text: str) -> None:
         """One of nccl-tests' "#" lines: the hosts its ranks run on."""
@@ -173,12 +200,7 @@ class NcclFacts:
             per_host[host] = per_host.get(host, 0.0) + bw
         return min(per_host.values()) if per_host else None
 
-    def nodes(self) -> int | None:
-        """How many hosts the job spans, when the log says: NCCL's nNodes, nccl-tests' rank list."""
-        n = max(self.nnodes or 0, len(self.test_hosts))
-        return n or None
-
-    def count_channels(self, block: bytes) -> None:
+    def count_channels(self, block: bytes, hosts: bool = True) -> None:
         """The channel lines of a block of whole lines, counted in C: NET channels, those with
         GPUDirect RDMA, and the ring listings' channel count ("Channel 00/24 :    0   1 ...")."""
         n = block.count(b" via NET/")
@@ -200,15 +222,32 @@ class NcclFacts:
                         break
                     j = block.find(b" via NET/", j + 9)
         if b"Channel " in block or b"Ring " in block:
-            for m in _CHANNEL_RING_BYTES.finditer(block):
+            rings = set(_CHANNEL_RING_BYTES.findall(block))
+            if rings:
                 self.seen = True
-                self.ring_channels = max(self.ring_channels or 0, int(m.group(1)))
-            # The hosts that print channel lines, which are most of what many ranks print.
+                self.ring_channels = max(self.ring_channels or 0, *(int(x) for x in rings))
+            # The hosts that print channel lines, which are most of what many ranks print (when
+            # every NCCL line's host is counted, count_hosts, these are among them).
+            if hosts and len(self.hosts) < self.MAX:
+                want = block.count(b"INFO Channel ") + block.count(b"INFO Ring ")
+                found = _line_hosts(_CHANNEL_HOST_LINE, block)
+                if len(found) < want:
+                    found = _CHANNEL_HOST_BYTES.findall(block)
+                self._add_hosts(found)
+
+    def count_hosts(self, block: bytes) -> None:
+        """The hosts of every NCCL INFO line of a block (for lines not read one by one)."""
+        if len(self.hosts) < self.MAX and b"NCCL INFO " in block:
+            found = _line_hosts(_NCCL_HOST_LINE, block)
+            if len(found) < block.count(b"] NCCL INFO "):
+                found = _NCCL_HOST_BYTES.findall(block)
+            self._add_hosts(found)
+
+    def _add_hosts(self, found: list[bytes]) -> None:
+        for h in set(found):
+            self.seen = True
             if len(self.hosts) < self.MAX:
-                for h in set(_CHANNEL_HOST_BYTES.findall(block)):
-                    self.seen = True
-                    if len(self.hosts) < self.MAX:
-                        self.hosts.add(h.decode("utf-8", "replace"))
+                self.hosts.add(h.decode("utf-8", "replace"))
 
     # -- derived ------------------------------------------------------------------------
     def _implied(self) -> dict[str | None, str]:
@@ -255,6 +294,24 @@ class NcclFacts:
             return None
         return sorted(h for h in hosts if h)
 
+    def nodes(self) -> int | None:
+        """How many hosts the job's ranks are on: NCCL's nNodes or nccl-tests' rank list, else 1 when
+        the log shows every rank on one host (localRanks == nRanks, or one host printing every rank),
+        else None."""
+        n = max(self.nnodes or 0, len(self.test_hosts))
+        if n:
+            return n
+        if self.all_local:
+            return 1
+        if (len(self.hosts) == 1 and self.nranks is not None
+                and self.ranks_seen.issuperset(range(self.nranks))):
+            return 1
+        return None
+
+    def single_host(self) -> bool:
+        """Every rank on one host: NCCL's network transport carries nothing."""
+        return self.nodes() == 1
+
     def gdr(self) -> bool | None:
         if self.gdr_on or self.net_channels_gdr:
             return True
@@ -280,13 +337,23 @@ class NcclFacts:
             "gdr": self.gdr(),
             "channels": self.channels(),
             "ranks": self.nranks,
-            "hosts": sorted(self.hosts) or None,
-            "socket_hosts": self.socket_hosts(),
             "nodes": self.nodes(),
+            "hosts": sorted(self.hosts) or None,
+            # One host: nothing went over the network, on sockets or otherwise.
+            "socket_hosts": [] if self.single_host() else self.socket_hosts(),
             "fabric": self.fabric,
             "fabric_nics": self.fabric_nics,
             "net_bw_gbs": self.net_bw_gbs(),
         }
+
+
+def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:
+    """The host of each line ``rx`` (which starts at a newline) matches, the block's first line too."""
+    found = rx.findall(block)
+    m = rx.match(b"\n" + block[: block.find(b"\n")])
+    if m:
+        found.append(m.group(1))
+    return found
 
 
 def is_socket(network: str | None, plugin: str | None) -> bool:
@@ -314,6 +381,9 @@ def transport_line(nccl: dict | None) -> str | None:
         return None
     who = f"NCCL {nccl['version']}" if nccl.get("version") else "NCCL"
     net = nccl["network"]
+    if nccl.get("nodes") == 1:
+        # One host: every byte goes over NVLink, PCIe or shared memory; the network is unused.
+        return f"{who} runs on one host: nothing crosses the network (NET/{net} would carry traffic between hosts)"
     if is_socket(net, nccl.get("plugin")):
         ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "an unnamed interface"
         return (f"WARNING: {who} uses NET/{net} over {ifaces}: inter-node traffic goes over TCP, not RDMA; "

@@ -6,15 +6,24 @@ How it stays fast and small on a gigabyte from 64 ranks:
   row's ``needle`` (plus the NCCL INFO lines that carry facts and the starts of pasted tool
   outputs) is searched over each megabyte in C; only the lines that contain a needle are
   decoded, unwrapped and matched against their rows.
+- Lines every rank prints for every communicator (``comm ... nRanks``, ``Init COMPLETE``,
+  ``Connected all rings``, socket channel lines) are read one by one until each kind has been seen
+  ``SATURATE_AFTER`` times; after that they leave the scan and what they say (ranks, nodes, hosts)
+  is summed per block in C (:meth:`Diagnoser._bulk`), with the same result.
 - Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
   ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
 
+An error line no row knows (an NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL
+result name, a traceback's last line) is a finding of its own, LOG_ERROR_UNKNOWN; a kill is led
+by how far NCCL got (JOB_KILLED); a job on one host turns its network lines into information
+(NCCL_SINGLE_HOST); a setting before the failure it explains is joined to it (_SETTING_JOINS).
+
 Root cause first: findings are ordered by when they were first seen (the log's timestamps when
 every finding has one, else the order of the input). A row marked ``symptom`` (a flushed work
 request, ``unhandled system error``, a connection closed by the peer) is linked to the earliest
-non-symptom problem seen before it: ``cause`` names that problem's code and ``data["follows"]``
-says where it was.
+non-symptom error seen before it (a warning only when no error came first): ``cause`` names that
+problem's code and ``data["follows"]`` says where it was.
 """
 
 from __future__ import annotations
@@ -45,6 +54,9 @@ _FACT_NEEDLES = (
     "via NET/Socket", "nRanks", "Channel ", "Ring ", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
     "Connected all rings",
+    # Settings that explain a failure after them (joined in Diagnoser.finish, see _SETTING_JOINS).
+    # (not their "NCCL_" start: "_" begins anchors that every "grad_norm" of a training log tries)
+    "IFNAME set by environment", "HCA set to", "NET set by environment",
 )
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
@@ -75,9 +87,37 @@ _HEADERS = (
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
 # says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
 _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure",
-                    "Failed to open", "Count not open", "ProcessGroupNCCL")
+                    "Failed to open", "Count not open", "ProcessGroupNCCL",
+                    # Error lines read even when no row knows them (see _ERROR_LINE).
+                    # A traceback is found by its first frame (`  File "train.py", line 9`): "Traceback"
+                    # would add a first character to the scan that crowds other needles out of it.
+                    'File "', "ncclInternalError", "ncclInvalidUsage",
+                    "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
-_CHANNEL_WORDS = (b"Channel ", b"Ring ")
+_CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
+# NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
+# the rest are not read one by one but summed up per block in C (Diagnoser._bulk): a job that builds
+# hundreds of communicators prints them hundreds of thousands of times, and they say the same.
+_SATURATING = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Connected all rings", "Init COMPLETE", "Init START",
+                         "via NET/Socket"})
+SATURATE_AFTER = 512
+_BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+# "] NCCL INFO " (after the [dev] of its prefix) starts most lines of an INFO log and is all capitals, each a place the scan must try:
+# the copy the scan reads has it in small letters (same length, so every position stays), unless an
+# anchor would lose a letter by it (_survives).
+_QUIET = (b"] NCCL INFO ", b"] nccl infO ")
+
+
+def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
+    """No overlap of ``old`` with ``anchor`` changes a letter of the anchor when ``old`` becomes ``new``."""
+    for k in range(-(len(old) - 1), len(anchor)):
+        span = [i for i in range(len(anchor)) if 0 <= i - k < len(old)]
+        if span and all(anchor[i] == old[i - k] for i in span) and any(old[i - k] != new[i - k] for i in span):
+            return False
+    return True
+
+
+_HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
@@ -135,6 +175,74 @@ def _trie(words: list[str]) -> str:
     return emit(root)
 
 
+# The error lines read even when no row knows them (issue 15: an error the knowledge base does not
+# know is still an error): NCCL's results as PyTorch names them, and the last line of a traceback.
+_NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
+                          r"|RemoteError))\b")
+_EXC_LINE = re.compile(r"([A-Za-z_][\w.]{0,200})(?::[ \t]|:$|$)")
+# Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
+_WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
+# Words of the stacks rdmadoctor reads: a line holding one was recognised, even when no row knows it.
+_SOURCE_MARKERS = ("libibverbs", "librdmacm", "mlx5_core", "mlx5_ib", "nvidia_peermem", "nvidia-peermem", "ib_core")
+MAX_TRACEBACK_LINES = 400  # a traceback longer than this is not followed to its end
+_NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: one finding for all
+# NCCL settings that explain a failure after them: `NCCL_SOCKET_IFNAME set by environment to eth2`
+# (src/misc/socket.cc), `NCCL_IB_HCA set to mlx5_0` (src/transport/net_ib.cc), `NCCL_NET set by
+# environment to IB` (src/misc/param.cc ncclGetEnv).
+_SETTING = re.compile(r"\b(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET) set (?:by environment )?to (?P<value>\S{1,200})")
+# (setting, the codes of the failures it explains, what it means, the fix): one row per join.
+_SETTING_JOINS = (
+    ("NCCL_NET", ("NCCL_NET_INIT_FAILED",),
+     "NCCL_NET is set to {value} ({where}), which forces that network and allows no other: it is the cause when this "
+     "node cannot initialise it",
+     "Unset NCCL_NET (NCCL takes IB when it works and sockets otherwise), or set it to a network this node has "
+     "(`Socket` on a node without RDMA devices)."),
+    ("NCCL_SOCKET_IFNAME", ("NCCL_NO_SOCKET_INTERFACE", "NCCL_BOOTSTRAP_FAILED", "NCCL_SOCKET_ERROR", "NCCL_NET_INIT_FAILED"),
+     "NCCL_SOCKET_IFNAME is set to {value} ({where}), so NCCL uses only that interface for its sockets: it is the "
+     "likely cause (it does not exist in the pod, is down, has no address, or is not one the other hosts reach)",
+     "List the pod's interfaces with `ip -br addr` and set NCCL_SOCKET_IFNAME to one that is UP with an address the "
+     "other hosts reach (`=eth0` for an exact name, `net1` for a Multus network), or unset it."),
+    ("NCCL_IB_HCA", ("NCCL_IB_NO_DEVICE",),
+     "NCCL_IB_HCA is set to {value} ({where}), so NCCL only looks at those HCAs: the list is the likely cause (it names "
+     "no device this pod sees with an ACTIVE port)",
+     "Set NCCL_IB_HCA to devices that `ibv_devinfo` in the pod lists with an ACTIVE port (`=mlx5_0,mlx5_1`; "
+     "`^mlx5_4` excludes one), or unset it so NCCL takes every ACTIVE port."),
+)
+
+
+def _unknown_row(symptom: bool) -> kb.Pattern:
+    from rdmadoctor.logs.kb.nccl import LOG_ERROR_UNKNOWN
+
+    return kb.Pattern(
+        id="log.unknown_error_symptom" if symptom else "log.unknown_error", code=LOG_ERROR_UNKNOWN.code, severity=ERROR,
+        needle="", regex="", subject="{label}",
+        message='{what}, and no row of the knowledge base explains it: "{quoted}"',
+        meaning=LOG_ERROR_UNKNOWN.meaning, fix=LOG_ERROR_UNKNOWN.fix,
+        ref="rdmadoctor.logs.scan: an NCCL WARN, a `Last error:` quote, an NCCL result or a traceback's last line "
+            "that no row matched", symptom=symptom)
+
+
+# An NCCL WARN or the error PyTorch quotes is a root candidate; an NCCL result name and a
+# traceback's last line are what the failure became (linked to the error before them, if any).
+_UNKNOWN = _unknown_row(False)
+_UNKNOWN_SYMPTOM = _unknown_row(True)
+
+
+def _run_killed_row() -> kb.Pattern:
+    from rdmadoctor.logs.kb.pytorch import JOB_KILLED
+
+    return kb.Pattern(id="run.killed", code=JOB_KILLED.code, severity=ERROR, needle="", regex="",
+                      subject="{signal_text}", message="{how}.", meaning=JOB_KILLED.meaning, fix=JOB_KILLED.fix,
+                      ref="rdmadoctor run: the child's wait status", symptom=True)
+
+
+_RUN_KILLED = _run_killed_row()
+# Codes whose rows say one thing of a subject: one finding per subject, whichever row saw it.
+_ONE_FINDING = frozenset({"JOB_KILLED"})
+# Symptoms that only an error explains: a job killed after a warning (IB not found, say) was not
+# killed because of it; the kill leads unless an error came before it.
+_ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
+
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
 _TABLE_LINE = re.compile(r"\s*(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
@@ -160,6 +268,9 @@ class Diagnosis:
     segments: list[Segment] = field(default_factory=list)
     sources: list[dict] = field(default_factory=list)  # {name, bytes, lines, error}
     notes: list[str] = field(default_factory=list)  # limits reached, lines cut
+    # Something in the text was recognised (an NCCL line, a known message, an error line, a
+    # traceback, a tool's output): without it there is nothing to judge, and no "no known problem".
+    recognised: bool = True
 
     @property
     def read_any(self) -> bool:
@@ -169,10 +280,12 @@ class Diagnosis:
 class _Agg:
     """One finding in the making: the first match, a few quoted lines, counts."""
 
-    __slots__ = ("pattern", "groups", "subject", "seq", "time", "evidence", "count", "hosts", "ranks", "symptom")
+    __slots__ = ("pattern", "groups", "subject", "seq", "time", "evidence", "count", "hosts", "ranks", "symptom", "nccl_host")
 
-    def __init__(self, pattern: kb.Pattern, groups: dict, subject: str, seq: tuple, time: str | None, symptom: bool):
+    def __init__(self, pattern: kb.Pattern, groups: dict, subject: str, seq: tuple, time: str | None, symptom: bool,
+                 nccl_host: str | None = None):
         self.pattern, self.groups, self.subject, self.seq, self.time = pattern, groups, subject, seq, time
+        self.nccl_host = nccl_host  # first seen on a line NCCL printed itself, on this host ("" unnamed)
         self.evidence: list[dict] = []
         self.count = 0
         self.hosts: set[str] = set()
@@ -227,14 +340,20 @@ class _Tables:
         # matches any run of them ("WARN" would match "NCCL", "INFO", "GDRD" on every NCCL line):
         # each literal takes its first tail (by _PREFERRED) with two characters left as they are,
         # or is searched for as it is (bytes.find).
-        choice = {lit: _anchor(lit) for lit in literals}
+        scanned = literals - set(_CHANNEL_WORDS)
+        choice = {lit: _anchor(lit) for lit in scanned}
         for _ in range(3):
             firsts = {a[0] for a in choice.values() if a}
             choice = {lit: next((t for t in _anchors(lit) if sum(ch not in firsts for ch in t[1:]) >= 2), None)
-                      for lit in literals}
+                      for lit in scanned}
         firsts = {a[0] for a in choice.values() if a}
         choice = {lit: (a if a and sum(ch not in firsts for ch in a[1:]) >= 2 else None) for lit, a in choice.items()}
         anchors = {a for a in choice.values() if a}
+        # anchor -> the literals found through it: an anchor is skipped once all of them are saturated.
+        self.anchor_lits: dict[bytes, set[str]] = {}
+        for lit, a in choice.items():
+            if a:
+                self.anchor_lits.setdefault(a.encode(), set()).add(lit)
         plain = {lit for lit, a in choice.items() if a is None}
         searched = {lit for lit in plain if _anchors(lit)}  # had a rare character, but only crowded tails
         table = bytearray(range(256))
@@ -246,6 +365,7 @@ class _Tables:
         self.prompt_scan = re.compile(b"\x02 ")
         rests = sorted({a.encode().translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        self.quiet = _QUIET if all(_survives(a.encode(), *_QUIET) for a in anchors) else None
         # A needle with no anchor of its own whose rows' examples all carry another anchor or a
         # searched literal (a WARN, an ERROR) is found through that; the rest are searched too.
         fast_text = self.fast
@@ -304,6 +424,17 @@ class Diagnoser:
         self._follow = 0  # lines still to read after a "Last error:" line
         self._channels = False  # the block being read holds channel lines
         self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
+        self._tb: dict | None = None  # the Python traceback being read: whose it is, lines left
+        self._traceback_seen = False
+        self._quote_next = False  # the line after "Last error:" quotes NCCL's error
+        self._pod_host: dict[str, str] = {}  # kubectl --prefix pod -> the host NCCL's prefix names
+        self._settings: dict[str, dict] = {}  # NCCL_SOCKET_IFNAME ... -> {value, seq, evidence}
+        self._nccl_first: dict | None = None  # evidence of NCCL's first line of its own
+        self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
+        self._known_text = False  # a line of a source rdmadoctor reads (a row's needle, libibverbs, mlx5 ...)
+        self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
+        self._saturated: set[str] = set()
+        self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
 
     # -- input ----------------------------------------------------------------------------
     def _ensure_source(self, name: str) -> dict:
@@ -450,8 +581,10 @@ class Diagnoser:
             block = _ANSI.sub(b"", block)
         n = len(block)
         starts = self._candidates(block)
-        if self._channels:
-            self.facts.count_channels(block)  # the channel lines, counted in C (most of an INFO log)
+        if self._channels:  # the channel lines, counted in C (most of an INFO log)
+            self.facts.count_channels(block, hosts=not self._saturated)
+        if self._saturated:
+            self._bulk(block)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
         pos, i = 0, 0
@@ -461,9 +594,10 @@ class Diagnoser:
                 continue
             while i < len(starts) and starts[i] < pos:
                 i += 1
-            forced = self._follow > 0
-            if forced:  # a line after "Last error:": read whatever it holds
-                self._follow -= 1
+            forced = self._follow > 0 or self._tb is not None
+            if forced:  # a line after "Last error:", or of a traceback: read whatever it holds
+                if self._follow > 0:
+                    self._follow -= 1
                 ls = pos
             elif i == len(starts):
                 self._lineno += block.count(b"\n", pos)
@@ -486,15 +620,16 @@ class Diagnoser:
         """Starts of the lines of ``block`` that may hold a needle, in order."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
-        tb = block.translate(self.t.table)
-        channels = False
+        quiet = self.t.quiet
+        tb = (block.replace(*quiet) if quiet is not None and quiet[0] in block else block).translate(self.t.table)
+        # Channel lines are counted in bulk (NcclFacts.count_channels), not read one by one.
+        self._channels = b"Channel " in block or b"Ring " in block
         if self.t.fast is not None:
+            skip = self._skip
             for m in self.t.fast.finditer(tb):
-                if block.startswith(_CHANNEL_WORDS, m.start()):
-                    channels = True  # counted in bulk (NcclFacts.count_channels), not read one by one
-                    continue
+                if skip and block[m.start():m.end()] in skip:
+                    continue  # a saturated needle (see _bulk)
                 starts.add(rfind(b"\n", 0, m.start()) + 1)
-        self._channels = channels
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
         plain = self.t.plain
@@ -507,6 +642,44 @@ class Diagnoser:
                 nl = find(b"\n", j)
                 j = find(lit, nl + 1) if nl >= 0 else -1
         return sorted(starts)
+
+    def _bulk(self, block: bytes) -> None:
+        """What the lines of saturated needles say, summed up over a block of whole lines in C: the
+        ranks and nodes of each communicator line, the hosts on sockets, the hosts that print."""
+        f = self.facts
+        sat = self._saturated
+        if b"anks " in block and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
+            for rank, nranks, nodes, local in set(_BULK_RANKS.findall(block)):
+                n = int(nranks)
+                f.nranks = max(f.nranks or 0, n)
+                if len(f.ranks_seen) < 4096:
+                    f.ranks_seen.add(int(rank))
+                if nodes:
+                    f.nnodes = max(f.nnodes or 0, int(nodes))
+                    if local == nranks:
+                        f.all_local = True
+        if "via NET/Socket" in sat and b"via NET/Socket" in block and len(f.socket_channel_hosts) < f.MAX:
+            # One step per socket channel line, from one to the next (a host prints them in runs):
+            # the host is what precedes the line's first ":" when NCCL's prefix starts the line.
+            heads: dict[bytes, str | None] = {}
+            find, rfind = block.find, block.rfind
+            j = find(b"via NET/Socket")
+            while j >= 0:
+                ls = rfind(b"\n", 0, j) + 1
+                le = find(b"\n", j)
+                head = block[ls:find(b":", ls, j)]
+                host = heads.get(head, "")
+                if host == "":
+                    host = None
+                    if _HOST_AT.match(block, ls) is not None:
+                        host = head.decode("utf-8", "replace")
+                        heads[head] = host
+                    else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
+                        host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
+                if host and len(f.socket_channel_hosts) < f.MAX:
+                    f.socket_channel_hosts.add(host)
+                j = find(b"via NET/Socket", le) if le >= 0 else -1
+        f.count_hosts(block)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
         """Collect the lines of the tool output being read, until a line that ends it."""
@@ -638,20 +811,37 @@ class Diagnoser:
 
     def _match(self, text: str, lineno: int, quick: bool = False, hit: set | None = None) -> None:
         body, meta = prefix.split(text)
+        if meta.level is not None:  # a line NCCL printed itself (its host:pid:tid prefix)
+            if meta.pod and meta.host and meta.host != meta.pod and len(self._pod_host) < 1024:
+                # `kubectl logs --prefix` names the pod, NCCL the host it runs on: one host.
+                self._pod_host.setdefault(meta.pod, meta.host)
+            if self._nccl_first is None:
+                self._nccl_first = self._evidence(text, lineno, meta)
+                self.facts.init_started = True
         if meta.level is not None or "NCCL" in text or "RCCL version" in text:
+            complete = self.facts.init_complete
             self.facts.feed(body, meta.host)
+            if not complete and self.facts.init_complete and self._nccl_complete is None:
+                self._nccl_complete = self._evidence(text, lineno, meta)
+            if " set " in body:
+                s = _SETTING.search(body)
+                if s is not None and s.group("name") not in self._settings:
+                    self._settings[s.group("name")] = {"value": s.group("value").rstrip("."), "seq": (self._src_index, lineno),
+                                                       "evidence": self._evidence(text, lineno, meta)}
             # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
             # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
-            explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
-            if ("Using " in body or "via NET/" in body) and (
-                    self._socket_seen is None and (explicit or self.facts._implied())
-                    or self._socket_seen is not None and not self._socket_explicit and explicit):
-                self._socket_explicit = explicit
-                self._socket_seen = ((self._src_index, lineno), {
-                    "file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
-                    "host": meta.host, "rank": meta.rank, "time": meta.time})
+            if ("Using " in body or "via NET/" in body) and (self._socket_seen is None or not self._socket_explicit):
+                # (once an explicit line is held, nothing here changes: the check over every host's
+                # network is not paid again on every later NCCL line)
+                explicit = any(is_socket(n, None) for n in self.facts.networks.values()) or bool(self.facts.socket_channel_hosts)
+                if explicit or self._socket_seen is None and self.facts._implied():
+                    self._socket_explicit = explicit
+                    self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
+        error = self._error_line(text, body, meta)
+        if not self._known_text and any(m in text for m in _SOURCE_MARKERS):
+            self._known_text = True
         # Each needle in the line gets its first matching row: a traceback pasted on one line
         # holds the exception and its "Last error:" cause, two findings.
         seen: set[str] = set()
@@ -661,19 +851,102 @@ class Diagnoser:
             if needle in seen:
                 continue
             seen.add(needle)
-            for p in self.t.by_needle.get(needle, ()):
+            if needle in _SATURATING:
+                c = self._sat_count[needle] = self._sat_count.get(needle, 0) + 1
+                if c == SATURATE_AFTER:
+                    self._saturated.add(needle)
+                    self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
+            rows = self.t.by_needle.get(needle, ())
+            if rows:
+                self._known_text = True
+            for p in rows:
                 g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
                 if g is None:
                     continue
                 self._hit(p, kb.groups_of(p, g), text, lineno, meta, hit)
                 break
+        if error is not None and not hit:
+            label, quoted, symptom = error
+            pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
+            what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
+                label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
+            groups = {"label": label, "quoted": quoted[:300], "what": what}
+            self._hit(pattern, groups, text, lineno, meta, hit, key=("unknown", _NORMAL.sub("N", quoted[:300])))
 
-    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
+    def _error_line(self, text: str, body: str, meta: prefix.Meta) -> tuple[str, str, bool] | None:
+        """(label, the quoted error, symptom?) when ``text`` is an error line, whatever its words:
+        an NCCL WARN, the line PyTorch quotes after "Last error:", an NCCL result name, the last line
+        of a traceback. Also follows the traceback being read."""
+        found = None
+        if self._tb is not None:
+            exc = self._traceback_line(text, body, meta)
+            if exc is not None:
+                found = (exc.rsplit(".", 1)[-1], body, True)
+        if self._tb is None and (body.startswith('File "') and ", line " in body
+                                 or "Traceback (most recent call last)" in body):
+            # From its header when that line was read, else from its first frame.
+            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES}
+            self._traceback_seen = True
+            return None
+        if self._quote_next:
+            # The line right after "Last error:" holds NCCL's last error; blank, NCCL had none to give
+            # (then C++'s "Exception raised from ..." follows, which is not the error).
+            self._quote_next = False
+            if body and not body.startswith("Exception raised from"):
+                return found or ("Last error", body, False)
+            return found
+        if "Last error" in body:
+            tail = body.split("Last error", 1)[1].lstrip(": \t")
+            if not tail:
+                self._quote_next = True
+                return found
+            return found or ("Last error", tail, False)
+        if found is not None:
+            return found
+        if meta.level == "WARN":
+            return ("NCCL WARN", body, False)
+        if "nccl" in body:
+            m = _NCCL_RESULT.search(body)
+            if m is not None:
+                return (m.group(1), body, True)
+        return found
+
+    def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
+        """Follow a traceback: its exception's name when ``text`` is its last line (the first line
+        of its stream that is not indented), else None."""
+        tb = self._tb
+        assert tb is not None
+        tb["left"] -= 1
+        if tb["left"] <= 0:
+            self._tb = None
+            return None
+        if meta.level is not None or (meta.pod, meta.rank) != tb["who"] or not body:
+            return None  # NCCL's own line, or another rank's, printed in between
+        head = text[: len(text) - len(body)] if text.endswith(body) else ""
+        if head.endswith(("  ", "\t")) or (head and not head.strip()):
+            return None  # a frame: `  File "train.py", line 9` and the code under it
+        if body.startswith(("Traceback", "During handling", "The above exception")):
+            return None
+        self._tb = None
+        m = _EXC_LINE.match(body)
+        if m is None or m.group(1).rsplit(".", 1)[-1] in _WRAPPER_EXCEPTIONS:
+            return None
+        return m.group(1)
+
+    def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict:
+        return {"file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],
+                "host": meta.host, "rank": meta.rank, "time": meta.time}
+
+    def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set,
+             key: tuple | None = None) -> None:
         subject = kb.render(p.subject, groups).strip() or p.code
         if (p.code, subject) in hit:  # two rows saying the same thing of one line count once
             return
         hit.add((p.code, subject))
-        key = (p.id, subject)
+        if key is None:
+            # Rows of one code that say the same of a subject (a kill, seen in torchrun's warning and
+            # in its SignalException) are one finding; other rows keep one finding each.
+            key = (p.code, subject) if p.code in _ONE_FINDING else (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:
             if len(self.aggs) >= MAX_FINDINGS:
@@ -681,21 +954,15 @@ class Diagnoser:
                 return
             symptom = kb.is_symptom(p, groups) or bool(
                 p.symptom_after and any(a.pattern.code in p.symptom_after for a in self.aggs.values()))
-            agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom)
+            nccl_host = (meta.host or "") if meta.level is not None else None
+            agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom, nccl_host)
         agg.count += 1
         if meta.host and len(agg.hosts) < 64:
             agg.hosts.add(meta.host)
         if meta.rank is not None and len(agg.ranks) < 1024:
             agg.ranks.add(meta.rank)
         if len(agg.evidence) < MAX_EVIDENCE:
-            agg.evidence.append({
-                "file": self._source["name"] if self._source else "-",
-                "line": lineno,
-                "text": text[:400],
-                "host": meta.host,
-                "rank": meta.rank,
-                "time": meta.time,
-            })
+            agg.evidence.append(self._evidence(text, lineno, meta))
 
     def _fire(self) -> None:
         self._fired = True
@@ -715,14 +982,119 @@ class Diagnoser:
                 return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
         return None
 
+    def job_ended(self, signal: int | None = None, status: int | None = None, command: str = "the job") -> None:
+        """What `rdmadoctor run` saw of its child: a kill (signal N, a status 124 from `timeout`, a
+        status 128+N from a shell whose child signal N killed) is a finding at the end of its output."""
+        if signal is None and status is not None and 128 < status <= 128 + 64:
+            signal = status - 128
+            how = f"exited with status {status} (128+{signal}: a shell's way of saying its command was killed by a signal)"
+        elif signal is None and status == 124:
+            signal = 15
+            how = "exited with status 124, which `timeout` returns when it stopped its command (with SIGTERM by default)"
+        elif signal is not None:
+            how = "was killed by"
+        else:
+            return
+        from rdmadoctor.logs.kb.pytorch import _signal
+
+        groups = _signal({"sig": str(signal)})
+        text = f"rdmadoctor run: {command} {how}" + (f" {groups['signal_text']}" if how == "was killed by" else "")
+        lineno = self._lineno + 1 if self._source is not None else 1
+        if self._source is None:
+            self._ensure_source("-")
+        self._hit(_RUN_KILLED, {**groups, "how": text}, text, lineno, prefix.Meta(), set())
+
+    def _single_host(self, aggs: list[_Agg]) -> tuple[list[_Agg], Finding | None]:
+        """On a job whose ranks are all on one host, `NET/IB : No device found` and NCCL on sockets
+        are information: (the findings without them, the NCCL_SINGLE_HOST finding or None)."""
+        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
+
+        quiet = [a for a in aggs if a.pattern.code == NCCL_IB_NO_DEVICE.code]
+        on_sockets = self._socket_seen is not None or bool(self.facts.socket_channel_hosts)
+        if not quiet and not on_sockets:
+            return aggs, None
+        evidence = [ev for a in quiet for ev in a.evidence]
+        if self._socket_seen is not None:
+            evidence.append(self._socket_seen[1])
+        nodes = "nNodes 1" if self.facts.nnodes == 1 else "every rank on one host"
+        said = " and ".join(x for x in ("`NET/IB : No device found`" if quiet else "",
+                                         f"NCCL on {self.facts.network() or 'sockets'}" if on_sockets else "") if x)
+        f = Finding(NCCL_SINGLE_HOST.code, INFO, "NCCL", f"The job runs on one host ({nodes}): NCCL sends nothing over the "
+                    f"network, so {said} is information here, not an error.", NCCL_SINGLE_HOST.fix,
+                    data={"evidence": evidence[:MAX_EVIDENCE], "nodes": 1})
+        return [a for a in aggs if a not in quiet], f
+
+    def _alias_pods(self) -> None:
+        """Hosts named by a kubectl --prefix pod, renamed to the host NCCL's prefix gave that pod."""
+        alias = self._pod_host
+        if not alias:
+            return
+        f = self.facts
+        f.hosts = {alias.get(h, h) for h in f.hosts}
+        f.networks = {alias.get(h, h) if h else h: n for h, n in f.networks.items()}  # type: ignore[misc]
+        for name in ("socket_channel_hosts", "no_ib_hosts", "socket_iface_hosts"):
+            setattr(f, name, {alias.get(h, h) if h else h for h in getattr(f, name)})
+        for a in self.aggs.values():
+            a.hosts = {alias.get(h, h) for h in a.hosts}
+
+    def _stage(self, f: Finding) -> Finding:
+        """A kill, with how far NCCL got before it and the next step for that stage."""
+        from rdmadoctor.core.record import replace
+        from rdmadoctor.logs.kb.pytorch import KILLED_STAGES
+
+        def where(ev: dict | None) -> str:
+            return f"line {ev['line']} of {ev['file']}" if ev else "?"
+
+        if self._nccl_complete is not None or self.facts.init_complete:
+            stage = "collective"
+        elif self.facts.init_started:
+            stage = "init"
+        else:
+            stage = "before_nccl"
+        what, step = KILLED_STAGES[stage]
+        what = what.format(first=where(self._nccl_first), complete=where(self._nccl_complete))
+        ev = (f.data.get("evidence") or [{}])[0]
+        # `run` saw the kill itself, after the last line: there is no line to point at.
+        at = f" (line {ev['line']} of {ev['file']})" if ev.get("line") and f.data.get("pattern") != _RUN_KILLED.id else ""
+        data = {**f.data, "nccl_stage": stage}
+        return replace(f, message=f"{f.message.rstrip('.')}{at}. {what}.", remedy=f"Next: {step}.", data=data)
+
+    def _joined(self, f: Finding) -> Finding:
+        """A failure after the NCCL setting that explains it: both lines as evidence (_SETTING_JOINS)."""
+        if f.cause:
+            return f
+        ev = (f.data.get("evidence") or [{}])[0]
+        for name, codes, why, fix in _SETTING_JOINS:
+            setting = self._settings.get(name)
+            if setting is None or f.code not in codes:
+                continue
+            src = next((i for i, s in enumerate(self.sources) if s["name"] == ev.get("file")), None)
+            if src is None or (src, ev.get("line") or 0) < setting["seq"]:
+                continue  # the setting came after the failure: it did not shape it
+            from rdmadoctor.core.record import replace
+
+            sev = setting["evidence"]
+            text = why.format(value=setting["value"], where=f"line {sev['line']} of {sev['file']}")
+            data = {**f.data, "setting": {"name": name, "value": setting["value"], "file": sev["file"], "line": sev["line"]},
+                    "evidence": [sev] + list(f.data.get("evidence") or [])[: MAX_EVIDENCE - 1]}
+            return replace(f, message=f"{text}. {f.message}", remedy=f"{fix} {f.remedy}".strip(), data=data)
+        return f
+
     def finish(self) -> Diagnosis:
         self.end_source()
+        self._alias_pods()
         nccl = self.facts.to_json()
         if not self._fired and self.on_transport is not None and nccl and nccl.get("network"):
             self._fire()
+        recognised = bool(self.aggs or self.facts.seen or self.segments or self._traceback_seen or self._known_text)
         aggs = sorted(self.aggs.values(), key=_order_key(list(self.aggs.values())))
-        findings = _link(aggs)
-        fallback = _socket_fallback(self.facts, nccl, aggs)
+        single = None
+        if self.facts.single_host():
+            aggs, single = self._single_host(aggs)
+        findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in _link(aggs)]
+        fallback = None if self.facts.single_host() else _socket_fallback(self.facts, nccl, aggs)
+        if single is not None:
+            findings.append(single)
         if fallback is not None:
             at = len(findings)
             if self._socket_seen is not None:
@@ -737,7 +1109,8 @@ class Diagnoser:
             notes.append(f"{self.dropped_segments} more pasted tool outputs were not kept (limit {MAX_SEGMENTS})")
         if self._cut_lines:
             notes.append(f"{count(self._cut_lines, 'line')} longer than {MAX_LINE // 1024} KiB were cut for matching")
-        return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes)
+        return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes,
+                         recognised=recognised)
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:
@@ -783,12 +1156,27 @@ def _link(aggs: list[_Agg]) -> list[Finding]:
     problem = [a.pattern.severity in (ERROR, WARNING) for a in aggs]
     cause: dict[int, int] = {}
     roots = [i for i, a in enumerate(aggs) if problem[i] and not a.symptom]
+    # An NCCL WARN no row knows, right before a known error NCCL printed on the same host, is part of
+    # that error's cascade (`Call to open failed` then `Error while attaching to shared memory
+    # segment`): it folds under the known one. After a known error, it follows from that error.
+    for i in [i for i in roots if aggs[i].pattern is _UNKNOWN]:
+        a = aggs[i]
+        c = next((j for j in roots if j < i and aggs[j].pattern is not _UNKNOWN and aggs[j].pattern.severity == ERROR), None)
+        if c is None and a.nccl_host is not None:
+            c = next((j for j, b in enumerate(aggs) if j > i and problem[j] and b.pattern is not _UNKNOWN
+                      and b.pattern is not _UNKNOWN_SYMPTOM and b.nccl_host == a.nccl_host and b.seq[0] == a.seq[0]
+                      and a.seq[1] < b.seq[1] <= a.seq[1] + LOOKAHEAD_LINES), None)
+        if c is not None:
+            cause[i] = c
+    roots = [i for i in roots if i not in cause]
     for i, a in enumerate(aggs):
         if a.symptom:
             c = _cause_for(aggs, i, roots)
             if c is not None:
                 cause[i] = c
-    more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause])
+    # What a failure became (an NCCL result name, a traceback's last line, unknown) explains nothing.
+    more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause
+                           and a.pattern is not _UNKNOWN_SYMPTOM])
     for i, a in enumerate(aggs):
         if a.symptom and i not in cause:
             c = _cause_for(aggs, i, [j for j in more if j != i])
@@ -813,7 +1201,12 @@ def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
         for j in before:
             if aggs[j].pattern.code in wanted or aggs[j].pattern.id in wanted:
                 return j
-    if before:
+    # An error is explained by the first error before it; a warning (IB not found, a fallback) is
+    # its cause only when no error came before: an unknown NCCL WARN outranks a known benign line.
+    errors = [j for j in before if aggs[j].pattern.severity == ERROR]
+    if errors:
+        return errors[0]
+    if before and a.pattern.code not in _ERROR_CAUSES_ONLY:
         return before[0]
     for j in candidates:
         b = aggs[j]

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from rdmadoctor.core.model import FAIL, PASS, SKIP, UNKNOWN, WARN
+from rdmadoctor.output import fleet_metrics
 
 # A check that passed or only warned still lets a job train; fail and unknown do not.
 CHECK_OK_VALUE = {PASS: 1.0, WARN: 1.0, FAIL: 0.0, UNKNOWN: 0.0}
@@ -62,6 +63,7 @@ class Snapshot:
     # (device, port, link layer) -> 1.0 / 0.0, and -> Gb/s
     port_active: dict[tuple[str, str, str], float] = field(default_factory=dict)
     port_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    fingerprint: dict | None = None  # the report's, for the fleet's info metrics (output.fleet_metrics)
 
 
 def ports_of(report: dict | None) -> tuple[dict, dict]:
@@ -116,7 +118,7 @@ def snapshot_of(results: list, finished_at: float, report: dict | None = None) -
             key = (f.code, f.severity)
             findings[key] = findings.get(key, 0) + 1
     active, rate = ports_of(report)
-    return Snapshot(check_ok, findings, durations, finished_at, active, rate)
+    return Snapshot(check_ok, findings, durations, finished_at, active, rate, (report or {}).get("fingerprint"))
 
 
 class AgentMetrics:
@@ -205,6 +207,8 @@ class AgentMetrics:
         yield upd
 
         yield CounterMetricFamily("rdmadoctor_api_errors", HELP["rdmadoctor_api_errors"], value=api_errors)
+
+        yield from fleet_metrics.families(snap.fingerprint)
 
         info = GaugeMetricFamily("rdmadoctor_build_info", HELP["rdmadoctor_build_info"], labels=["version"])
         info.add_metric([self.version], 1)

@@ -807,6 +807,8 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         _write_report(report_file, report, started, err)
         raise
     watch.close()
+    if result.pid is not None:  # a kill (or `timeout`'s 124) is a finding: never "no known error"
+        diagnoser.job_ended(result.signal, result.returncode, command_text(argv))
     diagnosis = diagnoser.finish()
     code = result.exit_code
     report.update(child=result.to_json(), exit_code=code, nccl=diagnosis.nccl,

@@ -70,6 +70,19 @@ _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
 
 
+# The node's compact fingerprint (rdmadoctor.engine.fingerprint), which `rdmadoctor fleet --kube`
+# reads; written with the labels, only when it changed. The admission policy (deploy/overlays/direct)
+# allows this annotation and owned-labels, no other new one, and bounds its size.
+FINGERPRINT_ANNOTATION = "rdmadoctor.io/fingerprint"
+
+
+def fingerprint_annotation(report: dict) -> str | None:
+    from rdmadoctor.engine import fingerprint as F
+
+    fp = report.get("fingerprint")
+    return F.compact_text(F.compact(fp)) if isinstance(fp, dict) else None
+
+
 def _parse_time(text: str) -> float | None:
     return parse_rfc3339(text) if text else None
 
@@ -492,6 +505,23 @@ class NodeAPI:
 
         return self._call(lambda c: _as_dict(c.get(Node, name=name)), f"GET /api/v1/nodes/{name}")
 
+    def list_nodes(self, page: int = 500):
+        """Every Node, ``page`` at a time (the API's limit/continue; `rdmadoctor fleet --kube`).
+        Each page is one request under the deadline."""
+        from lightkube.resources.core_v1 import Node
+
+        state: dict = {}
+
+        def first(c):
+            state["chunks"] = c._client.list_chunks(c._client.prepare_request("list", res=Node, params={"limit": page}))
+            return next(state["chunks"], None)
+
+        chunk = self._call(first, "GET /api/v1/nodes")
+        while chunk is not None:
+            for item in chunk[1]:
+                yield _as_dict(item)
+            chunk = self._call(lambda c: next(state["chunks"], None), "GET /api/v1/nodes (next page)")
+
     def patch_node(self, name: str, patch: dict) -> None:
         from lightkube.resources.core_v1 import Node
         from lightkube.types import PatchType
@@ -584,6 +614,9 @@ class NodePublisher(Publisher):
                     transient=False,
                 )
             patch = label_patch(meta.get("labels") or {}, meta.get("annotations") or {}, wanted, self.prefix)
+            fp = fingerprint_annotation(report)
+            if fp is not None and (meta.get("annotations") or {}).get(FINGERPRINT_ANNOTATION) != fp:
+                patch.setdefault("metadata", {}).setdefault("annotations", {})[FINGERPRINT_ANNOTATION] = fp
             if patch:
                 if self.dry_run:
                     self._show("PATCH", self.path, "application/merge-patch+json", patch)
@@ -592,7 +625,7 @@ class NodePublisher(Publisher):
                     if "node" not in written:
                         written.append("node")
                 changed = patch["metadata"].get("labels") or {}
-                notes.append(f"{count(len(changed), 'label')} changed on node {self.node}" if changed else f"owned-labels annotation updated on node {self.node}")
+                notes.append(f"{count(len(changed), 'label')} changed on node {self.node}" if changed else f"annotations updated on node {self.node}")
             else:
                 notes.append(f"node {self.node} labels unchanged ({count(len(wanted), 'label')})")
         if self.do_conditions:

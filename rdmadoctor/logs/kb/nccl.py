@@ -213,11 +213,59 @@ NCCL_GDR_DISTANCE = Code(
     kind=INFORMATION,
 )
 
+NCCL_DUPLICATE_GPU = Code(
+    "NCCL_DUPLICATE_GPU",
+    "Two ranks of one communicator are on the same GPU",
+    "NCCL found two ranks on one host using the same CUDA device (the same PCI bus id) and refused to "
+    "create the communicator (ncclInvalidUsage): NCCL needs one GPU per rank. The launch maps ranks to "
+    "GPUs wrongly: the program never calls torch.cuda.set_device(local_rank), more ranks run per host "
+    "than it has GPUs, or CUDA_VISIBLE_DEVICES shows every rank the same single GPU. The network is not "
+    "involved.",
+    "Give each local rank its own GPU: `torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))` before "
+    "`init_process_group` (or `device_id=` in PyTorch 2.3+); run at most as many ranks per host as it has "
+    "GPUs (torchrun --nproc_per_node, mpirun -npernode); do not set CUDA_VISIBLE_DEVICES to one GPU for "
+    "all ranks; in Kubernetes request as many `nvidia.com/gpu` as the pod runs ranks.",
+)
+NCCL_INVALID_RANK = Code(
+    "NCCL_INVALID_RANK",
+    "A rank asked for a position outside its communicator",
+    "ncclCommInitRank was called with a rank that is negative or not below the communicator's size "
+    "(ncclInvalidArgument): the launcher's RANK and WORLD_SIZE disagree (WORLD_SIZE smaller than "
+    "nnodes x nproc_per_node, a node-rank offset counted twice, a rank given by hand).",
+    "Make every rank's RANK unique in 0..WORLD_SIZE-1 and WORLD_SIZE = nodes x ranks per node: let "
+    "torchrun (--nnodes, --nproc_per_node, --node_rank) or the MPI launcher set them instead of the job "
+    "script; with a Kubeflow PyTorchJob keep the replica counts and nproc_per_node consistent.",
+)
+NCCL_SINGLE_HOST = Code(
+    "NCCL_SINGLE_HOST",
+    "Every rank is on one host: NCCL's network transport carries nothing",
+    "Information: NCCL said the job's ranks are all on one host (`nNodes 1`, or every rank local), so "
+    "its traffic goes over NVLink, PCIe or shared memory and never over the network. `NET/IB : No device "
+    "found` and `Using network Socket` there only say which transport NCCL would use between nodes; "
+    "they are not a fallback and cost nothing.",
+    "Nothing to fix for this job. Before running it on several hosts, check their RDMA devices "
+    "(`rdmadoctor check`, or `rdmadoctor diagnose LOG --live` in the pod).",
+    kind=INFORMATION,
+)
+LOG_ERROR_UNKNOWN = Code(
+    "LOG_ERROR_UNKNOWN",
+    "An error line that no row of the knowledge base explains",
+    "The job printed an error that rdmadoctor has no pattern for: an NCCL `WARN` line, the NCCL error "
+    "PyTorch quotes after `Last error:`, an `ncclInternalError`/`ncclInvalidUsage` result, or the last "
+    "line of a Python traceback. It is still an error: it is quoted with its file and line and takes "
+    "its place in the root-cause order (the first error of a log usually explains what follows).",
+    "Read the quoted line: it is the job's own account of what failed. Search its words in the NCCL "
+    "source (github.com/NVIDIA/nccl) or the framework's, or rerun with NCCL_DEBUG=INFO "
+    "NCCL_DEBUG_SUBSYS=INIT,NET for the lines around it; please report it so a row can be added "
+    "(`rdmadoctor list-patterns` shows what is known).",
+)
+
 CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
          NCCL_QP_CQ_CREATE_FAILED, NCCL_REG_MR_FAILED,
          NCCL_NO_SOCKET_INTERFACE, NCCL_BOOTSTRAP_FAILED, NCCL_SOCKET_ERROR, NCCL_SYSTEM_ERROR,
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
-         NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE)
+         NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
+         NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -1071,5 +1119,43 @@ PATTERNS: tuple[Pattern, ...] = (
             "process exited or there was a network error, NCCL version 2.19.3",
         ),
         symptom=True,
+    ),
+    # -- how ranks were placed -------------------------------------------------------------------
+    Pattern(
+        id="nccl.duplicate_gpu",
+        code=NCCL_DUPLICATE_GPU.code,
+        severity=ERROR,
+        needle="Duplicate GPU detected",
+        regex=r"Duplicate GPU detected : rank (?P<rank>\d{1,7}) and rank (?P<other>\d{1,7}) both on CUDA device "
+              r"(?P<busid>[0-9a-fA-F]{1,16})",
+        subject="CUDA device {busid}",
+        message="Ranks {rank} and {other} are both on the GPU with bus id {busid} of one host: NCCL needs one GPU per "
+                "rank and refused to create the communicator (invalid usage).",
+        meaning="The job stops at its first collective; the rank-to-GPU mapping is wrong, not the network.",
+        fix="Call `torch.cuda.set_device(int(os.environ[\"LOCAL_RANK\"]))` before init_process_group; run no more "
+            "ranks per host than it has GPUs; do not give every rank the same CUDA_VISIBLE_DEVICES.",
+        ref="NVIDIA/nccl src/init.cc initTransportsRank `Duplicate GPU detected : rank %d and rank %d both on CUDA "
+            "device %lx` -> ncclInvalidUsage (2.5-2.30)",
+        examples=(
+            "ubuntu1583:1585 [0] init.cc:738 NCCL WARN Duplicate GPU detected : rank 0 and rank 1 both on CUDA device "
+            "1000",
+            "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 60",
+        ),
+    ),
+    Pattern(
+        id="nccl.invalid_rank",
+        code=NCCL_INVALID_RANK.code,
+        severity=ERROR,
+        needle="Invalid rank requested",
+        regex=r"Invalid rank requested : (?P<rank>-?\d{1,7})/(?P<nranks>-?\d{1,7})",
+        subject="rank {rank}",
+        message="A rank asked for position {rank} in a communicator of {nranks} ranks (valid: 0 to one less than its "
+                "size): NCCL refused (invalid argument).",
+        meaning="The communicator is never created; RANK and WORLD_SIZE disagree.",
+        fix="Let the launcher set RANK and WORLD_SIZE (torchrun --nnodes/--nproc_per_node/--node_rank); WORLD_SIZE "
+            "must be nodes x ranks per node and every RANK unique below it.",
+        ref="NVIDIA/nccl src/init.cc ncclCommInitRankDev `Invalid rank requested : %d/%d` -> ncclInvalidArgument "
+            "(2.5-2.30)",
+        examples=("node-1:40:40 [0] init.cc:1612 NCCL WARN Invalid rank requested : 8/8",),
     ),
 )

@@ -46,7 +46,68 @@ NCCL_CALL_FAILED = Code(
     "rank mapping gives two ranks one GPU; `invalid usage` points at mismatched collectives between ranks.",
 )
 
-CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED)
+JOB_KILLED = Code(
+    "JOB_KILLED",
+    "The job was stopped by a signal (killed, timed out, cancelled)",
+    "Something outside the training code ended it: `timeout` or the scheduler's time limit (SIGTERM), "
+    "the OOM killer or a forced stop (SIGKILL), Ctrl-C (SIGINT), a pod deleted or evicted (SIGTERM). "
+    "A job killed while it waited is never a clean run: how far NCCL got says where it waited (before "
+    "NCCL started: the rendezvous or the store; during communicator setup: the bootstrap between ranks; "
+    "after `Init COMPLETE`: a collective).",
+    "Follow the next step the finding gives for the stage NCCL reached; when the kill was the OOM killer "
+    "(`dmesg | grep -i oom`, exit code 137) give the pod more memory.",
+)
+
+CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED, JOB_KILLED)
+
+# How far NCCL got when a job was killed: what it means, and the next step. Keys are what
+# rdmadoctor.logs.scan finds: no NCCL line at all, NCCL started but no communicator was made,
+# a communicator was made (`Init COMPLETE`).
+KILLED_STAGES = {
+    "before_nccl": (
+        "NCCL printed nothing before it: the job waited before NCCL started, in the rendezvous (torchrun's "
+        "c10d store at MASTER_ADDR:MASTER_PORT) or before init_process_group, unless NCCL_DEBUG was unset",
+        "check that every rank started and reached the rendezvous (all pods Running, the same --nnodes and "
+        "--rdzv_endpoint on each), that MASTER_ADDR resolves and its port is open from every pod (`rdmadoctor "
+        "preflight --wait-for-master`); rerun with NCCL_DEBUG=INFO TORCH_DISTRIBUTED_DEBUG=DETAIL to see how far "
+        "each rank gets",
+    ),
+    "init": (
+        "NCCL had started (its first line is {first}) but never printed `Init COMPLETE`: the job waited while "
+        "the ranks built their communicator (the bootstrap between ranks, or connecting the channels)",
+        "find the rank whose log stops earliest and read its last lines; check that NCCL_SOCKET_IFNAME selects an "
+        "interface whose address the other hosts reach (`ip -br addr` in each pod, `nc -vz <peer ip> <port>`), and "
+        "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,NET",
+    ),
+    "collective": (
+        "NCCL had made its communicator (`Init COMPLETE` at {complete}), so the job waited in a collective: a rank "
+        "that never entered it, or a network path that stopped delivering",
+        "find the rank that did not join the collective (TORCH_NCCL_DUMP_ON_TIMEOUT=1, `py-spy dump --pid` on each "
+        "rank) and test the hosts' fabric with nccl-tests (`all_reduce_perf -b 8 -e 1G`); set the process group's "
+        "timeout below the job's time limit so the watchdog names the collective",
+    ),
+}
+
+
+def _signal(groups: dict[str, str]) -> dict[str, str]:
+    import signal
+
+    raw = (groups.get("sig") or "").strip()
+    num: int | None = None
+    name = (groups.get("name") or "").strip()
+    if raw.isdigit():
+        num = int(raw)
+    elif raw.startswith("SIG"):
+        name = raw
+        num = getattr(signal.Signals, raw, None) and int(getattr(signal.Signals, raw))
+    if num is not None and not name:
+        try:
+            name = signal.Signals(num).name
+        except ValueError:
+            name = ""
+    what = f"signal {num}" if num is not None else "a signal"
+    return {"signum": "" if num is None else str(num), "signame": name,
+            "signal_text": f"{what} ({name})" if name else what}
 
 # The PG log prefix, when present: [Rank 3], [PG 0 Rank 3], [PG 0 (default_pg) Rank 3],
 # [PG ID 0 PG GUID 0(default_pg) Rank 3].
@@ -206,5 +267,66 @@ PATTERNS: tuple[Pattern, ...] = (
             "issue to the NCCL developers, NCCL version 2.21.5",
         ),
         derive=lambda g: {"where_note": f" at {g['where']}" if g.get("where") else ""},
+    ),
+    # -- the job stopped from outside: torchrun's elastic agent ------------------------------------
+    Pattern(
+        id="pytorch.death_signal",
+        code=JOB_KILLED.code,
+        severity=ERROR,
+        needle="Received ",  # "death signal, ..." has no capital letter for the scan to find it by
+        regex=r"Received (?:Signals\.)?(?P<sig>SIG[A-Z0-9]{2,8}|\d{1,3}) death signal, shutting down workers",
+        subject="{signal_text}",
+        message="torchrun received {signal_text} and shut its workers down: the job was stopped from outside.",
+        meaning="The job did not fail by itself: a timeout, the scheduler or a person stopped it while it ran or "
+                "waited.",
+        fix="See how far NCCL got (this finding says) and follow that step.",
+        ref="pytorch/pytorch torch/distributed/elastic/agent/server/api.py `Received %s death signal, shutting down "
+            "workers` (1.9+; `Signals.SIGTERM` before 2.0)",
+        examples=(
+            "[2025-01-10 10:00:00,000] torch.distributed.elastic.agent.server.api: [WARNING] Received 15 death signal, "
+            "shutting down workers",
+            "WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGTERM death signal, shutting down "
+            "workers",
+        ),
+        # A kill follows from an error before it (the job hung because of it); alone it leads.
+        symptom=True,
+        derive=_signal,
+    ),
+    Pattern(
+        id="pytorch.signal_exception",
+        code=JOB_KILLED.code,
+        severity=ERROR,
+        needle="SignalException: Process ",
+        regex=r"SignalException: Process (?P<pid>\d{1,10}) got signal: (?P<sig>SIG[A-Z0-9]{2,8}|\d{1,3})",
+        subject="{signal_text}",
+        message="Process {pid} (torchrun's agent) got {signal_text} and raised SignalException: the job was stopped "
+                "from outside.",
+        meaning="The job did not fail by itself: a timeout, the scheduler or a person stopped it.",
+        fix="See how far NCCL got (this finding says) and follow that step.",
+        ref="pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py _terminate_process_handler "
+            "`Process {pid} got signal: {sigval}` (1.9+)",
+        examples=(
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 3351 got signal: 15",
+        ),
+        symptom=True,
+        derive=_signal,
+    ),
+    Pattern(
+        id="pytorch.worker_signal",
+        code=JOB_KILLED.code,
+        severity=ERROR,
+        needle="Signal ",
+        regex=r"Signal (?P<sig>\d{1,3}) \((?P<name>SIG[A-Z0-9]{2,8})\) received by PID (?P<pid>\d{1,10})",
+        subject="{signal_text}",
+        message="A worker (PID {pid}) was killed by {signal_text}, as torchrun's failure summary reports.",
+        meaning="SIGKILL (9) is most often the kernel's OOM killer or a forced pod stop; SIGTERM (15) a timeout, "
+                "the scheduler, or torchrun stopping the other workers after one failed.",
+        fix="SIGKILL: `dmesg | grep -i oom` on the node, give the pod more memory. Otherwise see how far NCCL got "
+            "(this finding says) and follow that step.",
+        ref="pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py ProcessFailure "
+            "`Signal {sig} ({signame}) received by PID {pid}` (1.9+)",
+        examples=("  traceback : Signal 9 (SIGKILL) received by PID 2411",),
+        symptom=True,
+        derive=_signal,
     ),
 )

@@ -1,0 +1,81 @@
+"""The fleet on the Kubernetes API: the agent's fingerprint annotation on its own Node (direct
+mode: written with the labels, only when it changed, size-bounded, allowed by the admission
+policy) and `rdmadoctor fleet --kube` over a paginated list of 2,000 Nodes."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from rdmadoctor.engine import fingerprint as F
+from tests.conftest import check_json, run_cli
+from tests.kubeapi import FakeKubeAPI
+from tests.test_deploy import _change, evaluate
+
+ANNOTATION = "rdmadoctor.io/fingerprint"
+
+
+def test_direct_mode_writes_the_fingerprint_annotation_only_when_it_changes(tmp_path):
+    with FakeKubeAPI() as api:
+        api.add_node("gpu-7", labels={"team": "ml"})
+        args = ["label", "--example", "roce-node", "--publish", "node", "--node", "gpu-7", "--kubeconfig", api.kubeconfig(tmp_path / "kc")]
+        code, _, err = run_cli(args)
+        assert code == 0, err
+        text = api.annotations("gpu-7")[ANNOTATION]
+        doc = json.loads(text)
+        assert doc["s"] == F.COMPACT_SCHEMA and len(text) <= F.COMPACT_MAX_BYTES
+        rep = check_json(["--example", "roce-node", "--scope", "node"])[1]
+        assert F.flatten(doc) == F.flatten(rep["fingerprint"])
+        api.clear()
+        code, _, err = run_cli(args)  # nothing changed: no write at all
+        assert code == 0 and api.writes() == [] and "unchanged" in err
+        # A node whose annotation is stale (another firmware then) gets only the annotation.
+        api.nodes["gpu-7"]["metadata"]["annotations"][ANNOTATION] = text.replace("28.39.2048", "28.35.1012")
+        api.clear()
+        code, _, err = run_cli(args)
+        writes = api.writes()
+        assert code == 0 and len(writes) == 1
+        assert writes[0].body == {"metadata": {"annotations": {ANNOTATION: text}}}
+
+
+def test_the_admission_policy_allows_the_fingerprint_and_no_other_new_annotation():
+    text = F.compact_text(F.compact(check_json(["--example", "hgx-h100-ib"])[1]["fingerprint"]))
+    assert evaluate(*_change(lambda n: n["metadata"]["annotations"].__setitem__(ANNOTATION, text))).allowed
+    v = evaluate(*_change(lambda n: n["metadata"]["annotations"].__setitem__("rdmadoctor.io/anything", "x")))
+    assert not v.allowed and any("only its annotations" in d for d in v.denied)
+    v = evaluate(*_change(lambda n: n["metadata"]["annotations"].__setitem__(ANNOTATION, "x" * 20000)))
+    assert not v.allowed and any("16 KiB" in d for d in v.denied)
+
+
+def test_fleet_kube_reads_2000_nodes_over_several_pages(tmp_path):
+    rep = check_json(["--example", "hgx-h100-ib", "--scope", "node"])[1]
+    plain = F.compact(rep["fingerprint"])
+    odd = copy.deepcopy(plain)
+    odd["c"]["fw_ver"] = "28.41.1000"
+    odd_nodes = {f"gpu-{i:04d}" for i in (17, 1203, 1999)}
+    with FakeKubeAPI() as api:
+        for i in range(2000):
+            name = f"gpu-{i:04d}"
+            pool = "hgx-a" if i < 1500 else "hgx-b"
+            annotations = {} if i == 5 else {ANNOTATION: F.compact_text(odd if name in odd_nodes else plain)}
+            api.add_node(name, labels={"kubernetes.io/hostname": name, "rdmadoctor.io/pool": pool}, annotations=annotations)
+        kc = api.kubeconfig(tmp_path / "kc")
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc, "--group-by", "rdmadoctor.io/pool", "--json"])
+        assert code == 1, err
+        res = json.loads(out)
+        assert api.list_pages == 4  # 500 a page
+        assert [(p["pool"], p["nodes"]) for p in res["pools"]] == [("hgx-a", 1499), ("hgx-b", 500)]
+        assert {o["node"] for o in res["outliers"]} == odd_nodes
+        assert {o["field"].rsplit(".", 1)[1] for o in res["outliers"]} == {"fw_ver"}
+        o = next(o for o in res["outliers"] if o["node"] == "gpu-0017" and o["field"] == "port.mlx5_0/1.fw_ver")
+        assert (o["value"], o["majority"], o["majority_count"], o["total"]) == ("28.41.1000", "28.39.2048", 1497, 1499)
+
+
+def test_fleet_kube_without_any_annotation_cannot_decide(tmp_path):
+    with FakeKubeAPI() as api:
+        api.add_node("gpu-1")
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc")])
+        assert code == 2 and "direct mode" in out
+        api.fail_next(10, 403)
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc")])
+        assert code == 2 and "listing the Nodes" in err

@@ -1,0 +1,110 @@
+"""The fleet on a real Prometheus: twenty real agents on loopback ports, each on its own generated
+root, one of them on other HCA firmware; Debian's Prometheus scrapes them with fleet-rules.yaml
+loaded; RDMAFleetDrift fires for that node and no other, and `rdmadoctor fleet --prometheus`
+names the same node. Skipped where Prometheus is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rdmadoctor.fixturegen import roce_node, write_dir
+from rdmadoctor.fixturegen.fleet import other_firmware, pool
+from rdmadoctor.fixturegen.sysfs import build
+from tests.conftest import run_cli
+from tests.test_monitoring import _free_port, _get, _query, _stop, _tool, _until
+
+yaml = pytest.importorskip("yaml")
+
+MON = Path(__file__).resolve().parents[1] / "deploy" / "monitoring"
+RDMADOCTOR = Path(sys.executable).with_name("rdmadoctor")
+NODES = 20
+ODD = 7
+NEW_FW = "28.41.1000"
+
+
+def test_twenty_agents_one_on_other_firmware_the_alert_fires_for_it_alone(tmp_path: Path) -> None:
+    prometheus = _tool("prometheus")
+    (tmp_path / "config.toml").write_text("[pools.roce-a]\n")
+    agents = []
+    ports = []
+    prom = None
+    try:
+        for i, node in enumerate(pool(NODES, roce_node, odd={ODD: other_firmware(NEW_FW)})):
+            root = tmp_path / node.hostname
+            write_dir(build(node), str(root))
+            port = _free_port()
+            ports.append(port)
+            # A long interval: the first cycle's metrics are all this needs, and twenty agents
+            # checking every few seconds would load a small CI machine for nothing.
+            agents.append(subprocess.Popen(
+                [str(RDMADOCTOR), "agent", "--root", str(root), "--config", str(tmp_path / "config.toml"), "--pool", "roce-a",
+                 "--publish", "stdout", "--metrics-address", "127.0.0.1", "--metrics-port", str(port), "--interval", "600"],
+                stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"agent-{i}.log", "wb"),
+                env={**os.environ, "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            ))
+        # The rules as shipped, with `for: 10m` made 0s so the alert fires within the test.
+        rules = (MON / "fleet-rules.yaml").read_text()
+        assert "for: 10m" in rules
+        (tmp_path / "fleet-rules.yaml").write_text(rules.replace("for: 10m", "for: 0s"))
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": [str(tmp_path / "fleet-rules.yaml")],
+            "scrape_configs": [{
+                "job_name": "rdmadoctor",
+                "static_configs": [{"targets": [f"127.0.0.1:{p}"], "labels": {"node": f"gpu-{i:03d}"}} for i, p in enumerate(ports)],
+            }],
+        }
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        prom_port = _free_port()
+        prom = subprocess.Popen(
+            [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
+        )
+        base = f"http://127.0.0.1:{prom_port}"
+
+        def all_reporting() -> bool:
+            if prom.poll() is not None:
+                raise AssertionError("prometheus exited: " + (tmp_path / "prometheus.log").read_text()[-2000:])
+            return len(_query(base, "rdmadoctor_node_info")) == NODES
+
+        _until("every agent's rdmadoctor_node_info", all_reporting, timeout=300)
+
+        def firing() -> list:
+            # Settled: the recording rules have counted every node (the description's count comes
+            # from them, one evaluation behind the scrape).
+            alerts = [a for a in _get(f"{base}/api/v1/alerts")["data"]["alerts"] if a["labels"]["alertname"] == "RDMAFleetDrift"]
+            settled = all(a["state"] == "firing" and a["annotations"]["description"].startswith(f"{NODES - 1} of") for a in alerts)
+            return alerts if alerts and settled else []
+
+        alerts = _until("RDMAFleetDrift firing", firing, timeout=300)
+        odd = f"gpu-{ODD:03d}"
+        assert {a["labels"]["node"] for a in alerts} == {odd}
+        # Every HCA of the odd node has the other firmware: one alert per port, each naming it.
+        assert {(a["labels"]["device"], a["labels"]["field"], a["labels"]["value"], a["labels"]["majority"]) for a in alerts} == {
+            (f"mlx5_{d}", "fw_ver", NEW_FW, "28.39.2048") for d in range(4)
+        }
+        a = next(a for a in alerts if a["labels"]["device"] == "mlx5_0")
+        assert a["annotations"]["summary"] == f"{odd}: fw_ver of mlx5_0/1 is {NEW_FW}; pool roce-a majority 28.39.2048"
+        assert a["annotations"]["description"].startswith("19 of the pool's nodes have 28.39.2048.")
+        rules = [r for g in _get(f"{base}/api/v1/rules")["data"]["groups"] for r in g["rules"]]
+        assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+
+        # The same answer from `rdmadoctor fleet --prometheus`.
+        code, out, err = run_cli(["fleet", "--prometheus", base, "--json"])
+        assert code == 1, err
+        res = json.loads(out)
+        assert [(p["pool"], p["nodes"]) for p in res["pools"]] == [("roce-a", NODES)]
+        assert {o["node"] for o in res["outliers"]} == {odd}
+        assert {o["field"] for o in res["outliers"]} == {f"port.mlx5_{d}/1.fw_ver" for d in range(4)}
+    finally:
+        if prom is not None:
+            _stop(prom)
+        for p in agents:
+            _stop(p)

@@ -1,0 +1,100 @@
+"""deploy/monitoring's fleet rules (RDMAFleetDrift): promtool checks and unit tests, the
+PrometheusRule carries the same groups, the rules read exactly the labels the agent exports."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from rdmadoctor.output import fleet_metrics as M
+from rdmadoctor.output.metrics import AgentMetrics, render
+from tests.conftest import check_json
+
+yaml = pytest.importorskip("yaml")
+
+MON = Path(__file__).resolve().parents[1] / "deploy" / "monitoring"
+RULES = MON / "fleet-rules.yaml"
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if not path:
+        pytest.skip(f"{name} is not installed (Debian: apt-get install prometheus)")
+    return path
+
+
+def _rules() -> list[dict]:
+    return [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
+
+
+def test_fleet_rules_pass_promtool_check() -> None:
+    proc = subprocess.run([_tool("promtool"), "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_fleet_unit_tests_one_outlier_halves_a_pool_of_one_a_node_that_stops() -> None:
+    proc = subprocess.run([_tool("promtool"), "test", "rules", "fleet-rules.test.yaml"], cwd=MON, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    names = [t["name"] for t in yaml.safe_load((MON / "fleet-rules.test.yaml").read_text())["tests"]]
+    assert names == ["one outlier in twenty", "two equal halves", "a pool of one", "a node that stops reporting"]
+
+
+def test_fleet_unit_tests_can_fail(tmp_path: Path) -> None:
+    """A rule that took a tie for a majority is caught: promtool fails."""
+    text = RULES.read_text().replace("== 1)", ">= 1)")
+    assert text != RULES.read_text()
+    (tmp_path / "fleet-rules.yaml").write_text(text)
+    shutil.copy(MON / "fleet-rules.test.yaml", tmp_path)
+    proc = subprocess.run([_tool("promtool"), "test", "rules", "fleet-rules.test.yaml"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "FAILED" in proc.stdout + proc.stderr
+
+
+def test_the_prometheusrule_carries_the_same_groups_and_is_in_the_kustomization() -> None:
+    obj = yaml.safe_load((MON / "fleet-prometheusrule.yaml").read_text())
+    assert obj["spec"]["groups"] == yaml.safe_load(RULES.read_text())["groups"]
+    assert "fleet-prometheusrule.yaml" in yaml.safe_load((MON / "kustomization.yaml").read_text())["resources"]
+
+
+def test_the_rules_record_every_fact_the_agent_exports_and_only_those() -> None:
+    """One source: the labels of rdmadoctor_node_info / rdmadoctor_hca_info (fleet_metrics) and
+    the facts the recording rules read cannot drift apart."""
+    read = set()
+    for r in _rules():
+        m = re.fullmatch(r'group by \(.*\) \(label_replace\((\w+)\{(\w+)!=""\}, "value", "\$1", "(\w+)", "\(\.\*\)"\)\)', r.get("expr", "").strip())
+        if r.get("record") == "rdmadoctor:fleet_field:info":
+            assert m and m.group(2) == m.group(3), r
+            assert r["labels"]["field"] == M.FIELD_OF.get(m.group(2), m.group(2))
+            read.add((m.group(1), m.group(2)))
+    want = {(M.NODE_INFO, k) for k in M.NODE_LABELS} | {(M.HCA_INFO, k) for k in M.PORT_LABELS if k not in ("device", "port")}
+    assert read == want
+
+
+def test_the_agent_exports_the_info_metrics_and_they_pass_promtool() -> None:
+    rep = check_json(["--example", "hgx-h100-ib", "--scope", "node"])[1]
+    rep["fingerprint"]["pool"] = "hgx"
+    m = AgentMetrics("0.1.0")
+    m.update([], 1.0, rep)
+    text = render(m.registry()).decode()
+    info = [line for line in text.splitlines() if line.startswith(M.HCA_INFO + "{")]
+    assert len(info) == 10
+    assert 'device="mlx5_0"' in info[0] and 'fw_version="28.39.2048"' in info[0] and 'pool="hgx"' in info[0]
+    node = [line for line in text.splitlines() if line.startswith(M.NODE_INFO + "{")]
+    assert len(node) == 1 and 'kernel="5.15.0-91-generic"' in node[0] and 'gpudirect="peermem"' in node[0]
+    assert 'node="' not in "\n".join(info + node)  # the scrape names the node
+    proc = subprocess.run([_tool("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_info_labels_read_back_as_the_flat_view() -> None:
+    from rdmadoctor.engine import fingerprint as F
+
+    rep = check_json(["--example", "roce-node"])[1]
+    nodes, ports = M.series(rep["fingerprint"])
+    flat = F.flatten(rep["fingerprint"])
+    back = M.flat_of(nodes[0], ports)
+    # Every fact the metrics carry reads back as the report's value (as text); rails and PCIe stay out.
+    assert {k: str(v) for k, v in flat.items() if not k.startswith(("node.rails.", "node.pcie."))} == back
