@@ -65,16 +65,16 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
 
     from rdmadoctor.cli import options
 
-    row = options.Option("--sample", "sample", "float", "Watch the counters for SECONDS.", metavar="SECONDS",
-                         commands=("check", "run"), aliases=("-S",))
+    row = options.Option("--settle", "settle", "float", "Wait SECONDS for the links first.", metavar="SECONDS",
+                         commands=("check", "run"), aliases=("-W",))
     monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (row,))
-    line = ["--example", "roce-node", "--sample", "2.5", "--only", "ib"]
+    line = ["--example", "roce-node", "--settle", "2.5", "--only", "ib"]
     fast_args = fast.parse(line)
-    assert fast_args is not None and fast_args.sample == 2.5 and fast_args.only == ["ib"]
-    assert fast.parse(["--sample", "soon"]) is None  # typer explains a value that is not a number
-    assert fast.parse(["--sample", "1"], "preflight") is None  # not a preflight option
-    assert fast.parse(["--sample", "1", "--", "true"], "run", rest=True).sample == 1.0
-    assert fast.parse(["-S", "3"]).sample == 3.0
+    assert fast_args is not None and fast_args.settle == 2.5 and fast_args.only == ["ib"]
+    assert fast.parse(["--settle", "soon"]) is None  # typer explains a value that is not a number
+    assert fast.parse(["--settle", "1"], "preflight") is None  # not a preflight option
+    assert fast.parse(["--settle", "1", "--", "true"], "run", rest=True).settle == 1.0
+    assert fast.parse(["-W", "3"]).settle == 3.0
 
     seen = []
     scratch = typer.Typer()
@@ -84,10 +84,10 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
     assert res.exit_code == 0, res.output
     assert seen == [fast_args]
     res = CliRunner().invoke(scratch, ["check", "--help"], env={"COLUMNS": "200"})
-    assert "--sample" in res.stdout and "Watch the counters for SECONDS." in res.stdout
-    res = CliRunner().invoke(scratch, ["check", "-S", "3"])
-    assert res.exit_code == 0 and seen[-1].sample == 3.0
-    res = CliRunner().invoke(scratch, ["check", "--sample", "soon"])
+    assert "--settle" in res.stdout and "Wait SECONDS for the links first." in res.stdout
+    res = CliRunner().invoke(scratch, ["check", "-W", "3"])
+    assert res.exit_code == 0 and seen[-1].settle == 3.0
+    res = CliRunner().invoke(scratch, ["check", "--settle", "soon"])
     assert res.exit_code == 2 and "'soon' is not a valid float" in res.output
 
 
