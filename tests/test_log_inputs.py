@@ -360,3 +360,48 @@ def test_the_commands_summary_names_each_tool_once_under_what_happened() -> None
         assert text.count(name) == (2 if name in ("df-shm", "ibstat", "lspci") else 1), (name, text)
     assert "dpkg-l" not in ok and "ulimit" not in ok
     assert Collected("c", 1, ["env"], {}, 1).commands_summary() == "1 command recorded (env)"
+
+
+# ---- text around NULs and binary data (issue 21, item 9) --------------------------------------
+
+_WARN_A = b"h-1:10:10 [0] misc/socket.cc:1 NCCL WARN NET/IB : No device found.\n"
+_WARN_B = b"h-1:10:11 [0] misc/socket.cc:2 NCCL WARN Call to recv failed : Connection reset by peer\n"
+
+
+def _diag_file(tmp_path, data: bytes):
+    p = tmp_path / "job.log"
+    p.write_bytes(data)
+    return diagnose_paths([str(p)])
+
+
+def test_a_log_truncated_in_place_starts_with_nuls_and_is_read(tmp_path):
+    """logrotate's copytruncate: the writer keeps its offset, the file starts with a hole of NULs
+    (here longer than a read chunk), then the new text."""
+    d = _diag_file(tmp_path, b"\x00" * (3 << 20) + b"step 1\n" + _WARN_A)
+    assert d.sources[0]["error"] is None
+    assert {f.code for f in d.findings} == {"NCCL_IB_NO_DEVICE"}
+    assert any(f"{3 << 20} NUL bytes were skipped" in n for n in d.notes)
+
+
+def test_a_gzip_member_after_text_is_read(tmp_path):
+    """`cat a.log b.log.gz > all.log`: the text, then the member, inflated, then text again."""
+    d = _diag_file(tmp_path, _WARN_A + gzip.compress(_WARN_B * 3) + b"after\n")
+    assert d.sources[0]["error"] is None
+    assert {f.code for f in d.findings} == {"NCCL_IB_NO_DEVICE", "NCCL_SOCKET_ERROR"}
+    assert d.sources[0]["lines"] == 5
+    assert any("a gzip member after text was decompressed" in n for n in d.notes)
+
+
+def test_text_before_and_after_binary_data_is_read(tmp_path):
+    garbage = random.Random(21).randbytes(100_000)
+    d = _diag_file(tmp_path, b"start\n" + _WARN_A + garbage + b"\n" + _WARN_B)
+    assert d.sources[0]["error"] is None
+    assert {f.code for f in d.findings} == {"NCCL_IB_NO_DEVICE", "NCCL_SOCKET_ERROR"}
+    assert any("bytes of binary data in" in n and "the text around them was diagnosed" in n for n in d.notes)
+
+
+def test_an_input_binary_from_its_start_is_still_refused(tmp_path):
+    d = _diag_file(tmp_path, b"\x7fELF" + b"\x00" * 9000 + random.Random(3).randbytes(9000) + _WARN_A)
+    assert "binary data: not a text log" in d.sources[0]["error"] and not d.findings
+    d = _diag_file(tmp_path, b"\x00" * 5000 + random.Random(4).randbytes(20000) + _WARN_A)
+    assert "binary data: not a text log" in d.sources[0]["error"] and not d.findings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -150,3 +151,33 @@ def test_reindented_lines(text, indent):
 def test_helpers_on_random_text(text):
     assert to_bytes(text) is None or isinstance(to_bytes(text), int)
     assert ipv4_of_gid(text) is None or isinstance(ipv4_of_gid(text), str)
+
+
+# ---- long runs: every parser linear in its input (issue 21) -----------------------------------
+# A prompt pattern that backtracked between two \s* cost 2 s per 20,000 leading spaces in each
+# parser; ibdev2netdev's arrow split took minutes on a megabyte of "=". Bounded by CPU time.
+
+def _long_inputs() -> dict[str, str]:
+    picked = LINES[:: max(1, len(LINES) // 50)][:50]
+    return {
+        "200k spaces": " " * 200_000,
+        "env 200k spaces": "KEY=" + " " * 200_000 + "x",
+        "1M =": "=" * 1_000_000,
+        "ibdev2netdev 1M =": "mlx5_0 port 1 " + "=" * 1_000_000 + "> ib0 (Up)",
+        "20k leading spaces": "\n".join(" " * 20_000 + line for line in picked),
+        "20k spaces inside": "\n".join(line.replace(" ", " " * 20_000, 1) + " x" for line in picked),
+        "20k tabs inside": "\n".join(line.replace(":", ":" + "\t" * 20_000, 1) for line in picked),
+    }
+
+
+LONG = _long_inputs()
+
+
+@pytest.mark.parametrize("name", sorted(LONG))
+@pytest.mark.parametrize("parse", [p for p, _ in PARSERS], ids=lambda p: p.__name__)
+def test_long_runs_cost_linear_time(parse, name):
+    from adversarial import cpu_budget
+
+    with cpu_budget(10.0):  # well under a second now; minutes for some before
+        result = parse(LONG[name])
+    assert isinstance(result, Parsed)

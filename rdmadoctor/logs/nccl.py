@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 
 # RCCL (ROCm) prints "RCCL version 2.18.3+hip6.0 ..." where NCCL prints "NCCL version 2.18.3+cuda12.2".
-_VERSION = re.compile(r"[NR]CCL version (\d+\.\d+\.\d+)[^\s+]*(?:\+cuda(\d+\.\d+))?")
-_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S.*?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
+_VERSION = re.compile(r"[NR]CCL version (\d{1,9}\.\d{1,9}\.\d{1,9})[^\s+]*(?:\+cuda(\d{1,9}\.\d{1,9}))?")
+_NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S(?:.*?\S)?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
 _NET_DEVS = re.compile(r"NET/(\w+) ?: Using (\[\d+\].*)")
 # "[0]mlx5_0:1/IB"; NCCL_IB_MERGE_NICS (2.19+) lists a merged device's ports in braces:
 # "[0]={[0] mlx5_2:1/RoCE, [1] mlx5_3:1/RoCE} [1]={...}".
@@ -24,24 +24,24 @@ _SOCK_DEVS = re.compile(r"NET/(?:Fast)?Socket ?: Using ((?:\[\d+\]\S+ ?)+)")
 _SOCK_DEV = re.compile(r"\[\d+\]([\w.@-]+?):")
 _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
-    r"(\S.*?)(?: \(v\d+\))?\s*$"
+    r"(\S(?:.*?\S)?)(?: \(v\d{1,9}\))?\s*$"
 )
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
-_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d+(?:/\d+)? : .* via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
-_CHANNEL_RING = re.compile(r"Channel (\d+)/(\d+) :\s+\d+(?:\s+\d+)*\s*$")
-_CHANNEL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+_CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : .{0,512}? via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
+_CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*+\s*$")
+_CHANNEL_HOST_BYTES = re.compile(rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
 # The same at the start of a line, found from its newline (the engine jumps from one to the next in
 # C): a log whose channel lines carry no other prefix is read this way; one with kubectl's or
 # mpirun's prefixes needs the search above, which tries every position.
 _CHANNEL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
-_NCCL_HOST_BYTES = re.compile(rb"([\w.-]+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+_NCCL_HOST_BYTES = re.compile(rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
 _NCCL_HOST_LINE = re.compile(rb"\n([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
 # A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
 # line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first
 # rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
 _CHANNEL_RING_BYTES = re.compile(rb"Channel \d{1,4}/(\d{1,4}) :[ \t]+\d{1,7}(?![\d\[])")
-_COLL_CHANNELS = re.compile(r"(\d+) coll channels")
-_NRANKS = re.compile(r"\bn[Rr]anks (\d+)")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
+_COLL_CHANNELS = re.compile(r"(\d{1,9}) coll channels")
+_NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _RANK_OF = re.compile(r"\brank (\d{1,7}) n[Rr]anks (\d{1,7})\b")
 # "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (init.cc, 2.19+)
 _NNODES = re.compile(r"\bnNodes (\d{1,7})\b")

@@ -17,19 +17,23 @@ from rdmadoctor.core.record import record
 # kubectl --timestamps (RFC 3339 with nanoseconds), journald short-iso, docker --timestamps.
 _ISO = r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
 _WRAPPERS = re.compile(
-    r"\s*(?:"
-    r"\[(?:pod/)?(?P<pod>[\w.-]+)/(?P<container>[\w.-]+)\]"  # kubectl --prefix
+    r"(?:"
+    r"\[(?:pod/)?(?P<pod>[\w.-]{1,253})/(?P<container>[\w.-]{1,253})\]"  # kubectl --prefix
     r"|(?P<iso>" + _ISO + r")"  # kubectl --timestamps
     r"|\[(?P<job>\d{1,6}),(?P<mpirank>\d{1,6})\]<(?:stdout|stderr)>:"  # mpirun --tag-output
     r"|\[(?:default|rank)(?P<trank>\d{1,6})\]:"  # torchrun --tee / PyTorch 2.2+
     r")"
 )
-# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1.
+_SPACE = re.compile(r"\s*+")
+# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1. Every
+# run is bounded and the host starts a word (a search never rescans a long run from each of its
+# characters); only a match near the start counts, so only a window of a long line is searched.
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
-    r"(?P<host>[\w.-]+):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
-    r"(?:(?P<loc>[\w./-]+:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
+    r"(?<![\w.-])(?P<host>[\w.-]{1,255}+):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
+    r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
+_NCCL_WINDOW = 1024  # longer than any match that starts in the first 64 characters
 _RANK_IN_TEXT = re.compile(r"\[Rank (\d{1,6})\]|\brank (\d{1,6})\b")
 # An NCCL line pasted without its "host:pid:tid [dev]" (a ticket quotes the message alone), or
 # with the device only: "NCCL INFO NET/Socket : Using [0]bond0:...", "[0] init.cc:123 NCCL WARN ...".
@@ -54,7 +58,7 @@ def split(line: str) -> tuple[str, Meta]:
     """``line`` -> (the message without its wrappers, who printed it). Never raises."""
     pos, pod, rank, ts = 0, None, None, None
     for _ in range(6):  # a pipeline stacks a few wrappers, never many
-        m = _WRAPPERS.match(line, pos)
+        m = _WRAPPERS.match(line, _SPACE.match(line, pos).end())  # type: ignore[union-attr]
         if m is None or m.end() == pos:
             break
         if m.group("pod"):
@@ -70,7 +74,7 @@ def split(line: str) -> tuple[str, Meta]:
             pos += 1
     rest = line[pos:]
     host = pid = level = None
-    m = _NCCL.search(rest)
+    m = _NCCL.search(rest, 0, _NCCL_WINDOW)
     if m is not None and m.start() < 64:
         host, pid, level = m.group("host"), m.group("pid"), m.group("level")
         ts = m.group("ts") or ts
@@ -80,7 +84,7 @@ def split(line: str) -> tuple[str, Meta]:
         if bare is not None:
             level, rest = bare.group("level"), rest[bare.end():]
     if rank is None:
-        r = _RANK_IN_TEXT.search(rest)
+        r = _RANK_IN_TEXT.search(rest, 0, 40)  # only a rank near the start counts
         if r is not None and r.start() < 24:
             rank = int(r.group(1) or r.group(2))
     return rest.strip(), Meta(host=host or pod, pid=pid, rank=rank, time=ts, level=level, pod=pod)
@@ -137,7 +141,7 @@ _OWN_START = re.compile(
     r"|\[(?:default|rank|Rank|[WEIF]\d|[WEIF] )|\d{4}-\d\d-\d\d|\d\d:\d\d:\d\d"
 )
 # A token that a line break cut in the middle: a device list entry, an address, a path.
-_TOKEN_END = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=][\w.:/\[\]<>=-]{0,80}$")
+_TOKEN_END = re.compile(r"(?<![\w.:/\[\]<>=-])[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=][\w.:/\[\]<>=-]{0,80}$")  # starts a token: linear
 _TOKEN_START = re.compile(r"[\w.:/\[\]<>=-]{0,80}[\d\[\]:/<>=]")
 
 

@@ -15,7 +15,12 @@ The errors say what happened to the input only; the caller says what it did with
 from __future__ import annotations
 
 import os
+import re
 import stat
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 CHUNK = 1 << 20
 _GZIP = b"\x1f\x8b"
@@ -237,3 +242,172 @@ def _unpack(stream, first: bytes, size: int, make, kind: str):  # noqa: ANN001, 
         pending = _read(stream, size)
         if not pending:
             raise TruncatedInput(f"the {kind} stream is cut short (no end of stream)")
+
+
+# -- text inside an input ------------------------------------------------------------------------
+# A log is not always text from its first byte to its last: logrotate's copytruncate leaves a file
+# that starts with a run of NULs (the writer keeps its offset, the hole reads as zeros), `cat a.log
+# b.log.gz` puts a gzip member after text, a crash can leave binary garbage in the middle. The text
+# around such parts is still the log: only an input that is binary from its first bytes is refused.
+
+TEXT_BLOCK = 8192
+_GZIP_MEMBER = b"\x1f\x8b\x08"  # gzip magic and deflate, the only method gzip writes
+_NUL_RUN = re.compile(b"(?<=\n)\x00+")
+
+
+class Text:
+    """Chunks of one input (as :func:`chunks` yields them) -> the text in them, with NUL runs
+    dropped, binary stretches (TEXT_BLOCK bytes at a time) skipped and a gzip member that follows
+    text inflated; what was left out is counted for :meth:`notes`.
+
+    ``error`` is set, and nothing more is read, when the input is binary from its start (after
+    any NULs): as :func:`binary_reason` says of a whole input. A chunk without control bytes (a
+    plain log: all of them) passes through after two byte searches in C.
+    """
+
+    def __init__(self) -> None:
+        self.error: str | None = None
+        self.nul = 0  # NUL bytes dropped
+        self.binary = 0  # bytes of binary data skipped
+        self.binary_runs = 0
+        self.members = 0  # gzip members inflated after text (one being inflated included)
+        self.member_error: str | None = None
+        self._started = False  # a text block was seen (or the start was judged text)
+        self._z: Any = None  # the gzip member being inflated
+        self._open_line = False  # the text handed out last did not end a line
+        self._in_binary = False
+
+    def parts(self, chunk: bytes) -> list[bytes]:
+        if self.error is not None or not chunk:
+            return []
+        out: list[bytes] = []
+        if self._z is not None:
+            chunk = self._inflate(chunk, out) or b""
+        if chunk:
+            # memchr-fast: binary data holds NULs (random bytes: one in 256), a gzip member starts with \x1f
+            if self._started and b"\x00" not in chunk and b"\x1f" not in chunk:
+                self._text(chunk, out)
+            else:
+                self._mixed(chunk, out)
+        return out
+
+    def _text(self, block: bytes, out: list[bytes]) -> None:
+        if self._in_binary and self._open_line:
+            out.append(b"\n")  # the line cut by the binary part ends there
+            self._open_line = False
+        self._in_binary = False
+        out.append(block)
+        self._open_line = not block.endswith((b"\n", b"\r"))
+
+    def _mixed(self, data: bytes, out: list[bytes]) -> None:
+        while data and self.error is None:
+            g = data.find(_GZIP_MEMBER)
+            end = len(data) if g < 0 else g
+            for b in range(0, end, TEXT_BLOCK):
+                block = data[b:min(b + TEXT_BLOCK, end)]
+                if b"\x00" in block:  # runs at a line's start only: NULs after other bytes are binary data
+                    before = len(block)
+                    if not self._open_line and not self._in_binary:
+                        block = block.lstrip(b"\x00")
+                    block = _NUL_RUN.sub(b"", block)
+                    self.nul += before - len(block)
+                if not block:
+                    continue
+                why = self._binary_block(block) if self._started else binary_reason(block)
+                if why:
+                    head, tail = _text_edges(block)
+                    if not self._started and not head:
+                        self.error = binary_message(why)
+                        return
+                    if head:
+                        self._started = True
+                        self._text(head, out)
+                    self._skip(len(block) - len(head) - len(tail))
+                    if tail:
+                        self._text(tail, out)
+                    continue
+                self._started = True
+                self._text(block, out)
+            if g < 0:
+                return
+            import zlib
+
+            self._z = zlib.decompressobj(wbits=31)
+            rest = self._inflate(data[g:], out, fresh=True)
+            if rest is None:  # not a gzip member after all: its magic is binary, the search goes on
+                self._skip(len(_GZIP_MEMBER))
+                rest = data[g + len(_GZIP_MEMBER):]
+            else:
+                self.members += 1
+                self._started = True
+            data = rest
+
+    def _skip(self, n: int) -> None:
+        if not self._in_binary:
+            self.binary_runs += 1
+        self._in_binary = True
+        self.binary += n
+
+    @staticmethod
+    def _binary_block(block: bytes) -> str | None:
+        ctrl = len(block) - len(block.translate(None, _CTRL))
+        return f"{ctrl} control bytes" if ctrl > max(2, len(block) // 50) else None
+
+    def _inflate(self, data: bytes, out: list[bytes], fresh: bool = False) -> bytes | None:
+        """Feed the member being inflated; its text goes to ``out``. Returns what follows the
+        member's end (b"" while it goes on), None when the data is not gzip (zlib refused it)."""
+        import zlib
+
+        z = self._z
+        try:
+            while data:
+                piece = z.decompress(data, CHUNK)
+                if piece:
+                    self._text(piece, out)
+                if z.eof:
+                    self._z = None
+                    return z.unused_data
+                data = z.unconsumed_tail
+        except zlib.error as e:
+            self._z = None
+            if fresh and not z.total_out:
+                return None
+            self.member_error = f"a gzip member inside the text is corrupt ({e})"
+            self._skip(len(data))
+        return b""
+
+    def notes(self, name: str) -> list[str]:
+        """What was left out of ``name``, one sentence each (empty: nothing)."""
+        out: list[str] = []
+        if self.error is not None:
+            return out
+        if self.nul:
+            out.append(f"{name}: {self.nul} NUL bytes were skipped (a log truncated in place, as logrotate's "
+                       "copytruncate leaves it, starts with a run of them)")
+        if self.binary:
+            places = "one place" if self.binary_runs == 1 else f"{self.binary_runs} places"
+            out.append(f"{name}: {self.binary} bytes of binary data in {places} were skipped; "
+                       "the text around them was diagnosed")
+        if self.members:
+            what = "a gzip member" if self.members == 1 else f"{self.members} gzip members"
+            out.append(f"{name}: {what} after text {'was' if self.members == 1 else 'were'} decompressed and diagnosed")
+        if self.member_error:
+            out.append(f"{name}: {self.member_error}; it was skipped")
+        if self._z is not None:
+            out.append(f"{name}: a gzip member after text is cut short (no end of stream); what it held up to the cut was diagnosed")
+        return out
+
+
+def _text_edges(block: bytes) -> tuple[bytes, bytes]:
+    """The whole lines of text before the first control byte of a binary ``block`` and after its
+    last one (b"" each when there are none), so that text and binary data meet at a line end."""
+    first = len(block) - len(block.lstrip(bytes(set(range(256)) - set(_CTRL))))
+    head = block[:block.rfind(b"\n", 0, first) + 1]
+    last = len(block.rstrip(bytes(set(range(256)) - set(_CTRL))))
+    nl = block.find(b"\n", last)
+    tail = block[nl + 1:] if nl >= 0 else b""
+    if head and binary_reason(head):
+        head = b""
+    if tail and binary_reason(tail):
+        tail = b""
+    return head, tail

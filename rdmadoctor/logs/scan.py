@@ -244,7 +244,7 @@ _ONE_FINDING = frozenset({"JOB_KILLED"})
 _ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
 
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
-_TABLE_LINE = re.compile(r"\s*(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")
+_TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")  # from a run's start: linear
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
@@ -516,16 +516,14 @@ class Diagnoser:
         from rdmadoctor.logs import reader
 
         src = self._ensure_source(name)
+        text = reader.Text()  # NUL runs and binary parts skipped, a gzip member after text inflated
         try:
-            first = True
             for chunk in reader.chunks(stream):
-                if first:
-                    why = reader.binary_reason(chunk)
-                    if why:
-                        self.error(f"{name}: {reader.binary_message(why)}; nothing was read")
-                        break
-                first = False
-                self.feed(chunk, source=name)
+                for part in text.parts(chunk):
+                    self.feed(part, source=name)
+                if text.error is not None:
+                    self.error(f"{name}: {text.error}; nothing was read")
+                    break
                 if progress is not None:
                     progress(len(chunk))
         except reader.SourceError as e:
@@ -534,6 +532,7 @@ class Diagnoser:
             got = src["bytes"]
             before = f"the {got} bytes before it were diagnosed" if got else "nothing before it could be read"
             self.error(f"{name}: {e}; {before}")
+        self.notes.extend(text.notes(name))
         self.end_source()
 
     def skip(self, lines: int, nbytes: int, source: str = "-") -> None:

@@ -3,8 +3,9 @@
 Unlike ``preflight --exec`` (which becomes the job), ``run`` stays the job's parent:
 
 - the child's stdout and stderr are pipes, copied to rdmadoctor's fd 1 and fd 2 as the bytes
-  arrive (no decoding, no line buffering), and fed to a :class:`~rdmadoctor.logs.Diagnoser`,
-  whose ``on_transport`` callback prints what NCCL really uses the moment its init lines say so;
+  arrive (no decoding, no line buffering), and fed to a :class:`~rdmadoctor.logs.Diagnoser` on
+  a thread of its own (:class:`Diagnosing`: the copy never waits for diagnosis), whose
+  ``on_transport`` callback prints what NCCL really uses the moment its init lines say so;
 - the child runs in a process group of its own: INT, TERM and HUP sent to rdmadoctor go to that
   group (a second Ctrl-C too: the job decides what it means), and the terminal, when rdmadoctor
   has one, is handed to the child so that a debugger's prompt or Ctrl-C reaches it directly;
@@ -80,10 +81,14 @@ class Sink:
     what follows is dropped, so the child's pipes keep draining and the job goes on.
     """
 
-    __slots__ = ("fd", "closed", "error", "dropped", "at_line_start")
+    __slots__ = ("fd", "closed", "error", "dropped", "at_line_start", "lock")
 
     def __init__(self, fd: int):
+        import threading
+
         self.fd = fd
+        # The copy loop writes the job's bytes, the diagnosis thread rdmadoctor's own lines.
+        self.lock = threading.RLock()
         self.closed = False
         self.error: str | None = None  # why it closed, unless the reader simply left (EPIPE)
         self.dropped = 0
@@ -92,6 +97,10 @@ class Sink:
     def write(self, data: bytes) -> None:
         if not data:
             return
+        with self.lock:
+            self._write(data)
+
+    def _write(self, data: bytes) -> None:
         self.at_line_start = data.endswith(b"\n")
         if self.closed:
             self.dropped += len(data)
@@ -122,7 +131,8 @@ class Sink:
         stopped mid-line (a progress bar), a newline comes first.
         """
         data = "".join(PREFIX + part + "\n" for part in text.split("\n"))
-        self.write(("" if self.at_line_start else "\n").encode() + data.encode("utf-8", "replace"))
+        with self.lock:
+            self.write(("" if self.at_line_start else "\n").encode() + data.encode("utf-8", "replace"))
 
 
 class LineFeed:
@@ -170,7 +180,8 @@ class LineFeed:
 class Watch:
     """What of CMD's output the Diagnoser reads: the first READ_HEAD bytes (NCCL's init, where it
     chooses its transport), the last READ_TAIL bytes (where the job failed), and any batch with
-    "NCCL" in it until the transport is known; the middle is counted, not read.
+    "NCCL" in it until the transport is known (at most READ_NCCL bytes of them: a job that prints
+    channel lines for ever is not read for ever); the middle is counted, not read.
 
     Reading costs about 3-4 ns a byte (rdmadoctor.logs.scan): at 50k lines/s of 100 bytes, 1.8%
     of a core on top of the 1.1% that passing the bytes through costs, which a job that prints
@@ -183,6 +194,7 @@ class Watch:
 
         self.d, self.source = diagnoser, source
         self.head_left: int | None = None if read_all else READ_HEAD
+        self.nccl_left = READ_NCCL
         self.tail: Any = deque()
         self.tail_bytes = 0
         self.skipped_lines = self.skipped_bytes = 0  # passed over, not yet told to the Diagnoser
@@ -192,9 +204,11 @@ class Watch:
         if self.head_left is None or self.head_left > 0:
             if self.head_left is not None:
                 self.head_left -= len(data)
+            self._tell()
             self.d.feed(data, source=self.source)
             return
-        if not self.d.transport_shown and b"NCCL" in data:
+        if self.nccl_left > 0 and not self.d.transport_shown and b"NCCL" in data:
+            self.nccl_left -= len(data)
             self._pass_over(len(self.tail))  # older than this batch: passed over for good
             self._tell()
             self.d.feed(data, source=self.source)
@@ -236,6 +250,128 @@ class Watch:
 
 READ_HEAD = 16 << 20
 READ_TAIL = 16 << 20
+READ_NCCL = 16 << 20  # batches with "NCCL" read after the head while the transport is unknown
+QUEUE_BYTES = 8 << 20  # output waiting for the diagnosis thread; beyond it, batches are dropped
+# A thread woken for every 10 ms read costs more than reading it: after a small batch the
+# diagnosis thread lets output gather this long (a big one means output is pouring: no pause).
+DIAGNOSIS_S = 0.05
+SMALL_BATCH = 256 << 10
+
+
+class Diagnosing:
+    """The Diagnoser on a thread of its own, so that the copy to rdmadoctor's stdout and stderr
+    never waits for diagnosis (a long line, a burst of NCCL lines).
+
+    The copy loop cuts the output into lines and chooses what is read (LineFeed, Watch: cheap,
+    in C); what Watch hands the Diagnoser is queued here and read on the thread. When more than
+    QUEUE_BYTES wait, a batch is counted instead of queued (its lines keep their numbers, the
+    report says how many were not read): never waited for. Only the thread touches the
+    Diagnoser until ``close`` has joined it. A regular expression holds the GIL while it runs:
+    every pattern is linear in the line (tests/test_linear.py), so the copy waits milliseconds
+    at most.
+    """
+
+    def __init__(self, diagnoser: Any, limit: int | None = None):
+        import threading
+        from collections import deque
+
+        self.d = diagnoser
+        self.limit = QUEUE_BYTES if limit is None else limit
+        self.queue: Any = deque()
+        self.queued = 0  # bytes in the queue
+        self.in_hand = 0  # bytes the thread took and is reading
+        self.cond = threading.Condition()
+        self.done = False
+        self.waits = False  # the job has ended: feed waits for room
+        self.error: BaseException | None = None
+        self.transport_shown = False  # the Diagnoser's, as of the last batch read
+        self.behind_lines = self.behind_bytes = 0
+        self.thread = threading.Thread(target=self._work, name="rdmadoctor-diagnosis", daemon=True)
+        self.thread.start()
+
+    # What Watch calls on its Diagnoser (on the copy loop's side).
+    @property
+    def notes(self) -> list[str]:
+        return self.d.notes  # appended to once the job has ended only
+
+    def job_ended(self) -> None:
+        """Nothing is copied any more: from now on ``feed`` waits for room instead of dropping."""
+        self.waits = True
+
+    def feed(self, data: bytes, source: str = "-") -> None:
+        with self.cond:
+            if not self.queue:
+                self.cond.notify()  # the thread waits only on an empty queue
+            while self.waits and self.queued + self.in_hand and self.queued + self.in_hand + len(data) > self.limit:
+                self.cond.notify()
+                self.cond.wait()
+            if self.queued + self.in_hand + len(data) <= self.limit or self.waits:
+                self.queue.append(("feed", source, data))
+                self.queued += len(data)
+                return
+            lines = data.count(b"\n")  # whole lines (Watch hands over nothing else)
+            self.behind_lines += lines
+            self.behind_bytes += len(data)
+            self._skip(lines, len(data), source)
+
+    def skip(self, lines: int, nbytes: int, source: str = "-") -> None:
+        with self.cond:
+            if not self.queue:
+                self.cond.notify()
+            self._skip(lines, nbytes, source)
+
+    def _skip(self, lines: int, nbytes: int, source: str) -> None:
+        last = self.queue[-1] if self.queue else None
+        if last is not None and last[0] == "skip" and last[1] == source:  # one entry for a run of them
+            self.queue[-1] = ("skip", source, (last[2][0] + lines, last[2][1] + nbytes))
+        else:
+            self.queue.append(("skip", source, (lines, nbytes)))
+
+    def _work(self) -> None:
+        import time
+        from collections import deque
+
+        while True:
+            with self.cond:
+                while not self.queue and not self.done:
+                    self.cond.wait()
+                if not self.queue:
+                    return
+                batch, self.queue = self.queue, deque()
+                self.in_hand, self.queued = self.queued, 0  # still counted against the limit
+                done, small = self.done, self.in_hand < SMALL_BATCH
+            for kind, source, data in batch:
+                if self.error is not None:
+                    break  # keep draining: nothing is read after a failure
+                try:
+                    if kind == "feed":
+                        self.d.feed(data, source=source)
+                    else:
+                        self.d.skip(data[0], data[1], source=source)
+                except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
+                    self.error = e
+            if self.error is None:
+                self.transport_shown = self.d.transport_shown
+            with self.cond:
+                self.in_hand = 0
+                self.cond.notify_all()  # a feed waiting for room (once the job has ended)
+            if small and not done and not self.waits:
+                time.sleep(DIAGNOSIS_S)
+
+    def close(self) -> None:
+        """Wait for what is queued to be read; re-raise what failed on the thread."""
+        with self.cond:
+            self.done = True
+            self.cond.notify()
+        self.thread.join()
+        if self.behind_lines:
+            self.d.notes.append(
+                f"{self.behind_lines} lines ({self.behind_bytes} bytes) of the output were not read: the diagnosis "
+                f"fell behind the job's output (the copy never waits for it; at most {self.limit >> 20} MiB wait to "
+                "be read)")
+            self.behind_lines = self.behind_bytes = 0
+        if self.error is not None:
+            raise self.error
 
 
 # -- the child -----------------------------------------------------------------------------------
@@ -794,7 +930,8 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     # One source for both streams: the Diagnoser numbers lines per source and starts a new
     # source at every change of name, so two names interleaved would count lines wrongly.
     source = f"{os.path.basename(argv[0]) or argv[0]} output"
-    watch = Watch(diagnoser, source, read_all=read_all)
+    diagnosing = Diagnosing(diagnoser)
+    watch = Watch(diagnosing, source, read_all=read_all)
     feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
     child = Child(argv, env, out_sink, err_sink,
                   on_data=lambda data, name: feeds[name].push(data),
@@ -802,11 +939,14 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     try:
         result = child.run()
     except SpawnError as e:
+        diagnosing.close()
         report["exit_code"] = e.code
         report["notes"] = notes + [str(e)]
         _write_report(report_file, report, started, err)
         raise
+    diagnosing.job_ended()
     watch.close()
+    diagnosing.close()
     if result.pid is not None:  # a kill (or `timeout`'s 124) is a finding: never "no known error"
         diagnoser.job_ended(result.signal, result.returncode, command_text(argv))
     diagnosis = diagnoser.finish()

@@ -116,7 +116,7 @@ MOD_MISSING = "MOD_MISSING"
 NCCL_REG_MR_FAILED = "NCCL_REG_MR_FAILED"
 
 # The mlx5_core device prefix, when present: `mlx5_core 0000:3b:00.0: ` or with the netdev.
-_MLX5 = r"(?:mlx5_core (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])[: ].*?)?"
+_MLX5 = r"(?:mlx5_core (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])[: ].{0,256}?)?"
 
 
 def _bdf(groups: dict[str, str]) -> dict[str, str]:
@@ -129,7 +129,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NIC_LINK_DOWN.code,
         severity=WARNING,
         needle="Link down",
-        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+) (?P<netdev>[\w.-]+): Link down",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]{1,32}) (?P<netdev>[\w.-]{1,64}): Link down",
         subject="{netdev}",
         message="The kernel logged `Link down` for {netdev} ({bdf}); a port in use should stay up.",
         meaning="Traffic on the port stops; RoCE or IPoIB connections over it fail until it is back.",
@@ -145,7 +145,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MLX5_CMD_TIMEOUT.code,
         severity=ERROR,
         needle="Will cause a leak of a command resource",
-        regex=_MLX5 + r"(?P<cmd>[A-Z][A-Z0-9_]+)\(0x[0-9a-fA-F]+\)(?: Async,)? timeout\. Will cause a leak of a command "
+        regex=_MLX5 + r"(?<![A-Z0-9_])(?P<cmd>[A-Z][A-Z0-9_]++)\(0x[0-9a-fA-F]{1,16}\)(?: Async,)? timeout\. Will cause a leak of a command "
                       r"resource",
         subject="{device}",
         message="The ConnectX firmware of {device} did not answer command {cmd} in time; the device's control plane "
@@ -190,8 +190,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MLX5_HEALTH_ERROR.code,
         severity=ERROR,
         needle="mlx5_core",
-        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+): (?:\w+:\d+:\(pid \d+\): )?synd 0x(?P<synd>[0-9a-fA-F]+): "
-              r"(?P<what>.+?)\s*$",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]{1,32}): (?:\w{1,64}:\d{1,9}:\(pid \d{1,9}\): )?synd 0x(?P<synd>[0-9a-fA-F]{1,16}): "
+              r"(?P<what>.*?\S)\s*$",
         subject="{bdf}",
         message="ConnectX device {bdf} reported health syndrome 0x{synd}: {what}.",
         meaning="The device is in a fatal state; the driver resets or disables it and RDMA on it stops.",
@@ -210,7 +210,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MLX5_HEALTH_ERROR.code,
         severity=ERROR,
         needle="Fatal error",
-        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]+): (?:\w+:\d+:\(pid \d+\): )?Fatal error (?P<n>\d+) detected",
+        regex=r"mlx5_core (?P<bdf>[0-9a-fA-F:.]{1,32}): (?:\w{1,64}:\d{1,9}:\(pid \d{1,9}\): )?Fatal error (?P<n>\d{1,9}) detected",
         subject="{bdf}",
         message="ConnectX device {bdf} reported fatal error {n}; the driver starts its recovery.",
         meaning="The device resets; RDMA connections on it are lost.",
@@ -224,9 +224,9 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="NETDEV WATCHDOG",
         # Kernel 6.8 (backported to 6.6.47 and 6.1.107) moved the driver in front of the text.
-        regex=r"NETDEV WATCHDOG: (?P<netdev>[\w.-]+) \((?P<driver>[^)]+)\): transmit queue (?P<queue>\d+) timed out"
-              r"|(?P<driver2>[\w-]+) (?P<bdf>[0-9a-fA-F:.]+) (?P<netdev2>[\w.-]+): NETDEV WATCHDOG: (?:CPU: \d+: )?"
-              r"transmit queue (?P<queue2>\d+) timed out",
+        regex=r"NETDEV WATCHDOG: (?P<netdev>[\w.-]{1,64}) \((?P<driver>[^)]{1,64})\): transmit queue (?P<queue>\d{1,6}) timed out"
+              r"|(?<![\w-])(?P<driver2>[\w-]{1,64}+) (?P<bdf>[0-9a-fA-F:.]{1,32}+) (?P<netdev2>[\w.-]{1,64}+): NETDEV WATCHDOG: "
+              r"(?:CPU: \d{1,6}: )?transmit queue (?P<queue2>\d{1,6}) timed out",
         subject="{ifname}",
         message="Transmit queue {q} of {ifname} ({drv}) sent nothing for several seconds and the kernel asked the "
                 "driver to reset it.",
@@ -249,8 +249,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NIC_MODULE_EVENT.code,
         severity=WARNING,
         needle="Port module event",
-        regex=_MLX5 + r"Port module event(?:\[error\])?: module (?P<module>\d+), (?P<status>Cable unplugged|Cable error)"
-                      r"(?:, (?P<error>.+?))?\s*$",
+        regex=_MLX5 + r"Port module event(?:\[error\])?: module (?P<module>\d{1,6}), (?P<status>Cable unplugged|Cable error)"
+                      r"(?:, (?P<error>.*?\S))?\s*$",
         subject="{device} module {module}",
         message="ConnectX {device} reported module {module}: {status}{error_note}; a port in use needs its cable "
                 "plugged and healthy.",
@@ -316,8 +316,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_REG_MR_FAILED,
         severity=ERROR,
         needle="CREATE_MKEY",
-        regex=_MLX5 + r"CREATE_MKEY\(0x[0-9a-fA-F]+\) op_mod\(0x[0-9a-fA-F]+\) failed, status (?P<status>[\w ]+)"
-                      r"\(0x(?P<code>[0-9a-fA-F]+)\)",
+        regex=_MLX5 + r"CREATE_MKEY\(0x[0-9a-fA-F]{1,16}\) op_mod\(0x[0-9a-fA-F]{1,16}\) failed, status (?P<status>[\w ]{1,128})"
+                      r"\(0x(?P<code>[0-9a-fA-F]{1,16})\)",
         subject="{device}",
         message="The ConnectX firmware of {device} refused to create a memory key: {status} (0x{code}).",
         meaning="Memory registrations (ibv_reg_mr) fail on this HCA: NCCL cannot register its buffers.",
@@ -355,7 +355,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=GDR_PEERMEM_LOAD_FAILED.code,
         severity=ERROR,
         needle="ERROR: could not insert '",
-        regex=r"could not insert '(?P<module>nvidia_peermem|nv_peer_mem)': (?P<error>.+?)\s*$",
+        regex=r"could not insert '(?P<module>nvidia_peermem|nv_peer_mem)': (?P<error>.*?\S)\s*$",
         subject="{module}",
         message="modprobe could not load {module}: {error}.",
         meaning="GPUDirect RDMA is unavailable: NCCL stages every inter-node transfer through host memory.",

@@ -537,7 +537,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="onnect to ",
         # 2.24+ retries refused and timed-out connects, logging each retry at INFO (`..., retrying
         # (1/34) after sleep for 100 msec`); only the final WARN (failed, or retries exceeded) counts.
-        regex=r"[Cc]onnect to (?P<peer>\S+) (?:failed(?: :| with error)|returned) (?P<error>[^,\n]+?)"
+        regex=r"[Cc]onnect to (?P<peer>\S+) (?:failed(?: :| with error)|returned) (?P<error>[^,\n]{0,512}?[^,\s])"
               r"(?:, exceeded error retry count[^\n]*)?\s*$",
         subject="{peer}",
         message="NCCL could not connect to {peer}: {error}.",
@@ -568,7 +568,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
         needle="connect returned ",
-        regex=r"connect returned (?P<error>[^,\n]+?), exceeded error retry count",
+        regex=r"connect returned (?P<error>[^,\n]{0,512}?[^,\s]), exceeded error retry count",
         subject="connect",
         message="NCCL gave up connecting to a peer after its retries: {error}.",
         meaning="The rank cannot reach a peer's bootstrap or proxy socket; if the peer had already died this only "
@@ -607,7 +607,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
         needle=" failed : ",
-        regex=r"Call to (?:recv|send)(?: (?:from|to) (?P<peer>\S+))? failed : (?P<error>.+?)\s*$",
+        regex=r"Call to (?:recv|send)(?: (?:from|to) (?P<peer>\S+))? failed : (?P<error>.*?\S)\s*$",
         subject="{peer_subject}",
         message="A socket read or write to {peer_text} failed: {error}.",
         meaning="The connection to the peer broke; a reset connection almost always means the peer died first.",
@@ -631,7 +631,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
         # Not NET/Socket: its "HCA" is a socket interface ('lo'), where GPUDirect RDMA never applies.
-        regex=r"NET/(?!Socket )(?P<net>\S+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
+        regex=r"NET/(?!Socket )(?P<net>\S{1,64}+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
         message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
                 "through host memory; they should go straight to the HCA.",
@@ -653,7 +653,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=INFO,
         needle="GPU Direct RDMA Disabled for GPU",
         regex=r"GPU Direct RDMA Disabled for GPU[ /](?P<gpu>[\w-]+)(?: \(rank \d+\))? [/-] (?:HCA |NET/)(?P<net>[\w-]+)"
-              r" \((?:[^)]*?)distance (?P<distance>\d+) >=? (?P<level>\d+)\)",
+              r" \((?:[^)]{0,256}?)distance (?P<distance>\d{1,9}) >=? (?P<level>\d{1,9})\)",
         subject="GPU {gpu_text} / HCA {hca_text}",
         message="NCCL turned GPUDirect RDMA off between GPU {gpu_text} and HCA {hca_text}: their PCIe distance "
                 "{distance} is above NCCL_NET_GDR_LEVEL {level}.",
@@ -774,7 +774,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="async",
         regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
               r"|non-fatal async event: )(?!port error|local catastrophic error|CQ error|local work queue catastrophic"
-              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]+?)(?:\(\d+\))?\s*$",
+              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]{0,512}?[^(\s])\s*+(?:\(\d{1,9}\))?\s*$",
         subject="{device}",
         message="The HCA{dev_note} reported `{event_text}` while NCCL was running; a stable fabric reports none.",
         meaning="Not fatal by itself, but connections made before a LID, SM or P_Key change can fail afterwards.",
@@ -814,7 +814,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_REG_MR_FAILED.code,
         severity=ERROR,
         needle="Call to ibv_reg_",
-        regex=r"Call to (?P<call>ibv_reg_(?:dmabuf_)?mr(?:_iova2)?) failed(?: with error (?P<error>.+?)(?: errno \d+)?)?\s*$",
+        regex=r"Call to (?P<call>ibv_reg_(?:dmabuf_)?mr(?:_iova2)?) failed(?: with error (?P<error>.*?\S)(?: errno \d{1,9})?)?\s*$",
         subject="{call}",
         message="NCCL could not register a buffer with the HCA: {call} failed{error_note}. Registration must succeed "
                 "for RDMA to reach the buffer.",
@@ -838,7 +838,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="Unable to register memory",
         regex=r"NET/OFI Unable to register memory \(type = (?P<type>\d+)\) for device (?P<dev>\d+)\. RC: (?P<rc>-?\d+), "
-              r"Error: (?P<error>.+?)\s*$",
+              r"Error: (?P<error>.*?\S)\s*$",
         subject="OFI device {dev}",
         message="aws-ofi-nccl could not register a {mem} buffer on device {dev}: {error} (RC {rc}).",
         meaning="The communicator fails; GPU buffers (type 2) failing means GPUDirect RDMA over EFA is not working.",
@@ -854,7 +854,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_QP_CQ_CREATE_FAILED.code,
         severity=ERROR,
         needle="Call to ibv_create_",
-        regex=r"Call to (?P<call>ibv_create_(?:qp|cq)) failed(?: with error (?P<error>.+?)(?: errno \d+)?)?\s*$",
+        regex=r"Call to (?P<call>ibv_create_(?:qp|cq)) failed(?: with error (?P<error>.*?\S)(?: errno \d{1,9})?)?\s*$",
         subject="{call}",
         message="NCCL could not create an RDMA queue: {call} failed{error_note}.",
         meaning="The communicator fails to initialise; `Cannot allocate memory` is the locked-memory limit or the "
@@ -900,7 +900,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # 2.24+ logs each retry at INFO (`..., retrying 3/35 after 300 msec of sleep`): only the final
         # WARN (no `retrying`) is the failure.
         regex=r"Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:(?P<errno>\d+) )?"
-              r"(?P<error>[A-Za-z][^,]*?)(?: errno (?P<errno2>\d+))?(?:,|\s*$)"
+              r"(?P<error>[A-Za-z](?:[^,]*?[^,\s])?)(?: errno (?P<errno2>\d{1,9}))?(?:,|\s*$)"
               r"(?: on dev (?P<qpdev>[^:,\s]+):(?P<qpport>-?\d+), curr state \w+, next state (?P<next>\w+), "
               r"local GID index (?P<gid_index>-?\d+))?",
         subject="{device}",
@@ -928,7 +928,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_SHM_FAILED.code,
         severity=ERROR,
         needle="Error: failed to extend",
-        regex=r"Error: failed to extend (?P<path>\S+) to (?P<size>\d+) bytes(?:, error: (?P<error>[^(]+?)(?: \(\d+\))?)?\s*$",
+        regex=r"Error: failed to extend (?P<path>\S+) to (?P<size>\d+) bytes(?:, error: (?P<error>[^(]{0,512}?[^(\s])(?: \(\d{1,9}\))?)?\s*$",
         subject="{path}",
         message="NCCL could not grow shared-memory file {path} to {size} bytes{error_note}; /dev/shm is too small or "
                 "full.",
@@ -949,7 +949,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_SHM_FAILED.code,
         severity=ERROR,
         needle="Error: failed to create shared memory file",
-        regex=r"Error: failed to create shared memory file (?P<path>\S+), error (?P<error>[^(]+?)(?: \(\d+\))?\s*$",
+        regex=r"Error: failed to create shared memory file (?P<path>\S+), error (?P<error>[^(]{0,512}?[^(\s])(?: \(\d{1,9}\))?\s*$",
         subject="{path}",
         message="NCCL could not create shared-memory file {path}: {error}.",
         meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error`.",
@@ -964,7 +964,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_SHM_FAILED.code,
         severity=ERROR,
         needle="Call to ",
-        regex=r"Call to (?P<call>posix_fallocate|shm_open) failed ?: (?P<error>.+?)\s*$",
+        regex=r"Call to (?P<call>posix_fallocate|shm_open) failed ?: (?P<error>.*?\S)\s*$",
         subject="/dev/shm",
         message="NCCL's {call} on /dev/shm failed: {error}.",
         meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error`.",
@@ -982,7 +982,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="shared memory segment",
         regex=r"Error while (?P<op>creating|attaching to) shared memory segment (?P<path>\S+) \(size (?P<size>\d+)\)"
-              r"(?:, error: (?P<error>[^(]+?)(?: \(\d+\))?)?\s*$",
+              r"(?:, error: (?P<error>[^(]{0,512}?[^(\s])(?: \(\d{1,9}\))?)?\s*$",
         subject="{path}",
         message="NCCL failed {op} shared-memory segment {path} of {size} bytes{error_note}.",
         meaning="The intra-node transport cannot be set up; NCCL fails with `unhandled system error` and peers see "
@@ -1013,7 +1013,7 @@ PATTERNS: tuple[Pattern, ...] = (
         regex=r"NET/Plugin ?: (?:Plugin load (?:\((?P<lib>[^)]*)\) )?returned -?\d+ : |dlerror="
               r"|(?P<lib2>\S+\.so(?:\.\d+)*): )?(?P<error>(?![^\s=]*libnccl-net[\w.-]*\.so: cannot open shared object "
               r"file)[^\s=]+: (?:cannot open shared object file|undefined symbol|version `|wrong ELF class|invalid ELF header"
-              r"|file too short)[^\n]*?)(?: No plugin found \((?P<lib3>[^)]*)\).*|\.? ?(?:: )?when loading \S+)?\.?\s*$",
+              r"|file too short)(?:[^\n]*?\S)?)(?: No plugin found \((?P<lib3>[^)]{0,256})\).*|\.? ?(?:: )?when loading \S+)?\.?\s*$",
         subject="{plugin}",
         message="NCCL could not load its net plugin{plugin_note}: {error}; it uses its internal transports instead.",
         meaning="A plugin the job relies on (aws-ofi-nccl for EFA, SHARP, gIB) is not in use; on EFA traffic falls "

@@ -216,7 +216,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="ncclUniqueId from [0] via c10d key-value store",
         regex=r"\[(?P<rank>\d+)\] is setting up NCCL communicator and retr(?:ie|ei)ving ncclUniqueId from \[0\] via "
-              r"c10d key-value store by key '(?P<key>[^']*)', but store->get\('[^']*'\) got error: (?P<error>.+?)"
+              r"c10d key-value store by key '(?P<key>[^']{0,1024})', but store->get\('[^']{0,1024}'\) got error: (?P<error>.*?\S)"
               r"(?:\. This may indicate.*)?\.?\s*$",
         subject="{rank_subject}",
         message="Rank {rank} could not fetch NCCL's unique id from rank 0 through the c10d store: {error}.",

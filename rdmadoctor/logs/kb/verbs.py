@@ -82,7 +82,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=VERBS_ABI_MISMATCH,
         severity=ERROR,
         needle="couldn't load driver",
-        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d+).*?)\s*$",
+        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d{1,9})(?:.*\S)?)\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver} because it was built for another libibverbs "
                 "(IBVERBS_PRIVATE_{abi}): {error}.",
@@ -106,7 +106,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # Often harmless: /etc/libibverbs.d lists every provider rdma-core knows, and a missing
         # library for hardware the node does not have changes nothing. The private-symbol form is
         # the row above.
-        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.+?))?\.?\s*$",
+        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.*?\S))?\.?\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver}{error_note}; this only matters if the node's RDMA device "
                 "needs that provider.",

@@ -1,0 +1,267 @@
+"""Long adversarial lines built from a regular expression's own text, and a runner that times each
+search in CPU seconds (the process's own, so a loaded machine does not inflate it).
+
+Python's ``re`` backtracks: a pattern with two adjacent unbounded runs that can match the same
+characters (``.+?\\s*$``, ``[\\w.-]+:\\d+`` searched at every start) costs the square of the line, a
+nested quantifier (``(?:\\[\\d+\\]\\S+ ?)+``) more. The lines here are made of what such a pattern is
+slow on: its literal pieces repeated, long runs of the characters its classes take after its
+needle and after each of its examples, then a character that makes the match fail at the end.
+
+Run as a script it prints one JSON line per case that took more than the budget (or was cut by it)
+and ``done`` at the end; tests/test_linear.py runs it in a subprocess with a generous timeout.
+Used by hand: ``python tests/adversarial.py --budget 0.2`` lists the slowest cases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import sys
+import time
+
+try:
+    from re import _parser as sre_parse  # Python 3.11+
+except ImportError:  # pragma: no cover
+    import sre_parse  # type: ignore[no-redef]
+
+LENGTH = 64 * 1024
+_CATEGORY_SAMPLES = {
+    "CATEGORY_DIGIT": "7", "CATEGORY_NOT_DIGIT": "a", "CATEGORY_SPACE": " ", "CATEGORY_NOT_SPACE": "a",
+    "CATEGORY_WORD": "a", "CATEGORY_NOT_WORD": " ",
+}
+_GENERIC = " a0.:-/\tZ"
+
+
+def _walk(tree, pieces: list[str], chars: set[str]) -> None:  # noqa: ANN001
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            pieces.append("".join(run))
+            run.clear()
+
+    for op, av in tree:
+        name = str(op)
+        if name == "LITERAL":
+            run.append(chr(av))
+            if not chr(av).isalnum():
+                chars.add(chr(av))
+            continue
+        flush()
+        if name == "NOT_LITERAL":
+            chars.add("a" if chr(av) != "a" else "b")
+        elif name == "IN":
+            for iop, iav in av:
+                iname = str(iop)
+                if iname == "LITERAL":
+                    chars.add(chr(iav))
+                elif iname == "RANGE":
+                    chars.add(chr(iav[0]))
+                    chars.add(chr(iav[1]))
+                elif iname == "CATEGORY":
+                    chars.add(_CATEGORY_SAMPLES.get(str(iav), "a"))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            _walk(av[2], pieces, chars)
+        elif name == "SUBPATTERN":
+            _walk(av[-1], pieces, chars)
+        elif name == "ATOMIC_GROUP":
+            _walk(av, pieces, chars)
+        elif name in ("ASSERT", "ASSERT_NOT"):
+            _walk(av[1], pieces, chars)
+        elif name == "BRANCH":
+            for alt in av[1]:
+                _walk(alt, pieces, chars)
+        elif name == "GROUPREF_EXISTS":
+            for alt in av[1:]:
+                if alt is not None:
+                    _walk(alt, pieces, chars)
+    flush()
+
+
+def _in_class(c: str, items) -> bool:  # noqa: ANN001
+    hit = False
+    for op, av in items:
+        name = str(op)
+        if name == "LITERAL" and c == chr(av) or name == "RANGE" and av[0] <= ord(c) <= av[1]:
+            hit = True
+        elif name == "CATEGORY":
+            probe = {"CATEGORY_DIGIT": r"\d", "CATEGORY_NOT_DIGIT": r"\D", "CATEGORY_SPACE": r"\s",
+                     "CATEGORY_NOT_SPACE": r"\S", "CATEGORY_WORD": r"\w", "CATEGORY_NOT_WORD": r"\W"}.get(str(av))
+            hit = hit or (probe is not None and re.fullmatch(probe, c) is not None)
+    negate = any(str(op) == "NEGATE" for op, _ in items)
+    return hit != negate
+
+
+def _sample(tree) -> str:  # noqa: ANN001
+    """A short string the (sub)pattern matches: the fewest repeats, the first alternative."""
+    out: list[str] = []
+    for op, av in tree:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(av))
+        elif name == "NOT_LITERAL":
+            out.append("a" if chr(av) != "a" else "b")
+        elif name == "ANY":
+            out.append("a")
+        elif name == "IN":
+            own = [chr(x) for op, x in av if str(op) == "LITERAL"] + [chr(x[0]) for op, x in av if str(op) == "RANGE"]
+            out.append(next((c for c in [*own, *"a0 _.:-/Z!"] if _in_class(c, av)), ""))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            out.append(_sample(av[2]) * max(1, av[0]) if av[0] else "")
+        elif name == "SUBPATTERN":
+            out.append(_sample(av[-1]))
+        elif name == "ATOMIC_GROUP":
+            out.append(_sample(av))
+        elif name == "BRANCH":
+            out.append(_sample(av[1][0]))
+    return "".join(out)
+
+
+def sample(regex: str) -> str | None:
+    """A string that ``regex`` matches, made from its text; None when the simple walk misses."""
+    try:
+        text = _sample(sre_parse.parse(regex))
+    except Exception:  # noqa: BLE001 - a construct the walk does not know
+        return None
+    return text if re.search(regex, text) else None
+
+
+def parts(regex: str) -> tuple[list[str], list[str]]:
+    """The literal pieces of ``regex`` and a character from each of its classes (plus a few generic ones)."""
+    pieces: list[str] = []
+    chars: set[str] = set(_GENERIC)
+    _walk(sre_parse.parse(regex), pieces, chars)
+    return sorted(set(pieces)), sorted(chars)
+
+
+def _fill(unit: str, n: int) -> str:
+    return (unit * (n // max(1, len(unit)) + 1))[:n]
+
+
+def lines(regex: str, needle: str = "", examples: tuple[str, ...] = (), n: int = LENGTH) -> list[tuple[str, str]]:
+    """(label, line) pairs of about ``n`` characters built from ``regex``'s own text."""
+    pieces, chars = parts(regex)
+    made = sample(regex)
+    examples = (*examples[:2], made) if made else examples[:2]
+    heads = [("needle", needle)] if needle else []
+    heads += [(f"example{i}", ex) for i, ex in enumerate(examples)]
+    heads += [(f"piece{i}", p) for i, p in enumerate(pieces) if len(p) >= 3][:3]
+    out: list[tuple[str, str]] = []
+    for i, p in enumerate(pieces):
+        if p.strip():
+            out.append((f"piece{i}*", _fill(p, n)))
+            out.append((f"(piece{i}+' ')*", _fill(p + " ", n)))
+    for label, head in heads:
+        out.append((f"{label}*", _fill(head + " ", n)))
+        for c in chars:
+            end = "!" if c != "!" else "?"
+            out.append((f"{label}+{c!r}*+{end!r}", head + " " + c * n + end))
+    for i, ex in enumerate(examples):
+        for c in (" ", "a", "0"):
+            out.append((f"example{i}+{c!r}*", ex + c * n))
+    return out
+
+
+# The modules whose compiled patterns run on every line the scan looks at (or every line a tool
+# output parser reads): all their module-level patterns are checked, so a new one is covered.
+LINE_MODULES = ("rdmadoctor.logs.prefix", "rdmadoctor.logs.nccl", "rdmadoctor.logs.scan", "rdmadoctor.logs.reader")
+
+
+def cases() -> list[tuple[str, re.Pattern, str, tuple[str, ...]]]:
+    """(name, compiled, needle, examples) for every knowledge-base row and every line pattern."""
+    import importlib
+
+    from rdmadoctor.logs import kb
+
+    out = [(p.id, re.compile(p.regex), p.needle, tuple(p.examples)) for p in kb.patterns()]
+    for modname in LINE_MODULES:
+        mod = importlib.import_module(modname)
+        for attr, value in sorted(vars(mod).items()):
+            if isinstance(value, re.Pattern) and isinstance(value.pattern, str):
+                out.append((f"{modname}.{attr}", value, "", ()))
+            elif isinstance(value, re.Pattern):  # a bytes pattern: its text, as latin-1
+                out.append((f"{modname}.{attr}", value, "", ()))
+    from rdmadoctor.parsers import common
+
+    out.append(("parsers.common.PROMPT", re.compile(common.PROMPT), "", ()))
+    from rdmadoctor.logs import scan
+
+    for h, kind in scan._HEADERS:
+        out.append((f"scan._HEADERS[{kind}]", re.compile(h), "", ()))
+    return out
+
+
+class _Cut(Exception):
+    pass
+
+
+class OverBudget(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def cpu_budget(seconds: float):  # noqa: ANN201
+    """Raise OverBudget once this process has spent ``seconds`` of CPU inside the block (``re``
+    checks for signals while it matches, so a runaway search is stopped too). CPU time, not wall
+    clock: a loaded machine does not advance it. Main thread only (a signal handler)."""
+
+    def alarm(*_a: object) -> None:
+        raise OverBudget(f"more than {seconds} s of CPU")
+
+    old = signal.signal(signal.SIGVTALRM, alarm)
+    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        signal.signal(signal.SIGVTALRM, old)
+
+
+def _alarm(*_a: object) -> None:
+    raise _Cut()
+
+
+def run(budget: float, only: str | None = None, n: int = LENGTH, max_slow: int = 0) -> list[dict]:
+    """Every case searched with a CPU-time budget each; the ones over it (or cut by it), the
+    first ``max_slow`` of them when it is set."""
+    signal.signal(signal.SIGVTALRM, _alarm)
+    slow: list[dict] = []
+    for name, rx, needle, examples in cases():
+        if only and only not in name:
+            continue
+        text_pattern = isinstance(rx.pattern, str)
+        source = rx.pattern if text_pattern else rx.pattern.decode("latin-1")
+        for label, line in lines(source, needle, examples, n):
+            subject = line if text_pattern else line.encode("latin-1", "replace")
+            t0 = time.process_time()
+            signal.setitimer(signal.ITIMER_VIRTUAL, budget * 2)
+            cut = False
+            try:
+                rx.search(subject)
+            except _Cut:
+                cut = True
+            finally:
+                signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+            spent = time.process_time() - t0
+            if cut or spent > budget:
+                slow.append({"pattern": name, "line": label, "cpu_s": round(spent, 3), "cut": cut})
+                print(json.dumps(slow[-1]), flush=True)
+                if max_slow and len(slow) >= max_slow:
+                    print("stopped", flush=True)
+                    return slow
+    print("done", flush=True)
+    return slow
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--budget", type=float, default=1.0, help="CPU seconds one search may take")
+    ap.add_argument("--only", default=None, help="patterns whose name holds this")
+    ap.add_argument("--length", type=int, default=LENGTH)
+    ap.add_argument("--max-slow", type=int, default=0, help="stop after this many slow cases")
+    a = ap.parse_args()
+    sys.exit(1 if run(a.budget, a.only, a.length, a.max_slow) else 0)
