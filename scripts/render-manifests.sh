@@ -7,6 +7,7 @@
 #   rdmadoctor-<overlay>.yaml          deploy/overlays/<overlay> (direct, direct-conditions, nfd-cleanup)
 #   rdmadoctor-npd.yaml                deploy/npd
 #   rdmadoctor-monitoring.yaml         deploy/monitoring (prometheus-operator)
+#   rdmadoctor-monitoring-networkpolicy.yaml  deploy/monitoring/networkpolicy (optional)
 # Usage: scripts/render-manifests.sh OUTDIR   (kubectl, or kustomize where kubectl is absent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +30,5 @@ for d in deploy/overlays/*/; do
 done
 render deploy/npd > "$out/rdmadoctor-npd.yaml"
 render deploy/monitoring > "$out/rdmadoctor-monitoring.yaml"
+render deploy/monitoring/networkpolicy > "$out/rdmadoctor-monitoring-networkpolicy.yaml"
 ls "$out"/rdmadoctor*.yaml

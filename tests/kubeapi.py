@@ -34,7 +34,9 @@ Misbehaving servers (issue 10): ``drip_next(n, every, pad)`` sends the next n an
 every ``every`` seconds (status line, headers and body; ``pad`` spaces after the JSON make the body
 as long as wanted, so the answer is still valid once whole) and records in ``.drips`` how far each
 got and whether the client hung up first; ``respond_next(n, status, body, headers)`` answers with
-exactly those bytes and headers (no Content-Type unless given), for answers no API server sends.
+exactly those bytes and headers (no Content-Type unless given), for answers no API server sends;
+``endless_next(n, framing, gzip=...)`` answers with a body that never ends (a 1 TB Content-Length,
+or chunks for ever; gzip-compressed if asked) and records in ``.endless`` how much was sent.
 
     with FakeKubeAPI() as api:
         api.add_node("gpu-1", labels={"team": "ml"})
@@ -202,7 +204,8 @@ def strategic_merge_patch(target: Any, patch: Any, path: tuple = ()) -> Any:
 
 class _Fault:
     def __init__(self, count: int, status: int | None = None, delay: float = 0.0, methods: tuple[str, ...] | None = None,
-                 drip: float = 0.0, pad: int = 0, raw: tuple[int, bytes, dict] | None = None):
+                 drip: float = 0.0, pad: int = 0, raw: tuple[int, bytes, dict] | None = None, endless: str = "",
+                 gzip: bool = False):
         self.count = count
         self.status = status
         self.delay = delay
@@ -210,6 +213,8 @@ class _Fault:
         self.drip = drip  # seconds between the bytes of the answer (0: sent at once)
         self.pad = pad  # spaces after the JSON body
         self.raw = raw  # (status, body, headers) sent as they are
+        self.endless = endless  # "length" or "chunked": a body that never ends (see endless_next)
+        self.gzip = gzip
 
 
 # The fault taken by the request a handler thread is serving (ThreadingHTTPServer: one thread each).
@@ -233,6 +238,7 @@ class FakeKubeAPI:
         self._rv = 1000
         self.list_pages = 0  # pages of GET /api/v1/nodes served (rdmadoctor fleet --kube)
         self.drips: list[dict] = []  # per dripped answer: sent, total, hung_up, finished
+        self.endless: list[dict] = []  # per endless answer: sent (body bytes), hung_up
         self._stopping = threading.Event()  # down(): dripping handlers stop
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -352,6 +358,16 @@ class FakeKubeAPI:
         the JSON body (valid JSON still; a large pad makes the answer take as long as wanted)."""
         with self._lock:
             self._faults.append(_Fault(n, drip=every, pad=pad, methods=methods))
+
+    def endless_next(self, n: int, framing: str = "length", methods: tuple[str, ...] | None = None, gzip: bool = False) -> None:
+        """Answer the next ``n`` requests with 200 and a JSON body that never ends, as fast as the
+        client reads it: ``framing`` "length" announces a 1 TB Content-Length, "chunked" sends
+        chunks for ever. ``gzip``: the body is gzip-compressed (Content-Encoding: gzip), a run of
+        spaces that expands a thousandfold. Each answer records in ``.endless`` how many body
+        bytes were sent before the client hung up (``hung_up``) or down() stopped it."""
+        assert framing in ("length", "chunked")
+        with self._lock:
+            self._faults.append(_Fault(n, methods=methods, endless=framing, gzip=gzip))
 
     def respond_next(self, n: int, status: int, body: bytes = b"", headers: dict | None = None,
                      methods: tuple[str, ...] | None = None) -> None:
@@ -537,6 +553,9 @@ class _Handler(BaseHTTPRequestHandler):
         _current.fault = None
         code, obj = self.fake._handle(self.command, self.path, self.headers, body)
         fault, _current.fault = _current.fault, None
+        if fault is not None and fault.endless:
+            self._send_endless(fault)
+            return
         if fault is not None and (fault.raw or fault.drip):
             self._send_bytes(self._answer(code, obj, fault), fault.drip)
             return
@@ -578,6 +597,36 @@ class _Handler(BaseHTTPRequestHandler):
             record["finished"] = True
         except OSError:  # BrokenPipeError, ConnectionResetError: the client gave up
             record["hung_up"] = True
+
+    def _send_endless(self, fault: _Fault) -> None:
+        record = {"sent": 0, "hung_up": False}
+        with self.fake._lock:
+            self.fake.endless.append(record)
+        chunk = b'{"kind": "Node", "apiVersion": "v1", "metadata": {"name": "' + b"a" * 65536
+        if fault.gzip:
+            import zlib
+
+            z = zlib.compressobj(9, zlib.DEFLATED, 31)  # a gzip member
+            head = z.compress(chunk)
+            more = z.compress(b" " * (1 << 20)) + z.flush(zlib.Z_SYNC_FLUSH)  # 1 MiB of spaces in ~1 KiB
+            chunk, pieces = head + z.flush(zlib.Z_SYNC_FLUSH), more
+        else:
+            pieces = b"a" * 65536
+        lines = ["HTTP/1.1 200 OK", "Content-Type: application/json"]
+        lines.append("Transfer-Encoding: chunked" if fault.endless == "chunked" else f"Content-Length: {10**12}")
+        if fault.gzip:
+            lines.append("Content-Encoding: gzip")
+        frame = (lambda b: b"%x\r\n%s\r\n" % (len(b), b)) if fault.endless == "chunked" else (lambda b: b)
+        try:
+            self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode())
+            data = chunk
+            while not self.fake._stopping.is_set():
+                self.wfile.write(frame(data))
+                record["sent"] += len(data)
+                data = pieces
+        except OSError:  # the client hung up
+            record["hung_up"] = True
+        self.close_connection = True
 
     do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _serve
 

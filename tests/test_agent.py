@@ -132,8 +132,8 @@ def test_metrics_series_follow_the_last_run_and_stale_findings_disappear():
         finished_at=1700000000.5,
     )
     s = scrape_registry(m)
-    assert s[("rdmadoctor_finding", (("code", "IB_PORT_DOWN"), ("severity", "error")))] == 2
-    assert s[("rdmadoctor_finding", (("code", "NCCL_ENV_INFO"), ("severity", "info")))] == 1
+    assert s[("rdmadoctor_finding", (("cause", ""), ("code", "IB_PORT_DOWN"), ("severity", "error")))] == 2
+    assert s[("rdmadoctor_finding", (("cause", ""), ("code", "NCCL_ENV_INFO"), ("severity", "info")))] == 1
     assert s[("rdmadoctor_check_ok", (("check", "ib.ports"),))] == 0
     assert s[("rdmadoctor_check_ok", (("check", "limits.memlock"),))] == 1  # warn still trains
     assert s[("rdmadoctor_check_ok", (("check", "gpu.topology"),))] == 0  # unknown is not ok
@@ -149,7 +149,7 @@ def test_metrics_series_follow_the_last_run_and_stale_findings_disappear():
     m.update([result("ib.ports", "pass"), result("limits.memlock", "pass"), result("roce.config", "fail", ("ROCE_MTU_LOW", "error"))])
     s = scrape_registry(m)
     assert not [k for k in s if k[0] == "rdmadoctor_finding" and dict(k[1])["code"] in ("IB_PORT_DOWN", "MEMLOCK_LOW", "NCCL_ENV_INFO")]
-    assert s[("rdmadoctor_finding", (("code", "ROCE_MTU_LOW"), ("severity", "error")))] == 1
+    assert s[("rdmadoctor_finding", (("cause", ""), ("code", "ROCE_MTU_LOW"), ("severity", "error")))] == 1
     assert s[("rdmadoctor_check_ok", (("check", "ib.ports"),))] == 1
     assert s[("rdmadoctor_check_ok", (("check", "roce.config"),))] == 0
     assert ("rdmadoctor_check_ok", (("check", "gpu.topology"),)) not in s  # not run any more
@@ -456,8 +456,8 @@ def spawn(tmp_path):
         p.kill()
 
 
-def finding(code: str, severity: str):
-    return ("rdmadoctor_finding", (("code", code), ("severity", severity)))
+def finding(code: str, severity: str, cause: str = ""):
+    return ("rdmadoctor_finding", (("cause", cause), ("code", code), ("severity", severity)))
 
 
 def check_ok(check: str):

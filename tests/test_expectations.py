@@ -100,10 +100,13 @@ def test_every_layer_is_checked_and_named(tmp_path):
     assert e.value.expected.startswith("an integer 1..1024")
     assert e.value.hint.startswith("write it without quotes: expected_hcas = 8")
 
-    good = _config(tmp_path, "[pools.gw]\nexpected_hcas = 0\n[pools.ok]\nexpected_hcas = 4\n", "good.toml")
+    good = _config(tmp_path, "[pools.gw]\nexpected_hcas = 2\n[pools.ok]\nexpected_hcas = 4\n", "good.toml")
     assert resolve({}, config=good, pool="ok")["expected_hcas"] == 4
-    with pytest.raises(ConfigError, match=re.escape(f"expected_hcas in {good} [pools.gw]: 0 is below the minimum 1")):
-        resolve({}, config=good, pool="gw")
+    # Every pool is checked on load, the one selected or not (issue 21): a bad pool fails everywhere.
+    bad = _config(tmp_path, "[pools.gw]\nexpected_hcas = 0\n[pools.ok]\nexpected_hcas = 4\n", "bad.toml")
+    for pool in ("gw", "ok", None):
+        with pytest.raises(ConfigError, match=re.escape(f"expected_hcas in {bad} [pools.gw]: 0 is below the minimum 1")):
+            resolve({}, config=bad, pool=pool)
     with pytest.raises(ConfigError, match=r"--set expected_hcas: 8\.5 is not an integer") as e:
         resolve({}, overrides={"expected_hcas": 8.5})
     assert e.value.where == "--set" and e.value.hint.startswith("for example: --set expected_hcas=8")
@@ -115,8 +118,10 @@ def test_config_structure_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"\[pools.gw\]: expected a table of expectations"):
         resolve({}, config=_config(tmp_path, '{"pools": {"gw": [1]}}', "c.json"), pool="gw")
     with pytest.raises(ConfigError, match="node pool 'gw' is not in") as e:
+        resolve({}, config=_config(tmp_path, "[pools.ok]\n"), pool="gw")
+    assert "pools in the config: ok" in e.value.hint
+    with pytest.raises(ConfigError, match="pools in .*: 3 is not a table of node pools"):
         resolve({}, config=_config(tmp_path, "pools = 3\n"), pool="gw")
-    assert "pools in the config: none" in e.value.hint
     with pytest.raises(ConfigError, match="not valid JSON"):
         resolve({}, config=_config(tmp_path, "[" * 100_000, "deep.json"))
 

@@ -114,12 +114,48 @@ def test_kustomization_renders_the_same_rules_and_selects_the_agent() -> None:
     all_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     # The fleet's rules are a PrometheusRule of their own (tests/test_fleet_monitoring.py).
     docs = {d["kind"]: d for d in all_docs if d["metadata"]["name"] != "rdmadoctor-fleet"}
-    assert set(docs) == {"Service", "PodMonitor", "PrometheusRule"} and len(all_docs) == 4
+    assert set(docs) == {"Service", "PodMonitor", "PrometheusRule", "ConfigMap"} and len(all_docs) == 5
     assert docs["PrometheusRule"]["spec"]["groups"] == _groups()
     for d in docs.values():
         assert d["metadata"]["namespace"] == "rdmadoctor"
+    # The dashboard for Grafana's sidecar (kube-prometheus-stack): the JSON file itself, one source.
+    cm = docs["ConfigMap"]
+    assert cm["metadata"]["name"] == "rdmadoctor-grafana-dashboard"
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert cm["data"] == {"grafana-dashboard.json": DASHBOARD.read_text()}
     kv = pytest.importorskip("kubernetes_validate")
-    kv.validate(docs["Service"], kv.utils.latest_version(), strict=True)
+    for kind in ("Service", "ConfigMap"):
+        kv.validate(docs[kind], kv.utils.latest_version(), strict=True)
+    # The dashboard fits in a ConfigMap with room to grow (1 MiB is the API server's limit, and
+    # `kubectl apply` keeps a second copy in an annotation limited to 256 KiB).
+    assert len(DASHBOARD.read_bytes()) < 128 * 1024
+
+
+def test_networkpolicy_admits_only_the_scraper_on_the_metrics_port() -> None:
+    """deploy/monitoring/networkpolicy (optional): renders, validates, selects the agent pods and
+    lets in only Prometheus' pods, on the port the probes and the PodMonitor use."""
+    kubectl = shutil.which("kubectl")
+    if not kubectl:
+        pytest.skip("kubectl is not installed: the kustomization cannot be rendered")
+    proc = subprocess.run([kubectl, "kustomize", str(MON / "networkpolicy")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    (np,) = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert (np["apiVersion"], np["kind"]) == ("networking.k8s.io/v1", "NetworkPolicy")
+    assert np["metadata"]["namespace"] == "rdmadoctor"
+    kv = pytest.importorskip("kubernetes_validate")
+    kv.validate(np, kv.utils.latest_version(), strict=True)
+    labels, agent = _agent_pod()
+    spec = np["spec"]
+    assert spec["podSelector"]["matchLabels"].items() <= labels.items()
+    assert spec["policyTypes"] == ["Ingress"]  # the agent's own calls (the API server) are untouched
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"port": "metrics", "protocol": "TCP"}]
+    assert "metrics" in {p["name"] for p in agent["ports"]}
+    (peer,) = rule["from"]
+    assert peer["podSelector"]["matchLabels"] == {"app.kubernetes.io/name": "prometheus"}
+    assert "kubernetes.io/metadata.name" in peer["namespaceSelector"]["matchLabels"]
+    # Optional: not part of deploy/monitoring's own build.
+    assert "networkpolicy" not in str(yaml.safe_load((MON / "kustomization.yaml").read_text()).get("resources"))
 
 
 def _agent_pod() -> tuple[dict, dict]:
@@ -157,20 +193,72 @@ def test_podmonitor_and_service_find_the_agents_metrics_port() -> None:
     assert port["targetPort"] == "metrics" and port["port"] == ports["metrics"]
 
 
+CODES_DOC = ROOT / "docs" / "codes.md"
+ALERTS_DOC = ROOT / "docs" / "alerts.md"
+DOCS_URL = "https://github.com/rdmadoctor/rdmadoctor/blob/main/docs/"
+
+
 def test_alerts_name_the_node_and_the_code_and_say_what_to_run() -> None:
     for r in _alerts():
         name = r["alert"]
-        assert r["labels"]["severity"] in ("critical", "warning"), name
+        assert r["labels"]["severity"] in ("critical", "warning", "info"), name
         ann = r["annotations"]
-        assert {"summary", "description", "runbook"} <= set(ann), name
-        assert "$labels.node" in ann["summary"], name
+        assert {"summary", "description", "runbook", "runbook_url"} <= set(ann), name
+        if not r["expr"].startswith("absent("):  # the absence of every agent has no node to name
+            assert "$labels.node" in ann["summary"], name
         assert re.fullmatch(r"\d+[mh]", r["for"]), name
-        if "code" in r["expr"]:
-            # A finding alert: the summary names the code, the runbook explains it.
+        if "rdmadoctor_finding{" in r["expr"]:
+            # A finding alert: the summary names the code, the runbook explains it, the URL is
+            # the code's page; follow-on findings (a cause found too) raise none of their own.
             assert "$labels.code" in ann["summary"] or ".Labels.code" in ann["summary"], name
             assert ann["runbook"].startswith("rdmadoctor explain"), name
+            assert 'cause=""' in r["expr"], name
+            assert ann["runbook_url"] == DOCS_URL + "codes.md#{{ $labels.code | toLower }}", name
         else:
             assert "rdmadoctor" in ann["runbook"] or "kubectl" in ann["runbook"], name
+            assert ann["runbook_url"] == DOCS_URL + "alerts.md#" + name.lower(), name
+    by_name = {r["alert"]: r for r in _alerts()}
+    # The catch-all fires on errors only; warnings have their own alert.
+    assert 'severity="error"' in by_name["RDMAProblem"]["expr"]
+    assert 'severity="warning"' in by_name["RDMAWarning"]["expr"]
+    # up == 0 cannot fire without a target: the agents' absence alerts too.
+    assert by_name["RDMADoctorAbsent"]["expr"] == 'absent(up{job="rdmadoctor"})'
+
+
+def _anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings (lower case, spaces to dashes, most
+    punctuation dropped; underscores kept)."""
+    out = set()
+    for m in re.finditer(r"^#+ (.+)$", markdown, re.M):
+        out.add(re.sub(r"[^a-z0-9_ -]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_runbook_urls_lead_to_a_section_of_the_docs() -> None:
+    codes_anchors, alerts_anchors = _anchors(CODES_DOC.read_text()), _anchors(ALERTS_DOC.read_text())
+    for r in _alerts():
+        assert r["alert"].lower() in alerts_anchors, f"docs/alerts.md has no section for {r['alert']}"
+    # Every code a finding alert can name has its section (the codes of the checks), and so has
+    # every code the unit tests render into a runbook_url.
+    from rdmadoctor.engine.registry import load_checks
+
+    checks, _ = load_checks(autoload=False, listing=True)  # plugins.load's codes too
+    kinds = {k.code: k.kind for c in checks for k in c.codes}
+    assert "plugin_optional_not_loaded" in codes_anchors
+    assert {c.lower() for c in kinds if kinds[c] in ("problem", "unknown")} <= codes_anchors
+    tests = yaml.safe_load((MON / "rules.test.yaml").read_text())["tests"]
+    urls = [a["exp_annotations"]["runbook_url"] for t in tests for c in t["alert_rule_test"] for a in c["exp_alerts"]]
+    assert urls
+    for url in urls:
+        page, _, anchor = url.removeprefix(DOCS_URL).partition("#")
+        assert anchor in {"codes.md": codes_anchors, "alerts.md": alerts_anchors}[page], url
+
+
+def test_codes_doc_is_generated_from_the_checks() -> None:
+    import runpy
+
+    render = runpy.run_path(str(ROOT / "scripts" / "codes_doc.py"))["render"]
+    assert CODES_DOC.read_text() == render(), "docs/codes.md is stale: .venv/bin/python scripts/codes_doc.py > docs/codes.md"
 
 
 def _codes() -> dict[str, str]:
@@ -281,7 +369,7 @@ def test_dashboard_shape() -> None:
             assert "$node" in t["expr"], f"{p['title']}: not filtered by the node variable"
     # What the issue asks the dashboard to show.
     exprs = " ".join(_dashboard_exprs())
-    for name in ("rdmadoctor_check_ok", "rdmadoctor_finding", "rdmadoctor_port_rate_gbps", "rdmadoctor_last_run_timestamp_seconds", "up{"):
+    for name in ("rdmadoctor_check_ok", "rdmadoctor_finding", "rdmadoctor_port_rate_bytes_per_second", "rdmadoctor_last_run_timestamp_seconds", "up{"):
         assert name in exprs
 
 
@@ -387,8 +475,10 @@ def test_real_prometheus_scrapes_the_agent(tmp_path: Path) -> None:
 
         found = _until("rdmadoctor_finding", lambda: _query(base, 'rdmadoctor_finding{code="IB_PORT_DOWN"}'))
         assert found[0]["metric"]["node"] == "gpu-loopback" and float(found[0]["value"][1]) == 1
-        rates = {r["metric"]["device"]: float(r["value"][1]) for r in _query(base, "rdmadoctor_port_rate_gbps")}
-        assert rates["mlx5_0"] == 400 and rates["mlx5_3"] == 10
+        rates = {r["metric"]["device"]: float(r["value"][1]) for r in _query(base, "rdmadoctor_port_rate_bytes_per_second")}
+        assert rates["mlx5_0"] == 400e9 / 8 and rates["mlx5_3"] == 10e9 / 8  # 400 and 10 Gb/s
+        # prometheus-client's exposition (tests/test_metrics_server.py: OpenMetrics by Accept, gzip).
+        assert _query(base, 'process_resident_memory_bytes{job="rdmadoctor"}')
         down = _query(base, "rdmadoctor_port_active == 0")
         assert [r["metric"]["device"] for r in down] == ["mlx5_3"]
         assert _query(base, 'rdmadoctor_check_ok{check="ib.ports"}')[0]["value"][1] == "0"

@@ -164,7 +164,8 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict]]:
 
 def test_every_kustomization_is_released(released: dict[str, list[dict]]) -> None:
     overlays = sorted(p.name for p in (ROOT / "deploy" / "overlays").iterdir() if (p / "kustomization.yaml").is_file())
-    want = {"rdmadoctor.yaml", "rdmadoctor-npd.yaml", "rdmadoctor-monitoring.yaml"} | {f"rdmadoctor-{o}.yaml" for o in overlays}
+    want = {"rdmadoctor.yaml", "rdmadoctor-npd.yaml", "rdmadoctor-monitoring.yaml", "rdmadoctor-monitoring-networkpolicy.yaml"}
+    want |= {f"rdmadoctor-{o}.yaml" for o in overlays}
     assert set(released) == want
     kustomizations = {p.parent.relative_to(ROOT / "deploy") for p in (ROOT / "deploy").rglob("kustomization.yaml")}
     assert len(kustomizations) == len(want), kustomizations

@@ -23,13 +23,17 @@ class Log:
         if self.fmt == "json":
             line = json.dumps({"ts": ts, "level": level, "msg": msg, **fields}, default=str, separators=(",", ":"))
         else:
-            parts = [ts, level.upper().ljust(5), msg]
+            # Names in a message come from the host (device names, an API's answer): their escape
+            # sequences and bidi controls are shown, never obeyed (JSON escapes its own).
+            from rdmadoctor.output.text import safe
+
+            parts = [ts, level.upper().ljust(5), safe(msg)]
             for k, v in fields.items():
                 if isinstance(v, (list, tuple)):
                     v = ",".join(map(str, v)) or "-"
                 elif isinstance(v, dict):
                     v = ",".join(f"{a}={b}" for a, b in v.items()) or "-"
-                parts.append(f"{k}={_quote(str(v))}")
+                parts.append(f"{k}={_quote(safe(str(v)))}")
             line = " ".join(parts)
         with self._lock:
             try:

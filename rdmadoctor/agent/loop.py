@@ -251,6 +251,8 @@ class Agent:
             for why in getattr(part, "event_errors", None) or ():
                 self.metrics.record_api_error()
                 self.log.warning("event not created", error=why)
+            for note in getattr(part, "notices", None) or ():
+                self.log.warning("node metadata malformed", note=note)
         if self.publish_failures:
             self.log.info("publish recovered", failures=self.publish_failures, targets=targets)
         labels = report.get("labels") or {}

@@ -101,7 +101,7 @@ def run_agent(
     server = None
     if metrics_port:
         try:
-            server = _start_server(metrics, agent, metrics_address, metrics_port)
+            server = _start_server(metrics, agent, metrics_address, metrics_port, log)
         except ImportError as e:
             _close(publisher, log)
             raise UsageError("the agent's /metrics needs prometheus-client", "pip install prometheus-client (a dependency of rdmadoctor; it is missing from this environment), or run with --metrics-port 0") from e
@@ -190,10 +190,11 @@ def _guarded(agent: Agent, log: Log, stop: threading.Event) -> Callable[[], None
     return target
 
 
-def _start_server(metrics: Any, agent: Agent, address: str, port: int) -> Any:
+def _start_server(metrics: Any, agent: Agent, address: str, port: int, log: Log) -> Any:
     from rdmadoctor.agent.server import MetricsServer
 
-    return MetricsServer(address, port, metrics.registry(), agent.health).start()
+    # The process_* series too (memory, CPU, open files): what a pod's limits are judged by.
+    return MetricsServer(address, port, metrics.registry(process=True), agent.health, log).start()
 
 
 def _close(publisher: Any, log: Log) -> None:

@@ -373,6 +373,22 @@ def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]
             raise _bad_value(e, spec, where) from e
 
 
+def _check_pools(file_data: dict[str, Any], config: str, known: dict[str, Expect]) -> None:
+    """Every pool of the config, not only the one selected: one ConfigMap serves every node pool
+    of a DaemonSet, and a typo in another pool's table must fail here, on every node, not when
+    that pool's nodes read it (issue 21)."""
+    pools = file_data.get("pools", {})
+    if not isinstance(pools, dict):
+        raise ConfigError(
+            f"pools in {config}: {show(pools)} is not a table of node pools",
+            'a pool is a table of expectations under pools, e.g. [pools.gw] then min_rate_gbps = 200 on the next line',
+            key="pools", value=pools, where=f"in {config}",
+        )
+    for name, table in pools.items():
+        # Each pool merged onto a scratch copy: it is checked as it would be merged for its nodes.
+        _merge({}, table, f"in {config} [pools.{name}]", known)
+
+
 def resolve(
     defaults: dict[str, Any],
     profile: str = "generic",
@@ -410,10 +426,11 @@ def resolve(
     _merge(out, {k: v for k, v in PROFILES[profile].items() if not k.startswith("_")}, f"in profile {profile!r}", known)
     if config:
         _merge(out, {k: v for k, v in file_data.items() if k not in ("profile", "pools")}, f"in {config}", known)
+        _check_pools(file_data, config, known)
     if pool:
         pools = file_data.get("pools", {})
-        if not isinstance(pools, dict) or pool not in pools:
-            have = ", ".join(sorted(pools)) if isinstance(pools, dict) and pools else "none"
+        if pool not in pools:
+            have = ", ".join(sorted(pools)) if pools else "none"
             raise ConfigError(
                 f"node pool {pool!r} is not in {config or 'the config (no --config given)'}",
                 f"pools in the config: {have}; a pool is a [pools.NAME] table",

@@ -4,8 +4,8 @@ The metrics are one collector that renders a snapshot of the last cycle, swapped
 the agent after each cycle. A scrape therefore never sees half of an update, and a series whose
 check or finding code went away is simply not rendered any more: nothing stale to remove by
 hand. The collector lives in its own ``CollectorRegistry``, never prometheus-client's global
-one, so the process-level default collectors and anything else imported stay out of it (and
-tests can build as many as they like).
+one, so nothing else imported lands in it (and tests can build as many as they like); the agent
+adds prometheus-client's ProcessCollector (the ``process_*`` series) to the one it serves.
 
 prometheus-client is imported only when metrics are rendered (rdmadoctor.agent.server serves
 them): the agent with ``--metrics-port 0`` (and the ``check`` path, always) runs without it.
@@ -23,15 +23,19 @@ from rdmadoctor.output import fleet_metrics
 # A check that passed or only warned still lets a job train; fail and unknown do not.
 CHECK_OK_VALUE = {PASS: 1.0, WARN: 1.0, FAIL: 0.0, UNKNOWN: 0.0}
 
+# Gb/s (10^9 bit/s, the unit of sysfs' ports/N/rate) in base units, bytes per second.
+BYTES_PER_SECOND_PER_GBPS = 1e9 / 8
+
 HELP = {
     "rdmadoctor_check_ok": (
         "1 when the check passed or only warned, 0 when it failed or could not decide (unknown). "
         "Skipped checks (a precondition unmet, e.g. roce.config on an InfiniBand node) have no series."
     ),
     "rdmadoctor_finding": (
-        "Findings of the last run per code and severity (error, warning, unknown, info); a finding that "
-        "follows from another found with it (MOD_MISSING under IB_NO_DEVICES) is counted under its cause only; "
-        "a code that is no longer found has no series. `rdmadoctor explain CODE` says what it means and how to fix it."
+        "Findings of the last run per code and severity (error, warning, unknown, info); a code that "
+        "is no longer found has no series. cause is empty for a root cause; a finding that follows from "
+        "another found with it (MOD_MISSING under IB_NO_DEVICES) has that code as its cause: alert on an "
+        "empty cause, one alert per root cause. `rdmadoctor explain CODE` says what it means and how to fix it."
     ),
     "rdmadoctor_check_duration_seconds": "Seconds the check (its preconditions, probe and judge) took in the last run.",
     "rdmadoctor_last_run_timestamp_seconds": "Unix time the last run of the checks finished (alert when it stops advancing).",
@@ -48,7 +52,10 @@ HELP = {
         "1 when the RDMA port's state is ACTIVE, else 0 (DOWN, INIT, ARMED), per device and port, from the "
         "last run; ports excluded with ignore_ports have no series."
     ),
-    "rdmadoctor_port_rate_gbps": "The RDMA port's link rate in Gb/s as the kernel reports it, from the last run (no series when unknown).",
+    "rdmadoctor_port_rate_bytes_per_second": (
+        "The RDMA port's link rate in bytes per second (the kernel's Gb/s times 125000000, as node_exporter's "
+        "node_infiniband_rate_bytes_per_second), from the last run (no series when unknown)."
+    ),
 }
 
 
@@ -57,13 +64,15 @@ class Snapshot:
     """What the last finished cycle measured; replaced whole, never mutated."""
 
     check_ok: dict[str, float] = field(default_factory=dict)
-    findings: dict[tuple[str, str], int] = field(default_factory=dict)
+    findings: dict[tuple[str, str], int] = field(default_factory=dict)  # root causes: (code, severity)
     durations: dict[str, float] = field(default_factory=dict)
     last_run: float | None = None
-    # (device, port, link layer) -> 1.0 / 0.0, and -> Gb/s
+    # (device, port, link layer) -> 1.0 / 0.0, and -> bytes per second
     port_active: dict[tuple[str, str, str], float] = field(default_factory=dict)
     port_rate: dict[tuple[str, str, str], float] = field(default_factory=dict)
     fingerprint: dict | None = None  # the report's, for the fleet's info metrics (output.fleet_metrics)
+    # Findings folded under a cause found with them: (code, severity, cause)
+    follow_ons: dict[tuple[str, str, str], int] = field(default_factory=dict)
 
 
 def ports_of(report: dict | None) -> tuple[dict, dict]:
@@ -79,16 +88,16 @@ def ports_of(report: dict | None) -> tuple[dict, dict]:
                 continue
             key = (str(dev.get("name") or ""), str(p.get("port") or ""), str(p.get("link_layer") or ""))
             active[key] = 1.0 if str(p.get("state") or "").upper() == "ACTIVE" else 0.0
-            if isinstance(p.get("rate_gbps"), (int, float)):
-                rate[key] = float(p["rate_gbps"])
+            if isinstance(p.get("rate_gbps"), (int, float)) and not isinstance(p["rate_gbps"], bool):
+                rate[key] = float(p["rate_gbps"]) * BYTES_PER_SECOND_PER_GBPS
     return active, rate
 
 
 def _folded(report: dict | None) -> set[tuple[str, int]]:
     """(check id, index) of the report's findings that follow from another one found with them
-    (MOD_MISSING under IB_NO_DEVICES): counted under their cause only, so an alert on every
-    error code fires once, for the root cause, as the text report, preflight and the NPD line
-    name it (output.text.folding is the one rule)."""
+    (MOD_MISSING under IB_NO_DEVICES): counted apart, with their cause as a label, so the alerts
+    (which select cause="") fire once, for the root cause, as the text report, preflight and the
+    NPD line name it (output.text.folding is the one rule)."""
     if not report:
         return set()
     from rdmadoctor.output.text import folding
@@ -107,6 +116,7 @@ def snapshot_of(results: list, finished_at: float, report: dict | None = None) -
     check_ok: dict[str, float] = {}
     findings: dict[tuple[str, str], int] = {}
     durations: dict[str, float] = {}
+    follow_ons: dict[tuple[str, str, str], int] = {}
     folded = _folded(report)
     for r in results:
         durations[r.id] = float(r.seconds)
@@ -114,11 +124,15 @@ def snapshot_of(results: list, finished_at: float, report: dict | None = None) -
             check_ok[r.id] = CHECK_OK_VALUE.get(r.status, 0.0)
         for i, f in enumerate(r.findings):
             if (r.id, i) in folded:
+                # The text report, preflight and the NPD line fold it under its cause: a series
+                # of its own, labelled with that cause, which the alerts leave out.
+                fkey = (f.code, f.severity, f.cause or "")
+                follow_ons[fkey] = follow_ons.get(fkey, 0) + 1
                 continue
             key = (f.code, f.severity)
             findings[key] = findings.get(key, 0) + 1
     active, rate = ports_of(report)
-    return Snapshot(check_ok, findings, durations, finished_at, active, rate, (report or {}).get("fingerprint"))
+    return Snapshot(check_ok, findings, durations, finished_at, active, rate, (report or {}).get("fingerprint"), follow_ons)
 
 
 class AgentMetrics:
@@ -174,9 +188,12 @@ class AgentMetrics:
             ok.add_metric([check], v)
         yield ok
 
-        fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity"])
-        for (code, severity), n in sorted(snap.findings.items()):
-            fnd.add_metric([code, severity], n)
+        fnd = GaugeMetricFamily("rdmadoctor_finding", HELP["rdmadoctor_finding"], labels=["code", "severity", "cause"])
+        counts = {(code, severity, ""): n for (code, severity), n in snap.findings.items()}
+        for key, n in snap.follow_ons.items():
+            counts[key] = counts.get(key, 0) + n
+        for (code, severity, cause), n in sorted(counts.items()):
+            fnd.add_metric([code, severity, cause], n)
         yield fnd
 
         dur = GaugeMetricFamily("rdmadoctor_check_duration_seconds", HELP["rdmadoctor_check_duration_seconds"], labels=["check"], unit="seconds")
@@ -190,7 +207,9 @@ class AgentMetrics:
             up.add_metric(list(key), v)
         yield up
 
-        rate = GaugeMetricFamily("rdmadoctor_port_rate_gbps", HELP["rdmadoctor_port_rate_gbps"], labels=port_labels)
+        rate = GaugeMetricFamily(
+            "rdmadoctor_port_rate_bytes_per_second", HELP["rdmadoctor_port_rate_bytes_per_second"], labels=port_labels, unit="bytes_per_second"
+        )
         for key, v in sorted(snap.port_rate.items()):
             rate.add_metric(list(key), v)
         yield rate
@@ -214,12 +233,17 @@ class AgentMetrics:
         info.add_metric([self.version], 1)
         yield info
 
-    def registry(self):
-        """A CollectorRegistry of its own holding only these metrics."""
+    def registry(self, process: bool = False):
+        """A CollectorRegistry of its own holding these metrics, and with ``process`` the
+        ``process_*`` series of this process (prometheus-client's ProcessCollector)."""
         from prometheus_client import CollectorRegistry
 
-        reg = CollectorRegistry(auto_describe=False)
+        reg = CollectorRegistry(auto_describe=True)  # its names: for name[] filters
         reg.register(self)
+        if process:
+            from prometheus_client import ProcessCollector
+
+            ProcessCollector(registry=reg)
         return reg
 
 

@@ -218,12 +218,22 @@ def evidence_lines(f: dict[str, Any], indent: int) -> list[Line]:
     return [(indent, [(head, "dim")], False), (indent + 2, [(safe(str(e.get("text", ""))), "")], True)]
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0 and C1 controls but tab and newline (escape sequences: clear screen, window title, OSC 52
+# clipboard), and the bidirectional controls, which reorder what a terminal or an editor shows
+# (U+202E makes "mlx5_0\u202e1/1" read backwards: CVE-2021-42574, "Trojan Source"): U+061C,
+# U+200E/200F, U+202A-202E, U+2066-2069.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match) -> str:
+    n = ord(m.group())
+    return f"\\x{n:02x}" if n <= 0xFF else f"\\u{n:04x}"
 
 
 def safe(text: str) -> str:
-    """A quoted log line with its control characters (escape sequences) shown, never obeyed."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    """A quoted log line with its control characters (escape sequences, bidi overrides) shown,
+    never obeyed: ``\\x1b``, ``\\u202e``."""
+    return _CONTROL.sub(_escaped, text)
 
 
 def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
@@ -414,13 +424,19 @@ def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = Non
 
 
 def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
-    """The GPU x NIC matrix, laid out like `nvidia-smi topo -m`."""
+    """The GPU x NIC matrix, laid out like `nvidia-smi topo -m`.
+
+    Device names come from sysfs or a bundle someone attached: each is shown through ``safe``
+    (an escape sequence or a bidi override in a name is shown, never obeyed) and as plain text,
+    never as rich markup (a name "[bold]" stays that)."""
     from rich.table import Table
+    from rich.text import Text
 
     con = console or _console()
-    if topo and topo.get("nics"):
+    nics = [safe(str(n)) for n in (topo or {}).get("nics") or []]
+    if nics:
         # Like nvidia-smi, never fold the matrix: widen past the terminal rather than crop columns.
-        need = 8 + sum(max(len(n), 4) + 2 for n in topo["nics"]) + 6
+        need = 8 + sum(max(len(n), 4) + 2 for n in nics) + 6
         if con.width < need:
             con.width = need
     if not topo or not topo.get("gpus"):
@@ -428,8 +444,8 @@ def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
         return
     table = Table(box=None, pad_edge=False, header_style="bold")
     table.add_column("")
-    for nic in topo["nics"]:
-        table.add_column(nic, no_wrap=True, min_width=len(nic))
+    for nic in nics:
+        table.add_column(Text(nic), no_wrap=True, min_width=len(nic))
     table.add_column("NUMA")
     for i, gpu in enumerate(topo["gpus"]):
         row = topo["gpu_nic"][i]
@@ -437,8 +453,8 @@ def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
         cells = []
         for rel in row:
             style = {"PIX": "green", "PXB": "green", "PHB": "yellow", "NODE": "yellow", "SYS": "red"}.get(rel or "", "")
-            cells.append(f"[{style}]{rel or '?'}[/]" if style else (rel or "?"))
-        table.add_row(gpu, *cells, "" if numa is None else str(numa))
+            cells.append(Text(safe(str(rel or "?")), style=style))
+        table.add_row(Text(safe(str(gpu))), *cells, "" if numa is None else Text(safe(str(numa))))
     con.print(table)
     con.print()
     con.print(
@@ -451,4 +467,4 @@ def render_topology(topo: dict[str, Any] | None, console: Any = None) -> None:
     )
     src = topo.get("source")
     if src:
-        con.print(f"  source: {src}", style="dim")
+        con.print(Text(f"  source: {safe(str(src))}", style="dim"))

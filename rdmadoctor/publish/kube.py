@@ -31,7 +31,9 @@ timeout: a server that drips its answer a byte at a time is abandoned at the dea
 with its reason, never a traceback: a Retry-After that is negative, NaN or unparsable is ignored
 (our own backoff applies, capped at MAX_BACKOFF), a body that is not the JSON object asked for is
 retried like an outage, and a redirect (3xx) is refused: the client does not follow redirects,
-which could carry the token to another host.
+which could carry the token to another host. An answer is read only up to MAX_ANSWER_BYTES (4 MiB,
+more than any object etcd stores): a longer Content-Length, a body that keeps coming and a
+compressed body (none is asked for) are refused while read and retried like an outage.
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ EVENT_RETRY_DELAY = 0.5
 _MAX_INSTANCE = 128  # reportingInstance, apiserver's ReportingInstanceLengthLimit
 _RETRY_STATUS = {409, 429, 500, 502, 503, 504}
 MAX_BACKOFF = 8.0
+# The most an answer may hold. A Node is stored in etcd, whose requests are at most 1.5 MiB; the
+# Status, Event and patch answers are smaller. A server streaming more (by Content-Length or
+# chunked) is refused while it is read: it drove the agent to GBs (its memory limit is 128 MiB).
+MAX_ANSWER_BYTES = 4 << 20
 
 
 # The node's compact fingerprint (rdmadoctor.engine.fingerprint), which `rdmadoctor fleet --kube`
@@ -113,6 +119,49 @@ def _httpx():
     from lightkube.core import generic_client
 
     return generic_client.httpx
+
+
+class _TooLarge(Exception):
+    """An answer refused while it was read: larger than MAX_ANSWER_BYTES, or compressed."""
+
+
+def _bound_answers(client, httpx) -> None:
+    """Refuse, while reading, an answer larger than MAX_ANSWER_BYTES (by its Content-Length, or
+    as it streams), and any compressed answer (we ask for none: a gzip body a thousand times its
+    size on the wire would pass a cap on the wire bytes). Through httpx's event hooks: the
+    response hook runs before the body is read, and swaps its stream for a counting one."""
+
+    class Capped(httpx.SyncByteStream):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __iter__(self):
+            seen = 0
+            for chunk in self.inner:
+                seen += len(chunk)
+                if seen > MAX_ANSWER_BYTES:
+                    raise _TooLarge(f"the answer passed {MAX_ANSWER_BYTES >> 20} MiB and is still coming; refused")
+                yield chunk
+
+        def close(self) -> None:
+            close = getattr(self.inner, "close", None)
+            if close is not None:
+                close()
+
+    def on_request(request) -> None:
+        request.headers["Accept-Encoding"] = "identity"
+
+    def on_response(response) -> None:
+        encoding = response.headers.get("Content-Encoding", "").strip().lower()
+        if encoding not in ("", "identity"):
+            raise _TooLarge(f"the answer is compressed (Content-Encoding: {_short(encoding, 40)}) though none was asked for; refused")
+        length = response.headers.get("Content-Length", "").strip()
+        if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+            raise _TooLarge(f"the answer says it holds {int(length):,} bytes (Content-Length), more than the "
+                            f"{MAX_ANSWER_BYTES >> 20} MiB any Kubernetes object can be; refused")
+        response.stream = Capped(response.stream)
+
+    client.event_hooks = {"request": [on_request], "response": [on_response]}
 
 
 def _micro_time(ts: float) -> str:
@@ -161,9 +210,12 @@ def label_patch(current_labels: dict, current_annotations: dict, wanted: dict[st
     """The merge patch taking the node's labels to ``wanted`` ({} when nothing changes)."""
     prefix = normalize_prefix(prefix)
     ann_key = owned_annotation(prefix)
-    current_labels = current_labels or {}
-    current_annotations = current_annotations or {}
-    previously = {k.strip() for k in (current_annotations.get(ann_key) or "").split(",") if k.strip()}
+    current_labels = current_labels if isinstance(current_labels, dict) else {}
+    current_annotations = current_annotations if isinstance(current_annotations, dict) else {}
+    said = current_annotations.get(ann_key)
+    # Not a string (a number, a list, an object someone wrote): treated as absent, so no label is
+    # removed on its word, and rewritten below (NodePublisher says so in one line).
+    previously = {k.strip() for k in said.split(",") if k.strip()} if isinstance(said, str) else set()
     changes: dict[str, str | None] = {}
     for k, v in wanted.items():
         if current_labels.get(k) != v:
@@ -215,6 +267,25 @@ def _body_text(response) -> str:
         return _short(response.text) or "(no body)"
     except Exception:  # noqa: BLE001 - an undecodable body says nothing more
         return "(an unreadable body)"
+
+
+def _causes(e: BaseException):
+    """The exceptions ``e`` was raised from or during, nearest first (at most 8)."""
+    cur = e.__cause__ or e.__context__
+    for _ in range(8):
+        if cur is None:
+            return
+        yield cur
+        cur = cur.__cause__ or cur.__context__
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in words: "a number", "a list", "an object", ..."""
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    return {list: "a list", dict: "an object", str: "a string"}.get(type(value), type(value).__name__)
 
 
 def _as_dict(obj) -> dict:
@@ -359,6 +430,11 @@ class NodeAPI:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
             except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
                 raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
+            # lightkube.Client -> its GenericSyncClient -> the httpx Client (lightkube has no hook
+            # of its own; tests/test_harden_bounded.py fails if a new lightkube moves it).
+            inner = getattr(getattr(self._client, "_client", None), "_client", None)
+            if isinstance(inner, httpx.Client):
+                _bound_answers(inner, httpx)
         return self._client
 
     def _config(self):
@@ -442,6 +518,11 @@ class NodeAPI:
         httpx = _httpx()
         if isinstance(e, (_Retry, _Unauthorized, PublishError)):
             raise e
+        too_large = e if isinstance(e, _TooLarge) else next((c for c in _causes(e) if isinstance(c, _TooLarge)), None)
+        if too_large is not None:
+            # Not the Kubernetes API as it answers (a proxy, a broken or hostile server): retried
+            # like an outage, and named if it lasts.
+            raise _Retry(f"{what}: {too_large}") from None
         if isinstance(e, ApiError):
             status = getattr(e, "status", None)
             code = int(getattr(status, "code", 0) or e.response.status_code)
@@ -597,13 +678,25 @@ class NodePublisher(Publisher):
         self.events_created = 0
         self.events_failed = 0
         self.event_errors: list[str] = []  # why events of the last publish were not created
+        # What the last publish found odd on the Node and worked around (one line each): the
+        # agent logs them as warnings, `label` prints them in its summary.
+        self.notices: list[str] = []
 
     # -- one cycle -------------------------------------------------------------------------
     def _cycle(self, report: dict, written: list[str]) -> list[str]:
         node = self.api.get_node(self.node)
         meta = node.get("metadata") or {}
+        if not isinstance(meta, dict):
+            meta = {}
         notes: list[str] = []
         if self.do_labels:
+            said = (meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}).get(owned_annotation(self.prefix))
+            if said is not None and not isinstance(said, str):
+                self.notices.append(
+                    f"the {owned_annotation(self.prefix)} annotation on node {self.node} is {_json_kind(said)} "
+                    f"({_short(json.dumps(said, default=str), 80)}), not the comma-separated label keys rdmadoctor "
+                    "writes: treated as absent (no label is removed on its word) and rewritten"
+                )
             wanted, self.problems = node_labels(report, self.prefix)
             if not wanted:
                 # Every report that judged anything has ready=true|false: none at all means something
@@ -652,7 +745,7 @@ class NodePublisher(Publisher):
         if self.dry_run and self.do_labels:
             for k in sorted(wanted):
                 self.out.write(f"{k}={wanted[k]}\n")
-        self.summary = ("dry run: " if self.dry_run else "") + "; ".join(notes)
+        self.summary = ("dry run: " if self.dry_run else "") + "; ".join(self.notices + notes)
         return written
 
     def _send_events(self, events: list[dict], uid: str | None, now: float) -> str:
@@ -714,6 +807,7 @@ class NodePublisher(Publisher):
     def publish(self, report: dict) -> list[str]:
         written: list[str] = []
         self.event_errors = []
+        self.notices = []
         rebuilt = False
         attempt = 0
         delay = self.backoff

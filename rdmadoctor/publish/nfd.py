@@ -173,6 +173,7 @@ class NfdPublisher(Publisher):
         self.name = name
         self.path = os.path.join(self.features_dir, name)
         self.problems: tuple[str, ...] = ()
+        self._found = ""  # what _read_old found at the path when it was no regular file
 
     def content(self, report: dict, now: float | None = None) -> str:
         """The file this report gives at ``now``."""
@@ -183,13 +184,21 @@ class NfdPublisher(Publisher):
         return render(kept, now + self.expiry)
 
     def _read_old(self) -> str | None:
+        """The file written before, or None (absent, unreadable, not a regular file: rewriting it
+        is the fix). Read the bounded, non-blocking way (rdmadoctor.core.files.read_regular): a
+        FIFO put there would otherwise block the cycle for ever, a device never end."""
+        from rdmadoctor.core.files import NotRegular, read_regular
+
+        self._found = ""
         try:
-            with open(self.path, "rb") as f:
-                data = f.read(MAX_FILE_BYTES + 1)
+            data = read_regular(self.path, MAX_FILE_BYTES)
         except FileNotFoundError:
             return None
+        except NotRegular as e:
+            self._found = e.kind
+            return None
         except OSError:
-            return None  # unreadable: rewriting it is the fix
+            return None
         return data.decode("utf-8", "replace")
 
     def publish(self, report: dict) -> list[str]:
@@ -220,4 +229,6 @@ class NfdPublisher(Publisher):
         except OSError as e:
             raise _dir_error(self.features_dir, e) from e
         self.summary = f"wrote {words.count(count, 'label')} to {self.path} (expiry {expires})"
+        if self._found:
+            self.summary += f"; it replaced {self._found} that was there, not a file rdmadoctor wrote"
         return ["nfd"]
