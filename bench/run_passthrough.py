@@ -12,8 +12,8 @@ call, so interpreter start-up and the command line's imports are left out (they 
 whatever the job prints; the line "cold CLI" gives them, with the whole `rdmadoctor run`
 measured by RUSAGE_CHILDREN minus the child's own figure). The configurations:
 
-  (a) passthrough only: rdmadoctor.preflight.child.Child with no Diagnoser;
-  (b) passthrough + Diagnoser: rdmadoctor.preflight.child.run_job(no_gate=True), what `run` does;
+  (a) passthrough only: rdmadoctor.supervise.Child with no Diagnoser;
+  (b) passthrough + Diagnoser: rdmadoctor.supervise.run_job(no_gate=True), what `run` does;
   (c) cold CLI: `rdmadoctor run --no-gate -- child`, the whole process;
   (d) with --modes read-all: (b) with --read-all, the Diagnoser reading every line.
 
@@ -82,7 +82,7 @@ CHILD = textwrap.dedent("""\
 DRIVER = textwrap.dedent("""\
     import json, os, resource, sys
     mode, report, argv = sys.argv[1], sys.argv[2], sys.argv[3:]
-    from rdmadoctor.preflight import child as c
+    from rdmadoctor import supervise as c
     import rdmadoctor.logs, rdmadoctor.output.text  # imported before the measure, as the CLI has them
     def cpu():
         ru = resource.getrusage(resource.RUSAGE_SELF)

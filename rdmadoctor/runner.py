@@ -1,4 +1,6 @@
-"""One call from options to a report; shared by the CLI, the fast path and (later) the agent."""
+"""From options to a report in one call (:func:`diagnose`): every command that judges a node
+goes through it (check, label, diagnose, topo, the agent's loop, preflight's gate, collect's
+recording), and it raises :class:`UsageError` for the CLI to print."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from rdmadoctor.host import Host
 
 @record(frozen=False)
 class Options:
+    """What one run of the checks needs; how a command line spelled it is
+    rdmadoctor.cli.options.Args."""
+
     root: str | None = None
     bundle: str | None = None
     example: str | None = None
@@ -104,7 +109,10 @@ def open_target(opts: Options) -> Host:
 
 
 @record(frozen=False)
-class Diagnosis:
+class Outcome:
+    """One run of the checks: its report, the checks' results, and the context they read through
+    (not to be confused with rdmadoctor.logs.Diagnosis, the diagnosis of a job's log)."""
+
     report: dict[str, Any]
     results: list
     ctx: engine.Context
@@ -113,7 +121,7 @@ class Diagnosis:
 SCOPES = ("all", "node")
 
 
-def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
+def diagnose(opts: Options, host: Host | None = None) -> Outcome:
     check_empty(opts)
     if opts.scope not in SCOPES:
         raise UsageError(f"--scope must be one of {', '.join(SCOPES)}, got {opts.scope!r}")
@@ -149,7 +157,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Diagnosis:
     rep["scope"] = opts.scope
     rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
     rep["fingerprint"]["identity"]["node"] = node_name(host)
-    return Diagnosis(rep, results, ctx)
+    return Outcome(rep, results, ctx)
 
 
 def node_name(host: Host) -> str | None:

@@ -97,8 +97,8 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     """A job prints long NCCL lines and far more than a pipe holds while the diagnosis thread is
     held: the copy finishes complete and in order before the diagnosis is let go, what could not
     wait is counted and said, and the line numbers after it stay true."""
+    from rdmadoctor import supervise
     from rdmadoctor.logs import Diagnoser
-    from rdmadoctor.preflight import child
 
     gate = threading.Event()
     release = threading.Timer(300, gate.set)  # the test never hangs, even if the copy waits
@@ -111,9 +111,9 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
             super().feed(data, source)
 
     d = Held()
-    diagnosing = child.Diagnosing(d, limit=1 << 20)
-    watch = child.Watch(diagnosing, "job output")
-    feeds = {name: child.LineFeed(watch.feed) for name in ("stdout", "stderr")}
+    diagnosing = supervise.Diagnosing(d, limit=1 << 20)
+    watch = supervise.Watch(diagnosing, "job output")
+    feeds = {name: supervise.LineFeed(watch.feed) for name in ("stdout", "stderr")}
     script = (
         "import sys\n"
         "w = sys.stdout.buffer.write\n"
@@ -124,8 +124,8 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
     )
     out_path, err_path = tmp_path / "out", tmp_path / "err"
     with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        job = child.Child([sys.executable, "-c", script], dict(os.environ), child.Sink(out.fileno()),
-                          child.Sink(err.fileno()), on_data=lambda data, name: feeds[name].push(data),
+        job = supervise.Child([sys.executable, "-c", script], dict(os.environ), supervise.Sink(out.fileno()),
+                          supervise.Sink(err.fileno()), on_data=lambda data, name: feeds[name].push(data),
                           on_eof=lambda name: feeds[name].close())
         result = job.run()
         held = not gate.is_set()
@@ -151,11 +151,11 @@ def test_run_copies_the_whole_output_while_the_diagnosis_is_held(tmp_path):
 def test_run_reads_nccl_batches_after_the_head_within_a_budget(monkeypatch):
     """A job printing NCCL channel lines for ever, its transport never shown, is read for at
     most READ_NCCL bytes after the head, as the middle of any output is counted, not read."""
-    from rdmadoctor.preflight import child
+    from rdmadoctor.supervise import diagnosis
 
-    monkeypatch.setattr(child, "READ_HEAD", 1 << 20)
-    monkeypatch.setattr(child, "READ_TAIL", 1 << 20)
-    monkeypatch.setattr(child, "READ_NCCL", 2 << 20)
+    monkeypatch.setattr(diagnosis, "READ_HEAD", 1 << 20)
+    monkeypatch.setattr(diagnosis, "READ_TAIL", 1 << 20)
+    monkeypatch.setattr(diagnosis, "READ_NCCL", 2 << 20)
 
     class Counting:
         transport_shown = False
@@ -171,7 +171,7 @@ def test_run_reads_nccl_batches_after_the_head_within_a_budget(monkeypatch):
             pass
 
     d = Counting()
-    w = child.Watch(d, "job output")
+    w = diagnosis.Watch(d, "job output")
     batch = b"h:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0\n" * 4096
     for _ in range((64 << 20) // len(batch)):
         w.feed(batch)

@@ -463,7 +463,7 @@ def test_socket_warning_names_the_reason_the_output_showed():
 
 def test_transport_message_without_a_reason():
     from rdmadoctor.logs import Diagnoser
-    from rdmadoctor.preflight.child import transport_message
+    from rdmadoctor.supervise import transport_message
 
     for log, want in ((SOCKET_LOG, "WARNING: NCCL 2.18.5 uses NET/Socket over eth0: inter-node traffic goes over TCP, "
                                    "not RDMA; expect a fraction of the fabric's bandwidth"),
@@ -759,7 +759,7 @@ def test_fast_parser_matches_typer(args, monkeypatch):
     from rdmadoctor.cli.app import app
 
     seen: list[dict] = []
-    monkeypatch.setattr(cli_run, "run_run", lambda **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(cli_run, "run_command", lambda args: seen.append(args) or 0)
     result = CliRunner().invoke(app, ["run", *args])
     assert result.exit_code == 0, result.output
     assert cli_run.parse_argv(args) == seen[0]
@@ -811,7 +811,7 @@ def test_examples_show_the_run_prefix_form():
 
 
 def test_line_feed_keeps_streams_apart_and_cuts_long_lines():
-    from rdmadoctor.preflight.child import LINE_LIMIT, LineFeed
+    from rdmadoctor.supervise import LINE_LIMIT, LineFeed
 
     fed: list[bytes] = []
     out, err = LineFeed(fed.append), LineFeed(fed.append)
@@ -834,10 +834,10 @@ def test_the_middle_of_a_long_output_is_counted_not_read(monkeypatch):
     """run reads CMD's first and last READ_HEAD/READ_TAIL bytes (and NCCL lines until the
     transport is known); the lines after the middle keep their true numbers."""
     from rdmadoctor.logs import Diagnoser
-    from rdmadoctor.preflight import child
+    from rdmadoctor.supervise import diagnosis
 
-    monkeypatch.setattr(child, "READ_HEAD", 1000)
-    monkeypatch.setattr(child, "READ_TAIL", 1000)
+    monkeypatch.setattr(diagnosis, "READ_HEAD", 1000)
+    monkeypatch.setattr(diagnosis, "READ_TAIL", 1000)
     init = [b"h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>\n",
             b"h:1:1 [0] NCCL INFO Using network IB\n",
             b"h:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA\n"]
@@ -848,7 +848,7 @@ def test_the_middle_of_a_long_output_is_counted_not_read(monkeypatch):
 
     def watch(lines, read_all=False):
         d = Diagnoser()
-        w = child.Watch(d, "job output", read_all=read_all)
+        w = diagnosis.Watch(d, "job output", read_all=read_all)
         for ln in lines:
             w.feed(ln)
         w.close()

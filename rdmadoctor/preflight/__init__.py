@@ -12,6 +12,9 @@ Three steps, one module each, with their own tests:
    short plain text that reads well in ``kubectl logs``, or JSON) and, on GO, ``exec``s the
    training command in this same process.
 
+``rdmadoctor run`` (the gate, then the job as a watched child rather than ``exec``) is
+:mod:`rdmadoctor.supervise`, a layer above this one: it calls this package's gate.
+
 No typer and no command-line parsing here: ``rdmadoctor.cli.preflight`` parses the line (typer
 free on the fast path) and prints usage errors, which this package raises as PreflightError.
 """
