@@ -1,5 +1,6 @@
 """The house rules that tools enforce: the import layers (import-linter), @record as a dataclass
-for type checkers (mypy), the mypy step over the whole package (scripts/typecheck.py), and the fixture generator's command line after its split.
+for type checkers (mypy), the mypy step over the whole package (scripts/typecheck.py), and the
+fixture generator's command line after its split.
 
 The layer lint runs against an ordinary install of the tree, never the editable one: grimp
 builds its graph by walking the package folder, and the editable install maps
