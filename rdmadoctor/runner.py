@@ -1,4 +1,6 @@
-"""One call from options to a report; shared by the CLI, the fast path and (later) the agent."""
+"""From options to a report in one call (:func:`diagnose`): every command that judges a node
+goes through it (check, label, diagnose, topo, the agent's loop, preflight's gate, collect's
+recording), and it raises :class:`UsageError` for the CLI to print."""
 
 from __future__ import annotations
 
@@ -15,6 +17,9 @@ from rdmadoctor.host import Host
 
 @record(frozen=False)
 class Options:
+    """What one run of the checks needs; how a command line spelled it is
+    rdmadoctor.cli.options.Args."""
+
     root: str | None = None
     bundle: str | None = None
     example: str | None = None

@@ -10,29 +10,85 @@ import subprocess
 import sys
 
 import pytest
+import typer
 from conftest import check_json, codes_of, run_cli
 
 from rdmadoctor.cli import fast
 
 
-def _typer_check_params() -> dict[str, str]:
+def _typer_params(command: str) -> dict[str, str]:
     import typer.main
 
     from rdmadoctor.cli.app import app
 
-    cmd = typer.main.get_command(app).commands["check"]
+    cmd = typer.main.get_command(app).commands[command]
     out = {}
     for p in cmd.params:
         for opt in p.opts:
-            if opt.startswith("--"):
+            if opt.startswith("-"):
                 out[opt] = p.name
     return out
 
 
-def test_fast_parser_knows_every_check_option_and_nothing_else():
-    typer_opts = _typer_check_params()
+@pytest.mark.parametrize("command", ["check", "preflight", "run"])
+def test_fast_parser_knows_every_option_and_nothing_else(command):
+    from rdmadoctor.cli import options
+
+    typer_opts = _typer_params(command)
     typer_opts.pop("--help", None)
-    assert {o: n for o, (n, _) in fast.OPTIONS.items()} == typer_opts
+    typer_opts.pop("-h", None)
+    assert {o: n for o, (n, _) in options.fast_table(command).items()} == typer_opts
+
+
+def test_the_option_table_says_each_fact_once():
+    from rdmadoctor.cli import complete, options
+
+    by_flag: dict[str, tuple] = {}
+    by_field: dict[str, str] = {}
+    for row in options.OPTIONS:
+        assert row.kind in options.KINDS and row.flag.startswith("--") and row.commands, row
+        # One row per wording of a flag: the rows of one flag agree on all but the help text.
+        same = (row.aliases, row.field, row.kind, row.default, row.metavar)
+        assert by_flag.setdefault(row.flag, same) == same, row
+        assert by_field.setdefault(row.field, row.flag) == row.flag, f"{row.field} is set by two flags"
+        assert row.complete is None or callable(getattr(complete, row.complete)), row
+    for command in {c for row in options.OPTIONS for c in row.commands}:
+        flags = [flag for row in options.rows(command) for flag in (row.flag, *row.aliases)]
+        assert len(flags) == len(set(flags)), f"{command} takes a flag twice"
+    assert set(by_field) | {"command"} == set(vars(options.Args()))
+
+
+def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
+    """Adding an option is one row: the fast parser, typer (its help and parsing) and the record
+    follow, for each command the row names and no other."""
+    from typer.testing import CliRunner
+
+    from rdmadoctor.cli import options
+
+    row = options.Option("--settle", "settle", "float", "Wait SECONDS for the links first.", metavar="SECONDS",
+                         commands=("check", "run"), aliases=("-W",))
+    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (row,))
+    line = ["--example", "roce-node", "--settle", "2.5", "--only", "ib"]
+    fast_args = fast.parse(line)
+    assert fast_args is not None and fast_args.settle == 2.5 and fast_args.only == ["ib"]
+    assert fast.parse(["--settle", "soon"]) is None  # typer explains a value that is not a number
+    assert fast.parse(["--settle", "1"], "preflight") is None  # not a preflight option
+    assert fast.parse(["--settle", "1", "--", "true"], "run", rest=True).settle == 1.0
+    assert fast.parse(["-W", "3"]).settle == 3.0
+
+    seen = []
+    scratch = typer.Typer()
+    scratch.command("check")(options.command("check", lambda args: seen.append(args) or 0))
+    scratch.command("other")(lambda: None)
+    res = CliRunner().invoke(scratch, ["check", *line])
+    assert res.exit_code == 0, res.output
+    assert seen == [fast_args]
+    res = CliRunner().invoke(scratch, ["check", "--help"], env={"COLUMNS": "200"})
+    assert "--settle" in res.stdout and "Wait SECONDS for the links first." in res.stdout
+    res = CliRunner().invoke(scratch, ["check", "-W", "3"])
+    assert res.exit_code == 0 and seen[-1].settle == 3.0
+    res = CliRunner().invoke(scratch, ["check", "--settle", "soon"])
+    assert res.exit_code == 2 and "'soon' is not a valid float" in res.output
 
 
 @pytest.mark.parametrize(
@@ -169,7 +225,7 @@ def test_parse_errors_speak_in_one_voice(args, message, hint):
 
 
 def test_a_misspelled_option_suggests_only_real_options_of_that_command():
-    real = set(_typer_check_params())
+    real = set(_typer_params("check"))
     for typo in ("--jsno", "--skp", "--scpe", "--exmaple", "--strct", "--verbos", "--prfile", "--zzzz"):
         code, out, err = run_cli(["check", typo])
         assert code == 2 and out == ""

@@ -390,7 +390,7 @@ def test_run_takes_the_gang_options_of_preflight():
     from rdmadoctor.cli.run import parse_argv
 
     kw = parse_argv(["--gang", "--gang-rank", "0", "--gang-size", "1", "--bandwidth", "--", "true"])
-    assert kw["gang"] and kw["bandwidth"] and kw["gang_size"] == 1 and kw["command"] == ["true"]
+    assert kw.gang and kw.bandwidth and kw.gang_size == 1 and kw.command == ["true"]
 
 
 def test_run_gang_prints_the_gang_verdict_on_stderr_and_runs_the_job():

@@ -27,7 +27,7 @@ def _assert_usage_error(code: int, out: str, err: str, option: str) -> None:
 
 @pytest.mark.parametrize("value", BAD + ["0", "1e20", "3601"])
 def test_check_timeout_is_finite_positive_and_bounded(value, tmp_path):
-    # `check --root DIR --timeout X` is a line the fast path (cli/fast.py) parses without typer.
+    # `check --root DIR --timeout X` is a line the fast path (cli/options.py) parses without typer.
     code, out, err = run_cli(["check", "--root", str(tmp_path), "--timeout", value])
     _assert_usage_error(code, out, err, "--timeout")
 

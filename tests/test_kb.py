@@ -400,3 +400,15 @@ def test_every_example_is_found_by_the_scan(p):
             d = diagnose_bytes(text.encode() + b"\n")
             got = {(f.code, f.data.get("pattern")) for f in d.findings}
             assert any(code == p.code for code, _ in got), (p.id, text, got)
+
+
+def test_rows_that_explain_a_socket_fallback_say_so_themselves():
+    """'Explains a socket fallback' is a field of the row (no list of codes beside the scanner): the
+    rows that set it are problems about the IB path, never information or a symptom."""
+    from rdmadoctor.logs import scan
+
+    rows = [p for p in PATTERNS if p.explains_fallback]
+    assert len(rows) >= 20 and not hasattr(scan, "_FALLBACK_REASONS")
+    for p in rows:
+        assert p.severity in ("error", "warning") and not p.symptom, p.id
+    assert {p.code for p in rows} >= {"NCCL_IB_DISABLED_BY_ENV", "VERBS_PROVIDER_MISSING", "IB_NO_DEVICES", "OFI_NO_PROVIDER"}

@@ -47,7 +47,7 @@ ROWS = (
             ref="r", symptom=True),
     Pattern(id="t.ibdisable", code="NCCL_IB_DISABLED_BY_ENV", severity=WARNING, needle="NCCL_IB_DISABLE set by environment",
             regex=r"NCCL_IB_DISABLE set by environment to (?P<v>\d+)", subject="NCCL_IB_DISABLE", message="NCCL_IB_DISABLE={v}",
-            meaning="m", fix="f", ref="r"),
+            meaning="m", fix="f", ref="r", explains_fallback=True),
 )
 
 

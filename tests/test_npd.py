@@ -153,7 +153,7 @@ def test_plugin_monitor_config_loads_as_npd_loads_it() -> None:
     assert rule["args"][0] == "check"
     parsed = fast.parse(rule["args"][1:])
     assert parsed is not None, "the rule's args are not all flags of `rdmadoctor check`"
-    assert parsed["output_format"] == "npd" and parsed["scope"] == "node" and parsed["root"] == "/host"
+    assert parsed.output_format == "npd" and parsed.scope == "node" and parsed.root == "/host"
 
 
 def test_npd_validation_rejects_what_npd_rejects() -> None:

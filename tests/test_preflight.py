@@ -541,7 +541,7 @@ def test_fast_parser_matches_typer(args, monkeypatch):
     from rdmadoctor.cli.app import app
 
     seen: list[dict] = []
-    monkeypatch.setattr(cli_pf, "run_preflight", lambda **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(cli_pf, "preflight_command", lambda args: seen.append(args) or 0)
     # Straight to typer, so this holds whether or not rdmadoctor.cli.main takes the fast path.
     result = CliRunner().invoke(app, ["preflight", *args])
     assert result.exit_code == 0, result.output
@@ -615,7 +615,7 @@ def test_job_uid_is_passed_as_an_expectation():
     # Only the plumbing: the job_uid expectation itself belongs to limits.memlock.
     from rdmadoctor.cli.preflight import parse_argv
 
-    assert parse_argv(["--example", "x", "--job-uid", "1000"])["job_uid"] == 1000
+    assert parse_argv(["--example", "x", "--job-uid", "1000"]).job_uid == 1000
     assert parse_argv(["--job-uid", "root"]) is None  # typer explains a uid that is not a number
     # After the user's --set items, so the flag wins, as --expect-hcas and --min-rate do.
     assert pf.expectation_sets(["job_uid=0"], None, None, 1000) == ["job_uid=0", "job_uid=1000"]
@@ -639,14 +639,14 @@ def test_library_raises_usage_errors_and_prints_nothing(capsys):
 def test_fast_path_runs_without_typer():
     code = (
         "import sys\n"
-        "from rdmadoctor.cli.preflight import parse_argv, run_preflight\n"
-        "rc = run_preflight(**parse_argv(['--example', 'hgx-h100-ib', '--only', 'ib']))\n"
+        "from rdmadoctor.cli.preflight import parse_argv, preflight_command\n"
+        "rc = preflight_command(parse_argv(['--example', 'hgx-h100-ib', '--only', 'ib']))\n"
         "print('typer' in sys.modules, rc)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[-1] == "False 0"
-    code = "from rdmadoctor.cli.preflight import parse_argv, run_preflight; raise SystemExit(run_preflight(**parse_argv(['--example', 'no-such'])))"
+    code = "from rdmadoctor.cli.preflight import parse_argv, preflight_command; raise SystemExit(preflight_command(parse_argv(['--example', 'no-such'])))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)
     assert r.returncode == 2 and r.stderr.startswith("rdmadoctor: error: ") and "Traceback" not in r.stderr
 

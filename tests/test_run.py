@@ -759,7 +759,7 @@ def test_fast_parser_matches_typer(args, monkeypatch):
     from rdmadoctor.cli.app import app
 
     seen: list[dict] = []
-    monkeypatch.setattr(cli_run, "run_run", lambda **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(cli_run, "run_command", lambda args: seen.append(args) or 0)
     result = CliRunner().invoke(app, ["run", *args])
     assert result.exit_code == 0, result.output
     assert cli_run.parse_argv(args) == seen[0]

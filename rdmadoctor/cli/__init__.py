@@ -2,10 +2,11 @@
 
 `check` runs in init containers and every minute on every node; typer and its click core cost
 ~30 ms to import, more than the whole check. So a ``check`` command line made only of the
-options in :data:`rdmadoctor.cli.fast.OPTIONS` (and a ``preflight`` or ``run`` one made of
-theirs) is parsed here, and everything else (``--help``,
-other commands, a typo) goes to the typer app, which owns the errors and help texts.
-tests/test_cli.py keeps both parsers in step.
+options :data:`rdmadoctor.cli.options.OPTIONS` gives it (and a ``preflight`` or ``run`` one made
+of theirs) is parsed here (rdmadoctor.cli.options.parse), and everything else (``--help``, other
+commands, a typo) goes to the typer app, which owns the errors and help texts. Both parsers are
+built from that one table and hand the command one ``Args`` record; tests/test_cli.py keeps
+them in step.
 """
 
 from __future__ import annotations
@@ -43,27 +44,27 @@ def _dispatch(args: list[str]) -> int | None:
     if COMPLETE_VAR in os.environ:
         pass
     elif args and args[0] == "check":
-        from rdmadoctor.cli.fast import parse
+        from rdmadoctor.cli.options import parse
 
         parsed = parse(args[1:])
         if parsed is not None:
-            from rdmadoctor.cli.check import run_check
+            from rdmadoctor.cli.check import check_command
 
-            return run_check(**parsed)
+            return check_command(parsed)
     elif args and args[0] == "preflight":
         # Every init container of every job runs it: the same typer-free path as `check`.
-        from rdmadoctor.cli.preflight import parse_argv, run_preflight
+        from rdmadoctor.cli.preflight import parse_argv, preflight_command
 
         parsed = parse_argv(args[1:])
         if parsed is not None:
-            return run_preflight(**parsed)
+            return preflight_command(parsed)
     elif args and args[0] == "run":
         # The prefix of every rank's command line (mpirun ... rdmadoctor run -- python train.py).
-        from rdmadoctor.cli.run import parse_argv, run_run
+        from rdmadoctor.cli.run import parse_argv, run_command
 
         parsed = parse_argv(args[1:])
         if parsed is not None:
-            return run_run(**parsed)
+            return run_command(parsed)
     from rdmadoctor.cli.app import app
 
     app(args=args, prog_name="rdmadoctor")

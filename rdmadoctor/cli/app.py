@@ -68,8 +68,8 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-from rdmadoctor.cli import complete
-from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, JsonOpt, PoolOpt, ProfileOpt, RootOpt
+from rdmadoctor.cli import complete, options
+from rdmadoctor.cli.options import BundleOpt, ExampleOpt, RootOpt
 
 
 def _version(value: bool) -> None:
@@ -85,35 +85,16 @@ def _root(
     pass
 
 
-@app.command()
-def check(
-    root: Optional[str] = RootOpt,
-    bundle: Optional[str] = BundleOpt,
-    example: Optional[str] = ExampleOpt,
-    profile: str = ProfileOpt,
-    config: Optional[str] = ConfigOpt,
-    pool: Optional[str] = PoolOpt,
-    sets: List[str] = typer.Option([], "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set min_rate_gbps=200 (repeatable)."),
-    only: List[str] = typer.Option([], "--only", metavar="ID", autocompletion=complete.check_ids, help="Run only these checks (ids or families: ib, ib.ports; repeatable or comma-separated)."),
-    skip: List[str] = typer.Option([], "--skip", metavar="ID", autocompletion=complete.check_ids, help="Skip these checks (repeatable or comma-separated)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool that runs longer than this (default 5)."),
-    as_json: bool = JsonOpt,
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 on warnings too."),
-    verbose: bool = typer.Option(False, "--verbose", help="Also show informational findings."),
-    scope: str = typer.Option("all", "--scope", metavar="all|node", help="all: this container on this node (default). node: the machine only, as the agent judges it; the checks of the process itself (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped. Use node with --root /host from a debug pod."),
-    output_format: Optional[str] = typer.Option(None, "--format", metavar="text|json|npd", help="text (default), json (as --json), or npd: one ASCII line under 80 characters, the worst problem first, for Node Problem Detector's custom plugin monitor (deploy/npd/)."),
-    sample: Optional[float] = typer.Option(None, "--sample", metavar="SECONDS", help="Read every RDMA port's error counters, wait SECONDS, read them again and judge the growth (ib.counters: flaps, symbol errors, RoCE ACK timeouts). Default: no sample, ib.counters is skipped."),
-) -> None:
-    """Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown)."""
-    from rdmadoctor.cli.check import run_check
+def _check(args: options.Args) -> int:
+    from rdmadoctor.cli.check import check_command
 
-    raise typer.Exit(
-        run_check(
-            root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
-            sets=sets, only=only, skip=skip, timeout=timeout, as_json=as_json, strict=strict, verbose=verbose,
-            scope=scope, output_format=output_format, sample=sample,
-        )
-    )
+    return check_command(args)
+
+
+# Its options are rows of rdmadoctor.cli.options.OPTIONS, as the fast path reads them.
+app.command("check", help="Run every check and print a health report (exit 0 healthy, 1 a problem, 2 unknown).")(
+    options.command("check", _check)
+)
 
 
 @app.command()

@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number, fail_usage, pipe_closed
 from rdmadoctor.runner import Options, UsageError, diagnose
+
+TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
+if TYPE_CHECKING:
+    from typing import Any
 
 SEE_HELP = "see `rdmadoctor check --help`"
 TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
@@ -17,55 +20,45 @@ SAMPLE_MAX = 3600.0
 FORMATS = ("text", "json", "npd")
 
 
-def run_check(
-    *,
-    root: str | None = None,
-    bundle: str | None = None,
-    example: str | None = None,
-    profile: str = "generic",
-    config: str | None = None,
-    pool: str | None = None,
-    sets: list[str] | None = None,
-    only: list[str] | None = None,
-    skip: list[str] | None = None,
-    timeout: float | None = None,
-    as_json: bool = False,
-    strict: bool = False,
-    verbose: bool = False,
-    scope: str = "all",
-    output_format: str | None = None,
-    sample: float | None = None,
-) -> int:
+def check_command(args: Any) -> int:
+    """``rdmadoctor check`` for one command line (an :class:`rdmadoctor.cli.options.Args`)."""
+    timeout, as_json, output_format = args.timeout, args.as_json, args.output_format
     opts = Options(
-        root=root,
-        bundle=bundle,
-        example=example,
-        profile="generic" if profile is None else profile,
-        config=config,
-        pool=pool,
-        sets=list(sets or []),
-        only=list(only or []),
-        skip=list(skip or []),
-        strict=strict,
+        root=args.root,
+        bundle=args.bundle,
+        example=args.example,
+        profile="generic" if args.profile is None else args.profile,
+        config=args.config,
+        pool=args.pool,
+        sets=list(args.sets or []),
+        only=list(args.only or []),
+        skip=list(args.skip or []),
+        strict=args.strict,
         timeout=timeout,
-        scope="all" if scope is None else scope,
-        sample=sample,
+        scope="all" if args.scope is None else args.scope,
+        sample=args.sample,
     )
-    bad = check_number("--sample", sample, low=0, high=SAMPLE_MAX, hint=SAMPLE_HINT)
-    if bad is not None:
-        return bad
+    if args.sample is not None:  # rdmadoctor.cli.errors is imported when there is a number to judge
+        from rdmadoctor.cli.errors import check_number
+
+        bad = check_number("--sample", args.sample, low=0, high=SAMPLE_MAX, hint=SAMPLE_HINT)
+        if bad is not None:
+            return bad
     if output_format is not None and not output_format.strip():
-        return fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
+        return _fail_usage("--format is empty", f"--format takes one of {', '.join(FORMATS)}; leave it out for text")
     fmt = (output_format or ("json" if as_json else "text")).lower()
     if fmt not in FORMATS:
-        return fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
+        return _fail_usage(f"--format {output_format}: expected one of {', '.join(FORMATS)}", "e.g. --format npd for Node Problem Detector")
     if as_json and fmt != "json":
-        return fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
-    bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
-    if bad is not None:
-        if fmt == "npd":
-            _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
-        return bad
+        return _fail_usage(f"--json and --format {fmt} ask for two outputs", "give one: --json is --format json")
+    if timeout is not None:
+        from rdmadoctor.cli.errors import TOOL_TIMEOUT_MAX, check_number
+
+        bad = check_number("--timeout", timeout, low=0, high=TOOL_TIMEOUT_MAX, hint=TIMEOUT_HINT)
+        if bad is not None:
+            if fmt == "npd":
+                _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
+            return bad
     try:
         diag = diagnose(opts)
     except UsageError as e:
@@ -81,11 +74,11 @@ def run_check(
         else:
             from rdmadoctor.output.text import render_report
 
-            render_report(rep, verbose=verbose)
+            render_report(rep, verbose=args.verbose)
         sys.stdout.flush()
     except BrokenPipeError:
         # `check | head -1` read what it wanted; the verdict is the exit code, not the write.
-        pipe_closed()
+        _pipe_closed()
     return int(rep["exit_code"])
 
 
@@ -98,10 +91,23 @@ def _npd_line(message: str) -> None:
         sys.stdout.write(npd_error_line(message) + "\n")
         sys.stdout.flush()
     except BrokenPipeError:
-        pipe_closed()
+        _pipe_closed()
 
 
 def _usage(fmt: str, message: str, hint: str) -> int:
     if fmt == "npd":
         _npd_line(message)
-    return fail_usage(message, hint)
+    return _fail_usage(message, hint)
+
+
+# rdmadoctor.cli.errors on demand: a plain healthy `check` line (the fast path's) has nothing to say.
+def _fail_usage(message: str, hint: str = "") -> int:
+    from rdmadoctor.cli.errors import fail_usage as fail
+
+    return fail(message, hint)
+
+
+def _pipe_closed() -> None:
+    from rdmadoctor.cli.errors import pipe_closed
+
+    pipe_closed()

@@ -977,7 +977,7 @@ class Diagnoser:
         NCCL_SOCKET_FALLBACK finding words it ("... (NCCL_IB_DISABLED_BY_ENV)"); None: none yet."""
         for a in sorted(self.aggs.values(), key=lambda a: a.seq):
             p = a.pattern
-            if not a.symptom and p.severity in (ERROR, WARNING) and p.code in _FALLBACK_REASONS:
+            if not a.symptom and p.severity in (ERROR, WARNING) and p.explains_fallback:
                 return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
         return None
 
@@ -1232,7 +1232,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
     elif hosts:
         where = f" on {', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}"
     reasons = [a for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)
-               and a.pattern.code in _FALLBACK_REASONS]
+               and a.pattern.explains_fallback]
     why = ""
     cause = None
     follows = None
@@ -1255,14 +1255,6 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
 
 # Codes that explain a fallback to sockets when the log shows them (rows of the knowledge base
 # and the node's own findings use the same codes).
-_FALLBACK_REASONS = {
-    "NCCL_IB_DISABLED_BY_ENV", "NCCL_IB_NO_DEVICE", "NCCL_IB_HCA_NO_MATCH", "VERBS_LIB_MISSING",
-    "VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH", "DEV_UVERBS_MISSING",
-    "IB_NO_DEVICES", "VERBS_NO_DEVICES", "NCCL_NET_PLUGIN_LOAD_FAILED", "NCCL_NET_INIT_FAILED",
-    "IB_PORT_DOWN", "IB_PORT_INIT", "OFI_NO_PROVIDER",
-}
-
-
 def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
     d = Diagnoser(**kw)
     d.feed(data, source=name)

@@ -87,6 +87,10 @@ class Pattern:
     # groups -> more groups (a status number -> its ibv_wc_status name); pure, never raises.
     derive: Callable[[dict[str, str]], dict[str, str]] | None = field(default=None, compare=False)
     versions: str = ""  # the versions that print it, when that matters: "NCCL 2.13+"
+    # The message says why NCCL cannot use its IB transport (verbs, the device, NCCL_IB_DISABLE, a
+    # net plugin): when the same log shows NCCL on sockets, NCCL_SOCKET_FALLBACK names this line
+    # as the reason (rdmadoctor.logs.scan).
+    explains_fallback: bool = False
 
 
 def modules() -> list[Any]:

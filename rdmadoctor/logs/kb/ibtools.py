@@ -64,6 +64,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.list_zero",
         code=VERBS_NO_DEVICES.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="HCAs found:",
         regex=r"(?:^|\s|:)0 HCAs found:",
@@ -80,6 +81,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.ibstatus_no_sysfs",
         code=IB_NO_DEVICES,
+        explains_fallback=True,
         severity=ERROR,
         needle="sys files not found",
         regex=r"Fatal error: +device '(?P<device>[^']{0,256})': sys files not found(?: \((?P<path>[^)]{0,4096})\))?",
@@ -96,6 +98,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.no_devices",
         code=VERBS_NO_DEVICES.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="No IB devices found",
         regex=r"No IB devices found",
@@ -132,6 +135,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.device_list_failed",
         code=VERBS_NO_DEVICES.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="Failed to get IB devices list",
         regex=r"Failed to get IB devices list(?!: Function not implemented)(?:: (?P<error>.*?\S))?\s*$",
@@ -147,6 +151,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.open_device_failed",
         code=DEV_UVERBS_MISSING,
+        explains_fallback=True,
         severity=ERROR,
         needle="Failed to open device",
         regex=r"Failed to open device\s*$",
@@ -162,6 +167,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.perftest_no_context",
         code=DEV_UVERBS_MISSING,
+        explains_fallback=True,
         severity=ERROR,
         needle="Couldn't get context for the device",
         regex=r"Couldn't get context for the device",
@@ -264,6 +270,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.perftest_port_down",
         code=IB_PORT_DOWN,
+        explains_fallback=True,
         severity=ERROR,
         needle="state is Down",
         regex=r"Port number (?P<port>\d+) state is Down",
@@ -279,6 +286,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ibtools.perftest_port_init",
         code=IB_PORT_INIT,
+        explains_fallback=True,
         severity=ERROR,
         needle="Port number ",
         regex=r"Port number (?P<port>\d+) state is (?P<state>Init|Armed)\b",

@@ -372,6 +372,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.ib_disabled_env",
         code=NCCL_IB_DISABLED_BY_ENV,
+        explains_fallback=True,
         severity=WARNING,
         needle="NCCL_IB_DISABLE set by environment to",
         regex=r"NCCL_IB_DISABLE set by environment to (?!0\.)(?P<value>-?\d+)\.",
@@ -391,6 +392,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.ib_no_device",
         code=NCCL_IB_NO_DEVICE.code,
+        explains_fallback=True,
         severity=WARNING,
         needle="NET/IB : No device found.",
         regex=r"NET/IB : No device found\.",
@@ -410,6 +412,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.libibverbs_missing",
         code=VERBS_LIB_MISSING,
+        explains_fallback=True,
         severity=WARNING,
         needle="libibverbs.so",
         # 2.30 tries NCCL_IBVERBS_LIB, libibverbs.so, then libibverbs.so.1 and logs each miss: only the
@@ -432,6 +435,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.ib_open_device",
         code=DEV_UVERBS_MISSING,
+        explains_fallback=True,
         severity=WARNING,
         needle="NET/IB : Unable to open device",
         regex=r"NET/IB : Unable to open device (?P<dev>\S+)",
@@ -1006,6 +1010,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.net_plugin_load_failed",
         code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        explains_fallback=True,
         severity=WARNING,
         needle="NET/Plugin",
         # A plain `libnccl-net.so: cannot open shared object file` is the default plugin being absent:
@@ -1041,6 +1046,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.net_plugin_not_found",
         code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        explains_fallback=True,
         severity=WARNING,
         needle="NET/Plugin",
         # Only a plugin someone asked for (NCCL_NET_PLUGIN): the default name alone is harmless.
@@ -1064,6 +1070,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="nccl.net_init_failed",
         code=NCCL_NET_INIT_FAILED.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="Failed to initialize any NET plugin",
         regex=r"Failed to initialize any NET plugin",

@@ -39,6 +39,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ofi.no_provider",
         code=OFI_NO_PROVIDER.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="find any optimal provider",
         regex=r"NET/OFI Could(?:n't| not) find any optimal provider",

@@ -45,6 +45,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.no_config_dir",
         code=VERBS_PROVIDER_MISSING,
+        explains_fallback=True,
         severity=ERROR,
         needle="couldn't open config directory",
         regex=r"libibverbs: Warning: couldn't open config directory '(?P<dir>[^']*)'",
@@ -61,6 +62,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.no_provider",
         code=VERBS_PROVIDER_MISSING,
+        explains_fallback=True,
         severity=ERROR,
         needle="no userspace device-specific driver found for",
         regex=r"libibverbs: Warning: no userspace device-specific driver found for (?P<dev>\S+)",
@@ -80,6 +82,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.private_symbol",
         code=VERBS_ABI_MISMATCH,
+        explains_fallback=True,
         severity=ERROR,
         needle="couldn't load driver",
         regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d{1,9})(?:.*\S)?)\s*$",
@@ -101,6 +104,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.load_driver",
         code=VERBS_PROVIDER_MISSING,
+        explains_fallback=True,
         severity=WARNING,
         needle="couldn't load driver",
         # Often harmless: /etc/libibverbs.d lists every provider rdma-core knows, and a missing
@@ -126,6 +130,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.kernel_abi_driver",
         code=VERBS_KERNEL_ABI_MISMATCH.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="does not support the kernel ABI of",
         regex=r"Warning: Driver (?P<driver>\S+) does not support the kernel ABI of (?P<abi>\d+) \(supports "
@@ -143,6 +148,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="verbs.kernel_abi_fatal",
         code=VERBS_KERNEL_ABI_MISMATCH.code,
+        explains_fallback=True,
         severity=ERROR,
         needle="doesn't match library version",
         regex=r"libibverbs: Fatal: kernel ABI version (?P<abi>\d+) doesn't match library version (?P<lib>\d+)",
