@@ -132,8 +132,8 @@ def _judge_hca_selection(facts: NcclFacts, value: str, compute_hcas: object = No
     )
     pod = PodChange(env=((subj, fix_value, note),)) if fix_value else None
     out: list[Finding] = []
-    problems = [] if sel.lst.exclude else [(r, _entry_problem(r)) for r in sel.entries]
-    problems = [(r, why) for r, why in problems if why]
+    checked = [] if sel.lst.exclude else [(r, _entry_problem(r)) for r in sel.entries]
+    problems = [(r, why) for r, why in checked if why]
     missing = [why for r, why in problems if not r.devices]
     if not sel.selected:
         if sel.lst.exclude:
@@ -213,7 +213,7 @@ def _used_ports(facts: NcclFacts) -> list[HcaPort]:
 def _net_not_ib(facts: NcclFacts) -> bool:
     """NCCL_NET names another network than IB (Socket, or a plugin such as aws-ofi-nccl's "AWS Libfabric")."""
     net = facts.settings.get("NCCL_NET")
-    return bool(net) and net.lower() != "ib"
+    return bool(net and net.lower() != "ib")
 
 
 def _judge_disable(facts: NcclFacts, expect: dict | None = None) -> tuple[list[Finding], bool]:
@@ -564,7 +564,7 @@ def _judge_socket_data(facts: NcclFacts, expect: dict, shown: str, used: list[Ne
                     f"{shown}: NCCL's sockets would carry the job's data over {', '.join(i.shown() for i in used)}"
                     + (", spread over all of them" if len(used) > 1 else "")
                     + ", and "
-                    + ", ".join(f"{i.name} runs at {i.speed_mbps / 1000:g} Gb/s" for i in slow)
+                    + ", ".join(f"{i.name} runs at {(i.speed_mbps or 0) / 1000:g} Gb/s" for i in slow)  # slow: a known speed
                     + f"; expected at least {min_gbps:g} Gb/s (socket_min_gbps) on every interface NCCL uses"
                     + (f". Faster here: {', '.join(i.shown() for i in fast)}" if fast else "")
                     + f"{src}.",

@@ -232,7 +232,7 @@ def judge_counters(f: CounterFacts, expect: dict) -> list[Finding]:
     for subject in f.unreadable:
         out.append(Finding(PORT_COUNTERS_UNREADABLE.code, UNKNOWN, subject, f"no readable counters in {IB_CLASS}/.../counters/ for {subject}; "
                            "expected the PMA error counters (symbol_error, link_downed, ...).", PORT_COUNTERS_UNREADABLE.fix))
-    rules = [("link_downed", None, lambda g, span: g > flap_max, f"at most {count(flap_max, 'flap')} in {_ago(window)}")]
+    rules: list[tuple] = [("link_downed", None, lambda g, span: g > flap_max, f"at most {count(flap_max, 'flap')} in {_ago(window)}")]
     if sym_max is not None:
         rules.append(("symbol_error", None, lambda g, span: g * 3600 / max(span, 1) > sym_max, f"at most {sym_max:g} symbol errors per hour"))
     if ack_max is not None:

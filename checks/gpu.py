@@ -131,7 +131,7 @@ class GpuTopology:
     numa_nodes: int | None = None  # NUMA nodes in /sys/devices/system/node; None when not read
 
 
-def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str | None], list[tuple[str | None, ...]], list[str]]:
+def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str], list[tuple[str | None, ...]], list[str]]:
     notes = list(tree.warnings)
     gpus = []
     gpu_fns = []
@@ -142,7 +142,7 @@ def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str | None], l
             Gpu(
                 f"GPU{i}",
                 bdf,
-                VENDOR_NAMES.get(fn.vendor) if fn else None,
+                VENDOR_NAMES.get(fn.vendor) if fn and fn.vendor is not None else None,
                 fn.numa_node if fn else None,
                 bool(fn and fn.numa_assumed),
                 f"{fn.vendor:04x}:{fn.device:04x}" if fn and fn.vendor is not None and fn.device is not None else None,
@@ -318,9 +318,9 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
     severity = ERROR if expect.get("gpudirect_required") else WARNING
     for g_i, gpu in enumerate(topo.gpus):
         row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
-        known = [(relation_rank(row[n]), topo.nics[n]) for n in nic_idx if n < len(row) and relation_rank(row[n]) is not None]
+        ranked = [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
         unknown = [topo.nics[n] for n in nic_idx if n >= len(row) or relation_rank(row[n]) is None]
-        best = min(known) if known else None
+        best = min(ranked) if ranked else None
         node_rank = RELATION_ORDER.index("NODE")
         # An unknown relation is between different host bridges: NODE or SYS, never nearer.
         if best is not None and (best[0] <= node_rank or not unknown):

@@ -344,13 +344,13 @@ def judge_kernel(f: KernelFacts, expect: dict) -> list[Finding]:
             )
         else:
             sev = ERROR if expect.get("gpudirect_required") else WARNING
-            why = []
+            reasons = []
             if f.nvidia_open is False:
-                why.append("the proprietary NVIDIA kernel module has no dma-buf export")
+                reasons.append("the proprietary NVIDIA kernel module has no dma-buf export")
             kv = kernel_version(f.osrelease)
             if kv is not None and kv < (5, 12):
-                why.append(f"kernel {f.osrelease} is older than 5.12 (no dma-buf for RDMA)")
-            tail = f" ({'; '.join(why)})" if why else ""
+                reasons.append(f"kernel {f.osrelease} is older than 5.12 (no dma-buf for RDMA)")
+            tail = f" ({'; '.join(reasons)})" if reasons else ""
             # Without an RDMA device there is no GPUDirect RDMA to have; still true, folded under it.
             no_nic = f.rdma_devices is False
             out.append(

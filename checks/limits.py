@@ -392,6 +392,7 @@ def judge_memlock(f: MemlockFacts, expect: dict) -> list[Finding]:
         sev = WARNING if limited is False else ERROR
         have = f"CapEff {f.cap_eff:016x} lacks CAP_IPC_LOCK (bit {CAP_IPC_LOCK_BIT})" if f.cap_eff is not None else "no CapEff"
         seen_cap = have if not job.other and not job.why else f"{job.who} lacks CAP_IPC_LOCK ({job.why})"
+        pod: PodChange | None
         remedy, pod = IPC_LOCK_REMEDY, PodChange(ipc_lock=True)
         if job.uid is not None and job.uid != 0:
             # Container runtimes put capabilities added for a non-root user in its bounding set only.

@@ -458,7 +458,7 @@ def _pick(problems: tuple[tuple[str, Finding], ...], codes: tuple[Code, ...]) ->
 
 def _ports_text(active: tuple[tuple[str, str | None], ...]) -> str:
     layers = {ll for _, ll in active}
-    word = {"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}.get(next(iter(layers)), "RDMA") if len(layers) == 1 else "RDMA"
+    word = {"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}.get(next(iter(layers)) or "", "RDMA") if len(layers) == 1 else "RDMA"
     return f"{len(active)} ACTIVE {word} port{'s' if len(active) != 1 else ''}"
 
 

@@ -287,7 +287,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
     for lk in facts.links:
         if lk.child_kind == "bridge" and not bridges:
             continue
-        if None in (lk.cur_speed_gts, lk.cur_width, lk.max_speed_gts, lk.max_width):
+        if lk.cur_speed_gts is None or lk.cur_width is None or lk.max_speed_gts is None or lk.max_width is None:
             continue  # "Unknown" or no link files: nothing to compare (kept in the facts)
         slow = lk.cur_speed_gts < lk.max_speed_gts
         narrow = lk.cur_width < lk.max_width
@@ -338,7 +338,7 @@ def judge_links(facts: PciLinkFacts, expect: dict) -> list[Finding]:
         redirects = acs_redirects(st.ctl)
         if not redirects:
             continue
-        flags = " ".join(f"{k}{'+' if st.ctl.get(k) else '-'}" for k in ("ReqRedir", "CmpltRedir"))
+        flags = " ".join(f"{k}{'+' if (st.ctl or {}).get(k) else '-'}" for k in ("ReqRedir", "CmpltRedir"))
         if st.between:
             pairs = ", ".join(st.between[:4]) + (f" and {len(st.between) - 4} more" if len(st.between) > 4 else "")
             where = f"bridge {st.bdf} between {pairs}"

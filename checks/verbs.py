@@ -409,6 +409,8 @@ def _find_libibverbs(host, dirs: list[str]) -> tuple[str | None, str | None]:
 
 def _packages(host, wanted: frozenset[str], notes: list[str]):
     """(packages, source, flavor, ofed_version)."""
+    pkgs: dict[str, tuple[str, str]] | None
+    flavor: str | None
     data = host.read_bytes(DPKG_STATUS, 256 * 1024 * 1024)
     if data is not None:
         return parse_dpkg_status(data.decode("utf-8", "replace"), wanted), "dpkg", "deb", None
@@ -469,11 +471,11 @@ def probe_verbs(ctx) -> VerbsFacts:
         ibdev = host.read_value(f"/sys/class/infiniband_verbs/{ud}/ibdev")
         if ibdev and ud.startswith("uverbs"):
             uverbs_of[ibdev] = ud
-    for d in inv.devices:
-        if d.name not in uverbs_of:  # older kernels and snapshots lack /sys/class/infiniband_verbs
-            found = [u for u in host.listdir(f"/sys/class/infiniband/{d.name}/device/infiniband_verbs") if u.startswith("uverbs")]
+    for dev in inv.devices:
+        if dev.name not in uverbs_of:  # older kernels and snapshots lack /sys/class/infiniband_verbs
+            found = [u for u in host.listdir(f"/sys/class/infiniband/{dev.name}/device/infiniband_verbs") if u.startswith("uverbs")]
             if len(found) == 1:
-                uverbs_of[d.name] = found[0]
+                uverbs_of[dev.name] = found[0]
     devices = tuple(
         VerbsDevice(d.name, d.driver, provider_for(d.driver, d.name), uverbs_of.get(d.name), d.is_vf) for d in inv.devices
     )

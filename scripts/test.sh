@@ -6,7 +6,8 @@
 #     without root those tests skip;
 #   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
 #   - lints: ruff (style, unused and undefined names, import order) and import-linter (the
-#     layers in pyproject.toml, checked on a real install: see tests/test_layers.py);
+#     layers in pyproject.toml, checked on a real install: see tests/test_layers.py) and mypy
+#     (the whole package, checks/ included: scripts/typecheck.py, [tool.mypy] in pyproject.toml);
 # then pytest. A failed lint fails the run, after pytest has reported too.
 # Extra arguments go to pytest (scripts/test.sh -k ibsim -x).
 set -euo pipefail
@@ -57,6 +58,7 @@ fi
 lint_failed=()
 .venv/bin/ruff check rdmadoctor checks tests bench || lint_failed+=(ruff)
 .venv/bin/python tests/test_layers.py || lint_failed+=(lint-imports)
+.venv/bin/python scripts/typecheck.py || lint_failed+=(mypy)
 
 status=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || status=$?

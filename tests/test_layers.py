@@ -1,5 +1,6 @@
 """The house rules that tools enforce: the import layers (import-linter), @record as a dataclass
-for type checkers (mypy), and the fixture generator's command line after its split.
+for type checkers (mypy), the mypy step over the whole package (scripts/typecheck.py), and the
+fixture generator's command line after its split.
 
 The layer lint runs against an ordinary install of the tree, never the editable one: grimp
 builds its graph by walking the package folder, and the editable install maps
@@ -154,6 +155,27 @@ def test_mypy_reads_record_as_a_frozen_dataclass(tmp_path):
     assert "read-only" in lines[20]
     # and record.py itself checks clean (the declaration agrees with what it declares)
     assert "record.py" not in result.stdout
+
+
+@pytest.mark.skipif(_tool("mypy") is None, reason="mypy is not installed (pip install -e '.[test]')")
+def test_typecheck_covers_checks_and_the_package(tmp_path):
+    """scripts/typecheck.py (the mypy step of scripts/test.sh) reads checks/ as rdmadoctor.checks:
+    a type error planted there and one in the package are both reported, under checkout paths."""
+    src = _scratch_tree(REPO, tmp_path / "src")
+    (src / "scripts").mkdir()
+    shutil.copy2(REPO / "scripts" / "typecheck.py", src / "scripts" / "typecheck.py")
+    with open(src / "checks" / "ib.py", "a") as f:
+        f.write('\n_planted_in_checks: int = "not an int"\n')
+    with open(src / "rdmadoctor" / "core" / "facts.py", "a") as f:
+        f.write('\n_planted_in_core: str = 7\n')
+    result = subprocess.run([sys.executable, str(src / "scripts" / "typecheck.py"), "--no-incremental"],
+                            capture_output=True, text=True)
+    out = result.stdout + result.stderr
+    assert result.returncode != 0, out
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2, out
+    assert any(e.startswith("checks/ib.py:") for e in errors), out
+    assert any(e.startswith("rdmadoctor/core/facts.py:") for e in errors), out
 
 
 def test_record_imports_nothing_at_run_time():

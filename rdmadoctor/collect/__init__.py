@@ -115,7 +115,8 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
     ``logs``: job logs to put under ``logs/`` (see read_log). Raises HostError, CollectError, OSError."""
     started = time.time()
     timeout = DEFAULT_TIMEOUT if timeout is None else timeout
-    host = open_host(root=root, host_class=TracingHost)
+    # open_host makes a host_class when no bundle is given; its signature says only Host.
+    host: TracingHost = open_host(root=root, host_class=TracingHost)  # type: ignore[assignment]
     # The logs first: a --log that cannot be read fails the command before seconds go to tools.
     job_logs = read_logs(logs, stdin=stdin)
     host.timeout = timeout
@@ -135,7 +136,7 @@ def collect(output: str, root: str | None = None, timeout: float | None = None, 
                 out_f.flush()
     except NotRegularFile:  # it became one while the tools ran: left as it is
         raise OutputRefused(output, not_regular(output) or "no longer a regular file") from None
-    size = out_f.size if stream is not None else os.path.getsize(output)
+    size = out_f.size if isinstance(out_f, Counting) else os.path.getsize(output)  # Counting: the stream
     return Collected(output, files + len(extra), sorted(recorded), failed, size, manifest, job_logs)
 
 

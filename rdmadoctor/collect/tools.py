@@ -39,7 +39,7 @@ def run_commands(host: Host, timeout: float) -> dict[str, tuple[tuple[str, ...],
 
 
 def _missing(res: CmdResult) -> bool:
-    return res.text is None and not res.timed_out and bool(res.error) and res.error.endswith("not installed")
+    return res.text is None and not res.timed_out and res.error is not None and res.error.endswith("not installed")
 
 
 def record_outputs(

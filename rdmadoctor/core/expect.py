@@ -185,7 +185,7 @@ class Expect:
         """The whole contract in one phrase, for error messages."""
         kind = self.type
         if kind == "enum":
-            text = "one of " + ", ".join(show(c) if not isinstance(c, str) else c for c in self.choices)
+            text = "one of " + ", ".join(show(c) if not isinstance(c, str) else c for c in self.choices or ())
         else:
             text = {
                 "int": "an integer",
@@ -281,7 +281,7 @@ class Expect:
         raise ExpectError(key, value, problem, self.expected())
 
     def _enum(self, key: str, value: Any) -> Any:
-        for c in self.choices:
+        for c in self.choices or ():
             if isinstance(c, str):
                 # Case is not what the user meant to say: "infiniband" is InfiniBand.
                 if isinstance(value, str) and value.strip().lower() == c.lower():

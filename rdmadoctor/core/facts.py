@@ -21,20 +21,36 @@ PHYS_STATES = {
 }
 
 
-@record
-class Parsed:
-    """What a parser read, plus what it noticed was wrong or missing in its input.
+TYPE_CHECKING = False  # typing costs ~3 ms to import; type checkers read the branch below
+if TYPE_CHECKING:
+    # What type checkers see: Parsed is generic in its value. The fields are the run-time class's
+    # below (keep the two alike); never executed.
+    from typing import Generic, TypeVar
 
-    Annotated as ``Parsed[T]``; subscripting returns the class (no ``typing.Generic``: start-up).
-    """
+    _V = TypeVar("_V")
 
-    def __class_getitem__(cls, item):
-        return cls
+    @record
+    class Parsed(Generic[_V]):
+        value: _V
+        warnings: tuple[str, ...] = ()
+        ok: bool = True
 
-    value: object  # the parser's result type (Parsed[T] in annotations)
-    warnings: tuple[str, ...] = ()
-    # False when the input was not recognisable at all (garbage, empty, another tool's output).
-    ok: bool = True
+else:
+
+    @record
+    class Parsed:
+        """What a parser read, plus what it noticed was wrong or missing in its input.
+
+        Annotated as ``Parsed[T]``; subscripting returns the class (no ``typing.Generic``: start-up).
+        """
+
+        def __class_getitem__(cls, item):
+            return cls
+
+        value: object  # the parser's result type (Parsed[T] in annotations)
+        warnings: tuple[str, ...] = ()
+        # False when the input was not recognisable at all (garbage, empty, another tool's output).
+        ok: bool = True
 
 
 @record

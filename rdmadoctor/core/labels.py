@@ -112,7 +112,7 @@ def worst_nearest(nearest: tuple[str | None, ...] | list[str | None]) -> str | N
     """The worst of the GPUs' nearest-NIC relations; None when any is unknown or not a relation."""
     if not nearest or any(r not in RELATIONS for r in nearest):
         return None
-    return max(nearest, key=RELATIONS.index)  # type: ignore[arg-type]
+    return max(nearest, key=RELATIONS.index)
 
 
 def _ports(inventory: dict) -> list[dict] | None:
@@ -161,7 +161,8 @@ def compute(report: dict) -> tuple[dict[str, str], list[str], list[str]]:
     """
     out: dict[str, str] = {}
     notes: list[str] = []
-    inventory = report.get("inventory") if isinstance(report.get("inventory"), dict) else {}
+    inventory = report.get("inventory")
+    inventory = inventory if isinstance(inventory, dict) else {}
     ports = _ports(inventory)
     if ports is None:
         notes.append("RDMA devices unknown: no port labels")

@@ -89,7 +89,7 @@ class Finding:
     cause: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "code": self.code,
             "severity": self.severity,
             "subject": self.subject,

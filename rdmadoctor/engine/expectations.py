@@ -20,6 +20,7 @@ names the key, the value, the layer and what the key takes: a check cannot compa
 from __future__ import annotations
 
 import json
+import sys
 
 from rdmadoctor.core.expect import Expect, ExpectError, infer, show
 from rdmadoctor.core.labels import RELATIONS
@@ -202,10 +203,10 @@ def _load_file(path: str) -> dict[str, Any]:
         except ValueError as e:
             raise ConfigError(f"config {path} is not valid JSON: {e}") from e
     else:
-        try:
-            import tomllib  # type: ignore[import-not-found]
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib  # type: ignore[no-redef]
+        if sys.version_info >= (3, 11):
+            import tomllib
+        else:  # Python 3.10: the backport
+            import tomli as tomllib
         try:
             data = tomllib.loads(raw.decode("utf-8"))
         except RecursionError as e:
@@ -358,7 +359,7 @@ _NUMBER_TYPES = ("int", "number", "bytes")
 def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]) -> None:
     if not isinstance(layer, dict):
         raise ConfigError(f"{where}: expected a table of expectations, got {show(layer)}", where=where)
-    bare = getattr(layer, "bare", frozenset())
+    bare: frozenset[str] = getattr(layer, "bare", frozenset())
     for k, v in layer.items():
         spec = known.get(k)
         if spec is None:

@@ -95,10 +95,13 @@ def build(report: dict, pool: str | None = None) -> dict:
     the ``--pool`` it was judged with, which ``rdmadoctor fleet`` groups by (not compared)."""
     inv = report.get("inventory") or {}
     devices = [d for d in inv.get("rdma_devices") or () if isinstance(d, dict) and not d.get("is_vf")]
-    roce = inv.get("roce") if isinstance(inv.get("roce"), dict) else {}
+    roce = inv.get("roce")
+    roce = roce if isinstance(roce, dict) else {}
     gpus = inv.get("gpus")
-    topology = inv.get("topology") if isinstance(inv.get("topology"), dict) else {}
-    packages = inv.get("packages") if isinstance(inv.get("packages"), dict) else {}
+    topology = inv.get("topology")
+    topology = topology if isinstance(topology, dict) else {}
+    packages = inv.get("packages")
+    packages = packages if isinstance(packages, dict) else {}
     rdma_core = packages.get("rdma-core") or packages.get("libibverbs1") or packages.get("libibverbs")
     if rdma_core is None and inv.get("rdma_core_version") is not None:
         rdma_core = str(inv["rdma_core_version"])
@@ -125,7 +128,8 @@ def build(report: dict, pool: str | None = None) -> dict:
             if not isinstance(p, dict):
                 continue
             subject = f"{d.get('name')}/{p.get('port')}"
-            r = roce.get(subject) if isinstance(roce.get(subject), dict) else {}
+            r = roce.get(subject)
+            r = r if isinstance(r, dict) else {}
             gid_index = r.get("ipv4_gid_index")
             if gid_index is None and r.get("v2_gid_indices"):
                 gid_index = r["v2_gid_indices"][0]
@@ -224,7 +228,7 @@ def compact(fp: dict, max_bytes: int = COMPACT_MAX_BYTES) -> dict:
         first = next(iter(per.values()))
         common = {k: v for k, v in first.items() if all(p.get(k, None) == v and k in p for p in per.values())}
     ports = {s: {k: v for k, v in f.items() if k not in common} for s, f in per.items()}
-    out = {"s": COMPACT_SCHEMA, "n": node, "c": common, "p": ports}
+    out: dict[str, Any] = {"s": COMPACT_SCHEMA, "n": node, "c": common, "p": ports}
     if len(compact_text(out)) > max_bytes:
         out = {"s": COMPACT_SCHEMA, "n": node, "c": {}, "p": {}, "t": True}
     if fp.get("pool"):

@@ -186,8 +186,8 @@ def lines(result: dict) -> list[str]:
             nodes_of.setdefault(key, []).append(o["node"])
         for key, nodes in nodes_of.items():
             field, subject, value, majority, mcount, total = key
-            g = (field, value, majority, mcount, total, tuple(nodes))
-            groups.setdefault(g, {}).setdefault("subjects", []).append(subject)
+            gkey = (field, value, majority, mcount, total, tuple(nodes))
+            groups.setdefault(gkey, {}).setdefault("subjects", []).append(subject)
         for (field, value, majority, mcount, total, nodes), g in groups.items():
             subjects = [s for s in g["subjects"] if s]
             at = f" at {', '.join(subjects)}" if subjects else ""

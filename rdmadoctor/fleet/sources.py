@@ -41,8 +41,10 @@ def _entry(doc: Any, where: str, group_by: str | None) -> tuple[str, str, dict, 
         fp = doc.get("fingerprint")
         if not isinstance(fp, dict):
             fp = F.build(doc)
-        labels = doc.get("labels") if isinstance(doc.get("labels"), dict) else {}
-        host = doc.get("host") if isinstance(doc.get("host"), dict) else {}
+        got = doc.get("labels")
+        labels = got if isinstance(got, dict) else {}
+        host = doc.get("host")
+        host = host if isinstance(host, dict) else {}
         ident = fp.get(F.IDENTITY) or {}
         name = ident.get("node") or ident.get("hostname") or host.get("hostname") or host.get("label") or where
         pool = fp.get("pool")

@@ -142,7 +142,7 @@ def tcp_round(ep: Endpoint, me: int, instr: dict[str, Any]) -> list[dict[str, An
     if send_to is not None:
         send_error = _send(send_to["addr"], int(send_to["port"]), bytes.fromhex(send_to["key"]), seconds)
     out = []
-    if thread is not None:
+    if thread is not None and recv_from is not None:  # the thread runs only with a peer to receive from
         thread.join(max(deadline - time.monotonic(), 0.05))
         out.append({"sender": recv_from["rank"], "receiver": me, "rail": None, "gbps": box.get("gbps"),
                     "error": box.get("error") or ("timed out" if thread.is_alive() else None)})

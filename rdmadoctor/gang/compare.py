@@ -204,7 +204,7 @@ def mismatches(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def exclusion(hosts: list[str]) -> str:
+def exclusion(hosts: list[str | None]) -> str:
     """The two ways to keep the job off ``hosts``: a nodeAffinity NotIn, Slurm's --exclude."""
     names = sorted({h for h in hosts if h})
     if not names:

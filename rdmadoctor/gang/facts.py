@@ -45,7 +45,8 @@ def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[
     """
     inv = report.get("inventory") or {}
     env = {k: v for k, v in (inv.get("nccl_env") or {}).items() if isinstance(v, str)}
-    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else {}
+    fp = report.get("fingerprint")
+    fp = fp if isinstance(fp, dict) else {}
     active: list[dict[str, Any]] = []  # {device, port, link_layer, rate_gbps, mtu, subnet_prefix, gid_index}
     for p in fp.get("ports") or []:
         if str(p.get("state") or "").upper().endswith("ACTIVE"):
@@ -109,7 +110,8 @@ def digest(facts: dict[str, Any]) -> str:
 
 def rails(report: dict[str, Any]) -> list[str]:
     """The RDMA devices with an ACTIVE port, for ``--bandwidth``'s rail-matched pairs (mlx5_i to mlx5_i)."""
-    fp = report.get("fingerprint") if isinstance(report.get("fingerprint"), dict) else {}
+    fp = report.get("fingerprint")
+    fp = fp if isinstance(fp, dict) else {}
     names = {p.get("device") for p in fp.get("ports") or [] if str(p.get("state") or "").upper().endswith("ACTIVE")}
     return sorted(str(n) for n in names if n)
 

@@ -123,10 +123,10 @@ def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: s
                         # Only a pair this member was part of, with a finite rate.
                         if isinstance(p, dict) and r in (p.get("sender"), p.get("receiver")) and \
                                 isinstance(p.get("sender"), int) and isinstance(p.get("receiver"), int):
-                            g = p.get("gbps")
+                            g: Any = p.get("gbps")  # a number when ok (mypy does not narrow through ok)
                             ok = isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) and g >= 0
                             pairs.append({"round": idx, "sender": p["sender"], "receiver": p["receiver"],
-                                          "rail": p.get("rail")[:64] if isinstance(p.get("rail"), str) else None,
+                                          "rail": p["rail"][:64] if isinstance(p.get("rail"), str) else None,
                                           "gbps": float(g) if ok else None,
                                           "error": str(p.get("error"))[:500] if p.get("error") else None})
                 except (OSError, TimeoutError, P.ProtocolError) as e:
@@ -167,7 +167,8 @@ def run_rank0(
     members = [dict(member, rank=0)] + [m.member for m in joined.values()]
     for m in members:
         # What a member sent is data from the network: plain values only, each kept short.
-        facts = m.get("facts") if isinstance(m.get("facts"), dict) else {}
+        facts = m.get("facts")
+        facts = facts if isinstance(facts, dict) else {}
         m["facts"] = {str(k)[:64]: (v[:200] if isinstance(v, str) else v) for k, v in list(facts.items())[:64]
                       if v is None or isinstance(v, (str, int, float, bool))}
         m["verdict"] = m.get("verdict") if m.get("verdict") in (C.GO, C.NO_GO, C.UNKNOWN_VERDICT) else C.UNKNOWN_VERDICT

@@ -43,7 +43,7 @@ class Runtime:
     interfaces: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "memlock_soft": self.memlock_soft,
             "memlock_hard": self.memlock_hard,
             "cap_eff": self.cap_eff,

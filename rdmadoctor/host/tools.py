@@ -76,6 +76,7 @@ def run_tool(argv: tuple[str, ...], timeout: float, name: str | None = None, cap
     except OSError as e:
         return CmdResult(name, None, error=f"cannot run {argv[0]}: {e}")
     pipe = proc.stdout
+    assert pipe is not None  # stdout=PIPE
     fd = pipe.fileno()
     inode = os.fstat(fd).st_ino
     try:

@@ -23,9 +23,13 @@ import re
 
 from rdmadoctor.core.record import record
 
+TYPE_CHECKING = False  # typing costs start-up time; only type checkers read the branch
+if TYPE_CHECKING:
+    from typing import Callable
+
 # The command word after a prompt -> the cmd/<name>.txt it stands for. A callable looks at the
 # arguments: `dpkg -l` is the package list, `dpkg -S x` is not.
-_NAMES = {
+_NAMES: dict[str, str | Callable[[str], str | None]] = {
     "ibstat": "ibstat",
     "ibstatus": "ibstat",  # the ibstat parser reads both formats
     "ibv_devinfo": "ibv_devinfo",
@@ -118,7 +122,8 @@ def split(text: str, own: str | None = None) -> list[Part] | None:
         return None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     parts: list[Part] = []
-    name, command, start, body = own, "", 1, []
+    name, command, start = own, "", 1
+    body: list[str] = []
 
     def close() -> None:
         lead = next((k for k, x in enumerate(body) if x.strip()), None)

@@ -399,5 +399,6 @@ def transport_line(nccl: dict | None) -> str | None:
         on = f" on libfabric provider {nccl['fabric']}" + (f" ({nics} NICs)" if nics else "")
     layers = sorted({d["link_layer"] for d in devs if d.get("link_layer")})
     kind = f" ({', '.join(layers)})" if layers else ""
-    gdr = {True: " with GPUDirect RDMA", False: " without GPUDirect RDMA (staged through host memory)"}.get(nccl.get("gdr"), "")
+    gdr_text: dict[bool | None, str] = {True: " with GPUDirect RDMA", False: " without GPUDirect RDMA (staged through host memory)"}
+    gdr = gdr_text.get(nccl.get("gdr"), "")
     return f"{who} uses NET/{net}{on}{kind}{gdr}"

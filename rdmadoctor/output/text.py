@@ -41,7 +41,7 @@ _WORD = re.compile(r"(?:`[^`\n]*`|[^\s`]|`)+")
 # One line of output: (indent, [(text, style)], verbatim[, hang]). Verbatim lines are never
 # wrapped; a wrapped line continues ``hang`` columns further in.
 if TYPE_CHECKING:
-    Line = tuple[int, list[tuple[str, str]], bool]
+    Line = tuple[int, list[tuple[str, str]], bool] | tuple[int, list[tuple[str, str]], bool, int]
 
 
 def _shown(f: dict[str, Any], verbose: bool) -> bool:
@@ -66,7 +66,7 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[st
     ]
     present = {f.get("code") for f in findings}
     exact = {(f.get("code"), f.get("subject")): f for f in findings}
-    cause_of: dict[str, str] = {}
+    cause_of: dict[Any, str] = {}  # code -> its cause (a finding without a code has the key None)
     for f in findings:
         if f.get("cause") and f.get("code") not in cause_of and f["cause"] != f.get("code"):
             cause_of[f.get("code")] = f["cause"]
@@ -184,7 +184,7 @@ def _remedy_lines(remedy: str, indent: int) -> list[Line]:
     return out
 
 
-def _finding_lines(f: dict[str, Any], indent: int, folds: dict[str, list[dict[str, Any]]], done: set[int], prefix: str = "") -> list[Line]:
+def _finding_lines(f: dict[str, Any], indent: int, folds: dict[Any, list[dict[str, Any]]], done: set[int], prefix: str = "") -> list[Line]:
     sev = f["severity"]
     segs = [(prefix, "dim")] if prefix else []
     segs += [(f["code"], SEV_STYLE.get(sev, "")), (" ", ""), (f["subject"], "bold"), (": " + f["message"], "")]
@@ -410,7 +410,7 @@ def _console(stderr: bool = False, file: Any = None):
         con.quiet = True
         raise BrokenPipeError
 
-    con.on_broken_pipe = on_broken_pipe
+    con.on_broken_pipe = on_broken_pipe  # type: ignore[method-assign]  # rich's hook, replaced on this one console
     return con
 
 

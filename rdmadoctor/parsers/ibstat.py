@@ -77,6 +77,7 @@ def _new_device(name: str, node_type: str | None) -> dict:
 def _port_value(field: str, raw: str, where: str, warnings: list[str]) -> object:
     if raw.lower() == "unknown":  # ibstatus echoes "unknown" for an unreadable sysfs file
         return None
+    value: object
     if field == "state":
         value = port_state(raw)
     elif field == "phys_state":

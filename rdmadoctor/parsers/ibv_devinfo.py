@@ -155,9 +155,9 @@ def parse_ibv_devinfo(text: str) -> Parsed[list[RdmaDevice]]:
             p = dev["ports"][number]
             state = port_state(p["state"]) if "state" in p else None
             phys = phys_state(p["phys_state"]) if "phys_state" in p else None
-            for field, raw, value in (("state", p.get("state"), state),
+            for field, raw, known in (("state", p.get("state"), state),
                                       ("phys_state", p.get("phys_state"), phys)):
-                if raw and value is None:
+                if raw and known is None:
                     add_warning(warnings, f"{name} port {number}: unrecognised {field} {raw!r}")
             ports.append(Port(
                 port=number,

@@ -124,7 +124,7 @@ def parse_topo(text: str) -> Parsed[TopoMatrix | None]:
         numa = values.get("NUMA Affinity")
         gpu_cpu.append(cpu if cpu and cpu != "N/A" else None)
         numa_ok = numa is not None and numa.isascii() and numa.isdigit() and len(numa) < 6
-        gpu_numa.append(int(numa) if numa_ok else None)
+        gpu_numa.append(int(numa) if numa is not None and numa_ok else None)
         for i in nic_cols:  # the NIC row should say the same about this GPU
             nic = columns[i]
             if nic in rows and len(rows[nic][0]) == n:

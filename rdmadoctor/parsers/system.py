@@ -64,7 +64,7 @@ def parse_proc_limits(text: str) -> Parsed[Limits | None]:
         m = re.match(_PROC_MEMLOCK, line.strip())
         if m is None:
             continue
-        values = []
+        values: list[int | None] = []
         for raw in m.group(1), m.group(2):
             if raw == "unlimited":
                 values.append(None)

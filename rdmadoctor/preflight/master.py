@@ -361,7 +361,10 @@ def wait_for_master(
     deadline = start + max(timeout, 0.0)
     delay, last_log = 0.25, start
     checked_self = False
-    bad = host_name_error(master.host)
+    host = master.host
+    if host is None:  # rank 0's Master: its callers never wait for themselves (self_reason)
+        raise ValueError("wait_for_master: this pod is rank 0, there is no master to wait for")
+    bad = host_name_error(host)
     if bad:
         res.attempts = 1
         res.last_error = f"{master.host_source} {master.host!r} is not a valid host name: {bad}"
@@ -369,7 +372,7 @@ def wait_for_master(
     while True:
         res.attempts += 1
         try:
-            infos = _resolve(master.host, master.port, deadline - clock())
+            infos = _resolve(host, master.port, deadline - clock())
             addrs: list[tuple] = []
             for family, kind, proto, _, sockaddr in infos:
                 if (family, sockaddr) not in [(f, s) for f, _, _, s in addrs]:

@@ -285,7 +285,8 @@ def _json_kind(value: object) -> str:
         return "a boolean"
     if isinstance(value, (int, float)):
         return "a number"
-    return {list: "a list", dict: "an object", str: "a string"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {list: "a list", dict: "an object", str: "a string"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _as_dict(obj) -> dict:
@@ -625,7 +626,11 @@ class NodeAPI:
         class RawEvent(GenericNamespacedResource):
             _api_info = Event._api_info
 
-        self._call(lambda c: c.create(RawEvent(body), namespace=namespace), f"POST /api/v1/namespaces/{namespace}/events", "Event")
+        # lightkube's signature for the generic resource lists keyword arguments only; it takes the dict.
+        self._call(
+            lambda c: c.create(RawEvent(body), namespace=namespace),  # type: ignore[call-overload]
+            f"POST /api/v1/namespaces/{namespace}/events", "Event",
+        )
 
     def close(self) -> None:
         self.reset()
@@ -652,13 +657,14 @@ class NodePublisher(Publisher):
         cancel: threading.Event | None = None,
         api: NodeAPI | None = None,
     ):
-        self.node = node or os.environ.get("NODE_NAME") or None
-        if not self.node:
+        name = node or os.environ.get("NODE_NAME")
+        if not name:
             raise PublishConfigError(
                 "no node name: pass --node NAME or set NODE_NAME",
                 "in a pod, set NODE_NAME from the downward API: env: [{name: NODE_NAME, "
                 "valueFrom: {fieldRef: {fieldPath: spec.nodeName}}}]",
             )
+        self.node: str = name
         if not L.is_dns_subdomain(self.node):
             raise PublishConfigError(f"--node {self.node!r} is not a valid Node name")
         self.prefix = normalize_prefix(prefix)
@@ -690,7 +696,8 @@ class NodePublisher(Publisher):
             meta = {}
         notes: list[str] = []
         if self.do_labels:
-            said = (meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}).get(owned_annotation(self.prefix))
+            annotations = meta.get("annotations")
+            said = (annotations if isinstance(annotations, dict) else {}).get(owned_annotation(self.prefix))
             if said is not None and not isinstance(said, str):
                 self.notices.append(
                     f"the {owned_annotation(self.prefix)} annotation on node {self.node} is {_json_kind(said)} "
