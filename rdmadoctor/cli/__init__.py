@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> None:
     from rdmadoctor.cli.streams import OutputError, install, output_failed
 
     install()  # a closed or full stdout/stderr: one error line (or none), never a traceback
+    code: int | str | None  # SystemExit's own: a message (printed, exit 1) passes through as it was
     try:
         code = _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:

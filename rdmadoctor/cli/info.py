@@ -29,7 +29,7 @@ def _load():
 
 
 def _all_codes(checks) -> dict:
-    codes = {}
+    codes: dict = {}
     for c in checks:
         for code in c.codes:
             codes.setdefault(code.code, (code, c.id))

@@ -44,13 +44,13 @@ class _Fd(io.FileIO):
     strict = True
     discard = False
 
-    def write(self, data: Any) -> int:  # type: ignore[override]
+    def write(self, data: Any) -> int:
         n = len(data) if not isinstance(data, memoryview) else data.nbytes
         if self.discard:
             return n
         while True:
             try:
-                return super().write(data)  # type: ignore[return-value]
+                return super().write(data)
             except BlockingIOError:  # an inherited O_NONBLOCK fd: wait until it takes more
                 import select
 

@@ -1098,7 +1098,7 @@ class Diagnoser:
             return
         f = self.facts
         f.hosts = {alias.get(h, h) for h in f.hosts}
-        f.networks = {alias.get(h, h) if h else h: n for h, n in f.networks.items()}  # type: ignore[misc]
+        f.networks = {alias.get(h, h) if h else h: n for h, n in f.networks.items()}
         for name in ("socket_channel_hosts", "no_ib_hosts", "socket_iface_hosts"):
             setattr(f, name, {alias.get(h, h) if h else h for h in getattr(f, name)})
         for a in self.aggs.values():

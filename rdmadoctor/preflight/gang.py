@@ -108,7 +108,7 @@ def prepare(env: dict[str, str], *, rank: int | None, size: int | None, master: 
         if bad:
             raise PreflightError(f"--gang: rank 0's address {host!r} ({source}) is not a valid host name: {bad}")
     plan = Plan(ms, host, gang_port, source, wait, bandwidth, share)
-    if ms.rank == 0 and ms.size > 1:
+    if ms.rank == 0 and (ms.size or 0) > 1:
         from rdmadoctor.gang.protocol import listen
 
         try:
@@ -161,6 +161,7 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
         finally:
             plan.server = None
     else:
+        assert plan.host is not None, "plan() gives every member but rank 0 rank 0's address"
         section = session.run_member(rank=ms.rank, size=ms.size, host=plan.host, port=plan.port, token=ms.token,
                                      member=member, rails=rails, timeout=plan.timeout, log=log, resolve=resolve)
     section["membership"] = dict(ms.to_json(), master_source=plan.host_source, port=plan.port)
@@ -174,7 +175,7 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
         elif sev == "unknown":
             g.unknown.append(item)
     rank = {GO: 0, UNKNOWN_VERDICT: 1, NO_GO: 2}
-    gv = section.get("verdict") if section.get("verdict") in rank else UNKNOWN_VERDICT
+    gv = str(section["verdict"]) if section.get("verdict") in rank else UNKNOWN_VERDICT
     g.verdict = max(g.verdict, gv, key=lambda v: rank[v])
     return section
 
@@ -185,7 +186,7 @@ def gang_text(section: dict[str, Any]) -> list[str]:
 
     members = section.get("members") or []
     size = section.get("size")
-    verdict = VERDICT_TEXT.get(section.get("verdict"), "UNKNOWN")
+    verdict = VERDICT_TEXT.get(str(section.get("verdict")), "UNKNOWN")
     where = section.get("master") or "?"
     out = [f"gang: {verdict} - {len(members)} of {count(size or 0, 'member')} met (this pod is rank {section.get('rank')}; "
            f"rank 0: {where})"]

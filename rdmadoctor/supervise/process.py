@@ -351,6 +351,7 @@ class Child:
         on_data, sinks, counts = self.on_data, self.sinks, self.result.bytes
         try:
             while fds:
+                timeout: float | None
                 if exited_at is not None:
                     timeout = DRAIN_QUIET_S * 1000
                 else:
