@@ -15,6 +15,7 @@ from rdmadoctor.core.model import PROBLEM, Code
 from rdmadoctor.core.record import fields, record, replace
 from rdmadoctor.host.net import NET_CLASS
 from rdmadoctor.host.net import speed_mbps as netdev_speed_mbps  # noqa: F401 - iwarp, nccl: the Host's reading
+from rdmadoctor.host.net import sysfs_int as parse_int  # roce, iwarp, nccl read sysfs integers with it too
 from rdmadoctor.parsers.common import ipv4_of_gid, leading_number, phys_state, port_state
 
 # Codes more than one check module names (as a finding's cause, or to order root causes): declared
@@ -88,15 +89,6 @@ class RdmaInventory:
 def parse_rate(text: str | None) -> float | None:
     """sysfs ``rate``: "400 Gb/sec (4X NDR)", "2.5 Gb/sec (1X SDR)"; ibstat: "400"."""
     return leading_number(text)
-
-
-def parse_int(text: str | None, base: int = 0) -> int | None:
-    if text is None:
-        return None
-    try:
-        return int(text.strip(), base)
-    except ValueError:
-        return None
 
 
 def iboe_mtu(netdev_mtu: int | None) -> int | None:

@@ -18,7 +18,8 @@ IFF_UP = 0x1
 IFF_RUNNING = 0x40  # what NCCL's findInterfaces tests: admin up and operationally up
 
 
-def _int(text: str | None, base: int = 0) -> int | None:
+def sysfs_int(text: str | None, base: int = 0) -> int | None:
+    """A sysfs integer (``int(text, base)``, base 0: ``0x`` hex too), else None."""
     if text is None:
         return None
     try:
@@ -157,20 +158,20 @@ def _sysfs_interfaces(host) -> tuple[NetIf, ...] | None:
     out = []
     for name in names:
         oper = host.read_value(f"{NET_CLASS}/{name}/operstate")
-        flags = _int(host.read_value(f"{NET_CLASS}/{name}/flags"), 16)
+        flags = sysfs_int(host.read_value(f"{NET_CLASS}/{name}/flags"), 16)
         if oper is None:
             up = None
         else:
             # IFF_RUNNING is netif_oper_up(): operstate up, or unknown for drivers that do not track it (lo, dummy).
             up = oper in ("up", "unknown") and (flags is None or bool(flags & IFF_UP))
-        out.append(NetIf(name, up, _int(host.read_value(f"{NET_CLASS}/{name}/mtu"), 10), None))
+        out.append(NetIf(name, up, sysfs_int(host.read_value(f"{NET_CLASS}/{name}/mtu"), 10), None))
     return tuple(out)
 
 
 def speed_mbps(host, name: str) -> int | None:
     """/sys/class/net/<name>/speed in Mb/s, as NCCL reads it (net_socket.cc: strtol; <= 0, i.e.
     SPEED_UNKNOWN -1, means unknown); None when absent or not a number."""
-    v = _int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
+    v = sysfs_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
     return v if v is not None and v > 0 else None
 
 
@@ -186,7 +187,7 @@ def _with_speeds(host, interfaces: tuple[NetIf, ...] | None) -> tuple[NetIf, ...
 
 def _speed_not_reported(host, name: str) -> bool:
     """/sys/class/net/<if>/speed reads -1 or 0 (SPEED_UNKNOWN: the driver has no speed to give)."""
-    v = _int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
+    v = sysfs_int(host.read_value(f"{NET_CLASS}/{name}/speed"), 10)
     return v is not None and v <= 0
 
 
