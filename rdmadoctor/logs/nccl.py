@@ -29,17 +29,21 @@ _PLUGIN = re.compile(
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : .{0,512}? via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*+\s*$")
-_CHANNEL_HOST_BYTES = re.compile(rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] (?:NCCL )?INFO (?:Channel|Ring) ")
+# NCCL's "host:pid:tid [dev] " prefix, searched anywhere (after kubectl's or mpirun's prefixes) or
+# found from a newline; the patterns below add what follows it.
+_HOST_PREFIX = rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] "
+_LINE_PREFIX = rb"\n([a-zA-Z0-9_.\-]{1,255}+):[0-9]{1,9}+:[0-9]{1,9}+ \[-?[a-zA-Z0-9_]{1,16}+\] "
+_CHANNEL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"(?:NCCL )?INFO (?:Channel|Ring) ")
 # The same at the start of a line, found from its newline (the engine jumps from one to the next in
 # C): a log whose channel lines carry no other prefix is read this way; one with kubectl's or
 # mpirun's prefixes needs the search above, which tries every position.
-_CHANNEL_HOST_LINE = re.compile(rb"\n([a-zA-Z0-9_.\-]{1,255}+):[0-9]{1,9}+:[0-9]{1,9}+ \[-?[a-zA-Z0-9_]{1,16}+\] (?:NCCL )?INFO (?:Channel|Ring) ")
-_NCCL_HOST_BYTES = re.compile(rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] NCCL INFO ")
+_CHANNEL_HOST_LINE = re.compile(_LINE_PREFIX + rb"(?:NCCL )?INFO (?:Channel|Ring) ")
+_NCCL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"NCCL INFO ")
 # (_NCCL_HOST_LINE, _CHANNEL_HOST_LINE and _CHANNEL_RING_BYTES run over every line of a block: they
 # spell \w and \d as the ASCII sets they are in a bytes pattern, and never give back what a repeat
 # took (`{1,9}+`: what follows is not in its set, so giving back never helped): the same matches as
 # the plain spelling, a fifth less time per line; tests/test_logs_fastpath.py compares the two.)
-_NCCL_HOST_LINE = re.compile(rb"\n([a-zA-Z0-9_.\-]{1,255}+):[0-9]{1,9}+:[0-9]{1,9}+ \[-?[a-zA-Z0-9_]{1,16}+\] NCCL INFO ")
+_NCCL_HOST_LINE = re.compile(_LINE_PREFIX + rb"NCCL INFO ")
 # A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
 # line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first
 # rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
