@@ -1,10 +1,11 @@
 """The scan's fast path (issue 16 item 5) says what the line-by-line path says.
 
-A dense NCCL log is read block by block in C: saturated needles leave the scan, NCCL's commonest
-capitals are read in small letters (scan._QUIETER), the rest is summed in bulk. The reference here
-feeds the same bytes one line at a time, with no needle ever saturated and nothing read in small
-letters: every line that holds a needle is read in Python. Findings (with their evidence and line
-numbers) and the `nccl` section must be the same, whatever the chunking.
+A dense NCCL log is read block by block in C: each distinct line without its digits is scanned once
+(scan.Diagnoser._candidates), saturated needles leave the scan, NCCL's commonest capitals are read in
+small letters (scan._QUIETER), the rest is summed in bulk (hosts, ranks, channels, socket hosts).
+The reference here feeds the same bytes one line at a time, with no needle ever saturated and
+nothing read in small letters: every line that holds a needle is read in Python. Findings (with
+their evidence and line numbers) and the `nccl` section must be the same, whatever the chunking.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def test_the_fast_path_says_what_the_line_by_line_path_says(tmp_path, monkeypatc
         # must be found through the scan that is left, in the small-letter copy.
         at = data.index(b"\n", len(data) * 2 // 3) + 1
         rows = b"".join(ex.encode() + b"\n" for p in kb.patterns() for ex in p.examples if "\n" not in ex)
-        data = data[:at] + rows + data[at:]
+        data = data[:at] + rows + LATE_HOSTS + data[at:]
     reference = _reference(data, monkeypatch)
     whole = _fast(data, len(data))
     d = scan.Diagnoser()
@@ -78,8 +79,57 @@ def test_the_fast_path_says_what_the_line_by_line_path_says(tmp_path, monkeypatc
     findings, nccl = reference
     assert nccl is not None and set(nccl["hosts"]) >= {f"gpu-node-{i:03d}" for i in range(8)}
     if kind == "dense":
-        assert nccl["socket_hosts"] == ["gpu-node-007"]
+        assert {"late-host-1", "late-host-2", "late-host-3"} <= set(nccl["hosts"])
+        assert nccl["socket_hosts"] == ["gpu-node-007", "late-host-3"]
         assert {c for c, *_ in findings} >= {"NCCL_SOCKET_FALLBACK", "NCCL_IB_NO_DEVICE", "NCCL_IB_COMPLETION_ERROR"}
+
+
+# Hosts that print only lines summed in bulk, long after every needle saturated: one at a line's
+# start, one after kubectl's --prefix, one on sockets (its channel lines only).
+LATE_HOSTS = (b"late-host-1:9001:9001 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM/read\n" * 3
+              + b"late-host-1:9001:9001 [0] NCCL INFO threadThresholds 8/8/64 | 512/8/64 | 512 | 512\n"
+              + b"[pod/job-worker-9/pytorch] late-host-2:9002:9002 [1] NCCL INFO Channel 01/0 : 1[1] -> 2[2] via "
+                b"P2P/CUMEM/read\n"
+              + b"late-host-3:9003:9003 [2] NCCL INFO Channel 02/0 : 2[2] -> 3[3] [send] via NET/Socket/0\n")
+
+
+def test_lines_that_differ_only_in_their_digits_are_scanned_once_and_each_counted() -> None:
+    """The scan reads each distinct line without its digits once; the lines it stops at are found
+    in the block again (with their true numbers), and a literal with digits in it ("Caught signal
+    7") is told from its neighbours ("Caught signal 9") on the line itself."""
+    d = scan.Diagnoser()
+    line = b"gpu-a:%d:%d [%d] NCCL INFO Channel %02d/0 : %d[%d] -> %d[%d] via P2P/CUMEM/read\n"
+    data = b"".join(line % (i, i, i % 8, i % 24, i, i % 8, i + 1, (i + 1) % 8) for i in range(3000))
+    data += b"[rank1]: Caught signal 9 (Killed)\n" + data[:data.index(b"\n", 4000) + 1] + b"[rank2]: Caught signal 7 (Bus error: nonexistent physical address)\n"
+    starts = d._candidates(data)
+    assert len(set(data.translate(None, b"0123456789").split(b"\n"))) < 10  # a handful of shapes
+    lines = [data[s:data.index(b"\n", s)] for s in starts]
+    assert lines == [b"[rank1]: Caught signal 9 (Killed)", b"[rank2]: Caught signal 7 (Bus error: nonexistent physical address)"]
+    assert d._nlines == data.count(b"\n")
+    d.feed(data, source="x.log")
+    out = d.finish()
+    ev = [e for f in out.findings for e in f.data.get("evidence", []) if "signal" in e["text"]]
+    assert [(e["line"], e["text"]) for e in ev] == [(data.count(b"\n"), "[rank2]: Caught signal 7 (Bus error: nonexistent physical address)")]
+
+
+def test_new_hosts_are_found_in_linear_time_on_hostile_blocks() -> None:
+    """count_hosts' pattern (the hosts known so far as a lookahead trie) on blocks made to make it
+    work: 256 known hosts that share long starts, lines that stop one character short of a known
+    host, a megabyte of one line."""
+    from adversarial import cpu_budget
+
+    from rdmadoctor.logs.nccl import NcclFacts
+
+    f = NcclFacts()
+    known = {f"node-{'x' * 200}-{i:03d}" for i in range(255)}
+    f.hosts = set(known)
+    near = b"".join(b"node-" + b"x" * 200 + b"-%03d9:1:1 [0] NCCL INFO Channel 00/0 : a\n" % i for i in range(255))
+    blocks = [near * 20, b"node-" + b"x" * (1 << 20) + b"\n", b"\n" * (1 << 20), b"a:1:1 [" * 150000 + b"\n"]
+    with cpu_budget(20.0):  # well under a second each
+        for b in blocks:
+            f.count_hosts(b)
+    (new,) = f.hosts - known  # one more fits under MAX: a host one character longer than a known one
+    assert new.startswith("node-x") and new.endswith("9") and len(f.hosts) == f.MAX
 
 
 def test_every_reduced_scan_keeps_its_anchors_and_finds_what_the_full_scan_finds() -> None:

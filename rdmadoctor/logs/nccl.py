@@ -50,7 +50,7 @@ _NCCL_HOST_LINE = re.compile(_LINE_PREFIX + rb"NCCL INFO ")
 _CHANNEL_RING_BYTES = re.compile(rb"Channel [0-9]{1,4}+/([0-9]{1,4}+) :[ \t]++[0-9]{1,7}+(?![0-9\[])")
 _COLL_CHANNELS = re.compile(r"(\d{1,9}) coll channels")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
-_RANK_OF = re.compile(r"\brank (\d{1,7}) n[Rr]anks (\d{1,7})\b")
+_RANK_OF = re.compile(r"rank (\d{1,7}) n[Rr]anks (\d{1,7})\b")  # as scan._BULK_RANKS reads it, after any letter
 # "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (init.cc, 2.19+)
 _NNODES = re.compile(r"\bnNodes (\d{1,7})\b")
 _LOCAL_RANKS = re.compile(r"\bnRanks (\d{1,7}) nNodes \d{1,7} localRanks (\d{1,7})\b")
@@ -109,6 +109,7 @@ class NcclFacts:
         self.hosts: set[str] = set()
         self.seen = False  # any NCCL line at all
         self.connected = False  # channels connected / init complete: the transport is settled
+        self._new_hosts: _NewHosts | None = None  # count_hosts' pattern for the hosts known so far
 
     def feed(self, text: str, host: str | None) -> None:
         """One line, its wrappers removed (``text``), printed by ``host``."""
@@ -208,14 +209,19 @@ class NcclFacts:
             per_host[host] = per_host.get(host, 0.0) + bw
         return min(per_host.values()) if per_host else None
 
-    def count_channels(self, block: bytes, hosts: bool = True) -> None:
-        """The channel lines of a block of whole lines, counted in C: NET channels, those with
-        GPUDirect RDMA, and the ring listings' channel count ("Channel 00/24 :    0   1 ...")."""
-        n = block.count(b" via NET/")
-        if n:
+    def count_channels(self, block: bytes, hosts: bool = True, shapes: bytes | None = None) -> None:
+        """The channel lines of a block of whole lines, read in C: whether NET channels were seen and
+        one had GPUDirect RDMA, the network they name, and the ring listings' channel count
+        ("Channel 00/24 :    0   1 ..."). ``shapes``: the block's distinct lines without their
+        digits (the scan's), asked instead of the block whether a word is there at all."""
+        has = block if shapes is None else shapes
+        # gdr() asks only whether there were NET channel lines and whether one said GDRDMA: once one
+        # did (and a line named the network), no later block can change what they say.
+        if (not self.net_channels_gdr or self.channel_net is None) and b" via NET/" in has:
             self.seen = True
-            self.net_channels += n
-            self.net_channels_gdr += block.count(b"/GDRDMA")
+            self.net_channels += 1  # blocks with NET channel lines (gdr() reads it as "any")
+            if not self.net_channels_gdr and b"/GDRDMA" in has:
+                self.net_channels_gdr += 1
             self.connected = True
             if self.channel_net is None:
                 # The first few channel lines of the block, not a search over all of it: a log whose
@@ -229,8 +235,8 @@ class NcclFacts:
                         self.channel_net = m.group(1).decode("utf-8", "replace")
                         break
                     j = block.find(b" via NET/", j + 9)
-        if b"Channel " in block or b"Ring " in block:
-            rings = set(_CHANNEL_RING_BYTES.findall(block))
+        if b"Channel " in has or b"Ring " in has:
+            rings = set(_CHANNEL_RING_BYTES.findall(block)) if b"Channel " in has else ()
             if rings:
                 self.seen = True
                 self.ring_channels = max(self.ring_channels or 0, *(int(x) for x in rings))
@@ -243,13 +249,35 @@ class NcclFacts:
                     found = _CHANNEL_HOST_BYTES.findall(block)
                 self._add_hosts(found)
 
-    def count_hosts(self, block: bytes) -> None:
-        """The hosts of every NCCL INFO line of a block (for lines not read one by one)."""
-        if len(self.hosts) < self.MAX and b"NCCL INFO " in block:
-            found = _line_hosts(_NCCL_HOST_LINE, block)
-            if len(found) < block.count(b"] NCCL INFO "):
-                found = _NCCL_HOST_BYTES.findall(block)
-            self._add_hosts(found)
+    def count_hosts(self, block: bytes, anywhere: bool = False, shapes: bytes | None = None) -> None:
+        """The hosts of every NCCL INFO line of a block (for lines not read one by one).
+
+        Lines that start with NCCL's prefix are searched with a pattern that passes over every line
+        whose host is already known (_NewHosts): the search stops only where a new host prints, a
+        few times in a whole log. ``anywhere``: NCCL's prefix may follow another (kubectl --prefix,
+        mpirun --tag-output), so every NCCL INFO line's host is read wherever it stands."""
+        if len(self.hosts) >= self.MAX or b"NCCL INFO " not in (block if shapes is None else shapes):
+            return
+        if anywhere:
+            self._add_hosts(_NCCL_HOST_BYTES.findall(block))
+            return
+        if self._new_hosts is None or self._new_hosts.known != len(self.hosts):
+            self._new_hosts = _NewHosts(self.hosts)
+        rx = self._new_hosts.rx
+        found = []
+        first = block.find(b"\n")
+        m = rx.match(b"\n" + (block[:first] if first >= 0 else block))
+        if m is not None:
+            found.append(m.group(1))
+        m = rx.search(block)
+        while m is not None and len(found) < 4 * self.MAX:
+            # A host not known when the pattern was made; its later lines stop the search too, until
+            # the pattern is made again with it (at most once per block).
+            found.append(m.group(1))
+            m = rx.search(block, m.end())
+        if len(found) >= 4 * self.MAX:
+            found = _NCCL_HOST_LINE.findall(block)
+        self._add_hosts(found)
 
     def _add_hosts(self, found: list[bytes]) -> None:
         for h in set(found):
@@ -353,6 +381,21 @@ class NcclFacts:
             "fabric_nics": self.fabric_nics,
             "net_bw_gbs": self.net_bw_gbs(),
         }
+
+
+class _NewHosts:
+    """A line that starts with NCCL's prefix (host:pid:tid [dev] NCCL INFO) and a host not in
+    ``hosts``: the known hosts as a negative lookahead right after the newline, shaped as a trie so a
+    line tries one branch per character. The engine jumps from newline to newline in C, and a line of
+    a known host fails at its first ":"."""
+
+    def __init__(self, hosts: set[str]):
+        from rdmadoctor.logs.rx import trie
+
+        self.known = len(hosts)
+        known = trie(sorted(h.encode("utf-8", "replace").decode("latin-1") for h in hosts)).encode("latin-1")
+        guard = rb"(?!(?:" + known + rb"):)" if hosts else b""
+        self.rx = re.compile(rb"\n" + guard + _LINE_PREFIX[2:] + rb"NCCL INFO ")
 
 
 def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:

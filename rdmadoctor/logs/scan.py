@@ -2,18 +2,28 @@
 
 How it stays fast and small on a gigabyte from 64 ranks:
 
-- Lines are never all looked at in Python. One compiled alternation of every knowledge-base
-  row's ``needle`` (plus the NCCL INFO lines that carry facts and the starts of pasted tool
-  outputs) is searched over each megabyte in C; only the lines that contain a needle are
-  decoded, unwrapped and matched against their rows.
+- A job prints the same lines again and again with other numbers in them (every rank, every
+  communicator, every step). Each block (about a megabyte of whole lines) is read without its
+  digits and split into lines, and each distinct line is scanned once (:meth:`Diagnoser._candidates`):
+  a dense NCCL log's megabyte is some twenty distinct lines. The scan's literals are read without
+  their digits too, so a line that holds a literal always holds what is looked for; the lines it
+  stops at are found in the block again and checked against the literals themselves.
+- That scan is one compiled alternation of every knowledge-base row's ``needle`` (plus the NCCL INFO
+  lines that carry facts and the starts of pasted tool outputs), searched in C; only the lines that
+  contain a needle are decoded, unwrapped and matched against their rows.
 - Lines every rank prints for every communicator (``comm ... nRanks``, ``Init COMPLETE``,
   ``Connected all rings``, socket channel lines) are read one by one until each kind has been seen
   ``SATURATE_AFTER`` times; after that they leave the scan and what they say (ranks, nodes, hosts)
   is summed per block in C (:meth:`Diagnoser._bulk`), with the same result. Leaving the scan is
-  literal: the scan is rebuilt without their anchors (:meth:`_Tables.scan_for`, once per set).
+  literal: the scan is rebuilt without their anchors (:meth:`_Tables.scan_for`, once per set). Of
+  the facts summed in bulk, only what can change is looked for: the hosts by a pattern that passes
+  over every line of a host already known (nccl._NewHosts), the socket channel lines of a host
+  already on sockets in three calls each; whether a block holds a kind of line at all is asked of
+  its distinct lines, not of the block.
 - Each capital letter the scan reads is a place it must try; NCCL's INFO prefix and its channel
   lines (``Channel 02/0 : 3[3] -> 4[4] via P2P/CUMEM/read``) are read in small letters, in a copy
-  of the block of the same length, wherever no anchor loses a letter by it (``_QUIETER``).
+  of the block of the same length, wherever no anchor loses a letter by it (``_QUIETER``: it pays
+  where the distinct lines are many, in a log's first blocks and in text that never repeats).
   tests/test_logs_fastpath.py holds all of this to a reference that reads line by line.
 - Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
   ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
@@ -33,13 +43,16 @@ problem's code and ``data["follows"]`` says where it was.
 
 from __future__ import annotations
 
+import functools
 import re
+from itertools import accumulate
 
 from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.core.record import field, record
 from rdmadoctor.core.words import count
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.nccl import NcclFacts, is_socket, transport_line
+from rdmadoctor.logs.rx import trie as _trie
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -106,7 +119,9 @@ _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_chann
 _SATURATING = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Connected all rings", "Init COMPLETE", "Init START",
                          "via NET/Socket"})
 SATURATE_AFTER = 512
-_BULK_RANKS = re.compile(rb" rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+# (no space before "rank": a pattern that starts with a blank is one the engine stops at everywhere,
+# twice the time; nccl._RANK_OF, for the lines read one by one, reads "rank N nRanks M" the same way)
+_BULK_RANKS = re.compile(rb"rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
 # "] NCCL INFO " (after the [dev] of its prefix) starts most lines of an INFO log and is all capitals, each a place the scan must try:
 # the copy the scan reads has it in small letters (same length, so every position stays), unless an
 # anchor would lose a letter by it (_survives).
@@ -126,6 +141,18 @@ _QUIETER = (
 )
 
 
+_DIGITS = b"0123456789"
+
+
+def _shape(text: str) -> str:
+    """``text`` as the scan reads it: without its digits (see Diagnoser._candidates)."""
+    return text.translate(_NO_DIGITS)
+
+
+_NO_DIGITS = {ord(d): None for d in "0123456789"}
+
+
+@functools.lru_cache(maxsize=None)
 def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
     """No overlap of ``old`` with ``anchor`` changes a letter of the anchor when ``old`` becomes ``new``."""
     for k in range(-(len(old) - 1), len(anchor)):
@@ -136,6 +163,8 @@ def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
 
 
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
+# NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
+_NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}+:: \[-?\w{0,16}+\] NCCL INFO ")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
@@ -169,28 +198,17 @@ def _anchors(literal: str) -> list[str]:
     return [literal[i:] for i in starts]
 
 
+def _kept(tail: str, firsts: set[str]) -> bool:
+    """Does ``tail`` keep enough of its letters as they are once translated (each first character of
+    an anchor becomes the same byte)? Two, or one in a tail of six or more ("_INET(": five rare
+    characters then a parenthesis is no run of NCCL's capitals)."""
+    kept = sum(ch not in firsts for ch in tail[1:])
+    return kept >= 2 or (kept >= 1 and len(tail) >= 6)
+
+
 def _anchor(literal: str) -> str | None:
     tails = _anchors(literal)
     return tails[0] if tails else None
-
-
-def _trie(words: list[str]) -> str:
-    """One regex for many literals, shaped as a trie so a position tries one branch per character."""
-    root: dict = {}
-    for w in words:
-        d = root
-        for ch in w:
-            d = d.setdefault(ch, {})
-        d[""] = {}
-
-    def emit(d: dict) -> str:
-        if set(d) == {""}:
-            return ""
-        alts = [re.escape(ch) + emit(d[ch]) for ch in sorted(k for k in d if k)]
-        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
-        return f"(?:{body})?" if "" in d else body
-
-    return emit(root)
 
 
 # The error lines read even when no row knows them (issue 15: an error the knowledge base does not
@@ -358,20 +376,27 @@ class _Tables:
         # matches any run of them ("WARN" would match "NCCL", "INFO", "GDRD" on every NCCL line):
         # each literal takes its first tail (by _PREFERRED) with two characters left as they are,
         # or is searched for as it is (bytes.find).
-        scanned = literals - set(_CHANNEL_WORDS)
+        # The scan reads each block's lines without their digits, each distinct line once (see
+        # Diagnoser._candidates): it looks for each literal's shape ("Caught signal 7" -> "Caught
+        # signal "), and a line it stops at is checked for the literal itself (self.verify).
+        originals: dict[str, set[str]] = {}
+        for lit in literals - set(_CHANNEL_WORDS):
+            originals.setdefault(_shape(lit), set()).add(lit)
+        scanned = set(originals)
+        self.scanned = frozenset(scanned)
         choice = {lit: _anchor(lit) for lit in scanned}
         for _ in range(3):
             firsts = {a[0] for a in choice.values() if a}
-            choice = {lit: next((t for t in _anchors(lit) if sum(ch not in firsts for ch in t[1:]) >= 2), None)
+            choice = {lit: next((t for t in _anchors(lit) if _kept(t, firsts)), None)
                       for lit in scanned}
         firsts = {a[0] for a in choice.values() if a}
-        choice = {lit: (a if a and sum(ch not in firsts for ch in a[1:]) >= 2 else None) for lit, a in choice.items()}
+        choice = {lit: (a if a and _kept(a, firsts) else None) for lit, a in choice.items()}
         anchors = {a for a in choice.values() if a}
         # anchor -> the literals found through it: an anchor is skipped once all of them are saturated.
         self.anchor_lits: dict[bytes, set[str]] = {}
         for lit, a in choice.items():
             if a:
-                self.anchor_lits.setdefault(a.encode(), set()).add(lit)
+                self.anchor_lits.setdefault(a.encode(), set()).update(originals[lit])
         plain = {lit for lit, a in choice.items() if a is None}
         searched = {lit for lit in plain if _anchors(lit)}  # had a rare character, but only crowded tails
         self.prompt_scan = re.compile(b"\x02 ")
@@ -384,13 +409,15 @@ class _Tables:
         # searched literal (a WARN, an ERROR) is found through that; the rest are searched too.
         fast_text = self.fast
         uncovered = set(searched)
+        self._originals = originals
         for lit in plain:
-            for p in self.by_needle.get(lit, ()):
+            for p in (p for o in originals[lit] for p in self.by_needle.get(o, ())):
                 for ex in p.examples or ("",):
+                    ex = _shape(ex)
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
                     if not hit and not any(x in ex for x in searched):
                         uncovered.add(lit)
-        self.plain = tuple(sorted(x.encode() for x in uncovered - set(_HEAD_FACT_NEEDLES)))
+        self.plain = tuple(sorted(x.encode() for x in uncovered - {_shape(x) for x in _HEAD_FACT_NEEDLES}))
         self._searched, self._plain_lits = searched, plain
         self.scans[frozenset()] = full
         full.plain = self.plain + self._uncovered(full)
@@ -399,7 +426,7 @@ class _Tables:
         # each such search costs about as much as the whole scan of a block, and outputs pasted
         # without a header or prompt come in tickets and pastes, the topology with the first
         # communicator, not megabytes into a job's log.
-        head = {x for x in _HEADER_NEEDLES if choice.get(x) is None} | set(_HEAD_FACT_NEEDLES)
+        head = {_shape(x) for x in _HEADER_NEEDLES if choice.get(_shape(x)) is None} | {_shape(x) for x in _HEAD_FACT_NEEDLES}
         self.paste_plain = tuple(sorted(x.encode() for x in head if x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
@@ -409,8 +436,9 @@ class _Tables:
         their rows' examples, read as the scan reads them) and self.plain does not search for."""
         out = set()
         for lit in self._plain_lits:
-            for p in self.by_needle.get(lit, ()):
+            for p in (p for o in self._originals[lit] for p in self.by_needle.get(o, ())):
                 for ex in p.examples or ("",):
+                    ex = _shape(ex)
                     hit = sc.fast is not None
                     for quiet in (sc.quiet, sc.quiet_plain):  # a block with channel lines, one without
                         b = ex.encode()
@@ -419,7 +447,7 @@ class _Tables:
                         hit = hit and sc.fast.search(b.translate(sc.table)) is not None  # type: ignore[union-attr]
                     if not hit and not any(x in ex for x in self._searched):
                         out.add(lit.encode())
-        return tuple(sorted(out - set(self.plain) - {x.encode() for x in _HEAD_FACT_NEEDLES}))
+        return tuple(sorted(out - set(self.plain) - {_shape(x).encode() for x in _HEAD_FACT_NEEDLES}))
 
     def scan_for(self, skip: frozenset[bytes]) -> _Scan:
         """The scan without the anchors in ``skip`` (those whose needles are all saturated, summed
@@ -447,8 +475,9 @@ class _Scan:
         self.table = bytes(table)
         rests = sorted({a.translate(self.table)[1:].decode("latin-1") for a in anchors})
         self.fast = re.compile(b"\x01" + _trie(rests).encode("latin-1")) if anchors else None
+        quieter = [(channels, [(o.translate(None, _DIGITS), n.translate(None, _DIGITS)) for o, n in row]) for channels, row in _QUIETER]
         rows = [(channels, next((pair for pair in row if all(_survives(a, *pair) for a in anchors)), None))
-                for channels, row in _QUIETER]
+                for channels, row in quieter]
         self.quiet = tuple(pair for _, pair in rows if pair is not None)  # for a block with channel lines
         self.quiet_plain = tuple(pair for channels, pair in rows if pair is not None and not channels)  # without
         self.plain = plain  # literals searched as they are (bytes.find) with this scan
@@ -499,6 +528,9 @@ class Diagnoser:
         self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
         self._known_text = False  # a line of a source rdmadoctor reads (a row's needle, libibverbs, mlx5 ...)
         self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
+        self._shapes = b""  # the block being read: its distinct lines without digits (_candidates)
+        self._nlines = 0
+        self._block_bytes = 0
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
         self._scan = self.t.scan_for(self._skip)
@@ -646,9 +678,11 @@ class Diagnoser:
         if b"\x1b" in block:
             block = _ANSI.sub(b"", block)
         n = len(block)
+        self._block_bytes = n
+        base = self._lineno
         starts = self._candidates(block)
         if self._channels:  # the channel lines, counted in C (most of an INFO log)
-            self.facts.count_channels(block, hosts=not self._saturated)
+            self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
         if self._saturated:
             self._bulk(block)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
@@ -666,7 +700,7 @@ class Diagnoser:
                     self._follow -= 1
                 ls = pos
             elif i == len(starts):
-                self._lineno += block.count(b"\n", pos)
+                self._lineno = base + self._nlines  # every line of the block, counted once
                 return
             else:
                 ls = starts[i]
@@ -683,7 +717,30 @@ class Diagnoser:
             pos = le + 1
 
     def _candidates(self, block: bytes) -> list[int]:
-        """Starts of the lines of ``block`` that may hold a needle, in order."""
+        """Starts of the lines of ``block`` that may hold a needle, in order.
+
+        A job prints the same lines again and again with other numbers in them (every rank, every
+        communicator, every step): the block is read without its digits, split into lines, and each
+        distinct line is scanned once (the scan's literals are read without their digits too, so a
+        line that holds a literal always holds what is looked for). The lines of the shapes the scan
+        stops at are then found in the block. Also sets ``self._shapes`` (the distinct lines, joined:
+        the block's other questions, "any channel line?", are asked of it) and ``self._nlines``."""
+        shapes = block.translate(None, _DIGITS).split(b"\n")
+        self._nlines = len(shapes) - 1  # the block ends with its last line's newline
+        distinct = set(shapes)
+        joined = self._shapes = b"\n" + b"\n".join(distinct) + b"\n"
+        found = self._scan_text(joined)
+        if not found:
+            return []
+        wanted = {joined[j:joined.find(b"\n", j)] for j in found}
+        at = [i for i, x in enumerate(shapes) if x in wanted]
+        if not at:
+            return []
+        ends = list(accumulate(len(x) + 1 for x in block.split(b"\n")))
+        return [ends[i - 1] if i else 0 for i in at]
+
+    def _scan_text(self, block: bytes) -> set[int]:
+        """Starts of the lines of ``block`` (lines without digits) where the scan stops."""
         starts: set[int] = set()
         rfind, find = block.rfind, block.find
         sc = self._scan  # without the anchors of saturated needles (see _bulk)
@@ -699,7 +756,7 @@ class Diagnoser:
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
         plain = sc.plain
-        if self._source is not None and self._source["bytes"] - len(block) < PASTE_WINDOW:
+        if self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
             plain += self.t.paste_plain
         for lit in plain:
             j = find(lit)
@@ -707,14 +764,15 @@ class Diagnoser:
                 starts.add(rfind(b"\n", 0, j) + 1)
                 nl = find(b"\n", j)
                 j = find(lit, nl + 1) if nl >= 0 else -1
-        return sorted(starts)
+        return starts
 
     def _bulk(self, block: bytes) -> None:
         """What the lines of saturated needles say, summed up over a block of whole lines in C: the
         ranks and nodes of each communicator line, the hosts on sockets, the hosts that print."""
         f = self.facts
         sat = self._saturated
-        if b"anks " in block and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
+        shapes = self._shapes  # the block's distinct lines without digits: "is there any ...?" costs nothing
+        if b"anks " in shapes and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
             for rank, nranks, nodes, local in set(_BULK_RANKS.findall(block)):
                 n = int(nranks)
                 f.nranks = max(f.nranks or 0, n)
@@ -724,28 +782,32 @@ class Diagnoser:
                     f.nnodes = max(f.nnodes or 0, int(nodes))
                     if local == nranks:
                         f.all_local = True
-        if "via NET/Socket" in sat and b"via NET/Socket" in block and len(f.socket_channel_hosts) < f.MAX:
-            # One step per socket channel line, from one to the next (a host prints them in runs):
+        if "via NET/Socket" in sat and b"via NET/Socket" in shapes and len(f.socket_channel_hosts) < f.MAX:
+            # From one socket channel line to the next (a host prints them in runs): a line that starts
+            # with a host already on sockets ("gpu-7:") is passed in three calls in C; for another,
             # the host is what precedes the line's first ":" when NCCL's prefix starts the line.
-            heads: dict[bytes, str | None] = {}
-            find, rfind = block.find, block.rfind
+            known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
+            find, rfind, starts = block.find, block.rfind, block.startswith
             j = find(b"via NET/Socket")
             while j >= 0:
                 ls = rfind(b"\n", 0, j) + 1
+                if known and starts(known, ls):
+                    j = find(b"via NET/Socket", j + 14)
+                    continue
                 le = find(b"\n", j)
                 head = block[ls:find(b":", ls, j)]
-                host = heads.get(head, "")
-                if host == "":
-                    host = None
-                    if _HOST_AT.match(block, ls) is not None:
-                        host = head.decode("utf-8", "replace")
-                        heads[head] = host
-                    else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
-                        host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
+                if _HOST_AT.match(block, ls) is not None:
+                    host: str | None = head.decode("utf-8", "replace")
+                else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
+                    host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
                 if host and len(f.socket_channel_hosts) < f.MAX:
                     f.socket_channel_hosts.add(host)
+                    known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
                 j = find(b"via NET/Socket", le) if le >= 0 else -1
-        f.count_hosts(block)
+        # A line with NCCL's prefix after another (kubectl --prefix, mpirun --tag-output, a quote):
+        # the hosts of this block's lines are read wherever they stand.
+        anywhere = shapes.count(b"] NCCL INFO ") > len(_NCCL_SHAPE_AT.findall(shapes))
+        f.count_hosts(block, anywhere=anywhere, shapes=shapes)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
         """Collect the lines of the tool output being read, until a line that ends it."""
