@@ -348,6 +348,11 @@ class FakeKubeAPI:
         with self._lock:
             self._faults.append(_Fault(n, status=status, methods=methods))
 
+    def clear_faults(self) -> None:
+        """Forget the faults not taken yet."""
+        with self._lock:
+            self._faults.clear()
+
     def slow_next(self, n: int, seconds: float, methods: tuple[str, ...] | None = None) -> None:
         """Delay the next ``n`` requests by ``seconds`` before answering them normally."""
         with self._lock:

@@ -79,3 +79,56 @@ def test_fleet_kube_without_any_annotation_cannot_decide(tmp_path):
         api.fail_next(10, 403)
         code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc")])
         assert code == 2 and "listing the Nodes" in err
+
+
+def _fleet_of(api, n: int) -> None:
+    text = F.compact_text(F.compact(check_json(["--example", "hgx-h100-ib", "--scope", "node"])[1]["fingerprint"]))
+    for i in range(n):
+        api.add_node(f"gpu-{i:04d}", labels={"rdmadoctor.io/pool": "hgx"}, annotations={ANNOTATION: text})
+
+
+def test_fleet_kube_starts_a_listing_cut_by_an_outage_again_and_reads_each_node_once(tmp_path, monkeypatch):
+    """A 503 on the second page, then a 410 (the continue token expired) on a later one: the
+    listing starts again after a backoff each time, and every Node is counted once."""
+    import rdmadoctor.fleet as fleet
+
+    waits: list[float] = []
+    monkeypatch.setattr(fleet, "_sleep", waits.append)
+    with FakeKubeAPI() as api:
+        _fleet_of(api, 1200)
+        kc = api.kubeconfig(tmp_path / "kc")
+        api.slow_next(1, 0.0)  # the first page is answered
+        api.fail_next(1, 503)  # the second is not
+        api.slow_next(2, 0.0)  # started again: pages 1 and 2 answered,
+        api.fail_next(1, 410)  # page 3 gone
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc, "--group-by", "rdmadoctor.io/pool", "--json"])
+        assert code == 0, (out, err)
+        res = json.loads(out)
+        assert [(p["pool"], p["nodes"]) for p in res["pools"]] == [("hgx", 1200)] and res["errors"] == []
+        assert waits == [1.0, 2.0]
+        assert api.list_pages == 1 + 2 + 3  # three starts: one page, two pages, the whole list
+
+
+def test_fleet_kube_waits_what_retry_after_asks_and_gives_up_after_three_starts(tmp_path, monkeypatch):
+    import rdmadoctor.fleet as fleet
+
+    waits: list[float] = []
+    monkeypatch.setattr(fleet, "_sleep", waits.append)
+    with FakeKubeAPI() as api:
+        _fleet_of(api, 3)
+        kc = api.kubeconfig(tmp_path / "kc")
+        api.respond_next(1, 429, b'{"kind":"Status","code":429,"message":"slow down"}',
+                         {"Content-Type": "application/json", "Retry-After": "7"})
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc, "--json"])
+        assert code == 0, err
+        assert waits == [7.0]
+        waits.clear()
+        api.fail_next(50, 503)
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc])
+        assert code == 2 and "listing the Nodes" in err and "3 attempts" in err and "0 Nodes were read" in err, err
+        assert waits == [1.0, 2.0]
+        waits.clear()
+        api.clear_faults()
+        api.fail_next(5, 403)  # a refusal is not an outage: no second start
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc])
+        assert code == 2 and "403" in err and waits == []

@@ -23,7 +23,7 @@ def register(app) -> None:
     @app.command("fleet", help=FLEET_HELP)
     def fleet(
         paths: Optional[List[str]] = typer.Argument(None, metavar="[PATH ...|-]", show_default=False),
-        kube: bool = typer.Option(False, "--kube", help="Read the Nodes' rdmadoctor.io/fingerprint annotations (a paginated list of Nodes)."),
+        kube: bool = typer.Option(False, "--kube", help="Read the Nodes' rdmadoctor.io/fingerprint annotations (a paginated list of Nodes, started again twice after an outage)."),
         kubeconfig: Optional[str] = typer.Option(
             None, "--kubeconfig", metavar="FILE",
             help="Kubeconfig for --kube. Default: in-cluster ServiceAccount, then $KUBECONFIG, then ~/.kube/config.",

@@ -14,6 +14,12 @@ from rdmadoctor.fleet.compare import Fleet
 KUBE_PAGE = 500
 # Seconds one Prometheus query or one page of Nodes may take.
 TIMEOUT = 30.0
+# A listing of the Nodes cut by an outage (refused, timed out, 5xx, 429, an expired continue token)
+# is started again this many times in all, after KUBE_BACKOFF seconds, then twice that (or what the
+# API server's Retry-After asks, up to KUBE_MAX_WAIT); a Node already read is not read twice.
+KUBE_ATTEMPTS = 3
+KUBE_BACKOFF = 1.0
+KUBE_MAX_WAIT = 30.0
 
 
 class FleetError(Exception):
@@ -47,21 +53,58 @@ def read_fleet(*, paths: list[str], kube: bool = False, kubeconfig: str | None =
     return result
 
 
+def _sleep(seconds: float) -> None:
+    import time
+
+    time.sleep(seconds)
+
+
 def _list_nodes(kubeconfig: str | None):
     """Every Node, a page of KUBE_PAGE at a time (limit/continue), through the same credentials
-    rules as `label --publish node` (rdmadoctor.publish.kube.NodeAPI)."""
+    rules as `label --publish node` (rdmadoctor.publish.kube.NodeAPI). An outage ends the listing
+    only after KUBE_ATTEMPTS starts (see KUBE_ATTEMPTS); a refusal (403, 401, bad credentials)
+    ends it at once."""
     from rdmadoctor.publish import PublishConfigError, PublishError
-    from rdmadoctor.publish.kube import NodeAPI
+    from rdmadoctor.publish.kube import NodeAPI, _Refused, _Retry
 
-    try:
-        api = NodeAPI(kubeconfig, TIMEOUT)
-        yield from api.list_nodes(KUBE_PAGE)
-    except PublishConfigError as e:
-        raise FleetError(e.message, e.hint) from None
-    except PublishError as e:
-        raise FleetError(f"listing the Nodes: {e.message}") from None
-    except Exception as e:  # noqa: BLE001 - lightkube's own errors (_Retry, _Refused) end the listing
-        raise FleetError(f"listing the Nodes: {getattr(e, 'why', None) or e}") from None
+    seen: set[str] = set()
+    for attempt in range(1, KUBE_ATTEMPTS + 1):
+        api = None
+        try:
+            api = NodeAPI(kubeconfig, TIMEOUT)
+            for node in api.list_nodes(KUBE_PAGE):
+                name = str((node.get("metadata") or {}).get("name"))
+                if name in seen:  # read before the listing was started again
+                    continue
+                seen.add(name)
+                yield node
+            return
+        except PublishConfigError as e:
+            raise FleetError(e.message, e.hint) from None
+        except (_Retry, _Refused, PublishError) as e:
+            # 410 Gone: the continue token expired (the listing took longer than the API server keeps it).
+            again = isinstance(e, _Retry) or (isinstance(e, _Refused) and e.code == 410) or (
+                isinstance(e, PublishError) and not isinstance(e, _Refused) and e.transient)
+            why = getattr(e, "why", None) or getattr(e, "message", None) or str(e)
+            if not again:
+                raise FleetError(f"listing the Nodes: {why}") from None
+            if attempt == KUBE_ATTEMPTS:
+                raise FleetError(
+                    f"listing the Nodes: {why} ({KUBE_ATTEMPTS} attempts; {len(seen)} Nodes were read before the "
+                    "last one stopped)",
+                    "the API server or the way to it is failing: try again, or compare the agents' metrics with "
+                    "`rdmadoctor fleet --prometheus URL`",
+                ) from None
+            wait = KUBE_BACKOFF * 2 ** (attempt - 1)
+            asked = getattr(e, "after", None)
+            if asked is not None:
+                wait = max(wait, min(float(asked), KUBE_MAX_WAIT))
+            _sleep(wait)
+        except Exception as e:  # noqa: BLE001 - lightkube's own errors (_Unauthorized ...) end the listing
+            raise FleetError(f"listing the Nodes: {getattr(e, 'why', None) or e}") from None
+        finally:
+            if api is not None:
+                api.close()
 
 
 def _query_prometheus(url: str) -> list[dict]:
