@@ -253,6 +253,28 @@ def test_ofi_info_lines_are_not_failures() -> None:
     assert not got
 
 
+def test_the_ofi_plugin_failing_to_start_explains_the_socket_fallback() -> None:
+    # An excerpt of https://github.com/aws/aws-ofi-nccl/issues/715 (a table of CloudWatch lines): the
+    # plugin cannot open its completion queue and does not start; NCCL_IB_DISABLE=1 leaves sockets.
+    text = (
+        "  | 2024-11-28T07:42:11.527Z | libfabric:17778:1732779731::efa:cq:efa_rdm_cq_open():688<warn> Unable to create "
+        "extended CQ: Invalid argument\n"
+        "  | 2024-11-28T07:42:11.527Z | algo-1:17778:17848 [5] nccl_ofi_ofiutils_init_connection:274 NCCL WARN NET/OFI "
+        "Couldn't open CQ. RC: -22, ERROR: Invalid argument\n"
+        "  | 2024-11-28T07:42:11.527Z | algo-1:17778:17848 [5] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI "
+        "aws-ofi-nccl initialization failed\n"
+        "  | 2024-11-28T07:42:11.527Z | algo-1:17778:17848 [5] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+        "  | 2024-11-28T07:42:11.528Z | algo-1:17778:17848 [5] NCCL INFO NET/Socket : Using [0]eth0:10.0.227.37<0>\n"
+        "  | 2024-11-28T07:42:11.528Z | algo-1:17778:17848 [5] NCCL INFO Using network Socket\n"
+    )
+    rep = report(text)
+    got = found(rep)
+    assert got["NCCL_SOCKET_FALLBACK"]["cause"] == "OFI_ERROR", got["NCCL_SOCKET_FALLBACK"]
+    assert "could not start" in got["NCCL_SOCKET_FALLBACK"]["message"]
+    ofi = [f for c in rep["checks"] for f in c["findings"] if f["code"] == "OFI_ERROR"]
+    assert {f["data"]["pattern"] for f in ofi} == {"ofi.call_failed", "ofi.init_failed"}
+
+
 def test_ucx_enomem_follows_a_pasted_memlock_limit() -> None:
     got = found(report("max locked memory       (kbytes, -l) 64\nibv_create_cq(cqe=4096) failed: Cannot allocate memory\n"))
     assert got["UCX_IB_RESOURCE_FAILED"]["cause"] == "MEMLOCK_LIMITED"

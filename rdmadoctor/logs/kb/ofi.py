@@ -57,15 +57,46 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     Pattern(
+        id="ofi.init_failed",
+        code=OFI_ERROR.code,
+        explains_fallback=True,
+        severity=ERROR,
+        needle="NET/OFI ",
+        # The plugin's own start failed (no protocol it has works on this node): NCCL goes on without
+        # it. The lines before say why (a protocol, the provider); each is this one finding.
+        regex=r"NET/OFI (?P<what>aws-ofi-nccl initialization failed|Initializing plugin failed|Failed to initialize "
+              r"\w{1,32} protocol|Unable to find a protocol that worked|Only EFA provider is supported)",
+        subject="NET/OFI",
+        message="aws-ofi-nccl could not start (`{what}`): NCCL goes on without the libfabric plugin, over its own "
+                "IB transport or over sockets, not EFA.",
+        meaning="Inter-node traffic does not use EFA: a socket fallback at a fraction of the bandwidth, or a hang "
+                "where the other nodes use the plugin. On one node (or a Neuron run on one instance) it is harmless.",
+        fix="Request the EFA devices in the pod (vpc.amazonaws.com/efa: N), check `fi_info -p efa` in it, and use "
+            "the plugin built for the libfabric it loads (the EFA installer's /opt/amazon/efa); the NET/OFI lines "
+            "before this one name the protocol or provider that failed.",
+        ref="aws/aws-ofi-nccl src/nccl_ofi_net.c nccl_net_ofi_create_plugin (`aws-ofi-nccl initialization failed`, "
+            "`Unable to find a protocol that worked`, `Failed to initialize %s protocol`), nccl_net_ofi_init "
+            "(`Initializing plugin failed`); https://github.com/aws/aws-ofi-nccl/issues/715",
+        examples=(
+            "ip-10-0-1-7:3301:3360 [2] nccl_net_ofi_create_plugin:353 NCCL WARN NET/OFI aws-ofi-nccl initialization "
+            "failed",
+            "ip-10-0-1-7:3301:3360 [2] int nccl_net_ofi_create_plugin(nccl_net_ofi_plugin_t**):219 NCCL WARN NET/OFI "
+            "Failed to initialize rdma protocol",
+            "20:13:32 - NCCL WARN NET/OFI Only EFA provider is supported",
+        ),
+    ),
+    Pattern(
         id="ofi.call_failed",
         code=OFI_ERROR.code,
         severity=ERROR,
         needle="NET/OFI ",
         # A plugin line that says something failed (INFO lines describe the setup); rows of their
-        # own: no provider, memory registration.
+        # own: no provider, memory registration, the plugin's start.
         # The first "NET/OFI " within 400 characters of the start (prefixes may be there): one place
         # tried, whatever the line holds.
-        regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}+NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory)"
+        regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}+NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory"
+              r"|aws-ofi-nccl initialization failed|Initializing plugin failed|Failed to initialize \w{1,32} protocol"
+              r"|Unable to find a protocol that worked|Only EFA provider is supported)"
               r"(?=[^\n]{0,300}?(?:failed|[Cc]ouldn't|[Cc]ould not|Unable to|RC: -\d|ERROR|[Ee]rror))"
               r"(?P<what>[^\n]{1,300}?)\s*$",
         subject="NET/OFI",
