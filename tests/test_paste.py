@@ -437,3 +437,58 @@ def test_a_tool_output_after_a_long_line_is_not_its_rest(nxt: str, kind: str) ->
     long = "node1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB ; OOB eth0:10.0.0.1<0>"
     d = diagnose_bytes(f"{long}\n{nxt}\n".encode())
     assert [s.kind for s in d.segments] == [kind]
+
+
+# ---- NCCL's error trace: `file.cc:LINE -> RESULT` INFO lines ------------------------------------
+
+
+# https://github.com/pytorch/pytorch/issues/131781 (excerpt): no WARN, only the trace of a bootstrap
+# connect that never completed, up to init.cc and group.cc.
+TRACE_ONLY = """\
+g105:26927:27054 [6] NCCL INFO Using network IB
+g105:26921:27058 [0] NCCL INFO misc/socket.cc:505 -> 2 (Operation now in progress)
+g105:26925:27053 [4] NCCL INFO misc/socket.cc:505 -> 2 (Operation now in progress)
+g105:26921:27058 [0] NCCL INFO misc/socket.cc:570 -> 2
+g105:26925:27053 [4] NCCL INFO misc/socket.cc:570 -> 2
+g105:26921:27058 [0] NCCL INFO bootstrap.cc:275 -> 2
+g105:26925:27053 [4] NCCL INFO bootstrap.cc:275 -> 2
+g105:26921:27058 [0] NCCL INFO init.cc:1493 -> 2
+g105:26925:27053 [4] NCCL INFO init.cc:1493 -> 2
+g105:26921:27058 [0] NCCL INFO group.cc:64 -> 2 [Async thread]
+g105:26925:27053 [4] NCCL INFO group.cc:64 -> 2 [Async thread]
+"""
+
+
+def test_an_error_trace_that_reaches_the_api_is_an_error_quoted_from_where_it_began() -> None:
+    rep = report(TRACE_ONLY)
+    got = found(rep)
+    f = got["LOG_ERROR_UNKNOWN"]
+    assert f["subject"] == "ncclSystemError"
+    assert "to its caller (init.cc:1493), passed up from misc/socket.cc:505 (Operation now in progress)" in f["message"]
+    assert f["data"]["count"] == 2  # one per thread's trace, not one per line
+    assert [e["line"] for e in f["data"]["evidence"]] == [2, 3]
+    assert rep["status"] == "fail"
+
+
+def test_a_trace_nccl_steps_over_is_not_an_error() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1053: a disabled net plugin's init returns an error NCCL
+    # does not pass on; the job goes on.
+    text = ("axa:3048391:3048566 [0] NCCL INFO NCCL_IBEXT_DISABLE set by environment to 1.\n"
+            "axa:3048391:3048566 [0] NCCL INFO net.cc:79 -> 3\n"
+            "axa:3048391:3048566 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.1<0>\n"
+            "axa:3048391:3048566 [0] NCCL INFO Using network IB\n"
+            "axa:3048391:3048566 [0] NCCL INFO comm 0x5 rank 0 nranks 16 cudaDev 0 busId 1b000 - Init COMPLETE\n")
+    assert "LOG_ERROR_UNKNOWN" not in found(report(text))
+    # ncclInProgress (7) is what a nonblocking communicator says while it starts: no error either.
+    assert not found(report("h:1:1 [0] NCCL INFO init.cc:1762 -> 7\n"))
+
+
+def test_a_trace_after_the_warn_that_explains_it_follows_from_it() -> None:
+    # https://github.com/NVIDIA/nccl/issues/562 (excerpt)
+    text = ("hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed\n"
+            "hai-a100-3:3778851:3779883 [4] NCCL INFO ib_plugin.c:196 -> 2\n"
+            "hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/init.cc:310 -> 2\n"
+            "hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/group.cc:72 -> 2 [Async thread]\n")
+    got = found(report(text))
+    assert got["LOG_ERROR_UNKNOWN"]["cause"] == "NCCL_QP_CQ_CREATE_FAILED"
+    assert got["LOG_ERROR_UNKNOWN"]["data"]["count"] == 1

@@ -110,7 +110,9 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     # A traceback is found by its first frame (`  File "train.py", line 9`): "Traceback"
                     # would add a first character to the scan that crowds other needles out of it.
                     'File "', "ncclInternalError", "ncclInvalidUsage",
-                    "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError")
+                    "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError",
+                    # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): source files.
+                    ".cc:", ".c:", ".cu:", ".h:")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
@@ -216,6 +218,18 @@ def _anchor(literal: str) -> str | None:
 _NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
                           r"|RemoteError))\b")
 _EXC_LINE = re.compile(r"([A-Za-z_][\w.]{0,200})(?::[ \t]|:$|$)")
+# NCCL's error trace: every NCCLCHECK that sees a call fail prints `%s:%d -> %d` (2.19+: `-> %d (%s)`
+# with the errno's text) as an INFO line, from the call that failed up to the API (src/include/
+# checks.h). A log may hold only these (NCCL_DEBUG=INFO cut before the WARN, a WARN NCCL never
+# printed): they are an error all the same. 7 (ncclInProgress) is not one.
+_NCCL_TRACE = re.compile(r"(?P<file>[\w./+-]{1,200}\.(?:cc|c|cu|cpp|h)):(?P<line>\d{1,6}) -> (?P<rc>[1-6])\b"
+                         r"(?: \((?P<why>[^()\n]{1,200})\))?")
+# A trace is an error when it reaches the API (the caller gets the result): NCCL also traces failures it
+# steps over, a net plugin that is disabled (`net.cc:79 -> 3` after NCCL_IBEXT_DISABLE=1) among them.
+_API_FILES = frozenset({"init.cc", "init.cu", "group.cc", "enqueue.cc", "enqueue.cu", "collectives.cc"})
+TRACE_GAP = 64  # lines: a thread's trace lines further apart than this are two traces
+_NCCL_RESULTS = {"1": "ncclUnhandledCudaError", "2": "ncclSystemError", "3": "ncclInternalError",
+                 "4": "ncclInvalidArgument", "5": "ncclInvalidUsage", "6": "ncclRemoteError"}
 # Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
 _WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
 # Words of the stacks rdmadoctor reads: a line holding one was recognised, even when no row knows it.
@@ -410,8 +424,12 @@ class _Tables:
         fast_text = self.fast
         uncovered = set(searched)
         self._originals = originals
+        context = self._context = {_shape(x) for x in _CONTEXT_NEEDLES}
         for lit in plain:
-            for p in (p for o in originals[lit] for p in self.by_needle.get(o, ())):
+            rows = [p for o in originals[lit] for p in self.by_needle.get(o, ())]
+            if not rows and lit in context:  # a context needle of no row (".cc:"): nothing else finds its lines
+                uncovered.add(lit)
+            for p in rows:
                 for ex in p.examples or ("",):
                     ex = _shape(ex)
                     hit = fast_text is not None and fast_text.search(ex.encode().translate(self.table)) is not None
@@ -436,7 +454,10 @@ class _Tables:
         their rows' examples, read as the scan reads them) and self.plain does not search for."""
         out = set()
         for lit in self._plain_lits:
-            for p in (p for o in self._originals[lit] for p in self.by_needle.get(o, ())):
+            rows = [p for o in self._originals[lit] for p in self.by_needle.get(o, ())]
+            if not rows and lit in self._context:
+                out.add(lit.encode())
+            for p in rows:
                 for ex in p.examples or ("",):
                     ex = _shape(ex)
                     hit = sc.fast is not None
@@ -528,6 +549,8 @@ class Diagnoser:
         self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
         self._known_text = False  # a line of a source rdmadoctor reads (a row's needle, libibverbs, mlx5 ...)
         self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
+        self._trace_start: dict[tuple, dict] = {}  # (host, pid) -> the first line of its NCCL error trace
+        self._trace_origin: dict = {}
         self._shapes = b""  # the block being read: its distinct lines without digits (_candidates)
         self._nlines = 0
         self._block_bytes = 0
@@ -967,7 +990,7 @@ class Diagnoser:
                     self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
-        error = self._error_line(text, body, meta)
+        error = self._error_line(text, body, meta, lineno)
         if not self._known_text and any(m in text for m in _SOURCE_MARKERS):
             self._known_text = True
         # Each needle in the line gets its first matching row: a traceback pasted on one line
@@ -997,12 +1020,28 @@ class Diagnoser:
         if error is not None and not hit:
             label, quoted, symptom = error
             pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
-            what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
-                label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
+            key = ("unknown", _NORMAL.sub("N", quoted[:300]))
+            if label.startswith("trace "):
+                # One finding per result for all of NCCL's traces, quoted from where one began.
+                _, rc, api = label.split(" ", 2)
+                origin = self._trace_origin
+                body = prefix.split(origin["text"])[0]
+                t = _NCCL_TRACE.match(body)
+                label = _NCCL_RESULTS[rc]
+                began = f"{t.group('file')}:{t.group('line')}" if t is not None else api
+                why = f" ({t.group('why')})" if t is not None and t.group("why") else ""
+                what = (f"NCCL returned {label} to its caller from {api}" if began == api else
+                        f"NCCL returned {label} to its caller ({api}), passed up from {began}{why}")
+                groups = {"label": label, "quoted": body[:300], "what": what}
+                self._hit(pattern, groups, origin["text"], origin["line"], origin["meta"], hit, key=("trace", label))
+                return
+            else:
+                what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
+                    label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
             groups = {"label": label, "quoted": quoted[:300], "what": what}
-            self._hit(pattern, groups, text, lineno, meta, hit, key=("unknown", _NORMAL.sub("N", quoted[:300])))
+            self._hit(pattern, groups, text, lineno, meta, hit, key=key)
 
-    def _error_line(self, text: str, body: str, meta: prefix.Meta) -> tuple[str, str, bool] | None:
+    def _error_line(self, text: str, body: str, meta: prefix.Meta, lineno: int = 0) -> tuple[str, str, bool] | None:
         """(label, the quoted error, symptom?) when ``text`` is an error line, whatever its words:
         an NCCL WARN, the line PyTorch quotes after "Last error:", an NCCL result name, the last line
         of a traceback. Also follows the traceback being read."""
@@ -1034,11 +1073,31 @@ class Diagnoser:
             return found
         if meta.level == "WARN":
             return ("NCCL WARN", body, False)
+        if meta.level == "INFO" and " -> " in body:
+            t = _NCCL_TRACE.match(body)
+            if t is not None:
+                return self._trace(t, text, meta, lineno)
         if "nccl" in body:
             m = _NCCL_RESULT.search(body)
             if m is not None:
                 return (m.group(1), body, True)
         return found
+
+    def _trace(self, t: re.Match, text: str, meta: prefix.Meta, lineno: int) -> tuple[str, str, bool] | None:
+        """One line of NCCL's error trace (_NCCL_TRACE): an error once the trace reaches the API,
+        quoted from the line where it began (the same thread's first trace line, TRACE_GAP)."""
+        who = (meta.host, meta.pid)
+        start = self._trace_start.get(who)
+        if start is None or lineno - start["last"] > TRACE_GAP:
+            start = {"text": text, "line": lineno, "meta": meta, "last": lineno}
+            if len(self._trace_start) < 1024:
+                self._trace_start[who] = start
+        start["last"] = lineno
+        if start.get("said") or t.group("file").rsplit("/", 1)[-1] not in _API_FILES:
+            return None  # said once per trace (init.cc, then group.cc, pass the same result up)
+        start["said"] = True
+        self._trace_origin = start
+        return (f"trace {t.group('rc')} {t.group('file')}:{t.group('line')}", text, True)
 
     def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
         """Follow a traceback: its exception's name when ``text`` is its last line (the first line
