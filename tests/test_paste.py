@@ -492,3 +492,16 @@ def test_a_trace_after_the_warn_that_explains_it_follows_from_it() -> None:
     got = found(report(text))
     assert got["LOG_ERROR_UNKNOWN"]["cause"] == "NCCL_QP_CQ_CREATE_FAILED"
     assert got["LOG_ERROR_UNKNOWN"]["data"]["count"] == 1
+
+
+def test_a_connect_to_a_link_local_address_names_the_interface() -> None:
+    # https://github.com/NVIDIA/nccl/issues/975 (excerpt)
+    text = ("n122-246-085:12251:12400 [5] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+            "fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused connection abort\n")
+    f = found(report(text))["NCCL_SOCKET_ERROR"]
+    assert f["data"]["pattern"] == "nccl.socket_connect_link_local"
+    assert "Software caused connection abort. That is an IPv6 link-local address (fe80::, scope ib1)" in f["message"]
+    assert "NCCL_SOCKET_FAMILY" in f["remedy"]
+    # An IPv4 peer is the plain row.
+    f = found(report(text.replace("fe80::966d:ae03:a2:8cf0%ib1", "10.0.0.3")))["NCCL_SOCKET_ERROR"]
+    assert f["data"]["pattern"] == "nccl.socket_connect_failed"

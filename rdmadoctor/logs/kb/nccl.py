@@ -535,13 +535,38 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     # -- sockets between ranks ---------------------------------------------------------------------
     Pattern(
+        id="nccl.socket_connect_link_local",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="onnect to ",
+        regex=r"[Cc]onnect to (?P<peer>[fF][eE]80:[0-9a-fA-F:]{0,40}%(?P<iface>[\w.-]{1,32})<\d{1,5}>) (?:failed(?: :| with "
+              r"error)|returned) (?P<error>[^,\n]{0,512}?[^,\s])(?:, exceeded error retry count[^\n]*)?\s*$",
+        subject="{peer}",
+        message="NCCL could not connect to {peer}: {error}. That is an IPv6 link-local address (fe80::, scope {iface}): "
+                "NCCL took {iface} for its sockets, and there it has only an address that reaches nothing beyond that "
+                "one link.",
+        meaning="The ranks cannot meet (bootstrap) or connect their proxies over the interface NCCL chose; the job "
+                "fails at its start, or some ranks wait for ever.",
+        fix="Point NCCL at an interface with an IPv4 (or routable IPv6) address every host shares: set "
+            "NCCL_SOCKET_IFNAME to `=eth0` (the pod's network; `net1` for a Multus one), or NCCL_SOCKET_FAMILY to "
+            "`AF_INET` to leave IPv6 aside; `ip -br addr` in the pod lists what each interface has.",
+        ref="NVIDIA/nccl src/misc/socket.cc (link-local addresses carry their scope, `%ib1`); "
+            "https://github.com/NVIDIA/nccl/issues/975",
+        examples=(
+            "n122-246-085:12251:12400 [5] misc/socket.cc:483 NCCL WARN socketStartConnect: Connect to "
+            "fe80::966d:ae03:a2:8cf0%ib1<17943> failed : Software caused connection abort",
+        ),
+    ),
+    Pattern(
         id="nccl.socket_connect_failed",
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
         needle="onnect to ",
         # 2.24+ retries refused and timed-out connects, logging each retry at INFO (`..., retrying
         # (1/34) after sleep for 100 msec`); only the final WARN (failed, or retries exceeded) counts.
-        regex=r"[Cc]onnect to (?P<peer>\S+) (?:failed(?: :| with error)|returned) (?P<error>[^,\n]{0,512}?[^,\s])"
+        # (A link-local peer is the row above.)
+        regex=r"[Cc]onnect to (?![fF][eE]80:[0-9a-fA-F:]{0,40}%)(?P<peer>\S+) (?:failed(?: :| with error)|returned) "
+              r"(?P<error>[^,\n]{0,512}?[^,\s])"
               r"(?:, exceeded error retry count[^\n]*)?\s*$",
         subject="{peer}",
         message="NCCL could not connect to {peer}: {error}.",
