@@ -505,3 +505,30 @@ def test_a_connect_to_a_link_local_address_names_the_interface() -> None:
     # An IPv4 peer is the plain row.
     f = found(report(text.replace("fe80::966d:ae03:a2:8cf0%ib1", "10.0.0.3")))["NCCL_SOCKET_ERROR"]
     assert f["data"]["pattern"] == "nccl.socket_connect_failed"
+
+
+@pytest.mark.parametrize("line, code, said", [
+    ("n1:7:9 [0] include/alloc.h:124 NCCL WARN Cuda failure 'out of memory'", "NCCL_CUDA_FAILED", "NCCL_BUFFSIZE"),
+    ("n1:7:9 [2] transport/p2p.cc:274 NCCL WARN Cuda failure 'peer access is not supported between these two devices'",
+     "NCCL_CUDA_FAILED", "NCCL_P2P_DISABLE=1"),
+    ("n1:7:9 [0] transport/nvls.cc:130 NCCL WARN Cuda failure 801 'operation not supported'", "NCCL_CUDA_FAILED",
+     "NCCL_NVLS_ENABLE=0"),
+    ("n1:7:9 [0] misc/cudawrap.cc:188 NCCL WARN cuDriverGetVersion failed with 35", "NCCL_CUDA_FAILED",
+     "driver is older than the CUDA"),
+    ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 3 (pid: 812) of binary: "
+     "/usr/bin/python3", "JOB_KILLED", "local_rank 3 (PID 812) was killed by signal 9 (SIGKILL)"),
+    ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
+     "NCCL_BOOTSTRAP_FAILED", "only 1 of 2 ranks connected"),
+])
+def test_cuda_launcher_and_store_lines(line: str, code: str, said: str) -> None:
+    f = found(report(line + "\n"))[code]
+    assert said in f["message"], f["message"]
+
+
+def test_nccls_graph_fallback_warn_is_information() -> None:
+    # NCCL prints it as a WARN; the job goes on (src/graph/search.cc).
+    rep = report("n1:7:9 [0] graph/search.cc:1127 NCCL WARN Could not find a path for pattern 4, falling back to "
+                 "simple order\nn1:7:9 [0] NCCL INFO Using network IB\n")
+    assert rep["status"] == "pass" and not found(rep)
+    codes = [f["code"] for c in rep["checks"] for f in c["findings"]]
+    assert "NCCL_GRAPH_SIMPLE_ORDER" in codes and "LOG_ERROR_UNKNOWN" not in codes

@@ -247,6 +247,30 @@ NCCL_SINGLE_HOST = Code(
     "(`rdmadoctor check`, or `rdmadoctor diagnose LOG --live` in the pod).",
     kind=INFORMATION,
 )
+NCCL_CUDA_FAILED = Code(
+    "NCCL_CUDA_FAILED",
+    "A CUDA call NCCL made failed",
+    "NCCL asked CUDA for memory, a peer mapping, a multicast object or the driver's version, and CUDA "
+    "refused (NCCL's `Cuda failure '...'` WARN, then ncclUnhandledCudaError). The network is not the "
+    "cause: the GPU, its driver, the ranks' GPU mapping or the job's memory use is.",
+    "Follow the finding's fix for the CUDA error it quotes: `out of memory` (the GPU is full when NCCL "
+    "allocates its buffers), `invalid device ordinal` (a rank asks for a GPU its process cannot see), "
+    "`peer access is not supported` (GPUs of one host cannot map each other: IOMMU, ACS, a VM), "
+    "`operation not supported` in NVLS (no NVLink SHARP multicast here), driver version failures (a "
+    "driver older than the CUDA the job was built with).",
+)
+NCCL_GRAPH_SIMPLE_ORDER = Code(
+    "NCCL_GRAPH_SIMPLE_ORDER",
+    "NCCL found no topology path for one of its search patterns and uses a simple order",
+    "Information: NCCL searches the host's GPU/NIC topology for the best rings and trees, pattern by "
+    "pattern; for one it found no path and fell back to a simple order. NCCL prints it as a WARN, but "
+    "the job goes on; it can cost bandwidth when the simple order crosses slow links (PCIe host "
+    "bridges, a CPU interconnect).",
+    "Nothing to fix when the job's bandwidth is as expected (nccl-tests' busbw). Otherwise check that "
+    "NCCL sees the real topology: `nvidia-smi topo -m`, NCCL_TOPO_DUMP_FILE, and in a VM or container "
+    "the PCIe tree (`rdmadoctor topo`).",
+    kind=INFORMATION,
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -265,7 +289,8 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_NO_SOCKET_INTERFACE, NCCL_BOOTSTRAP_FAILED, NCCL_SOCKET_ERROR, NCCL_SYSTEM_ERROR,
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
-         NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, LOG_ERROR_UNKNOWN)
+         NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
+         LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -361,6 +386,38 @@ def _plugin(groups: dict[str, str]) -> dict[str, str]:
         first = (groups.get("error") or "").split(":", 1)[0]
         lib = first if "nccl-net" in first else ""
     return {"plugin": lib or "libnccl-net", "plugin_note": note}
+
+
+# What to do about the CUDA error NCCL quotes (`Cuda failure 'out of memory'`), first match wins.
+_CUDA_FIXES = (
+    ("out of memory", "The GPU's memory was full when NCCL allocated its buffers: lower the job's own use (batch "
+     "size, activation checkpointing), make sure no other process holds the GPU (`nvidia-smi`), or lower "
+     "NCCL_BUFFSIZE."),
+    ("invalid device ordinal", "A rank asked for a GPU its process cannot see: set the device from LOCAL_RANK "
+     "(`torch.cuda.set_device(local_rank)`), run at most as many ranks per pod as it got GPUs (nvidia.com/gpu), "
+     "and do not narrow CUDA_VISIBLE_DEVICES below that."),
+    ("peer access", "Two GPUs of this host cannot map each other's memory (an IOMMU or ACS on the PCIe path, a "
+     "VM): turn peer-to-peer on in the BIOS/hypervisor (ACS off, iommu=pt), or set NCCL_P2P_DISABLE=1 and go "
+     "through host memory, slower."),
+    ("not supported", "A CUDA feature NCCL asked for is missing here; for NVLS (NVLink SHARP) it needs the fabric "
+     "manager and, in a container, IMEX channels: set NCCL_NVLS_ENABLE=0 to run without it."),
+    ("driver", "The NVIDIA driver is older than the CUDA the job was built with: update the driver (or use an "
+     "image built for this driver's CUDA); `nvidia-smi` shows the driver's CUDA version."),
+    ("illegal", "A GPU kernel failed: look for Xid errors on the node (`dmesg | grep -i xid`) and rerun with "
+     "CUDA_LAUNCH_BLOCKING=1 to find the kernel."),
+)
+# cuDriverGetVersion's CUresult: 35 CUDA_ERROR_INSUFFICIENT_DRIVER, 34 CUDA_ERROR_STUB_LIBRARY, 100 no device.
+_CU_RESULTS = {"35": "driver version is insufficient for the CUDA runtime", "34": "the CUDA driver is a stub library",
+               "100": "no CUDA-capable device is detected", "999": "unknown error"}
+
+
+def _cuda(groups: dict[str, str]) -> dict[str, str]:
+    what = groups.get("what") or _CU_RESULTS.get(groups.get("cu") or "", f"CUresult {groups.get('cu')}")
+    fix = next((f for key, f in _CUDA_FIXES if key in what.lower()), "Read the CUDA error; check the GPU with "
+               "`nvidia-smi` and the node's kernel log for Xid errors (`dmesg | grep -i xid`).")
+    if groups.get("cu") in ("34", "35"):
+        fix = dict(_CUDA_FIXES)["driver"]
+    return {"what": what, "cuda_fix": fix}
 
 
 def _gdr_pair(groups: dict[str, str]) -> dict[str, str]:
@@ -1151,6 +1208,66 @@ PATTERNS: tuple[Pattern, ...] = (
             "process exited or there was a network error, NCCL version 2.19.3",
         ),
         symptom=True,
+    ),
+    # -- CUDA under NCCL -------------------------------------------------------------------------
+    Pattern(
+        id="nccl.cuda_failure",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="Cuda failure",
+        regex=r"Cuda failure (?:\d{1,5} )?'(?P<what>[^'\n]{1,200})'",
+        subject="CUDA",
+        message="NCCL's call to CUDA failed: {what}. {cuda_fix}",
+        meaning="The communicator cannot be made, or the collective fails (ncclUnhandledCudaError); the network is "
+                "not involved.",
+        fix="Follow what the message says for this CUDA error; `nvidia-smi` and `dmesg | grep -i xid` on the node "
+            "show the GPU's state.",
+        ref="NVIDIA/nccl src/include/checks.h CUDACHECK `Cuda failure '%s'` (2.5-2.18), `Cuda failure %d '%s'` "
+            "(2.19-2.30); https://github.com/NVIDIA/nccl/issues/1026",
+        examples=(
+            "node-1:77:90 [0] include/alloc.h:124 NCCL WARN Cuda failure 'out of memory'",
+            "node-1:77:90 [1] init.cc:154 NCCL WARN Cuda failure 'invalid device ordinal'",
+            "node-1:77:90 [2] transport/p2p.cc:274 NCCL WARN Cuda failure 'peer access is not supported between "
+            "these two devices'",
+            "node-1:77:90 [0] transport/nvls.cc:130 NCCL WARN Cuda failure 801 'operation not supported'",
+        ),
+        derive=_cuda,
+        # `invalid argument` from shmutils.cc is CUDA refusing to register a /dev/shm segment NCCL could
+        # not create whole: the shared-memory failure printed next explains it (NVIDIA/nccl#1518).
+        symptom_when=(("what", "invalid argument"),),
+    ),
+    Pattern(
+        id="nccl.cuda_driver_version",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="cuDriverGetVersion failed",
+        regex=r"cuDriverGetVersion failed with (?P<cu>-?\d{1,5})",
+        subject="CUDA",
+        message="NCCL could not ask the CUDA driver for its version: {what} (CUresult {cu}). {cuda_fix}",
+        meaning="NCCL cannot use the GPU's driver: every communicator fails.",
+        fix="Make the NVIDIA driver and the job's CUDA agree (`nvidia-smi` shows the driver's CUDA version); in a "
+            "container, the driver comes from the node (the GPU Operator or the host's driver).",
+        ref="NVIDIA/nccl src/misc/cudawrap.cc ncclCudaLibraryInit `cuDriverGetVersion failed with %d` (2.13-2.30); "
+            "CUresult values from CUDA's cuda.h",
+        examples=("node-1:77:77 [0] misc/cudawrap.cc:188 NCCL WARN cuDriverGetVersion failed with 35",),
+        derive=_cuda,
+    ),
+    Pattern(
+        id="nccl.graph_simple_order",
+        code=NCCL_GRAPH_SIMPLE_ORDER.code,
+        severity=INFO,
+        needle="falling back to simple order",
+        regex=r"Could not find a path for pattern (?P<pattern>\d{1,3}), falling back to simple order",
+        subject="pattern {pattern}",
+        message="NCCL found no topology path for search pattern {pattern} and uses a simple order instead (NCCL "
+                "prints this as a WARN; the job goes on).",
+        meaning="The rings or trees of that pattern may cross slower links than the hardware offers.",
+        fix="Nothing when busbw is as expected; otherwise compare `nvidia-smi topo -m` with what NCCL sees "
+            "(NCCL_TOPO_DUMP_FILE).",
+        ref="NVIDIA/nccl src/graph/search.cc ncclTopoCompute `Could not find a path for pattern %d, falling back to "
+            "simple order` (2.8-2.30)",
+        examples=("node-1:77:90 [0] graph/search.cc:1127 NCCL WARN Could not find a path for pattern 4, falling back "
+                  "to simple order",),
     ),
     # -- how ranks were placed -------------------------------------------------------------------
     Pattern(

@@ -240,6 +240,25 @@ PATTERNS: tuple[Pattern, ...] = (
         derive=_who,
     ),
     Pattern(
+        id="pytorch.store_clients_timeout",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="waiting for clients",
+        regex=r"Timed out after (?P<secs>\d{1,9}) seconds waiting for clients\. (?P<joined>\d{1,7})/(?P<total>\d{1,7}) "
+              r"clients joined",
+        subject="c10d store",
+        message="Rank 0's store waited {secs} s and only {joined} of {total} ranks connected to it: the others never "
+                "reached MASTER_ADDR:MASTER_PORT.",
+        meaning="The job cannot start: the missing ranks never started (a Pending pod, a failed node), crashed "
+                "first, or cannot reach rank 0's address and port.",
+        fix="Check that every worker pod is Running and its log starts; from a worker, check MASTER_ADDR resolves to "
+            "rank 0 and the port answers (`rdmadoctor preflight --wait-for-master`); a NetworkPolicy must allow it.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp waitForWorkers `Timed out after {} seconds "
+            "waiting for clients. {}/{} clients joined.` (2.0+)",
+        examples=("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients "
+                  "joined.",),
+    ),
+    Pattern(
         id="pytorch.nccl_error",
         code=NCCL_CALL_FAILED.code,
         severity=ERROR,
@@ -308,6 +327,27 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=(
             "torch.distributed.elastic.multiprocessing.api.SignalException: Process 3351 got signal: 15",
         ),
+        symptom=True,
+        derive=_signal,
+    ),
+    Pattern(
+        id="pytorch.worker_exitcode_signal",
+        code=JOB_KILLED.code,
+        severity=ERROR,
+        needle="exitcode: -",
+        # A negative exit code is Python's way of saying "killed by that signal" (subprocess returncode).
+        regex=r"failed \(exitcode: -(?P<sig>\d{1,3})\) local_rank: (?P<local>\d{1,6}) \(pid: (?P<pid>\d{1,10})\)",
+        subject="{signal_text}",
+        message="Worker local_rank {local} (PID {pid}) was killed by {signal_text}, torchrun reports (exit code "
+                "-{sig}).",
+        meaning="SIGKILL (9) is most often the kernel's OOM killer or a forced pod stop; SIGTERM (15) a timeout, "
+                "the scheduler, or torchrun stopping the other workers after one failed.",
+        fix="SIGKILL: `dmesg | grep -i oom` on the node, give the pod more memory. Otherwise see how far NCCL got "
+            "(this finding says) and follow that step.",
+        ref="pytorch/pytorch torch/distributed/elastic/agent/server/local_elastic_agent.py / multiprocessing "
+            "`failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s` (1.9+)",
+        examples=("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 0 "
+                  "(pid: 1234) of binary: /usr/bin/python",),
         symptom=True,
         derive=_signal,
     ),
