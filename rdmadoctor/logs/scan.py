@@ -111,8 +111,9 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     # would add a first character to the scan that crowds other needles out of it.
                     'File "', "ncclInternalError", "ncclInvalidUsage",
                     "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError",
-                    # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): source files.
-                    ".cc:", ".c:", ".cu:", ".h:")
+                    # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): its source files
+                    # (a trace line in a header, `include/net.h:21 -> 2`, is always between two of these).
+                    ".cc:", ".c:", ".cu:")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
