@@ -515,6 +515,9 @@ def test_a_connect_to_a_link_local_address_names_the_interface() -> None:
      "NCCL_NVLS_ENABLE=0"),
     ("n1:7:9 [0] misc/cudawrap.cc:188 NCCL WARN cuDriverGetVersion failed with 35", "NCCL_CUDA_FAILED",
      "driver is older than the CUDA"),
+    # https://github.com/NVIDIA/nccl/issues/1029 (mpirun's host tag before NCCL's prefix)
+    ("rdma-test-gpu-worker-0: rdma-test-gpu-worker-0:4275:4301 [0] misc/cudawrap.cc:33 NCCL WARN Cuda failure "
+     "'initialization error'", "NCCL_CUDA_FAILED", "the container does not see the GPU"),
     ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -9) local_rank: 3 (pid: 812) of binary: "
      "/usr/bin/python3", "JOB_KILLED", "local_rank 3 (PID 812) was killed by signal 9 (SIGKILL)"),
     ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",

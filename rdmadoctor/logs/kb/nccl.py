@@ -403,6 +403,10 @@ _CUDA_FIXES = (
      "manager and, in a container, IMEX channels: set NCCL_NVLS_ENABLE=0 to run without it."),
     ("driver", "The NVIDIA driver is older than the CUDA the job was built with: update the driver (or use an "
      "image built for this driver's CUDA); `nvidia-smi` shows the driver's CUDA version."),
+    ("initialization error", "CUDA could not start in this process: the container does not see the GPU (the pod's "
+     "nvidia.com/gpu request, NVIDIA_VISIBLE_DEVICES, the NVIDIA container toolkit), or CUDA was used before the "
+     "process forked (a DataLoader worker, multiprocessing with fork): check `nvidia-smi` in the pod and start "
+     "worker processes with spawn."),
     ("illegal", "A GPU kernel failed: look for Xid errors on the node (`dmesg | grep -i xid`) and rerun with "
      "CUDA_LAUNCH_BLOCKING=1 to find the kernel."),
 )
@@ -991,10 +995,13 @@ PATTERNS: tuple[Pattern, ...] = (
               r"local GID index (?P<gid_index>-?\d+))?",
         subject="{device}",
         message="NCCL could not connect a queue pair{qp_where}: ibv_modify_qp failed with {error_text}.",
-        meaning="`Invalid argument`: the GID index is wrong for this port or the peer; `Connection timed out`: the two "
-                "NICs cannot reach each other.",
+        meaning="`Invalid argument`: the GID index is wrong for this port or the peer; `No such device`: the GID's "
+                "network device is not in this pod (a RoCE GID of the host's interface, not the pod's); `Connection "
+                "timed out`: the two NICs cannot reach each other.",
         fix="EINVAL: unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks it) or set the RoCE v2 index `show_gids` lists on "
-            "every node; ETIMEDOUT: NCCL_CROSS_NIC=0 and check the rail wiring.",
+            "every node; ENODEV: set NCCL_IB_GID_INDEX to the RoCE v2 GID of the pod's own interface (`show_gids` in "
+            "the pod; an SR-IOV VF or a host-device network gives the pod one); ETIMEDOUT: NCCL_CROSS_NIC=0 and check "
+            "the rail wiring.",
         ref="NVIDIA/nccl src/misc/ibvwrap.cc IBV_INT_CHECK_RET_ERRNO `Call to ibv_modify_qp failed with error %s` "
             "(2.5-2.18), `... errno %d` (2.19-2.23), wrap_ibv_modify_qp `failed with %d %s, %s` + printIbModifyQpHint "
             "(2.24-2.30)",
