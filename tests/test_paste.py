@@ -522,6 +522,12 @@ def test_a_connect_to_a_link_local_address_names_the_interface() -> None:
      "/usr/bin/python3", "JOB_KILLED", "local_rank 3 (PID 812) was killed by signal 9 (SIGKILL)"),
     ("torch.distributed.DistStoreError: Timed out after 901 seconds waiting for clients. 1/2 clients joined.",
      "NCCL_BOOTSTRAP_FAILED", "only 1 of 2 ranks connected"),
+    # https://github.com/pytorch/pytorch/issues/107021, #69197
+    ("[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 192.0.0.1:1234",
+     "NCCL_BOOTSTRAP_FAILED", "timed out after 60s while trying to connect to 192.0.0.1:1234."),
+    ("RuntimeError: connect() timed out. Original timeout was 60000 ms.", "NCCL_BOOTSTRAP_FAILED", "within 60000 ms"),
+    ("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError", "NCCL_BOOTSTRAP_FAILED",
+     "fewer nodes than --nnodes"),
 ])
 def test_cuda_launcher_and_store_lines(line: str, code: str, said: str) -> None:
     f = found(report(line + "\n"))[code]

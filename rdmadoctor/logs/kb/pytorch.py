@@ -89,6 +89,13 @@ KILLED_STAGES = {
 }
 
 
+# What to do when a rank cannot reach rank 0's store (the rendezvous rows).
+_STORE_FIX = ("From this pod, check that rank 0's address resolves and its port answers (`rdmadoctor preflight "
+              "--wait-for-master`, or `nc -zv HOST PORT`): MASTER_ADDR / --rdzv_endpoint must be an address the others "
+              "reach (the master pod's Service or IP, never localhost), the master pod must be Running (a PyTorchJob's "
+              "master Service has no endpoint before), and no NetworkPolicy or firewall may block the port.")
+
+
 def _signal(groups: dict[str, str]) -> dict[str, str]:
     import signal
 
@@ -238,6 +245,76 @@ PATTERNS: tuple[Pattern, ...] = (
         symptom_when=(("error", "Connection reset by peer"), ("error", "Broken pipe"),
                       ("error", "failed to recv, got 0 bytes")),
         derive=_who,
+    ),
+    # -- the rendezvous: ranks reaching rank 0's store --------------------------------------------
+    Pattern(
+        id="pytorch.store_connect_failed",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="client socket has ",
+        regex=r"The client socket has (?P<how>timed out after \d{1,7}s while trying to connect to|failed to connect to"
+              r"(?: any network address of)?) (?P<addr>[^\n]{1,300}?)\.?\s*$",
+        subject="c10d store",
+        message="This rank could not reach the c10d store (rank 0's TCPStore: MASTER_ADDR:MASTER_PORT, or torchrun's "
+                "--rdzv_endpoint): the client socket {how} {addr}.",
+        meaning="The job cannot start: rank 0 does not listen where the others look, or the way to it is closed.",
+        fix=_STORE_FIX,
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp `The client socket has timed out after {}s while "
+            "trying to connect to {}`, `The client socket has failed to connect to {} (errno: {} - {})` (2.0+); "
+            "https://github.com/pytorch/pytorch/issues/107021",
+        examples=(
+            "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to "
+            "192.0.0.1:1234.",
+            "[W socket.cpp:663] [c10d] The client socket has failed to connect to [trainer-master-0]:23456 (errno: 111 - "
+            "Connection refused).",
+        ),
+    ),
+    Pattern(
+        id="pytorch.store_connect_timeout_1x",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="connect() timed out",
+        regex=r"connect\(\) timed out\. Original timeout was (?P<ms>\d{1,9}) ms",
+        subject="c10d store",
+        message="This rank could not reach the c10d store (rank 0's TCPStore, or torchrun's --rdzv_endpoint) within "
+                "{ms} ms: connect() timed out.",
+        meaning="The job cannot start: rank 0 does not listen where the others look, or the way to it is closed.",
+        fix=_STORE_FIX,
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp `connect() timed out. Original timeout was {} ms.` "
+            "(1.9-1.13); https://github.com/pytorch/pytorch/issues/69197",
+        examples=("RuntimeError: connect() timed out. Original timeout was 60000 ms.",),
+    ),
+    Pattern(
+        id="pytorch.rendezvous_connection",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="RendezvousConnectionError",
+        regex=r"RendezvousConnectionError: The connection to the C10d store has failed",
+        subject="c10d store",
+        message="torchrun could not use its rendezvous store (the C10d store at --rdzv_endpoint).",
+        meaning="The node never joins the job: its agent cannot reach the store that gathers the nodes.",
+        fix=_STORE_FIX,
+        ref="pytorch/pytorch torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py `The connection to the "
+            "C10d store has failed. See inner exception for details.` (1.10+)",
+        examples=("torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store "
+                  "has failed. See inner exception for details.",),
+        symptom=True,  # the socket error before it says why
+    ),
+    Pattern(
+        id="pytorch.rendezvous_timeout",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="RendezvousTimeoutError",
+        regex=r"RendezvousTimeoutError\b",
+        subject="rendezvous",
+        message="torchrun's rendezvous timed out: fewer nodes than --nnodes (its minimum) joined in time.",
+        meaning="The job never starts: the other nodes' agents did not reach the same --rdzv_endpoint with the same "
+                "--rdzv_id, or never started.",
+        fix="Check that every node runs torchrun with the same --rdzv_id, --rdzv_endpoint and --nnodes, that their pods "
+            "are Running, and that the endpoint's port answers from each (`rdmadoctor preflight --wait-for-master`).",
+        ref="pytorch/pytorch torch/distributed/elastic/rendezvous/dynamic_rendezvous.py (raise RendezvousTimeoutError, "
+            "1.10+); https://github.com/pytorch/tutorials/issues/2209",
+        examples=("torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",),
     ),
     Pattern(
         id="pytorch.store_clients_timeout",
