@@ -541,3 +541,35 @@ def test_nccls_graph_fallback_warn_is_information() -> None:
     assert rep["status"] == "pass" and not found(rep)
     codes = [f["code"] for c in rep["checks"] for f in c["findings"]]
     assert "NCCL_GRAPH_SIMPLE_ORDER" in codes and "LOG_ERROR_UNKNOWN" not in codes
+
+
+# ---- Gloo, PyTorch's CPU backend: the same TCP between ranks -------------------------------------
+
+GLOO_WARN = ("[rank9]:[W ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname to a (local) address. Using the "
+             "loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME. "
+             "(function operator())\n")
+
+
+def test_gloo_on_loopback_explains_its_mesh_failing() -> None:
+    # vLLM on Ray across two hosts (a pasted excerpt quoted in several public issues): the warning,
+    # then the mesh that could not be made.
+    text = GLOO_WARN + ("[rank8]:[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with "
+                        "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n")
+    got = found(report(text))
+    assert got["NCCL_SOCKET_ERROR"]["cause"] == "GLOO_LOOPBACK"
+    assert "Gloo gave no reason" in got["NCCL_SOCKET_ERROR"]["message"]
+    assert "GLOO_SOCKET_IFNAME" in got["GLOO_LOOPBACK"]["remedy"]
+
+
+def test_gloo_on_loopback_is_information_on_one_host() -> None:
+    rep = report("n1:1:1 [0] NCCL INFO comm 0x5 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0\n" + GLOO_WARN)
+    assert rep["status"] == "pass" and not found(rep)
+    single = [f for c in rep["checks"] for f in c["findings"] if f["code"] == "NCCL_SINGLE_HOST"]
+    assert single and "Gloo on the loopback address is information here" in single[0]["message"]
+
+
+def test_a_gloo_pair_closed_by_its_peer() -> None:
+    got = found(report("RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+                       "[10.244.1.12]:28913\n"))
+    assert got["NCCL_SOCKET_ERROR"]["message"] == ("A Gloo TCP connection between ranks failed: Connection closed by "
+                                                   "peer [10.244.1.12]:28913.")

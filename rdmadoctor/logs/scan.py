@@ -1198,7 +1198,9 @@ class Diagnoser:
         are information: (the findings without them, the NCCL_SINGLE_HOST finding or None)."""
         from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
 
-        quiet = [a for a in aggs if a.pattern.code == NCCL_IB_NO_DEVICE.code]
+        from rdmadoctor.logs.kb.gloo import GLOO_LOOPBACK
+
+        quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code)]
         on_sockets = self._socket_seen is not None or bool(self.facts.socket_channel_hosts)
         if not quiet and not on_sockets:
             return aggs, None
@@ -1206,10 +1208,12 @@ class Diagnoser:
         if self._socket_seen is not None:
             evidence.append(self._socket_seen[1])
         nodes = "nNodes 1" if self.facts.nnodes == 1 else "every rank on one host"
-        said = " and ".join(x for x in ("`NET/IB : No device found`" if quiet else "",
+        codes = {a.pattern.code for a in quiet}
+        said = " and ".join(x for x in ("`NET/IB : No device found`" if NCCL_IB_NO_DEVICE.code in codes else "",
+                                         "Gloo on the loopback address" if GLOO_LOOPBACK.code in codes else "",
                                          f"NCCL on {self.facts.network() or 'sockets'}" if on_sockets else "") if x)
         f = Finding(NCCL_SINGLE_HOST.code, INFO, "NCCL", f"The job runs on one host ({nodes}): NCCL sends nothing over the "
-                    f"network, so {said} is information here, not an error.", NCCL_SINGLE_HOST.fix,
+                    f"network, so {said} {'are' if ' and ' in said else 'is'} information here, not an error.", NCCL_SINGLE_HOST.fix,
                     data={"evidence": evidence[:MAX_EVIDENCE], "nodes": 1})
         return [a for a in aggs if a not in quiet], f
 

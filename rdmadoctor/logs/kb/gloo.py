@@ -1,0 +1,98 @@
+"""Gloo, PyTorch's CPU collective backend (barriers, object gathers, the CPU groups of DeepSpeed,
+Lightning, vLLM, Megatron): the same TCP between ranks NCCL's bootstrap needs, with its own interface.
+
+Gloo binds to the address the host name resolves to, else to the loopback address with a warning
+(torch/csrc/distributed/c10d/ProcessGroupGloo.cpp); its TCP pairs report failures from
+third_party/gloo/gloo/transport/tcp/pair.cc; PyTorch wraps a failed mesh as ``Gloo connectFullMesh
+failed with ...``. Strings checked against pytorch/pytorch 1.9 .. 2.8 and facebookincubator/gloo.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
+from rdmadoctor.logs.kb import Pattern
+
+GLOO_LOOPBACK = Code(
+    "GLOO_LOOPBACK",
+    "PyTorch's Gloo backend listens on the loopback address",
+    "The host name resolves to no usable local address (a pod whose /etc/hosts maps it to 127.0.1.1, a "
+    "name DNS does not know), so Gloo, PyTorch's CPU collectives (barriers, object gathers, the CPU groups "
+    "of DeepSpeed, Lightning, vLLM), listens on 127.0.0.1: ranks on other hosts cannot connect to it and a "
+    "multi-node job fails at its first Gloo call (`Gloo connectFullMesh failed`). On one host it is harmless.",
+    "Set GLOO_SOCKET_IFNAME to the pod's interface in the pod spec (`eth0`, `net1` for a Multus network: the "
+    "name NCCL_SOCKET_IFNAME selects, without its `=`), or make the host name resolve to the pod's address.",
+    condition=CONFIG,
+)
+
+CODES = (GLOO_LOOPBACK,)
+
+# Codes that live with other sources, named by string (see kb/ucx.py).
+NCCL_SOCKET_ERROR = "NCCL_SOCKET_ERROR"
+
+PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="gloo.loopback",
+        code=GLOO_LOOPBACK.code,
+        severity=WARNING,
+        needle="Unable to resolve hostname to a (local) address",
+        regex=r"Unable to resolve hostname to a \(local\) address\. Using the loopback address as fallback",
+        subject="GLOO_SOCKET_IFNAME",
+        message="Gloo could not resolve the host name to a local address and listens on the loopback address: ranks "
+                "on other hosts cannot reach this one.",
+        meaning="A multi-node job fails at its first Gloo call (a barrier, a CPU group); on one host nothing happens.",
+        fix="Set GLOO_SOCKET_IFNAME to the pod's interface (`eth0`, `net1` for Multus), or make the host name resolve "
+            "to the pod's address.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp createDefaultDevice `Unable to resolve "
+            "hostname to a (local) address. Using the loopback address as fallback. Manually set the network interface "
+            "to bind to with GLOO_SOCKET_IFNAME.` (1.8+)",
+        examples=(
+            "[rank0]:[W ProcessGroupGloo.cpp:721] Warning: Unable to resolve hostname to a (local) address. Using the "
+            "loopback address as fallback. Manually set the network interface to bind to with GLOO_SOCKET_IFNAME. "
+            "(function operator())",
+        ),
+    ),
+    Pattern(
+        id="gloo.connect_full_mesh",
+        code=NCCL_SOCKET_ERROR,
+        severity=ERROR,
+        needle="connectFullMesh failed",
+        regex=r"Gloo connectFullMesh failed with (?:\[[^\]\n]{1,200}\] ?)?(?P<why>[^\n]{1,300}?)\s*$",
+        subject="Gloo",
+        message="PyTorch's Gloo backend could not connect its ranks to one another: {why_text}.",
+        meaning="The job stops at its first Gloo call (a barrier, a CPU group): Gloo's TCP between hosts does not "
+                "work, most often because it listens on an address the other hosts cannot reach.",
+        fix="Set GLOO_SOCKET_IFNAME to the pod's interface the other hosts reach (`eth0`, `net1` for Multus), check "
+            "that pod-to-pod TCP is open on all ports, and look for GLOO_LOOPBACK before this line.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupGloo.cpp `Gloo connectFullMesh failed with %s` "
+            "(2.0+)",
+        examples=(
+            "[rank8]:[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed with "
+            "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            "[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with Connection reset by peer",
+        ),
+        follows=(GLOO_LOOPBACK.code,),
+        symptom_after=(GLOO_LOOPBACK.code,),
+        derive=lambda g: {"why_text": "Gloo gave no reason (`no error`)" if g.get("why") == "no error" else g.get("why", "")},
+    ),
+    Pattern(
+        id="gloo.pair_failed",
+        code=NCCL_SOCKET_ERROR,
+        severity=ERROR,
+        needle="transport/tcp/pair.cc:",
+        regex=r"transport/tcp/pair\.cc:\d{1,6}\] (?P<what>Connection closed by peer|Connection refused|Connection reset by "
+              r"peer|Connect timeout|Read error|Write error|Timed out)[^\[\n]{0,100}(?P<peer>\[[^\]\n]{1,100}\]:\d{1,5})?",
+        subject="Gloo",
+        message="A Gloo TCP connection between ranks failed: {what} {peer}.",
+        meaning="A peer went away (its process died first: look for its error) or the network between the hosts "
+                "dropped the connection.",
+        fix="Find the first error of the rank at that address; if it has none, check the network between the hosts and "
+            "GLOO_SOCKET_IFNAME.",
+        ref="facebookincubator/gloo gloo/transport/tcp/pair.cc (`Connection closed by peer`, `Read error`, `Connect "
+            "timeout`), raised through PyTorch's ProcessGroupGloo",
+        examples=(
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
+            "[10.244.1.12]:28913",
+        ),
+        symptom=True,  # a peer that died first, most of the time
+    ),
+)
