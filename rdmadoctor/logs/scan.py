@@ -1196,9 +1196,8 @@ class Diagnoser:
     def _single_host(self, aggs: list[_Agg]) -> tuple[list[_Agg], Finding | None]:
         """On a job whose ranks are all on one host, `NET/IB : No device found` and NCCL on sockets
         are information: (the findings without them, the NCCL_SINGLE_HOST finding or None)."""
-        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
-
         from rdmadoctor.logs.kb.gloo import GLOO_LOOPBACK
+        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
 
         quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code)]
         on_sockets = self._socket_seen is not None or bool(self.facts.socket_channel_hosts)
