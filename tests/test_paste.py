@@ -573,3 +573,14 @@ def test_a_gloo_pair_closed_by_its_peer() -> None:
                        "[10.244.1.12]:28913\n"))
     assert got["NCCL_SOCKET_ERROR"]["message"] == ("A Gloo TCP connection between ranks failed: Connection closed by "
                                                    "peer [10.244.1.12]:28913.")
+
+
+def test_a_follow_on_of_the_same_code_and_subject_folds_under_the_first() -> None:
+    # https://github.com/pytorch/pytorch/issues/107021: the socket timeout, then torchrun's wrapper.
+    from rdmadoctor.output.text import folding
+
+    rep = report("[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to "
+                 "192.0.0.1:1234\ntorch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection "
+                 "to the C10d store has failed. See inner exception for details.\n")
+    folded = [f["data"]["pattern"] for fs in folding(rep).values() for f in fs]
+    assert folded == ["pytorch.rendezvous_connection"]

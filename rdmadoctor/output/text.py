@@ -65,7 +65,9 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[st
         if isinstance(f, dict) and (verbose or f.get("severity") != "info")
     ]
     present = {f.get("code") for f in findings}
-    exact = {(f.get("code"), f.get("subject")): f for f in findings}
+    exact: dict[tuple, dict[str, Any]] = {}  # (code, subject) -> its first finding (a follow-on may share both)
+    for f in findings:
+        exact.setdefault((f.get("code"), f.get("subject")), f)
     cause_of: dict[Any, str] = {}  # code -> its cause (a finding without a code has the key None)
     for f in findings:
         if f.get("cause") and f.get("code") not in cause_of and f["cause"] != f.get("code"):
