@@ -510,6 +510,22 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("node-2:33:33 [0] transport/net_ib.cc:158 NCCL WARN NET/IB : Unable to open device mlx5_0",),
     ),
     Pattern(
+        id="nccl.ibv_open_device_call",
+        code=DEV_UVERBS_MISSING,
+        explains_fallback=True,
+        severity=WARNING,
+        needle="Call to ibv_open_device failed",
+        regex=r"Call to ibv_open_device failed",
+        subject="ibv_open_device",
+        message="NCCL could not open an RDMA device (ibv_open_device failed; the next line, when NCCL prints it, names "
+                "the device): its /dev/infiniband/uverbs node is missing or unusable in the container.",
+        meaning="NCCL skips that device: fewer rails, or none and a fallback to sockets.",
+        fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1} with the RDMA shared device plugin, "
+            "or the SR-IOV VF resource); check `ls -l /dev/infiniband/` in the pod.",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc wrap_ibv_open_device `Call to ibv_open_device failed` (2.4-2.30)",
+        examples=("tf2-horovod-6clzb:30:97 [0] misc/ibvwrap.cc:212 NCCL WARN Call to ibv_open_device failed",),
+    ),
+    Pattern(
         id="nccl.ib_no_ip_interface",
         code=NCCL_NO_SOCKET_INTERFACE.code,
         severity=ERROR,
