@@ -427,7 +427,7 @@ class _Tables:
         self._originals = originals
         context = self._context = {_shape(x) for x in _CONTEXT_NEEDLES}
         for lit in plain:
-            rows = [p for o in originals[lit] for p in self.by_needle.get(o, ())]
+            rows = self._rows_of(lit)
             if not rows and lit in context:  # a context needle of no row (".cc:"): nothing else finds its lines
                 uncovered.add(lit)
             for p in rows:
@@ -450,12 +450,16 @@ class _Tables:
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
+    def _rows_of(self, shape: str) -> list[kb.Pattern]:
+        """The rows of every literal whose shape (without digits) is ``shape``."""
+        return [p for o in self._originals[shape] for p in self.by_needle.get(o, ())]
+
     def _uncovered(self, sc: _Scan) -> tuple[bytes, ...]:
         """Needles without an anchor that ``sc`` no longer finds through another row's anchor (in
         their rows' examples, read as the scan reads them) and self.plain does not search for."""
         out = set()
         for lit in self._plain_lits:
-            rows = [p for o in self._originals[lit] for p in self.by_needle.get(o, ())]
+            rows = self._rows_of(lit)
             if not rows and lit in self._context:
                 out.add(lit.encode())
             for p in rows:
@@ -1022,19 +1026,14 @@ class Diagnoser:
             label, quoted, symptom = error
             pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
             key = ("unknown", _NORMAL.sub("N", quoted[:300]))
-            if label.startswith("trace "):
-                # One finding per result for all of NCCL's traces, quoted from where one began.
-                _, rc, api = label.split(" ", 2)
-                origin = self._trace_origin
-                body = prefix.split(origin["text"])[0]
-                t = _NCCL_TRACE.match(body)
-                label = _NCCL_RESULTS[rc]
-                began = f"{t.group('file')}:{t.group('line')}" if t is not None else api
-                why = f" ({t.group('why')})" if t is not None and t.group("why") else ""
+            if label == "trace":
+                # One finding per result for all of NCCL's traces, quoted from where one began (_trace).
+                o = self._trace_origin
+                label, api, began = o["result"], o["api"], o["began"]
                 what = (f"NCCL returned {label} to its caller from {api}" if began == api else
-                        f"NCCL returned {label} to its caller ({api}), passed up from {began}{why}")
-                groups = {"label": label, "quoted": body[:300], "what": what}
-                self._hit(pattern, groups, origin["text"], origin["line"], origin["meta"], hit, key=("trace", label))
+                        f"NCCL returned {label} to its caller ({api}), passed up from {began}{o['why']}")
+                groups = {"label": label, "quoted": o["body"][:300], "what": what}
+                self._hit(pattern, groups, o["text"], o["line"], o["meta"], hit, key=("trace", label))
                 return
             else:
                 what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
@@ -1090,15 +1089,18 @@ class Diagnoser:
         who = (meta.host, meta.pid)
         start = self._trace_start.get(who)
         if start is None or lineno - start["last"] > TRACE_GAP:
-            start = {"text": text, "line": lineno, "meta": meta, "last": lineno}
+            # Where the trace began, read once: the file and line that failed, and errno's text.
+            why = f" ({t.group('why')})" if t.group("why") else ""
+            start = {"text": text, "line": lineno, "meta": meta, "last": lineno, "body": t.string,
+                     "began": f"{t.group('file')}:{t.group('line')}", "why": why}
             if len(self._trace_start) < 1024:
                 self._trace_start[who] = start
         start["last"] = lineno
         if start.get("said") or t.group("file").rsplit("/", 1)[-1] not in _API_FILES:
             return None  # said once per trace (init.cc, then group.cc, pass the same result up)
         start["said"] = True
-        self._trace_origin = start
-        return (f"trace {t.group('rc')} {t.group('file')}:{t.group('line')}", text, True)
+        self._trace_origin = {**start, "result": _NCCL_RESULTS[t.group("rc")], "api": f"{t.group('file')}:{t.group('line')}"}
+        return ("trace", text, True)
 
     def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
         """Follow a traceback: its exception's name when ``text`` is its last line (the first line
