@@ -830,7 +830,7 @@ class Diagnoser:
                     host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
                 if host and len(f.socket_channel_hosts) < f.MAX:
                     f.socket_channel_hosts.add(host)
-                    known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
+                    known += (host.encode("utf-8", "replace") + b":",)
                 j = find(b"via NET/Socket", le) if le >= 0 else -1
         # A line with NCCL's prefix after another (kubectl --prefix, mpirun --tag-output, a quote):
         # the hosts of this block's lines are read wherever they stand.
