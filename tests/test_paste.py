@@ -584,3 +584,68 @@ def test_a_follow_on_of_the_same_code_and_subject_folds_under_the_first() -> Non
                  "to the C10d store has failed. See inner exception for details.\n")
     folded = [f["data"]["pattern"] for fs in folding(rep).values() for f in fs]
     assert folded == ["pytorch.rendezvous_connection"]
+
+
+# PyTorch's words for an NCCL result, printed under `NCCL error in: ...` (getNcclErrorDetailStr in
+# torch/csrc/distributed/c10d/NCCLUtils.cpp); the pairs as issues show them: pytorch/pytorch#149984
+# (`NCCL error: unhandled system error ...` then `ncclSystemError: System call (e.g. socket, malloc) ...`),
+# rstrudel/segmenter#60 (PyTorch 1.x: `ncclSystemError: System call (socket, malloc, munmap, etc) failed.`).
+@pytest.mark.parametrize("error, detail, code, subject", [
+    ("unhandled system error (run with NCCL_DEBUG=INFO for details)",
+     "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+     "NCCL_SYSTEM_ERROR", "NCCL"),
+    ("unhandled system error", "ncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+     "NCCL_SYSTEM_ERROR", "NCCL"),
+    ("remote process exited or there was a network error",
+     "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+     "NCCL_REMOTE_ERROR", "NCCL"),
+    ("internal error - please report this issue to the NCCL developers",
+     "ncclInternalError: Internal check failed.", "NCCL_CALL_FAILED", "internal error"),
+    ("invalid usage (run with NCCL_DEBUG=WARN for details)",
+     "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.", "NCCL_CALL_FAILED", "invalid usage"),
+    ("unhandled cuda error (run with NCCL_DEBUG=INFO for details)",
+     "ncclUnhandledCudaError: Call to CUDA function failed.", "NCCL_CALL_FAILED", "unhandled cuda error"),
+])
+def test_pytorchs_words_for_an_nccl_result_are_the_same_finding(error: str, detail: str, code: str,
+                                                                 subject: str) -> None:
+    head = ("torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+            f"{error}, NCCL version 2.19.3\n")
+    rep = report(head + detail + "\n")
+    problems = [f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"]
+    # One finding with both lines as its evidence: before, the second line was an unknown error
+    # ("no row of the knowledge base explains it") following from the first.
+    assert [(f["code"], f["subject"]) for f in problems] == [(code, subject)]
+    assert [e["line"] for e in problems[0]["data"]["evidence"]] == [1, 2]
+    # Alone (the exception line cut off), the detail line still says which result it was.
+    alone = [f for c in report(detail + "\n")["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert [(f["code"], f["subject"]) for f in alone] == [(code, subject)]
+
+
+# https://github.com/Azure/azhpc-images/issues/327 (excerpt): an image's /etc/nccl.conf sets
+# NCCL_GRAPH_FILE, written for more GPUs than the VM has.
+GRAPH_FILE_LOG = """\
+::16674:17023 [0] NCCL INFO comm 0x5640f24752d0 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 100000 commId 0x2064c00fc2f91516 - Init START
+::16674:17023 [0] NCCL INFO NCCL_TOPO_FILE set by environment to /opt/microsoft/ncv4/topo.xml
+::16674:17023 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/microsoft/ncv4/graph.xml
+
+::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.
+::16674:17023 [0] NCCL INFO graph/search.cc:733 -> 2
+::16674:17023 [0] NCCL INFO init.cc:880 -> 2
+::16674:17023 [0] NCCL INFO group.cc:64 -> 2 [Async thread]
+"""
+
+
+def test_an_injected_graph_file_is_the_cause_of_the_import_failure() -> None:
+    rep = report(GRAPH_FILE_LOG)
+    problems = [f for c in rep["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")]
+    root = [f for f in problems if not f.get("cause")]
+    assert [(f["code"], f["subject"]) for f in root] == [("NCCL_GRAPH_FILE", "NCCL_GRAPH_FILE")]
+    assert "/opt/microsoft/ncv4/graph.xml" in root[0]["message"] and "/etc/nccl.conf" in root[0]["remedy"]
+    failed = next(f for f in problems if f["subject"] == "graph file, GPU 1")
+    assert failed["severity"] == "error" and failed["cause"] == "NCCL_GRAPH_FILE"
+    assert rep["status"] == "fail"
+    # NCCL_TOPO_FILE alone is fine (it describes the topology), and the import failure alone is
+    # still the error it is.
+    assert not found(report(GRAPH_FILE_LOG.replace("NCCL_GRAPH_FILE set", "NCCL_GRAPH_FILX set").split("\n\n")[0] + "\n"))
+    alone = found(report(GRAPH_FILE_LOG.split("\n\n")[1]))
+    assert alone["NCCL_GRAPH_FILE"]["severity"] == "error" and not alone["NCCL_GRAPH_FILE"].get("cause")

@@ -290,6 +290,9 @@ def _run_killed_row() -> kb.Pattern:
 _RUN_KILLED = _run_killed_row()
 # Codes whose rows say one thing of a subject: one finding per subject, whichever row saw it.
 _ONE_FINDING = frozenset({"JOB_KILLED"})
+# The same: an NCCL result as `NCCL error in: ...` quotes it and as PyTorch explains it on the next
+# line (kb/pytorch _DETAILS) are one failure.
+_SAME_FINDING = _ONE_FINDING | {"NCCL_SYSTEM_ERROR", "NCCL_REMOTE_ERROR", "NCCL_CALL_FAILED"}
 # Symptoms that only an error explains: a job killed after a warning (IB not found, say) was not
 # killed because of it; the kill leads unless an error came before it.
 _ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
@@ -1136,8 +1139,9 @@ class Diagnoser:
         hit.add((p.code, subject))
         if key is None:
             # Rows of one code that say the same of a subject (a kill, seen in torchrun's warning and
-            # in its SignalException) are one finding; other rows keep one finding each.
-            key = (p.code, subject) if p.code in _ONE_FINDING else (p.id, subject)
+            # in its SignalException; an NCCL result and PyTorch's words for it) are one finding;
+            # other rows keep one finding each.
+            key = (p.code, subject) if p.code in _SAME_FINDING else (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:
             if len(self.aggs) >= MAX_FINDINGS:

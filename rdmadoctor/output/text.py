@@ -254,9 +254,9 @@ def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
             facts.append(f"{word} {nccl[key]}")
     if nccl.get("gdr") is not None:
         facts.append("GPUDirect RDMA " + ("on" if nccl["gdr"] else "off"))
-    for key, word in (("channels", "channels"), ("ranks", "ranks")):
+    for key, word in (("channels", "channel"), ("ranks", "rank")):
         if nccl.get(key) is not None:
-            facts.append(f"{nccl[key]} {word}")
+            facts.append(_plural(nccl[key], word))
     if nccl.get("hosts"):
         facts.append(_plural(len(nccl["hosts"]), "host"))
     if facts:

@@ -271,6 +271,17 @@ NCCL_GRAPH_SIMPLE_ORDER = Code(
     "the PCIe tree (`rdmadoctor topo`).",
     kind=INFORMATION,
 )
+NCCL_GRAPH_FILE = Code(
+    "NCCL_GRAPH_FILE",
+    "NCCL was given its rings and trees in a file (NCCL_GRAPH_FILE) instead of searching this machine",
+    "NCCL_GRAPH_FILE makes NCCL import its channels from an XML file rather than search the GPU and NIC "
+    "topology it sees. A file written for another machine, or for more GPUs than the job has, fails "
+    "the communicator (`XML Import Channel : dev N not found`, then ncclSystemError) or makes it run "
+    "several times slower. It is meant for experiments; cloud HPC images have set it in /etc/nccl.conf.",
+    "Unset NCCL_GRAPH_FILE wherever it is set: the job's environment, /etc/nccl.conf or ~/.nccl.conf "
+    "in the image (`grep -r GRAPH_FILE /etc/nccl.conf ~/.nccl.conf`). NCCL_TOPO_FILE, which only "
+    "describes the topology, can stay.",
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -290,7 +301,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
-         LOG_ERROR_UNKNOWN)
+         NCCL_GRAPH_FILE, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -1291,6 +1302,43 @@ PATTERNS: tuple[Pattern, ...] = (
             "simple order` (2.8-2.30)",
         examples=("node-1:77:90 [0] graph/search.cc:1127 NCCL WARN Could not find a path for pattern 4, falling back "
                   "to simple order",),
+    ),
+    Pattern(
+        id="nccl.graph_file_set",
+        code=NCCL_GRAPH_FILE.code,
+        severity=WARNING,
+        needle="GRAPH_FILE set by environment",
+        regex=r"NCCL_GRAPH_FILE set by environment to (?P<path>\S{1,400})",
+        subject="NCCL_GRAPH_FILE",
+        message="NCCL_GRAPH_FILE is set to {path}: NCCL takes its rings and trees from that file instead of searching "
+                "this machine's topology; a file written for another machine or GPU count fails the communicator "
+                "or runs it several times slower.",
+        meaning="Azure's NCv4 images set it in /etc/nccl.conf: with fewer GPUs than the file names NCCL fails "
+                "(`XML Import Channel : dev 1 not found`); on one NC48ads_A100_v4 nccl-tests ran at about 58 GB/s "
+                "with it and 220 GB/s without.",
+        fix="Unset NCCL_GRAPH_FILE (environment, /etc/nccl.conf, ~/.nccl.conf); keep NCCL_TOPO_FILE.",
+        ref="NVIDIA/nccl src/misc/param.cc `%s set by environment to %s`; https://github.com/NVIDIA/nccl/issues/1240, "
+            "https://github.com/NVIDIA/nccl/issues/1008 (\"should never be set in production\"); "
+            "https://github.com/Azure/azurehpc/pull/730 (58 vs 220 GB/s)",
+        examples=("Spotllm:73025:73112 [0] NCCL INFO NCCL_GRAPH_FILE set by environment to /opt/microsoft/ncv4/graph.xml",),
+    ),
+    Pattern(
+        id="nccl.graph_import_dev",
+        code=NCCL_GRAPH_FILE.code,
+        severity=ERROR,
+        needle="XML Import Channel",
+        regex=r"XML Import Channel : dev (?P<dev>-?\d{1,19}) not found",
+        subject="graph file, GPU {dev}",
+        message="The graph NCCL was given (NCCL_GRAPH_FILE) puts GPU {dev} in a channel, and this communicator "
+                "has no such GPU: the file was written for another machine or more GPUs, and the communicator "
+                "cannot be made.",
+        meaning="NCCL returns ncclSystemError; the job fails at its first collective.",
+        fix="Unset NCCL_GRAPH_FILE (environment, /etc/nccl.conf, ~/.nccl.conf); keep NCCL_TOPO_FILE.",
+        ref="NVIDIA/nccl src/graph/search.cc ncclTopoGetChannelFromXml `XML Import Channel : dev %d not found.` "
+            "(2.6-2.30); https://github.com/Azure/azhpc-images/issues/327",
+        examples=("::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.",),
+        follows=("nccl.graph_file_set",),
+        symptom_after=(NCCL_GRAPH_FILE.code,),
     ),
     # -- how ranks were placed -------------------------------------------------------------------
     Pattern(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import ERROR, Code
 from rdmadoctor.logs.kb import Pattern
-from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED
+from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED, NCCL_REMOTE_ERROR, NCCL_SYSTEM_ERROR
 
 NCCL_TIMEOUT = Code(
     "NCCL_TIMEOUT",
@@ -145,7 +145,87 @@ def _who(groups: dict[str, str]) -> dict[str, str]:
     return {"who": f"rank {rank}" if rank else "a rank", "rank_subject": f"rank {rank}" if rank else "c10d"}
 
 
+# The line PyTorch prints under `NCCL error in: ...` to say what the NCCL result means
+# (getNcclErrorDetailStr): the same failure in other words, so the same finding as the result's own
+# row (scan._SAME_FINDING merges them); alone, it still says which result NCCL returned.
+_DETAIL_REF = ("pytorch/pytorch torch/csrc/distributed/c10d/NCCLUtils.cpp getNcclErrorDetailStr (1.7-2.9; 1.x: "
+               "`System call (socket, malloc, munmap, etc) failed.`, longer internal/usage/argument texts), "
+               "printed after `NCCL error in: %s:%d, %s` and before `Last error:`")
+_DETAILS = (
+    # (result, PyTorch's words for it, the result's own string as `NCCL error in:` quotes it, 1.x's longer words)
+    ("ncclInternalError", "Internal check failed", "internal error",
+     "Internal check failed. This is either a bug in NCCL or due to memory corruption"),
+    ("ncclInvalidUsage", "This usually reflects invalid usage of NCCL library", "invalid usage",
+     "This usually reflects invalid usage of NCCL library (such as too many async ops, too many collectives at "
+     "once, mixing streams in a group, etc)."),
+    ("ncclUnhandledCudaError", "Call to CUDA function failed", "unhandled cuda error", None),
+    ("ncclInvalidArgument", "Invalid value for an argument", "invalid argument",
+     "Invalid value for an argument (such as invalid pointer, device count, ip:host pair, etc)."),
+)
+
+
+def _detail_row(result: str, words: str, error: str, old: str | None) -> Pattern:
+    return Pattern(
+        id=f"pytorch.detail_{error.replace(' ', '_')}",
+        code=NCCL_CALL_FAILED.code,
+        severity=ERROR,
+        needle=f"{result}: {words}",
+        regex=rf"{result}: {words}\.?",
+        subject=error,
+        message=f"An NCCL call returned `{error}` ({result}) to PyTorch.",
+        meaning="The job aborts; the reason is in the NCCL WARN line before it, or on the line after `Last error:`.",
+        fix="Read the NCCL WARN line before it (rerun with NCCL_DEBUG=WARN if there is none): `Cuda failure` names "
+            "the CUDA error, `Duplicate GPU detected` means two ranks were given one GPU.",
+        ref=_DETAIL_REF,
+        examples=(f"{result}: {words}.", *((f"{result}: {old}",) if old else ())),
+        symptom=True,
+    )
+
+
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="pytorch.detail_system_error",
+        code=NCCL_SYSTEM_ERROR.code,
+        severity=ERROR,
+        needle="ncclSystemError: System call",
+        # (PyTorch 1.x: "System call (socket, malloc, munmap, etc) failed.")
+        regex=r"ncclSystemError: System call \((?:e\.g\. socket, malloc\) or external library call failed or device error"
+              r"|socket, malloc, munmap, etc\) failed)\.?",
+        subject="NCCL",
+        message="An NCCL call failed with ncclSystemError (PyTorch: `System call (e.g. socket, malloc) or external "
+                "library call failed or device error`): the WARN line before it, or NCCL's last error after it, "
+                "names which.",
+        meaning="The framework aborts the job; this line alone does not say why.",
+        fix="Read the cause this finding is linked to; without one rerun with NCCL_DEBUG=INFO "
+            "NCCL_DEBUG_SUBSYS=INIT,NET and diagnose that log.",
+        ref=_DETAIL_REF,
+        examples=(
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+            "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. It "
+            "can be also caused by unexpected exit of a remote peer, you can check NCCL warnings for failure reason "
+            "and see if there is connection closure by a peer.",
+            "ncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+        ),
+        symptom=True,
+    ),
+    Pattern(
+        id="pytorch.detail_remote_error",
+        code=NCCL_REMOTE_ERROR.code,
+        severity=ERROR,
+        needle="ncclRemoteError: A call failed",
+        regex=r"ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely\.?",
+        subject="NCCL",
+        message="NCCL lost a peer (ncclRemoteError, PyTorch: `A call failed possibly due to a network error or a "
+                "remote process exiting prematurely`); another rank died or the network between them failed.",
+        meaning="This rank is a victim; the cause is on another rank or in the fabric.",
+        fix="Find the rank that failed first and diagnose its log; if all ranks show only this, look for IB "
+            "completion errors and port events at the same time.",
+        ref=_DETAIL_REF,
+        examples=("ncclRemoteError: A call failed possibly due to a network error or a remote process exiting "
+                  "prematurely.",),
+        symptom=True,
+    ),
+    *(_detail_row(*d) for d in _DETAILS),
     Pattern(
         id="pytorch.watchdog_timeout",
         code=NCCL_TIMEOUT.code,
