@@ -268,11 +268,12 @@ def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]
 def _from_tools(host) -> RdmaInventory | None:
     from rdmadoctor.parsers.ibv_devinfo import parse_ibv_devinfo
     from rdmadoctor.parsers.netdev import parse_ibdev2netdev, parse_show_gids
+    from rdmadoctor.parsers.rdma_link import parse_rdma_link
 
     warnings: list[str] = []
     devices: list[RdmaDevice] | None = None
     source = "none"
-    for name, parser in (("ibstat", parse_ibstat_runs), ("ibv_devinfo", parse_ibv_devinfo)):
+    for name, parser in (("ibstat", parse_ibstat_runs), ("ibv_devinfo", parse_ibv_devinfo), ("rdma-link", parse_rdma_link)):
         res = host.cmd(name)
         if res.text is None:
             continue

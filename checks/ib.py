@@ -414,6 +414,13 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                     # An iWARP port is Disabled whenever its netdev has no carrier (core/device.c iw_query_port).
                     "Disabled": "its netdev has no carrier" if iwarp else "the port is disabled by software",
                     "Sleep": "the port is asleep",
+                    # The cable and its peer are up; the port's logical state is not. A physical port
+                    # passes through this for a moment while the link comes up; an SR-IOV virtual
+                    # function stays there (sriov-network-device-plugin#269, network-operator#249).
+                    "LinkUp": "the physical link is up but the port is logically down: on an SR-IOV virtual function "
+                              "(a VF given to a pod) the VF has no GUID or its link policy keeps it down, or "
+                              "the subnet manager does not virtualize (OpenSM `virt_enabled 2`); on a physical port it "
+                              "lasts only while the link comes up",
                 }.get(phys or "", "no link")
                 # A RoCE (or iWARP) port follows its netdev: with the netdev down, roce.config's
                 # ROCE_NETDEV_DOWN (iwarp.config's IWARP_NETDEV_DOWN) is the root cause and names the
@@ -432,17 +439,33 @@ def judge_ports(inv: RdmaInventory, expect: dict) -> list[Finding]:
                     )
                 )
                 continue
-            if ib and phys in ("LinkUp", None):
-                ib_linkup += 1
+            if ib and phys in ("LinkUp", None) and not (state in ("INIT", "ARMED") and port.sm_lid):
+                ib_linkup += 1  # (a port that knows its SM is not waiting for one)
             if state in ("INIT", "ARMED") and ib:
+                lid = f"LID {port.lid if port.lid is not None else 'unknown'}"
+                if port.sm_lid:
+                    # A subnet manager is there (the port knows its LID) and has not activated the
+                    # port: the SM refuses it, most often an SR-IOV VF without a GUID (network-operator#1646).
+                    guid = dev.node_guid or ""
+                    zero_guid = bool(guid) and not guid.replace(":", "").strip("0")
+                    why = (f"the link is up and a subnet manager (SM LID {port.sm_lid}) is on the fabric, but it has not "
+                           "made the port ACTIVE" + (f": the device's GUID is {dev.node_guid}, and an SM does not activate "
+                           "a port without one (an SR-IOV VF whose GUID was never assigned)" if zero_guid else
+                           ": the SM's partition or policy configuration leaves it out, or, for an SR-IOV VF, the SM "
+                           "does not virtualize (OpenSM `virt_enabled 2`)"))
+                    fix = ("Assign the VF a GUID (`ip link set <pf> vf <n> node_guid <guid> port_guid <guid>`, or the "
+                           "SR-IOV network operator's GUID settings) and rebind it; check the SM's log for the port."
+                           if zero_guid else IB_PORT_INIT.fix)
+                    out.append(Finding(IB_PORT_INIT.code, ERROR, subj, f"{seen}, {lid}: {why}; expected ACTIVE.", fix,
+                                       data={"sm_lid": port.sm_lid}))
+                    continue
                 ib_waiting.append(subj)
                 out.append(
                     Finding(
                         IB_PORT_INIT.code,
                         ERROR,
                         subj,
-                        f"{seen}, LID {port.lid if port.lid is not None else 'unknown'}: the link is up but no "
-                        "subnet manager has configured the port; expected ACTIVE.",
+                        f"{seen}, {lid}: the link is up but no subnet manager has configured the port; expected ACTIVE.",
                         IB_PORT_INIT.fix,
                     )
                 )

@@ -190,8 +190,12 @@ _COUNTS = ("expected_hcas", "expected_active_ports")
 _PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW, IB_LINK_LAYER_MISMATCH)}
 
 
+# The pasted outputs that list ports -> the cmd/<name>.txt their parser reads.
+_PORT_FILES = {"ibstat": "ibstat", "ibstatus": "ibstat", "ibv_devinfo": "ibv_devinfo", "rdma_link": "rdma-link"}
+
+
 def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
-    name = "ibv_devinfo" if seg.kind == "ibv_devinfo" else "ibstat"
+    name = _PORT_FILES[seg.kind]
     paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
     inv = probe_inventory(paste)
     if not inv.devices:
@@ -256,7 +260,8 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
 
 
-_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "ulimit": _memlock, "df": _shm, "lsmod": _modules}
+_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock, "df": _shm,
+           "lsmod": _modules}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
 _ROWS_ONLY = {"df", "ulimit"}
@@ -279,8 +284,11 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
         at = next((i for i, x in enumerate(lines) if re.search(pattern, x, re.IGNORECASE)), None)
     elif f.code in _PORT_CODES and f.subject not in ("host", "fabric"):
         dev, _, port = f.subject.partition("/")
+        one = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}/{re.escape(port or '1')}:?\s", x)), None)
         start = next((i for i, x in enumerate(lines) if re.search(rf"'{re.escape(dev)}'|hca_id:\s*{re.escape(dev)}\s*$", x)), None)
-        if start is not None:
+        if one is not None and start is None:  # `rdma link`: a line per port
+            at = one
+        elif start is not None:
             at = start
             # The port's block, then its state line: what the finding is about.
             block = next((i for i in range(start, len(lines)) if re.search(rf"(?i)^\s*port:?\s*{re.escape(port or '1')}:?\s*$|port {re.escape(port or '1')} status", lines[i])), start)
@@ -300,7 +308,7 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
             found = judge(seg, expect, node)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
             continue
-        shown = seg.command or seg.kind
+        shown = seg.command or {"rdma_link": "rdma link"}.get(seg.kind, seg.kind)
         for f in found:
             n, text = _locate(seg, f)
             ev = {"file": seg.file, "line": n, "text": text[:400], "host": None, "rank": None, "time": None}

@@ -373,11 +373,12 @@ EXPECTED: list[dict] = [
      "codes": set(), "absent": {"MEMLOCK_LIMITED"}, "root": None, "nccl": None,
      "note": "Two commands behind '# ' root prompts; the first line of the log starts with '# '."},
     {"file": "azhpc-59-ibpanic-an0-then-ibstat-init.log",
-     "codes": {"IB_PORT_INIT", "IB_NO_SM"}, "absent": {"IB_PORT_DOWN", "IB_NO_DEVICES"}, "root": "IB_NO_SM", "nccl": None,
-     "subjects": {"IB_PORT_INIT": ["mlx5_ib0"]},
+     "codes": {"IB_PORT_INIT"}, "absent": {"IB_PORT_DOWN", "IB_NO_DEVICES", "IB_NO_SM"}, "root": "IB_PORT_INIT",
+     "nccl": None, "subjects": {"IB_PORT_INIT": ["mlx5_ib0"]},
      "note": "The ibpanic is about mlx5_an0 (the Accelerated Networking NIC, not IB) and must not hide the "
-             "'ibstat mlx5_ib0' that follows: port 1 State: Initializing. The headline is the subnet manager "
-             "that has not configured the port (IB_NO_SM); IB_PORT_INIT follows from it."},
+             "'ibstat mlx5_ib0' that follows: port 1 State: Initializing. The port knows its subnet manager "
+             "(SM lid 361): an SM is there and has not activated it, so the headline is the port (IB_PORT_INIT), "
+             "not a missing SM (IB_NO_SM is for ports with SM lid 0)."},
     {"file": "gpud-752-ibstat-partial-ibpanic.log",
      "codes": set(), "absent": {"IB_PORT_DOWN", "IB_PORT_INIT", "IB_NO_DEVICES"}, "root": None, "nccl": None,
      "note": "mlx5_7 port 1 is Active/LinkUp; ibstat then panics on mlx5_8."},

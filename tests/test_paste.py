@@ -649,3 +649,127 @@ def test_an_injected_graph_file_is_the_cause_of_the_import_failure() -> None:
     assert not found(report(GRAPH_FILE_LOG.replace("NCCL_GRAPH_FILE set", "NCCL_GRAPH_FILX set").split("\n\n")[0] + "\n"))
     alone = found(report(GRAPH_FILE_LOG.split("\n\n")[1]))
     assert alone["NCCL_GRAPH_FILE"]["severity"] == "error" and not alone["NCCL_GRAPH_FILE"].get("cause")
+
+
+# ---- pastes found for this round (issue 16, classes 2 and 3), each with its source -----------------
+
+# https://github.com/openshift/sriov-network-operator/issues/635 (excerpt): `rdma link` on a DGX A100.
+RDMA_LINK = """\
+root@node2$ rdma link
+link mlx5_0/1 subnet_prefix fe80:0000:0000:0000 lid 3 sm_lid 1 lmc 0 state ACTIVE physical_state LINK_UP
+link mlx5_1/1 subnet_prefix fe80:0000:0000:0000 lid 65535 sm_lid 0 lmc 0 state DOWN physical_state DISABLED
+link mlx5_4/1 state ACTIVE physical_state LINK_UP netdev enp97s0f0
+"""
+
+
+def test_rdma_link_is_parsed_and_its_ports_judged() -> None:
+    from rdmadoctor.parsers.rdma_link import parse_rdma_link
+
+    parsed = parse_rdma_link(RDMA_LINK)
+    assert parsed.ok and [d.name for d in parsed.value] == ["mlx5_0", "mlx5_1", "mlx5_4"]
+    ib, down, eth = (d.ports[0] for d in parsed.value)
+    assert (ib.state, ib.phys_state, ib.link_layer, ib.lid, ib.sm_lid) == ("ACTIVE", "LinkUp", "InfiniBand", 3, 1)
+    assert (down.state, down.phys_state) == ("DOWN", "Disabled")
+    assert (eth.link_layer, eth.netdev, eth.lid) == ("Ethernet", "enp97s0f0", None)
+    # iproute2 4.x wrote "1/1: mlx5_0/1: ..."; other text is skipped with a warning, never a port.
+    old = parse_rdma_link("1/1: mlx5_0/1: state DOWN physical_state POLLING netdev ens1f0\nhello\n")
+    assert [(d.name, d.ports[0].phys_state) for d in old.value] == [("mlx5_0", "Polling")] and old.warnings
+    assert not parse_rdma_link("\xff\x00 garbage\n").ok
+    # Pasted with its prompt, and without it: the DOWN port is found (before: PASS, nothing read it).
+    for text in (RDMA_LINK, RDMA_LINK.split("\n", 1)[1]):
+        got = found(report(text))
+        assert got["IB_PORT_DOWN"]["subject"] == "mlx5_1/1", text
+        assert "rdma link" in got["IB_PORT_DOWN"]["message"]
+
+
+def test_a_port_that_knows_its_subnet_manager_is_not_waiting_for_one() -> None:
+    # https://github.com/Mellanox/network-operator/issues/1646 (excerpt): a VF in a pod, GUID all zeros.
+    text = ("root@test-pod:/# ibv_devinfo\nhca_id: mlx5_7\n    transport:    InfiniBand (0)\n"
+            "    node_guid:    0000:0000:0000:0000\n    phys_port_cnt:    1\n    port: 1\n"
+            "    state:    PORT_INIT (2)\n    sm_lid:    4\n    port_lid:    65535\n    link_layer:    InfiniBand\n")
+    got = found(report(text))
+    assert "IB_NO_SM" not in got
+    f = got["IB_PORT_INIT"]
+    assert "SM LID 4" in f["message"] and "GUID is 0000:0000:0000:0000" in f["message"] and "node_guid" in f["remedy"]
+    # With sm_lid 0 it is still a missing subnet manager.
+    assert "IB_NO_SM" in found(report(text.replace("sm_lid:    4", "sm_lid:    0")))
+
+
+def test_a_port_down_with_its_link_up_is_not_a_cable() -> None:
+    # https://github.com/Mellanox/network-operator/issues/249 (excerpt): an SR-IOV VF in a pod.
+    text = ("root@test-sriov-ib-pod:~# ibstat mlx5_7\nCA 'mlx5_7'\n\tCA type: MT4124\n\tNumber of ports: 1\n\tPort 1:\n"
+            "\t\tState: Down\n\t\tPhysical state: LinkUp\n\t\tRate: 200\n\t\tBase lid: 65535\n\t\tSM lid: 1\n"
+            "\t\tLink layer: InfiniBand\n")
+    msg = found(report(text))["IB_PORT_DOWN"]["message"]
+    assert "no link" not in msg and "logically down" in msg and "virtual function" in msg
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/NVIDIA/JAX-Toolbox/issues/183: gdb's backtrace of the SIGBUS.
+    ('Thread 787 "imagenet_fake_d" received signal SIGBUS, Bus error.\n'
+     "#0 0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) ()\n",
+     "NCCL_SHM_FAILED", "ncclShmOpen"),
+    # https://github.com/NVIDIA/nccl-tests/issues/14
+    ("e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported "
+     "by protocol\n", "NCCL_NO_SOCKET_INTERFACE", "no usable IP interface"),
+    # https://github.com/NVIDIA/nccl-tests/issues/188
+    ("user:16902:16954 [3] misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3\n",
+     "NCCL_SOCKET_ERROR", "Using network Socket"),
+    # https://github.com/NVIDIA/nccl-tests/issues/263
+    ("g0010: Test CUDA failure common.cu:941 'invalid device ordinal'\n", "NCCL_CUDA_FAILED", "-g 1"),
+    # https://github.com/NVIDIA/nccl/issues/1769
+    ("[rank2]: Cuda failure 802 'system not yet initialized'\n", "NCCL_CUDA_FAILED", "nvidia-fabricmanager"),
+    # https://github.com/NVIDIA/nccl/issues/1710: a queue's event, not the device's.
+    ("node:1:2 [0] transport/net_ib.cc:142 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation "
+     "work queue error\n", "NCCL_IB_ASYNC_FATAL", "the HCA itself reported no fault"),
+])
+def test_more_real_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+
+
+def test_a_device_fatal_event_still_says_the_hca_failed() -> None:
+    f = found(report("n:1:2 [0] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : local catastrophic "
+                     "error\n"))["NCCL_IB_ASYNC_FATAL"]
+    assert "for itself" in f["message"] and "Drain the node" in f["remedy"]
+
+
+# https://github.com/NVIDIA/nccl/issues/1235 (excerpt): one rank runs out of GPU memory; the others
+# lose their sockets to it first in the log.
+OOM_AFTER_VICTIMS = """\
+ng30903:3063025:3066048 [0] misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer ng30903-ib<51159>
+ng30903:3063025:3066048 [0] NCCL INFO misc/socket.cc:749 -> 6
+
+ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for opId=0x55a51966cc80
+ng30903:3063025:3066048 [0] NCCL INFO transport/p2p.cc:438 -> 3
+ng30903:3063025:3066048 [0] NCCL INFO init.cc:1079 -> 3
+ng30903:3063025:3066048 [0] NCCL INFO group.cc:65 -> 3 [Async thread]
+ng30903:3063025:3066031 [0] NCCL INFO group.cc:406 -> 3
+ng30903:3063025:3066031 [0] NCCL INFO group.cc:96 -> 3
+
+ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'
+"""
+
+
+def test_a_cause_leads_victims_that_nothing_explained() -> None:
+    rep = report(OOM_AFTER_VICTIMS)
+    roots = [f["code"] for c in rep["checks"] for f in c["findings"]
+             if f["severity"] == "error" and not f.get("cause")]
+    # The out-of-memory rank first; the proxy's lost socket (a victim's line) after it.
+    assert roots[0] == "NCCL_CUDA_FAILED" and "NCCL_SOCKET_ERROR" in roots[1:]
+
+
+def test_an_error_leads_a_warning_nothing_failed_after() -> None:
+    # https://github.com/pytorch/pytorch/pull/40622 (a comment's excerpt, verbatim): libibverbs missing (a
+    # warning) and then /dev/shm full (the failure).
+    text = ("5135fc87695d:126318:126318 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+            "NCCL version 2.7.3+cuda10.2\n\n"
+            "5135fc87695d:126319:126319 [1] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n\n"
+            "5135fc87695d:126319:126336 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on "
+            "device\n\n"
+            "5135fc87695d:126319:126336 [1] include/shm.h:48 NCCL WARN Error while creating shared memory segment "
+            "nccl-shm-recv-54c7cb5318ccdf40-1-0-1 (size 9637888)\n")
+    rep = report(text)
+    codes = [f["code"] for c in rep["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")
+             and not f.get("cause")]
+    assert codes[0] == "NCCL_SHM_FAILED", codes

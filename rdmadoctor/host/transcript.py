@@ -43,6 +43,8 @@ _NAMES: dict[str, str | Callable[[str], str | None]] = {
     "printenv": "env",
     "df": "df-shm",  # `df -h` lists /dev/shm among the rest; the shm check picks its row
     "nvidia-smi": lambda args: "nvidia-smi-topo" if "topo" in args else None,
+    # `rdma link`, `rdma link show`, `rdma -d link` (not `rdma dev`, `rdma res`, `rdma link show mlx5_0/1` is one port)
+    "rdma": lambda args: "rdma-link" if re.match(r"(?:-\S+\s+)*link(?:\s+show)?\s*(?:$|\|)", args.strip()) else None,
     "dpkg": lambda args: "dpkg-l" if re.search(r"(?:^|\s)(?:-l|--list)\b", args) else None,
     "rpm": lambda args: "rpm-qa" if re.search(r"(?:^|\s)-(?:qa|aq)\b", args) else None,
 }

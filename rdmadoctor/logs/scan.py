@@ -91,7 +91,9 @@ _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
     (r"^\s*Infiniband device '[^']*' port \d+ status:", "ibstatus"),
     (r"^\s*hca_id:\s*\S", "ibv_devinfo"),
-    (r"^\s*(?:\d+/)?link \S+/\d+ state \w+", "rdma_link"),
+    # `rdma link` (an InfiniBand port's line holds its subnet prefix and LIDs before its state;
+    # iproute2 4.x wrote "1/1: mlx5_0/1: state ...").
+    (r"^\s*(?:\d+/)?(?:\d+: )?(?:link )?\S+/\d+:? (?:subnet_prefix \S+ lid \d+ sm_lid \d+ lmc \d+ )?state \w+ physical_state", "rdma_link"),
     (r"^\s*Filesystem\s+(?:Size|1K-blocks|1M-blocks|Type)\b", "df"),
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
@@ -1388,7 +1390,34 @@ def _link(aggs: list[_Agg]) -> list[Finding]:
             f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
             f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
         out.append(f)
-    return out
+    return [out[i] for i in sorted(range(len(out)), key=_rank_key(aggs, cause))]
+
+
+def _rank_key(aggs: list[_Agg], cause: dict[int, int]) -> Callable[[int], int]:
+    """Root causes first among the roots, each with what follows from it (a stable sort: the order
+    seen stays within a rank): 0, a problem that came first and led to an error (itself or what
+    follows from it); 1, a victim's line (a symptom) nothing before or right after explains, the
+    job's own account of a failure that started elsewhere; 2, a warning nothing failed after (the
+    IB transport off in a job that then died of a full GPU is not why it died); 3, information."""
+    def root(i: int) -> int:
+        seen = set()
+        while i in cause and i not in seen:
+            seen.add(i)
+            i = cause[i]
+        return i
+
+    roots = [root(i) for i in range(len(aggs))]
+    failed = {roots[i] for i, a in enumerate(aggs) if a.pattern.severity == ERROR}
+    rank = {}
+    for r in set(roots):
+        a = aggs[r]
+        if a.pattern.severity not in (ERROR, WARNING):
+            rank[r] = 3
+        elif r in failed:
+            rank[r] = 1 if a.symptom else 0
+        else:
+            rank[r] = 2
+    return lambda i: rank[roots[i]]
 
 
 def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
@@ -1406,11 +1435,11 @@ def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
         return errors[0]
     if before and a.pattern.code not in _ERROR_CAUSES_ONLY:
         return before[0]
-    for j in candidates:
-        b = aggs[j]
-        if j > i and b.seq[0] == a.seq[0] and a.seq[1] <= b.seq[1] <= a.seq[1] + LOOKAHEAD_LINES:
-            return j
-    return None
+    # Right after it (a summary line pasted above the log that explains it): the first error there,
+    # else the first problem.
+    after = [j for j in candidates if j > i and aggs[j].seq[0] == a.seq[0]
+             and a.seq[1] <= aggs[j].seq[1] <= a.seq[1] + LOOKAHEAD_LINES]
+    return next((j for j in after if aggs[j].pattern.severity == ERROR), after[0] if after else None)
 
 
 def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> Finding | None:

@@ -149,11 +149,14 @@ NCCL_IB_ASYNC_FATAL = Code(
     "NCCL_IB_ASYNC_FATAL",
     "The HCA reported a fatal asynchronous event",
     "The RDMA device reported a catastrophic error for itself (`local catastrophic error`: firmware "
-    "or hardware failure) or for a completion queue or queue pair NCCL uses. Every connection on it "
-    "fails; the job aborts.",
-    "Drain the node and look at the HCA: `dmesg | grep mlx5` (health syndrome, command timeouts), "
-    "`mlxfwmanager --query`, `mlxlink -d <dev>`. A device fatal error needs a driver restart or a "
-    "reboot (`mlxfwreset` for firmware); repeated ones need the card replaced.",
+    "or hardware failure), or for a completion queue or queue pair NCCL uses (`local access violation "
+    "work queue error` and the like: a memory access the registration does not allow, a refused work "
+    "request; the device itself is fine). The connections on it fail; the job aborts.",
+    "For the device's event, drain the node and look at the HCA: `dmesg | grep mlx5` (health syndrome, "
+    "command timeouts), `mlxfwmanager --query`, `mlxlink -d <dev>`; it needs a driver restart or a "
+    "reboot (`mlxfwreset` for firmware), and the card replaced if it repeats. For a queue's event, read "
+    "the peer's completion errors at the same time and rerun without GPUDirect RDMA "
+    "(NCCL_NET_GDR_LEVEL=LOC) or the net plugin to find which one breaks.",
     condition=LINK,
 )
 NCCL_IB_ASYNC_EVENT = Code(
@@ -418,6 +421,9 @@ _CUDA_FIXES = (
      "nvidia.com/gpu request, NVIDIA_VISIBLE_DEVICES, the NVIDIA container toolkit), or CUDA was used before the "
      "process forked (a DataLoader worker, multiprocessing with fork): check `nvidia-smi` in the pod and start "
      "worker processes with spawn."),
+    ("system not yet initialized", "CUDA error 802: on an NVSwitch system (HGX/DGX A100, H100, B200) the fabric "
+     "manager is not running, or runs a version other than the driver's: `systemctl status nvidia-fabricmanager` on "
+     "the node (the GPU operator runs it as a pod); `nvidia-smi -q | grep -A2 Fabric` shows the state."),
     ("illegal", "A GPU kernel failed: look for Xid errors on the node (`dmesg | grep -i xid`) and rerun with "
      "CUDA_LAUNCH_BLOCKING=1 to find the kernel."),
 )
@@ -741,6 +747,75 @@ PATTERNS: tuple[Pattern, ...] = (
         symptom_when=(("error", "Connection reset by peer"), ("error", "Broken pipe")),
         derive=lambda g: {"peer_text": g.get("peer") or "a peer", "peer_subject": g.get("peer") or "socket"},
     ),
+    Pattern(
+        id="nccl.proxy_recv_polling",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="Socket recv failed while polling",
+        regex=r"Socket recv failed while polling(?: for opId=(?P<op>0x[0-9a-fA-F]{1,16}))?",
+        subject="proxy",
+        message="NCCL's proxy thread lost its socket to a local rank while waiting for a reply: that rank's process "
+                "died or aborted first.",
+        meaning="This rank is a victim; the rank that failed first (out of memory, a crash) says why.",
+        fix="Find the first error of the other ranks of this host (a CUDA failure, a killed process) and fix that.",
+        ref="NVIDIA/nccl src/proxy.cc ncclPollProxyResponse `Socket recv failed while polling for opId=%p` (2.12-2.30); "
+            "https://github.com/NVIDIA/nccl/issues/1235",
+        examples=("ng30903:3063025:3066048 [0] proxy.cc:1143 NCCL WARN Socket recv failed while polling for "
+                  "opId=0x55a51966cc80",),
+        symptom=True,
+    ),
+    Pattern(
+        id="nccl.socket_wrong_type",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="wrong type",
+        regex=r"socketFinalizeAccept: wrong type (?P<got>\d{1,3}) != (?P<want>\d{1,3})",
+        subject="socket type",
+        message="A peer connected to this rank's NCCL socket for another purpose (type {got}, expected {want}): the ranks "
+                "do not agree on how they connect, most often because some use the IB transport and others sockets "
+                "(`Using network IB` on some hosts, `Using network Socket` on others), or they run different NCCL "
+                "versions.",
+        meaning="The communicator cannot be made, or the job hangs where the two kinds of rank meet.",
+        fix="Make every host use the same transport: get IB working on the hosts that say `NET/IB : No device found` "
+            "(or set NCCL_IB_DISABLE=1 on all of them), and run one NCCL build everywhere.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketFinalizeAccept `wrong type %d != %d` (2.16-2.30); "
+            "https://github.com/NVIDIA/nccl-tests/issues/188",
+        examples=("user:16902:16954 [3] misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3",),
+    ),
+    Pattern(
+        id="nccl.socket_create_family",
+        code=NCCL_NO_SOCKET_INTERFACE.code,
+        severity=ERROR,
+        needle="Socket creation failed",
+        regex=r"Socket creation failed : (?P<error>Address family not supported by protocol)",
+        subject="socket",
+        message="NCCL could not create a socket (`{error}`): it found no usable IP interface, and the address family it "
+                "fell back to is not available in this network namespace.",
+        meaning="No communicator can be made; NCCL prints `unhandled system error` next.",
+        fix="Give the container a network with an IPv4 interface (`--net host`, or the pod's network), then set "
+            "NCCL_SOCKET_IFNAME to it (`ip -br addr` lists them).",
+        ref="NVIDIA/nccl src/include/socket.h createListenSocket `Socket creation failed : %s` (2.3-2.11), "
+            "src/misc/socket.cc (2.12-2.30); https://github.com/NVIDIA/nccl-tests/issues/14 (\"the first one is to be "
+            "ignored unless you want to use Infiniband\"), https://github.com/NVIDIA/nccl/issues/210",
+        examples=("e66aa18dc444:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : Address family not "
+                  "supported by protocol",),
+    ),
+    Pattern(
+        id="nccl.shm_open_frame",
+        code=NCCL_SHM_FAILED.code,
+        severity=ERROR,
+        needle="in ncclShmOpen",
+        regex=r"\bin ncclShmOpen\b",
+        subject="/dev/shm",
+        message="The process crashed inside NCCL's shared-memory setup (ncclShmOpen in the backtrace): with SIGBUS, "
+                "/dev/shm is too small for the segment NCCL maps (the container default is 64 MiB).",
+        meaning="The ranks on this host crash during communicator setup.",
+        fix="Give the pod a bigger /dev/shm: an emptyDir with medium: Memory (sizeLimit: 16Gi or more) at /dev/shm; with "
+            "docker `--shm-size=16g` or `--ipc=host`. NCCL_SHM_DISABLE=1 confirms it (slower).",
+        ref="NVIDIA/nccl src/misc/shmutils.cc ncclShmOpen; https://github.com/NVIDIA/JAX-Toolbox/issues/183 "
+            "(`--shm-size=1g` fixed it)",
+        examples=("#0 0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) ()",),
+    ),
     # -- GPUDirect RDMA ----------------------------------------------------------------------------
     Pattern(
         id="nccl.gdr_disabled_hca",
@@ -839,12 +914,11 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="async",
         regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: "
-              r"|Got async event : )(?P<event>local catastrophic error|CQ error|local work queue catastrophic error"
-              r"|invalid request local work queue error|local access violation work queue error|SRQ catastrophic error"
-              r"|WQ fatal)",
+              r"|Got async event : )(?P<event>local catastrophic error)",
         subject="{device}",
-        message="The HCA{dev_note} reported a fatal asynchronous event: {event}. Every NCCL connection on it fails.",
-        meaning="The job aborts; a device-level error (`local catastrophic error`) means the HCA or its firmware failed.",
+        message="The HCA{dev_note} reported a fatal asynchronous event for itself: {event}. Every NCCL connection on it "
+                "fails.",
+        meaning="The job aborts; `local catastrophic error` means the HCA or its firmware failed.",
         fix="Drain the node; check `dmesg | grep mlx5` (health syndrome, command timeouts) and the firmware "
             "(`mlxfwmanager --query`); reset the driver or reboot, and replace the card if it repeats.",
         ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain: `NET/IB : Got async event : %s` (2.5-2.19), "
@@ -854,9 +928,37 @@ PATTERNS: tuple[Pattern, ...] = (
             "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : local catastrophic error",
             "node-4:71:140 [5] transport/net_ib.cc:140 NCCL WARN NET/IB : mlx5_5:1 async fatal event: local "
             "catastrophic error",
+        ),
+        derive=_dev,
+    ),
+    Pattern(
+        id="nccl.ib_async_queue_fatal",
+        code=NCCL_IB_ASYNC_FATAL.code,
+        severity=ERROR,
+        needle="async",
+        # A queue's event, not the device's: IBV_EVENT_QP_FATAL, QP_REQ_ERR, QP_ACCESS_ERR, CQ_ERR, SRQ_ERR.
+        regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?(?:async fatal event(?: on (?P<object>CQ|QP|SRQ)[^:]*)?: "
+              r"|Got async event : )(?P<event>CQ error|local work queue catastrophic error"
+              r"|invalid request local work queue error|local access violation work queue error|SRQ catastrophic error"
+              r"|WQ fatal)",
+        subject="{device}",
+        message="A queue NCCL uses on the HCA{dev_note} failed (async event `{event}`): the connections on that queue "
+                "fail and the job aborts. The event is the queue's, not the device's: the HCA itself reported no fault.",
+        meaning="`local access violation` is a memory access the registration does not allow (a buffer unregistered or "
+                "freed while in use, a GPUDirect RDMA or dma-buf registration problem, a net plugin bug); `invalid "
+                "request` a work request the QP refused.",
+        fix="Read the peer's log at the same time (completion status 9/10: remote access errors); rerun without "
+            "GPUDirect RDMA (NCCL_NET_GDR_LEVEL=LOC) or without the net plugin to tell which one; replace nothing yet.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbAsyncThreadMain (2.5-2.28), src/transport/net_ib/common.cc "
+            "(2.29-2.30); rdma-core libibverbs/enum_strs.c ibv_event_type_str (QP_ACCESS_ERR `local access violation "
+            "work queue error`); https://github.com/NVIDIA/nccl/issues/1710",
+        examples=(
+            "node-4:71:140 [5] transport/net_ib.cc:142 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access "
+            "violation work queue error",
             "node-4:71:140 [5] transport/net_ib/common.cc:140 NCCL WARN NET/IB : mlx5_5:1 async fatal event on QP "
             "(0x55d1c0a0b2f0) qpn=4711 handle=12 send_cq=3 recv_cq=3 state=6 sq_psn=0 rq_psn=0: local work queue "
             "catastrophic error",
+            "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : CQ error",
         ),
         derive=_dev,
     ),

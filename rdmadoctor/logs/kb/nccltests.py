@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import CONFIG, ERROR, Code
 from rdmadoctor.logs.kb import Pattern
+from rdmadoctor.logs.kb.nccl import NCCL_CUDA_FAILED, _cuda
 
 NCCL_TEST_FAILED = Code(
     "NCCL_TEST_FAILED",
@@ -63,6 +64,24 @@ PATTERNS: tuple[Pattern, ...] = (
             "on": f" on {g['host']}" if g.get("host") else "",
             "last_note": f" (last NCCL error: {g['last'].strip()})" if (g.get("last") or "").strip() else "",
         },
+    ),
+    Pattern(
+        id="nccltests.cuda_failure",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="Test CUDA failure",
+        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}+): )?Test CUDA failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '(?P<what>[^'\n]{1,200})'",
+        subject="CUDA",
+        message="nccl-tests' call to CUDA failed{on} at {loc}: {what}. {cuda_fix}",
+        meaning="The test stopped before NCCL ran; the fabric was not tested. `invalid device ordinal` with nccl-tests is "
+                "most often its launch: each process opens -g GPUs, so ranks per host times -g must not exceed the "
+                "host's GPUs (`mpirun --host a:8 ... -g 1`, or `--host a:1 ... -g 8`).",
+        fix="Follow what the message says for this CUDA error; for nccl-tests launched by mpirun, one process per GPU "
+            "with `-g 1`.",
+        ref="NVIDIA/nccl-tests src/common.h CUDACHECK `%s: Test CUDA failure %s:%d '%s'`; "
+            "https://github.com/NVIDIA/nccl-tests/issues/263",
+        examples=("g0010: Test CUDA failure common.cu:941 'invalid device ordinal'",),
+        derive=lambda g: {**_cuda(g), "on": f" on {g['host']}" if g.get("host") else ""},
     ),
     Pattern(
         id="nccltests.out_of_bounds",
