@@ -773,3 +773,96 @@ def test_an_error_leads_a_warning_nothing_failed_after() -> None:
     codes = [f["code"] for c in rep["checks"] for f in c["findings"] if f["severity"] in ("error", "warning")
              and not f.get("cause")]
     assert codes[0] == "NCCL_SHM_FAILED", codes
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/WukLab/LITE/issues/5, pasted without the space
+    ("Failed to get IB devices list:Function not implemented\n", "MOD_MISSING", "ib_uverbs"),
+    # https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/106
+    ("Did not detect devices \nIf device exists, check if driver is up\nUnable to find the Infiniband/RoCE device\n",
+     "VERBS_NO_DEVICES", "rdma-core"),
+    # https://github.com/ofiwg/libfabric/issues/7324 (PSM3 under Open MPI)
+    ("hostname.domain.edu:pid502724.hello_world: Unable to create send CQ of size 5080 on mlx5_0: Cannot allocate memory\n",
+     "OFI_ERROR", "ulimit -l unlimited"),
+    # https://github.com/HiFiLES/HiFiLES-solver/issues/99
+    ("WARNING: It appears that your OpenFabrics subsystem is configured to only\nallow registering part of your "
+     "physical memory.\n", "VERBS_REG_MEMORY_LIMITED", "log_num_mtt"),
+    # https://github.com/kubeflow/pytorch-operator/issues/125
+    ("    store = TCPStore(master_addr, master_port, start_daemon)\nValueError: host not found: Name or service not "
+     "known\n", "NCCL_BOOTSTRAP_FAILED", "does not resolve"),
+    # https://github.com/modelscope/ms-swift/issues/6368
+    ("nslookup: can't resolve 'dlc1dwuhvtro4c27-master-0': Name does not resolve\nwaiting for master\n",
+     "NCCL_BOOTSTRAP_FAILED", "dlc1dwuhvtro4c27-master-0"),
+])
+def test_more_tool_and_stack_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+
+
+def test_perftest_explains_its_own_device_search_failure() -> None:
+    # The "Unable to find" after "Did not detect devices" is what the first line became.
+    rep = report("Did not detect devices \nIf device exists, check if driver is up\n"
+                 "Unable to find the Infiniband/RoCE device\n")
+    by_code = {f["code"]: f for c in rep["checks"] for f in c["findings"]}
+    assert by_code["IB_DEVICE_NAME_UNKNOWN"]["cause"] == "VERBS_NO_DEVICES"
+    assert not by_code["VERBS_NO_DEVICES"].get("cause")
+
+
+def test_perftest_zero_gids_explain_the_failed_connect() -> None:
+    # https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/72 (excerpt)
+    text = (" Link type       : Ethernet\n GID index       : 0\n"
+            " local address: LID 0000 QPN 0x003b PSN 0xab3a5e RKey 0x015b1a VAddr 0x007f72e9620000\n"
+            " GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00\n"
+            " remote address: LID 0000 QPN 0x003c PSN 0x65b096 RKey 0x014d0c VAddr 0x007fcb322d5000\n"
+            " GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00\n"
+            "Failed to modify QP 59 to RTR\n Unable to Connect the HCA's through the link\n")
+    rep = report(text)
+    got = [(f["code"], f.get("cause")) for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert got[0] == ("ROCE_NO_V2_GID", None)
+    assert ("IB_QP_CONNECT_FAILED", "ROCE_NO_V2_GID") in got
+    # A real GID is not a finding.
+    assert "ROCE_NO_V2_GID" not in found(report(" GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:00:00:07\n"))
+
+
+def test_libfabric_failing_under_the_plugin_is_the_reason_for_sockets() -> None:
+    # https://github.com/aws/aws-ofi-nccl/issues/715 (excerpt, CloudWatch's table kept)
+    text = (" | 2024-11-28T07:42:11.527Z | libfabric:17778:1732779731::efa:cq:efa_cq_ibv_cq_ex_open_with_ibv_create_cq_ex"
+            "():92<warn> Unable to create extended CQ: Cannot allocate memory\n"
+            " | 2024-11-28T07:42:11.527Z | algo-1:17778:17848 [5] nccl_ofi_ofiutils_init_connection:274 NCCL WARN NET/OFI "
+            "Couldn't open CQ. RC: -22, ERROR: Invalid argument\n"
+            " | 2024-11-28T07:42:11.527Z | algo-1:17778:17848 [5] nccl_net_ofi_create_plugin:259 NCCL WARN NET/OFI "
+            "aws-ofi-nccl initialization failed\n"
+            " | 2024-11-28T07:42:11.528Z | algo-1:17778:17848 [5] NCCL INFO NET/Socket : Using [0]eth0:10.0.227.37<0>\n"
+            " | 2024-11-28T07:42:11.528Z | algo-1:17778:17848 [5] NCCL INFO Using network Socket\n")
+    rep = report(text)
+    fs = [f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"]
+    root = [f for f in fs if not f.get("cause")]
+    assert root[0]["code"] == "OFI_ERROR" and "Cannot allocate memory" in root[0]["message"]
+    assert all(f.get("cause") == "OFI_ERROR" for f in fs if "NET/OFI" in f["data"]["evidence"][0]["text"])
+    fallback = next(f for f in fs if f["code"] == "NCCL_SOCKET_FALLBACK")
+    assert "Cannot allocate memory" in fallback["message"]
+
+
+def test_libfabric_that_cannot_open_a_device_lists_none() -> None:
+    # https://github.com/ofiwg/libfabric/issues/12708 (the reporter's excerpt, "..." theirs)
+    text = ("libfabric:...:efa:ep_data:efa_device_construct_gid():47<warn> ibv_open_device failed! errno: 2\n"
+            "libfabric:...:core:core:fi_getinfo_():1391<warn> fi_getinfo: provider efa output empty list\n"
+            "fi_getinfo: -61 (No data available)\n")
+    rep = report(text)
+    fs = {f["code"]: f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"}
+    assert "efa provider" in fs["DEV_UVERBS_MISSING"]["message"] and not fs["DEV_UVERBS_MISSING"].get("cause")
+    assert fs["OFI_NO_PROVIDER"]["cause"] == "DEV_UVERBS_MISSING"
+
+
+def test_ib_disabled_in_the_pasted_launch_makes_libibverbs_information() -> None:
+    # https://github.com/NVIDIA/nccl-tests/issues/82 (excerpt): a TCP benchmark on purpose.
+    text = ("(base) gandiva@v100-gpu-1:~/nccl-tests$ mpirun --bind-to none -x NCCL_DEBUG=WARN -x NCCL_IB_DISABLE=1 "
+            "-x NCCL_SOCKET_IFNAME=eth0 -np 2 --host 10.0.0.48:1,10.0.0.52:1 ./build/broadcast_perf -b 8 -e 2G\n"
+            "v100-gpu-1:14926:14926 [0] misc/ibvwrap.cc:63 NCCL WARN Failed to open libibverbs.so[.1]\n"
+            "NCCL version 2.9.6+cuda11.2\n")
+    rep = report(text)
+    sev = {f["code"]: f["severity"] for c in rep["checks"] for f in c["findings"]}
+    assert sev["NCCL_IB_DISABLED_BY_ENV"] == "warning" and sev["VERBS_LIB_MISSING"] == "info"
+    # NCCL_IB_DISABLE=0 is not a finding, and without the setting libibverbs missing stays a warning.
+    assert "NCCL_IB_DISABLED_BY_ENV" not in found(report(text.replace("NCCL_IB_DISABLE=1", "NCCL_IB_DISABLE=0")))
+    assert found(report(text.split("\n", 1)[1]))["VERBS_LIB_MISSING"]["severity"] == "warning"

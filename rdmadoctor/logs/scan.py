@@ -117,6 +117,9 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     # (a trace line in a header, `include/net.h:21 -> 2`, is always between two of these).
                     ".cc:", ".c:", ".cu:")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
+# Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command): a prompt line
+# is otherwise the start of a command's output, not a line to match.
+_LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=",)
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
 # the rest are not read one by one but summed up per block in C (Diagnoser._bulk): a job that builds
@@ -925,6 +928,8 @@ class Diagnoser:
                     self._match(text, lineno)
                 return False
             self._open_segment(kind, command, lineno + 1, None)
+            if any(n in command for n in _LAUNCH_NEEDLES):
+                self._match(text, lineno)  # what the launch sets (`mpirun -x NCCL_IB_DISABLE=1 ...`)
             return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:
@@ -1150,7 +1155,8 @@ class Diagnoser:
                 self.dropped_findings += 1
                 return
             symptom = kb.is_symptom(p, groups) or bool(
-                p.symptom_after and any(a.pattern.code in p.symptom_after for a in self.aggs.values()))
+                p.symptom_after and any(a.pattern.code in p.symptom_after or a.pattern.id in p.symptom_after
+                                        for a in self.aggs.values()))
             nccl_host = (meta.host or "") if meta.level is not None else None
             agg = self.aggs[key] = _Agg(p, groups, subject, (self._src_index, lineno), meta.time, symptom, nccl_host)
         agg.count += 1
@@ -1207,6 +1213,7 @@ class Diagnoser:
         from rdmadoctor.logs.kb.gloo import GLOO_LOOPBACK
         from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
 
+        # (An image without libibverbs stays a finding: the next job with it on two nodes runs on TCP.)
         quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code)]
         on_sockets = self._socket_seen is not None or bool(self.facts.socket_channel_hosts)
         if not quiet and not on_sockets:
@@ -1291,6 +1298,7 @@ class Diagnoser:
         single = None
         if self.facts.single_host():
             aggs, single = self._single_host(aggs)
+        aggs = _ib_off(aggs)
         findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in _link(aggs)]
         fallback = None if self.facts.single_host() else _socket_fallback(self.facts, nccl, aggs)
         if single is not None:
@@ -1311,6 +1319,22 @@ class Diagnoser:
             notes.append(f"{count(self._cut_lines, 'line')} longer than {MAX_LINE // 1024} KiB were cut for matching")
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes,
                          recognised=recognised)
+
+
+def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
+    """With NCCL_IB_DISABLE set, NCCL's `Failed to open libibverbs` is information: NCCL was told not
+    to use IB, and the setting (its own finding) is what keeps the job off RDMA."""
+    from rdmadoctor.core.record import replace
+    from rdmadoctor.logs.kb.nccl import NCCL_IB_DISABLED_BY_ENV, VERBS_LIB_MISSING
+
+    if not any(a.pattern.code == NCCL_IB_DISABLED_BY_ENV for a in aggs):
+        return aggs
+    for a in aggs:
+        if a.pattern.code == VERBS_LIB_MISSING and a.pattern.severity != INFO:
+            a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
+                                message=a.pattern.message.rstrip(".") + "; NCCL_IB_DISABLE is set as well, so NCCL "
+                                "would not have used it: information here.")
+    return aggs
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:

@@ -47,7 +47,20 @@ IB_TOOL_FAILED = Code(
     condition=CONFIG,
 )
 
-CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED)
+IB_QP_CONNECT_FAILED = Code(
+    "IB_QP_CONNECT_FAILED",
+    "An RDMA test could not connect its queue pair to the peer",
+    "perftest (ib_write_bw and the others) exchanged addresses with the peer over TCP and then could not "
+    "move its queue pair to ready-to-receive: the address (LID, or on RoCE the GID at the index used) does "
+    "not work from this port. On RoCE it is most often a GID index that is empty, link-local or IPv6 where the "
+    "peer uses IPv4, or a pod whose RoCE netdev has no address.",
+    "Run `show_gids` (or `ibv_devinfo -v`) on both hosts and pass the index of the RoCE v2 GID that holds "
+    "each host's IPv4 address (`-x N`; NCCL_IB_GID_INDEX for NCCL); check that both ports are ACTIVE and "
+    "that the MTUs match.",
+    condition=CONFIG,
+)
+
+CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED, IB_QP_CONNECT_FAILED)
 
 # Codes that live with their checks, named by string (the logs layer is below the checks).
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
@@ -55,6 +68,7 @@ MOD_MISSING = "MOD_MISSING"
 IB_PORT_DOWN = "IB_PORT_DOWN"
 IB_PORT_INIT = "IB_PORT_INIT"
 IB_NO_DEVICES = "IB_NO_DEVICES"
+ROCE_NO_V2_GID = "ROCE_NO_V2_GID"
 # libibverbs skipped the kernel's devices (no provider for them, a provider or libibverbs of the wrong
 # ABI): an empty device list after such a warning is that problem, the kernel has the devices.
 _NO_USERSPACE = ("VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH")
@@ -121,7 +135,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Failed to get IB devices list",
         # ENOSYS: /sys/class/infiniband_verbs/abi_version is missing, i.e. ib_uverbs is not loaded
         # (libibverbs/init.c check_abi_version).
-        regex=r"Failed to get IB devices list: Function not implemented",
+        regex=r"Failed to get IB devices list: ?Function not implemented",
         subject="ib_uverbs",
         message="libibverbs found no uverbs ABI in sysfs (`Function not implemented`): the ib_uverbs kernel module is "
                 "not loaded on the host.",
@@ -130,7 +144,9 @@ PATTERNS: tuple[Pattern, ...] = (
             "`/etc/init.d/openibd restart`.",
         ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c perror(\"Failed to get IB devices list\"); "
             "libibverbs/init.c check_abi_version returns ENOSYS",
-        examples=("Failed to get IB devices list: Function not implemented",),
+        examples=("Failed to get IB devices list: Function not implemented",
+                  # https://github.com/WukLab/LITE/issues/5, as pasted
+                  "Failed to get IB devices list:Function not implemented"),
     ),
     Pattern(
         id="ibtools.device_list_failed",
@@ -138,7 +154,7 @@ PATTERNS: tuple[Pattern, ...] = (
         explains_fallback=True,
         severity=ERROR,
         needle="Failed to get IB devices list",
-        regex=r"Failed to get IB devices list(?!: Function not implemented)(?:: (?P<error>.*?\S))?\s*$",
+        regex=r"Failed to get IB devices list(?!: ?Function not implemented)(?:: ?(?P<error>.*?\S))?\s*$",
         subject="libibverbs",
         message="libibverbs could not list the RDMA devices{error_note}.",
         meaning="Nothing in this environment can use RDMA; NCCL falls back to TCP sockets.",
@@ -156,9 +172,10 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Failed to open device",
         regex=r"Failed to open device\s*$",
         subject="ibv_open_device",
-        message="ibv_devinfo lists the device but cannot open it (ibv_open_device failed): its /dev/infiniband/uverbs "
-                "node is missing or not accessible in this container.",
-        meaning="RDMA cannot be used from here although the kernel has the device.",
+        message="ibv_devinfo lists the device but cannot open it (ibv_open_device failed): in a container its "
+                "/dev/infiniband/uverbs node is missing or not accessible; on a host or VM the driver refused to open it.",
+        meaning="RDMA cannot be used from here with that device although the kernel has it. In a pod given one VF, the "
+                "other devices of the host fail this way and only the pod's own opens: that one is what matters.",
         fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1} or the SR-IOV VF resource) instead of "
             "only mounting /sys; check `ls -l /dev/infiniband` and its permissions.",
         ref="linux-rdma/rdma-core libibverbs/examples/devinfo.c print_hca_cap",
@@ -172,8 +189,8 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Couldn't get context for the device",
         regex=r"Couldn't get context for the device",
         subject="ibv_open_device",
-        message="perftest could not open the RDMA device (`Couldn't get context for the device`): its uverbs node is "
-                "missing or not accessible in this container.",
+        message="perftest could not open the RDMA device (`Couldn't get context for the device`): in a container its "
+                "uverbs node is missing or not accessible; on a host or VM the driver refused to open it.",
         meaning="RDMA cannot be used from here although the kernel has the device.",
         fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1}) and check `ls -l /dev/infiniband`.",
         ref="linux-rdma/perftest src/perftest_resources.c, src/*_bw.c, src/*_lat.c",
@@ -184,7 +201,8 @@ PATTERNS: tuple[Pattern, ...] = (
         code=IB_DEVICE_NAME_UNKNOWN.code,
         severity=ERROR,
         needle="IB device ",
-        regex=r"IB device '(?P<dev>[^']{0,256})' wasn't found|'(?P<dev2>[^']{0,256})' IB device can't be found",
+        regex=r"IB device '(?P<dev>[^']{0,256})' wasn't found|'(?P<dev2>[^']{0,256})' IB device can't be found"
+              r"|IB device (?P<dev3>[\w.-]{1,64}) not found",
         subject="{device}",
         message="The tool was asked for RDMA device '{device}', which this host does not list.",
         meaning="The command tested nothing; a script or NCCL_IB_HCA with this name is wrong on this node.",
@@ -194,8 +212,9 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=(
             "IB device 'mlx5_9' wasn't found",
             "ibpanic: [2231] main: 'mlx5_9' IB device can't be found: No such file or directory",
+            "IB device mlx5_9 not found",
         ),
-        derive=lambda g: {"device": g.get("dev") or g.get("dev2") or "?"},
+        derive=lambda g: {"device": g.get("dev") or g.get("dev2") or g.get("dev3") or "?"},
         # "IB device 'rxe0' wasn't found" right after libibverbs skipped rxe0 for its ABI (rxe-dev#74).
         follows=_NO_USERSPACE,
         symptom_after=_NO_USERSPACE,
@@ -212,6 +231,81 @@ PATTERNS: tuple[Pattern, ...] = (
         fix="Pass a name from `ibv_devices` (`ib_write_bw -d mlx5_0 ...`); if the list is empty see VERBS_NO_DEVICES.",
         ref="linux-rdma/perftest src/*_bw.c, src/*_lat.c, src/raw_ethernet_*.c",
         examples=(" Unable to find the Infiniband/RoCE device",),
+        # perftest says why just before: no device at all, or not the one named.
+        follows=("ibtools.perftest_no_devices", IB_DEVICE_NAME_UNKNOWN.code, *_NO_USERSPACE),
+        symptom_after=("ibtools.perftest_no_devices", IB_DEVICE_NAME_UNKNOWN.code, *_NO_USERSPACE),
+    ),
+    Pattern(
+        id="ibtools.perftest_no_devices",
+        code=VERBS_NO_DEVICES.code,
+        explains_fallback=True,
+        severity=ERROR,
+        needle="Did not detect devices",
+        regex=r"Did not detect devices",
+        subject="libibverbs",
+        message="perftest found no RDMA device at all (`Did not detect devices`): libibverbs lists none here.",
+        meaning="Nothing in this environment can use RDMA. In a container whose node has devices, the image's "
+                "rdma-core is too old or too new for the node's kernel, or lacks the provider, or the device was not "
+                "passed in.",
+        fix="Compare `ls /sys/class/infiniband` (the kernel's devices) with `ibv_devices` in the container; use an image "
+            "whose rdma-core matches the node (a current one: `apt-get install -y rdma-core ibverbs-providers "
+            "perftest`) and request the device in the pod.",
+        ref="linux-rdma/perftest src/perftest_resources.c ctx_find_dev (` Did not detect devices `, ` If device exists, "
+            "check if driver is up`); https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/106 (an Ubuntu 18.04 "
+            "image on a 22.04 node)",
+        examples=("Did not detect devices ",),
+        follows=_NO_USERSPACE,
+        symptom_after=_NO_USERSPACE,
+    ),
+    Pattern(
+        id="ibtools.perftest_zero_gid",
+        code=ROCE_NO_V2_GID,
+        severity=ERROR,
+        needle="GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00",
+        regex=r"GID: 00(?::00){15}\b",
+        subject="perftest GID",
+        message="perftest's GID at the index it used is all zeros: the RoCE device has no address there, so the "
+                "queue pair cannot be connected. In a pod, the device's netdev is not in the pod's network namespace or "
+                "has no IP address (a device given without a network for it).",
+        meaning="RDMA between these hosts cannot work until the port has a RoCE v2 GID with an IP address.",
+        fix="Give the pod a network on the RDMA device's netdev (a macvlan, host-device or SR-IOV network with an IP "
+            "address, as the RDMA shared device plugin needs), check `show_gids` / `ibv_devinfo -v` in the pod, and pass "
+            "that GID's index (`-x N`, NCCL_IB_GID_INDEX).",
+        ref="linux-rdma/perftest src/perftest_communication.c ctx_print_pingpong_data (` GID: %02d:...`); "
+            "https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/72 (\"your GIDs are zero\")",
+        examples=(" GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00",),
+    ),
+    Pattern(
+        id="ibtools.perftest_rtr",
+        code=IB_QP_CONNECT_FAILED.code,
+        severity=ERROR,
+        needle="to RTR",
+        regex=r"Failed to modify QP (?:(?P<qp>\d{1,10}) )?to RTR",
+        subject="perftest",
+        message="perftest could not connect its queue pair to the peer (`Failed to modify QP to RTR`): the address it "
+                "has for the peer does not work on this port.",
+        meaning="The test measured nothing; RDMA between the two hosts does not work as configured.",
+        fix="RoCE: use a GID index whose GID has the IPv4 address on both hosts (`-x N` from `show_gids`; a zero or "
+            "link-local GID fails), the same MTU on both sides, and a route between them; InfiniBand: both ports ACTIVE "
+            "on one subnet.",
+        ref="linux-rdma/perftest src/perftest_resources.c ctx_modify_qp_to_rtr (`Failed to modify QP %d to RTR`)",
+        examples=("Failed to modify QP 59 to RTR",),
+        follows=(ROCE_NO_V2_GID,),
+        symptom_after=(ROCE_NO_V2_GID,),
+    ),
+    Pattern(
+        id="ibtools.perftest_connect",
+        code=IB_QP_CONNECT_FAILED.code,
+        severity=ERROR,
+        needle="Unable to Connect the HCA",
+        regex=r"Unable to Connect the HCA's through the link",
+        subject="perftest",
+        message="perftest could not connect the two hosts' HCAs (`Unable to Connect the HCA's through the link`).",
+        meaning="The test measured nothing; the line before it says why (a QP that did not reach RTR, a GID).",
+        fix="Read the error before it; check both ports ACTIVE and, on RoCE, the GID index (`-x`).",
+        ref="linux-rdma/perftest src/*_bw.c, src/*_lat.c",
+        examples=(" Unable to Connect the HCA's through the link",),
+        symptom=True,
     ),
     Pattern(
         id="ibtools.umad_init",

@@ -468,6 +468,28 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     Pattern(
+        id="nccl.ib_disabled_command",
+        code=NCCL_IB_DISABLED_BY_ENV,
+        explains_fallback=True,
+        severity=WARNING,
+        needle="NCCL_IB_DISABLE=",
+        # As a launch sets it: `-x NCCL_IB_DISABLE=1` (mpirun), `export ...`, `env ...`, `--env ...`, a
+        # variable before the command, a line of `env` output.
+        regex=r"(?:^|[\s;'\"])NCCL_IB_DISABLE=[\"']?(?!0\b)(?P<value>\d{1,3})\b",
+        subject="NCCL_IB_DISABLE",
+        message="NCCL_IB_DISABLE={value} is set where the job is launched, so NCCL does not use RDMA and sends "
+                "inter-node traffic over TCP sockets; it should be unset on an RDMA node.",
+        meaning="The job runs its collectives over TCP sockets although the node may have ACTIVE RDMA ports; NCCL's "
+                "warnings about libibverbs do not matter then.",
+        fix="Remove NCCL_IB_DISABLE from the launch command, the pod spec and the image's /etc/nccl.conf, unless TCP is "
+            "what this run is meant to measure.",
+        ref="NVIDIA/nccl docs/env.html NCCL_IB_DISABLE; https://github.com/NVIDIA/nccl-tests/issues/82",
+        examples=(
+            "$ mpirun -x NCCL_DEBUG=WARN -x NCCL_IB_DISABLE=1 -np 2 --host 10.0.0.48:1,10.0.0.52:1 ./build/broadcast_perf",
+            "export NCCL_IB_DISABLE=1",
+        ),
+    ),
+    Pattern(
         id="nccl.ib_no_device",
         code=NCCL_IB_NO_DEVICE.code,
         explains_fallback=True,

@@ -35,6 +35,12 @@ OFI_ERROR = Code(
 
 CODES = (OFI_NO_PROVIDER, OFI_ERROR)
 
+# Codes that live with their checks, named by string (the logs layer is below the checks).
+DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
+# libfabric's own log line: `libfabric:PID:TIME:PROV:SUBSYS:FUNC():LINE<warn> MESSAGE` (src/log.c).
+# (PID and time are there in real logs; a paste may have "..." for them.)
+_LF = r"libfabric:[^<\n]{0,100}?:(?P<prov>[\w;]{1,32}):\w{0,32}:\w{1,96}\(\):\d{1,6}<warn> "
+
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         id="ofi.no_provider",
@@ -84,6 +90,10 @@ PATTERNS: tuple[Pattern, ...] = (
             "Failed to initialize rdma protocol",
             "20:13:32 - NCCL WARN NET/OFI Only EFA provider is supported",
         ),
+        # After libfabric's own failure (a CQ it could not create, a device it could not open), this
+        # is what it became.
+        follows=("ofi.libfabric_enomem", DEV_UVERBS_MISSING),
+        symptom_after=("ofi.libfabric_enomem", DEV_UVERBS_MISSING),
     ),
     Pattern(
         id="ofi.call_failed",
@@ -113,5 +123,88 @@ PATTERNS: tuple[Pattern, ...] = (
             "ip-10-36-29-253:79:79 [0] nccl_net_ofi_domain_get_ep:969 NCCL WARN NET/OFI Creating new endpoint for "
             "domain 0x7f9befa99380 failed: Invalid argument",
         ),
+        follows=("ofi.libfabric_enomem", DEV_UVERBS_MISSING),
+        symptom_after=("ofi.libfabric_enomem", DEV_UVERBS_MISSING),
+    ),
+    Pattern(
+        id="ofi.libfabric_open_device",
+        code=DEV_UVERBS_MISSING,
+        explains_fallback=True,
+        severity=ERROR,
+        needle="ibv_open_device failed!",
+        regex=r"(?:" + _LF + r")?ibv_open_device failed! errno: (?P<errno>\d{1,4})",
+        subject="ibv_open_device",
+        message="libfabric's {prov_text} provider could not open an RDMA device this node lists (ibv_open_device "
+                "failed, errno {errno}): the device is in sysfs but its /dev/infiniband/uverbs node was not given to "
+                "the pod; the EFA provider then lists no device at all, and NCCL goes on without EFA.",
+        meaning="No EFA in this pod: inter-node traffic falls back to sockets, or the job fails.",
+        fix="Compare `ls /sys/class/infiniband` with `ls -l /dev/infiniband` in the pod: give it the devices it must "
+            "open (the EFA device plugin's vpc.amazonaws.com/efa) and do not mount the host's /sys/class/infiniband or "
+            "/dev/infiniband into it.",
+        ref="ofiwg/libfabric prov/efa/src/efa_device.c efa_device_construct_gid `ibv_open_device failed! errno: %d`; "
+            "https://github.com/ofiwg/libfabric/issues/12708",
+        examples=("libfabric:7:1732779731::efa:ep_data:efa_device_construct_gid():47<warn> ibv_open_device failed! "
+                  "errno: 2",),
+        derive=lambda g: {"prov_text": g.get("prov") or "verbs"},
+    ),
+    Pattern(
+        id="ofi.libfabric_enomem",
+        code=OFI_ERROR.code,
+        explains_fallback=True,  # through aws-ofi-nccl failing to start after it
+        severity=ERROR,
+        needle="<warn> ",
+        regex=_LF + r"(?P<what>[^\n]{1,200}?): Cannot allocate memory",
+        subject="libfabric {prov}",
+        message="libfabric's {prov} provider could not {what_text}: `Cannot allocate memory`, almost always the "
+                "locked-memory limit of the process (every queue pins memory).",
+        meaning="The provider cannot be used: aws-ofi-nccl fails to start and NCCL falls back to sockets, or the job "
+                "fails.",
+        fix="Run the job with `ulimit -l unlimited`: IPC_LOCK for the container, `--ulimit memlock=-1:-1` with docker, "
+            "LimitMEMLOCK=infinity for the runtime; check `ulimit -l` inside it.",
+        ref="ofiwg/libfabric src/log.c (`libfabric:%d:%ld:%s:%s:%s():%d<%s> `), prov/efa/src/efa_cq.c `Unable to "
+            "create extended CQ: %s`; https://github.com/aws/aws-ofi-nccl/issues/715",
+        examples=("libfabric:17778:1732779731::efa:cq:efa_cq_ibv_cq_ex_open_with_ibv_create_cq_ex():92<warn> Unable to "
+                  "create extended CQ: Cannot allocate memory",),
+        derive=lambda g: {"what_text": g["what"][10:] if g.get("what", "").startswith("Unable to ")
+                          else f"do what it needed ({g.get('what') or '?'})"},
+    ),
+    Pattern(
+        id="ofi.getinfo_nodata",
+        code=OFI_NO_PROVIDER.code,
+        explains_fallback=True,
+        severity=ERROR,
+        needle="fi_getinfo: ",
+        regex=r"fi_getinfo: (?:-61 \(No data available\)|provider (?P<prov>[\w;]{1,32}) output empty list)",
+        subject="libfabric",
+        message="libfabric found no provider{prov_note} that can be used here (fi_getinfo: no data): no device of it "
+                "is usable in this environment.",
+        meaning="aws-ofi-nccl cannot start on it; NCCL uses sockets (or its IB transport) instead of EFA.",
+        fix="Request the EFA devices in the pod (vpc.amazonaws.com/efa: N), check `fi_info -p efa` in it, and use the "
+            "EFA installer's libfabric (/opt/amazon/efa).",
+        ref="ofiwg/libfabric src/fabric.c fi_getinfo_ (`fi_getinfo: provider %s output empty list`), util/info.c "
+            "(`fi_getinfo: %d (%s)`, -FI_ENODATA); https://github.com/ofiwg/libfabric/issues/12708",
+        examples=("fi_getinfo: -61 (No data available)",
+                  "libfabric:7:1732779731::core:core:fi_getinfo_():1391<warn> fi_getinfo: provider efa output empty list"),
+        derive=lambda g: {"prov_note": f" ({g['prov']})" if g.get("prov") else ""},
+        follows=(DEV_UVERBS_MISSING,),
+        symptom_after=(DEV_UVERBS_MISSING,),
+    ),
+    Pattern(
+        id="ofi.psm3_cq_failed",
+        code=OFI_ERROR.code,
+        severity=ERROR,
+        needle="Unable to create send CQ",
+        regex=r"Unable to create (?:send|recv) CQ of size (?P<size>\d{1,10}) on (?P<dev>[\w.-]{1,64}): (?P<error>[^\n]{1,80}?)\s*$",
+        subject="PSM3 {dev}",
+        message="PSM3 (libfabric's psm3 provider, Open MPI's PSM3 MTL) could not create a completion queue of {size} "
+                "entries on {dev}: {error}.",
+        meaning="PSM3 cannot use the NIC (`PSM3 can't open nic unit`): MPI falls back to a slower path or fails. "
+                "`Cannot allocate memory` is the locked-memory limit almost every time.",
+        fix="Run with `ulimit -l unlimited` (IPC_LOCK in a container, LimitMEMLOCK=infinity, `--ulimit memlock=-1:-1`); "
+            "check `ulimit -l` inside the job.",
+        ref="intel/eth-psm3-fi (libfabric prov/psm3) psm3/hal_verbs/verbs_ep.c `Unable to create send CQ of size %u "
+            "on %s: %s`; https://github.com/ofiwg/libfabric/issues/7324",
+        examples=("hostname.domain.edu:pid502724.hello_world: Unable to create send CQ of size 5080 on mlx5_0: Cannot "
+                  "allocate memory",),
     ),
 )

@@ -10,7 +10,7 @@ optional here. NCCL's own result strings inside these exceptions (``unhandled sy
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, Code
+from rdmadoctor.core.model import ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED, NCCL_REMOTE_ERROR, NCCL_SYSTEM_ERROR
 
@@ -348,6 +348,49 @@ PATTERNS: tuple[Pattern, ...] = (
             "[W socket.cpp:663] [c10d] The client socket has failed to connect to [trainer-master-0]:23456 (errno: 111 - "
             "Connection refused).",
         ),
+    ),
+    Pattern(
+        id="pytorch.store_host_unresolved",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=ERROR,
+        needle="Name or service not known",
+        regex=r"host not found: Name or service not known|network addresses of \((?P<host>[^,()\n]{1,255}), "
+              r"(?P<port>\d{1,5})\) cannot be retrieved \(gai error: -?\d{1,3} - Name or service not known\)",
+        subject="c10d store",
+        message="The address of rank 0's store {host_text}does not resolve from this pod (`Name or service not known`): "
+                "the ranks cannot meet.",
+        meaning="The job cannot start. In Kubernetes the master's name is a Service (or a pod's DNS name) that does not "
+                "exist yet, or not in this namespace, or is misspelled in MASTER_ADDR.",
+        fix="From the pod, `getent hosts $MASTER_ADDR`; use the master Service's full name "
+            "(<job>-master-0.<namespace>.svc), start the workers after the master (a PyTorchJob does, with its init "
+            "container), and check the pod's DNS (`cat /etc/resolv.conf`).",
+        ref="pytorch/pytorch torch/lib/c10d/Utils.cpp `host not found: %s` (1.0-1.7, gai_strerror), "
+            "torch/csrc/distributed/c10d/socket.cpp `The {} network addresses of ({}, {}) cannot be retrieved (gai "
+            "error: {} - {}).` (1.8+); https://github.com/kubeflow/pytorch-operator/issues/125",
+        examples=(
+            "ValueError: host not found: Name or service not known",
+            "[W socket.cpp:601] [c10d] The IPv6 network addresses of (trainer-master-0, 23456) cannot be retrieved (gai "
+            "error: -2 - Name or service not known).",
+        ),
+        derive=lambda g: {"host_text": f"({g['host']}:{g['port']}) " if g.get("host") else ""},
+    ),
+    Pattern(
+        id="pytorch.nslookup_failed",
+        code=NCCL_BOOTSTRAP_FAILED.code,
+        severity=WARNING,
+        needle="nslookup: can't resolve",
+        regex=r"nslookup: can't resolve '(?P<host>[^'\n]{1,255})'(?:: (?P<why>[^\n]{1,80}?))?\s*$",
+        subject="{host}",
+        message="{name_text} does not resolve from this pod (nslookup: {why_text}).",
+        meaning="A script that waits for the master (a PyTorchJob's init container) prints this until its Service "
+                "exists; if the job then fails to reach rank 0, this is why.",
+        fix="Check that the master pod and its Service exist in this namespace (`kubectl get pods,svc`), that "
+            "MASTER_ADDR spells it, and that the pod's DNS works (`cat /etc/resolv.conf`).",
+        ref="BusyBox networking/nslookup.c `can't resolve '%s'`; https://github.com/modelscope/ms-swift/issues/6368",
+        examples=("nslookup: can't resolve 'dlc1dwuhvtro4c27-master-0': Name does not resolve",),
+        derive=lambda g: {"why_text": g.get("why") or "no answer",
+                          "name_text": "An empty name (`(null)`: the variable meant to hold the master's name is unset)"
+                          if g.get("host") == "(null)" else f"The name {g.get('host', '')}"},
     ),
     Pattern(
         id="pytorch.store_connect_timeout_1x",

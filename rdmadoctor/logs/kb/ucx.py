@@ -8,7 +8,7 @@ checked against openucx/ucx v1.13 .. v1.18 and the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 
 UCX_IB_RESOURCE_FAILED = Code(
@@ -24,7 +24,20 @@ UCX_IB_RESOURCE_FAILED = Code(
     condition=CONFIG,
 )
 
-CODES = (UCX_IB_RESOURCE_FAILED,)
+VERBS_REG_MEMORY_LIMITED = Code(
+    "VERBS_REG_MEMORY_LIMITED",
+    "The RDMA driver lets a process register only part of the memory",
+    "Open MPI measured how much memory the HCA driver lets it register and found less than the host has: "
+    "the driver's memory-translation tables are sized too small (mlx4_core's log_num_mtt and "
+    "log_mtts_per_seg on ConnectX-3 and older), or the locked-memory limit is low. Jobs that register "
+    "more run with erratic performance, hang or crash.",
+    "Raise the driver's limits so that all memory can be registered (for mlx4_core: `options mlx4_core "
+    "log_num_mtt=... log_mtts_per_seg=...` in /etc/modprobe.d, sized as Open MPI's FAQ item on "
+    "ib-locked-pages says, then reload the driver) and run with `ulimit -l unlimited`.",
+    condition=CONFIG,
+)
+
+CODES = (UCX_IB_RESOURCE_FAILED, VERBS_REG_MEMORY_LIMITED)
 
 # Codes that live with their checks or other sources, named by string (the logs layer is below the checks).
 MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
@@ -109,5 +122,22 @@ PATTERNS: tuple[Pattern, ...] = (
             "[09677202c889:5283 :0:5704] Caught signal 7 (Bus error: nonexistent physical address)",
             "[cf0b62962198:378934:0:382579] Caught signal 7 (Bus error: nonexistent physical address)",
         ),
+    ),
+    Pattern(
+        id="ucx.ompi_registerable_memory",
+        code=VERBS_REG_MEMORY_LIMITED.code,
+        severity=WARNING,
+        needle="OpenFabrics subsystem is configured to only",
+        regex=r"OpenFabrics subsystem is configured to only",
+        subject="registerable memory",
+        message="Open MPI found that the OpenFabrics (verbs) stack lets a process register only part of the physical "
+                "memory (its `Registerable memory` against `Total memory` below says how much).",
+        meaning="MPI jobs that register more run with erratic performance, hang or crash.",
+        fix="Raise the HCA driver's translation-table limits (mlx4_core log_num_mtt / log_mtts_per_seg) and the "
+            "locked-memory limit (`ulimit -l unlimited`).",
+        ref="open-mpi/ompi opal/mca/btl/openib/help-mpi-btl-openib.txt [reg mem limit low] (1.6-4.1); "
+            "https://www.open-mpi.org/faq/?category=openfabrics#ib-locked-pages; "
+            "https://github.com/HiFiLES/HiFiLES-solver/issues/99",
+        examples=("WARNING: It appears that your OpenFabrics subsystem is configured to only",),
     ),
 )
