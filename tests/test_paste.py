@@ -49,6 +49,15 @@ def found(rep: dict) -> dict[str, dict]:
     ("h:1:1 [0] transport/[net_ib.cc](https://net_ib.cc):9 NCCL WARN x", "h:1:1 [0] transport/net_ib.cc:9 NCCL WARN x", ()),
     ("at <http://init.cc|init.cc>:123", "at init.cc:123", ()),
     ("a [real link](https://example.com) stays", "a [real link](https://example.com) stays", ()),
+    # Markdown emphasis (dmlc/xgboost#5963: a bold WARN; NVIDIA/nccl#769: a line in italics).
+    ("7635c25c81cd:41588:41837 [0] include/shm.h:28 **NCCL WARN Call to posix_fallocate failed : No space left on "
+     "device**", "7635c25c81cd:41588:41837 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space "
+     "left on device", ()),
+    ("_ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out_",
+     "ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out", ()),
+    ("__init__", "__init__", ()),
+    ("x = a ** b ** c", "x = a ** b ** c", ()),
+    ("NCCL_IB_HCA=mlx5_", "NCCL_IB_HCA=mlx5_", ()),
 ])
 def test_unwrap(line: str, want: str, spans: tuple) -> None:
     assert prefix.unwrap(line) == (want, spans)
@@ -866,3 +875,27 @@ def test_ib_disabled_in_the_pasted_launch_makes_libibverbs_information() -> None
     # NCCL_IB_DISABLE=0 is not a finding, and without the setting libibverbs missing stays a warning.
     assert "NCCL_IB_DISABLED_BY_ENV" not in found(report(text.replace("NCCL_IB_DISABLE=1", "NCCL_IB_DISABLE=0")))
     assert found(report(text.split("\n", 1)[1]))["VERBS_LIB_MISSING"]["severity"] == "warning"
+
+
+def test_devices_a_pod_was_not_given_fail_to_open_beside_its_own() -> None:
+    # https://github.com/hustcat/k8s-rdma-device-plugin/issues/8 (excerpt): 8 VFs, the pod got mlx4_2.
+    text = ("Failed to open device\nFailed to open device\nhca_id: mlx4_2\n        transport:   InfiniBand (0)\n"
+            "        phys_port_cnt:  1\n        Device ports:\n                port:   1\n"
+            "                        state:   PORT_ACTIVE (4)\n                        sm_lid:  2\n"
+            "                        port_lid:  1\n                        link_layer:  InfiniBand\n\n"
+            "Failed to open device\n")
+    rep = report(text)
+    f = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "DEV_UVERBS_MISSING")
+    assert f["severity"] == "info" and "mlx4_2" in f["message"]
+    # Alone, it is still the problem it is.
+    assert found(report("Failed to open device\n"))["DEV_UVERBS_MISSING"]["severity"] == "error"
+
+
+def test_hosts_are_every_host_that_printed_not_only_those_that_warned() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1029 (excerpt, pdsh's "host: " kept)
+    text = ("rdma-test-gpu-worker-0: rdma-test-gpu-worker-0:4280:5850 [5] NCCL INFO NVLS multicast support is not "
+            "available on dev 5\n"
+            "rdma-test-gpu-worker-1: rdma-test-gpu-worker-1:2918:4483 [4] transport/nvls.cc:245 NCCL WARN Cuda failure "
+            "'initialization error'\n")
+    d = diagnose_bytes(text.encode())
+    assert d.nccl["hosts"] == ["rdma-test-gpu-worker-0", "rdma-test-gpu-worker-1"]

@@ -102,6 +102,13 @@ _CODE_SPAN = re.compile(r"`{1,3}([^`]{1,4096})`{1,3}")
 MAX_SPANS = 8
 
 
+# Markdown emphasis a ticket puts around a message. Bold: `**` pairs around text that does not
+# start or end with a blank. Italics: only a whole line in single underscores (a dunder name such as
+# `__init__` is never a whole log line, and `_` starts and ends identifiers everywhere else).
+_BOLD = re.compile(r"\*\*(?=\S)([^*\n]{1,2000}?)(?<=\S)\*\*")
+_ITALIC_LINE = re.compile(r"^\s*_(?!_)(\S(?:[^\n]{0,65000}\S)?)(?<!_)_\s*$")
+
+
 def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     """A pasted line as the program printed it: (the line, the inline code spans in it).
 
@@ -118,6 +125,12 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
             line = line[m.end():]
     if "](" in line or "|" in line and "<http" in line:
         line = _AUTOLINK.sub(lambda m: m.group(1) or m.group(2), line)
+    if "**" in line:  # markdown bold around a message: `... include/shm.h:28 **NCCL WARN ...**`
+        line = _BOLD.sub(r"\1", line)
+    if line[-1:] == "_" and line.lstrip()[:1] == "_":  # a whole line in italics: `_ibvwrap.cc: NCCL WARN ..._`
+        m = _ITALIC_LINE.match(line)
+        if m is not None:
+            line = m.group(1)
     if "`" not in line:
         return line, ()
     stripped = line.strip()

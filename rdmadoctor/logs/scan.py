@@ -721,6 +721,8 @@ class Diagnoser:
             self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
         if self._saturated:
             self._bulk(block)
+        else:
+            self._hosts(block)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
         pos, i = 0, 0
@@ -840,10 +842,16 @@ class Diagnoser:
                     f.socket_channel_hosts.add(host)
                     known += (host.encode("utf-8", "replace") + b":",)
                 j = find(b"via NET/Socket", le) if le >= 0 else -1
-        # A line with NCCL's prefix after another (kubectl --prefix, mpirun --tag-output, a quote):
+        self._hosts(block)
+
+    def _hosts(self, block: bytes) -> None:
+        """The hosts of every NCCL INFO line of the block, most of which no needle brings to be read
+        (`Setting affinity`, `NVLS multicast ...`): a job's hosts are not only those that warned."""
+        shapes = self._shapes
+        # A line with NCCL's prefix after another (kubectl --prefix, mpirun --tag-output, pdsh, a quote):
         # the hosts of this block's lines are read wherever they stand.
         anywhere = shapes.count(b"] NCCL INFO ") > len(_NCCL_SHAPE_AT.findall(shapes))
-        f.count_hosts(block, anywhere=anywhere, shapes=shapes)
+        self.facts.count_hosts(block, anywhere=anywhere, shapes=shapes)
 
     def _segment_lines(self, block: bytes, pos: int) -> int:
         """Collect the lines of the tool output being read, until a line that ends it."""
@@ -1299,6 +1307,7 @@ class Diagnoser:
         if self.facts.single_host():
             aggs, single = self._single_host(aggs)
         aggs = _ib_off(aggs)
+        aggs = _others_unopened(aggs, self.segments)
         findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in _link(aggs)]
         fallback = None if self.facts.single_host() else _socket_fallback(self.facts, nccl, aggs)
         if single is not None:
@@ -1334,6 +1343,27 @@ def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
             a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
                                 message=a.pattern.message.rstrip(".") + "; NCCL_IB_DISABLE is set as well, so NCCL "
                                 "would not have used it: information here.")
+    return aggs
+
+
+def _others_unopened(aggs: list[_Agg], segments: list[Segment]) -> list[_Agg]:
+    """ibv_devinfo lists every RDMA device of the node and opens each: in a pod given one VF, the
+    others fail (`Failed to open device`) and the pod's own opens. With an ACTIVE port opened in the
+    same paste, those failures are information (hustcat/k8s-rdma-device-plugin#8)."""
+    from rdmadoctor.core.record import replace
+
+    opened = [re.search(r"hca_id:\s*(\S+)", seg.text) for seg in segments
+              if seg.kind == "ibv_devinfo" and "PORT_ACTIVE" in seg.text]
+    names = sorted({m.group(1) for m in opened if m is not None})
+    if not names:
+        return aggs
+    for a in aggs:
+        if a.pattern.id == "ibtools.open_device_failed" and a.pattern.severity != INFO:
+            a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
+                                message=f"ibv_devinfo could not open some of the node's RDMA devices, and opened "
+                                        f"{', '.join(names[:4])} with an ACTIVE port: it lists every device the kernel "
+                                        "has, and a pod can open only those it was given. Information; use the one it "
+                                        "opened (NCCL_IB_HCA, perftest -d).")
     return aggs
 
 

@@ -1151,8 +1151,9 @@ PATTERNS: tuple[Pattern, ...] = (
                 "timed out`: the two NICs cannot reach each other.",
         fix="EINVAL: unset NCCL_IB_GID_INDEX (NCCL >= 2.21 picks it) or set the RoCE v2 index `show_gids` lists on "
             "every node; ENODEV: set NCCL_IB_GID_INDEX to the RoCE v2 GID of the pod's own interface (`show_gids` in "
-            "the pod; an SR-IOV VF or a host-device network gives the pod one); ETIMEDOUT: NCCL_CROSS_NIC=0 and check "
-            "the rail wiring.",
+            "the pod; an SR-IOV VF or a host-device network gives the pod one); ETIMEDOUT: on RoCE, a GID index whose "
+            "GID is link-local (fe80::) is not routed, use the RoCE v2 index with the IPv4 address (NVIDIA/nccl#769); "
+            "otherwise NCCL_CROSS_NIC=0 and check the rail wiring.",
         ref="NVIDIA/nccl src/misc/ibvwrap.cc IBV_INT_CHECK_RET_ERRNO `Call to ibv_modify_qp failed with error %s` "
             "(2.5-2.18), `... errno %d` (2.19-2.23), wrap_ibv_modify_qp `failed with %d %s, %s` + printIbModifyQpHint "
             "(2.24-2.30)",
