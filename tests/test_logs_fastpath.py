@@ -178,3 +178,28 @@ def test_the_per_line_patterns_match_what_their_plain_spelling_matches() -> None
         fast, slow = getattr(nccl, name), re.compile(source)
         for text in texts:
             assert fast.findall(text) == slow.findall(text), (name, text)
+
+
+def test_lines_of_saturated_needles_are_not_read_one_by_one(monkeypatch) -> None:
+    """After SATURATE_AFTER lines, a communicator's lines are summed per block, not read: no other
+    anchor may bring them back. Translated, an anchor matches any word of as many rare letters
+    ("Init START" matched every "Init COMPLETE" once enough capitals started some anchor, and a
+    dense log was read at twice the cost); the scan's stops are checked against the literals that
+    are still wanted."""
+    n = scan.SATURATE_AFTER * 6
+    lines = [f"node-{i % 8}:{100 + i % 64}:{200 + i} [{i % 8}] NCCL INFO comm 0x{i:x} rank {i % 64} nranks 64 cudaDev "
+             f"{i % 8} nvmlDev {i % 8} busId {i % 8}b000 commId 0x{i:x} - Init COMPLETE" for i in range(n)]
+    read = []
+    orig = scan.Diagnoser._line
+    monkeypatch.setattr(scan.Diagnoser, "_line", lambda self, raw, lineno, nxt=None: read.append(lineno) or orig(self, raw, lineno, nxt))
+    d = scan.Diagnoser()
+    # Small blocks, so that most of the log comes after saturation.
+    data = ("\n".join(lines) + "\n").encode()
+    for i in range(0, len(data), 1 << 14):
+        d.feed(data[i:i + (1 << 14)])
+    d.finish()
+    assert "Init COMPLETE" in d._saturated
+    # Each block's lines are read until the block in which the needle saturates, no further.
+    per_block = (1 << 14) // len(lines[0]) + 2
+    assert len(read) <= scan.SATURATE_AFTER + per_block, len(read)
+    assert d.facts.nranks == 64 and len(d.facts.hosts) == 8

@@ -448,6 +448,7 @@ class _Tables:
         self._searched, self._plain_lits = searched, plain
         self.scans[frozenset()] = full
         full.plain = self.plain + self._uncovered(full)
+        full.wanted = re.compile(_trie(sorted(originals)).encode())
         # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
         # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
         # each such search costs about as much as the whole scan of a block, and outputs pasted
@@ -490,6 +491,9 @@ class _Tables:
         if sc is None:
             sc = self.scans[skip] = _Scan(self.anchors - skip, ())
             sc.plain = self.plain + self._uncovered(sc)
+            done = {lit for a in skip for lit in self.anchor_lits.get(a, ())}
+            sc.wanted = re.compile(_trie(sorted(
+                shape for shape, lits in self._originals.items() if not lits <= done)).encode())
         return sc
 
 
@@ -498,7 +502,7 @@ class _Scan:
     (each anchor's first character -> \x01, the prompt characters -> \x02), the one pattern of all
     anchors, and the small-letter replacements no anchor loses a letter by (_QUIETER)."""
 
-    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain")
+    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain", "wanted")
 
     def __init__(self, anchors: frozenset[bytes], plain: tuple[bytes, ...]):
         table = bytearray(range(256))
@@ -515,6 +519,10 @@ class _Scan:
         self.quiet = tuple(pair for _, pair in rows if pair is not None)  # for a block with channel lines
         self.quiet_plain = tuple(pair for channels, pair in rows if pair is not None and not channels)  # without
         self.plain = plain  # literals searched as they are (bytes.find) with this scan
+        # The literals (their shapes) a line the anchors stop at must hold to be read: translated, an
+        # anchor also matches other words ("Init START" matches "Init COMPLETE" once C, O, M, P and L
+        # all start some anchor), and a saturated needle's lines are summed in bulk, not read.
+        self.wanted: re.Pattern[bytes] | None = None
 
 
 _TABLES: _Tables | None = None
@@ -789,8 +797,11 @@ class Diagnoser:
             tb = tb.replace(old, new)
         tb = tb.translate(sc.table)
         if sc.fast is not None:
+            wanted = sc.wanted
             for m in sc.fast.finditer(tb):
-                starts.add(rfind(b"\n", 0, m.start()) + 1)
+                ls = rfind(b"\n", 0, m.start()) + 1
+                if ls not in starts and (wanted is None or wanted.search(block, ls, find(b"\n", ls)) is not None):
+                    starts.add(ls)
         for m in self.t.prompt_scan.finditer(tb):
             starts.add(rfind(b"\n", 0, m.start()) + 1)
         plain = sc.plain
