@@ -899,3 +899,18 @@ def test_hosts_are_every_host_that_printed_not_only_those_that_warned() -> None:
             "'initialization error'\n")
     d = diagnose_bytes(text.encode())
     assert d.nccl["hosts"] == ["rdma-test-gpu-worker-0", "rdma-test-gpu-worker-1"]
+
+
+def test_a_warning_that_sent_nccl_to_sockets_leads_as_the_cause_it_is() -> None:
+    # IB not found on one host (a warning), NCCL on sockets there (an error that follows from it), then
+    # a later failure elsewhere: the warning keeps its place, first, with the fallback under it.
+    text = ("h1:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+            "h1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+            "h1:1:1 [0] NCCL INFO Using network Socket\n"
+            "h2:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.2<0>\n"
+            "h2:1:1 [0] NCCL INFO Using network IB\n"
+            "h2:1:1 [0] transport/net_ib.cc:1034 NCCL WARN NET/IB : Got completion from peer 10.0.0.3<4> with status=12 "
+            "opcode=0 len=0 vendor err 129 (Recv)\n")
+    d = diagnose_bytes(text.encode())
+    assert [f.code for f in d.findings if f.severity in ("error", "warning")][:3] == [
+        "NCCL_IB_NO_DEVICE", "NCCL_SOCKET_FALLBACK", "NCCL_IB_COMPLETION_ERROR"]

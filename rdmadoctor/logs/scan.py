@@ -1199,9 +1199,8 @@ class Diagnoser:
         """The earliest problem seen so far that explains a fall back to sockets, worded as the
         NCCL_SOCKET_FALLBACK finding words it ("... (NCCL_IB_DISABLED_BY_ENV)"); None: none yet."""
         for a in sorted(self.aggs.values(), key=lambda a: a.seq):
-            p = a.pattern
-            if not a.symptom and p.severity in (ERROR, WARNING) and p.explains_fallback:
-                return f"{kb.render(p.message, a.groups).rstrip('. ')} ({p.code})"
+            if _explains_fallback(a):
+                return f"{kb.render(a.pattern.message, a.groups).rstrip('. ')} ({a.pattern.code})"
         return None
 
     def job_ended(self, signal: int | None = None, status: int | None = None, command: str = "the job") -> None:
@@ -1319,10 +1318,11 @@ class Diagnoser:
             aggs, single = self._single_host(aggs)
         aggs = _ib_off(aggs)
         aggs = _others_unopened(aggs, self.segments)
-        findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in _link(aggs)]
+        linked, cause = _link(aggs)
+        findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in linked]
+        ids = list(range(len(findings)))  # each finding's agg; -1 the socket fallback, -2 the one-host note
         fallback = None if self.facts.single_host() else _socket_fallback(self.facts, nccl, aggs)
-        if single is not None:
-            findings.append(single)
+        reason = None
         if fallback is not None:
             at = len(findings)
             if self._socket_seen is not None:
@@ -1330,6 +1330,14 @@ class Diagnoser:
                 fallback.data["evidence"] = [ev]
                 at = next((i for i, a in enumerate(aggs) if a.seq > seq), len(aggs))
             findings.insert(at, fallback)
+            ids.insert(at, -1)
+            if fallback.cause:
+                reason = next((i for i, a in enumerate(aggs) if _explains_fallback(a)), None)
+        if single is not None:
+            findings.append(single)
+            ids.append(-2)
+        rank = _rank_key(aggs, cause, fallback=fallback is not None, reason=reason)
+        findings = [f for _, f in sorted(zip(ids, findings), key=lambda x: rank(x[0]))]
         notes = list(self.notes)
         if self.dropped_findings:
             notes.append(f"{self.dropped_findings} more distinct messages were not kept (limit {MAX_FINDINGS})")
@@ -1409,7 +1417,7 @@ def _finding(a: _Agg) -> Finding:
 LOOKAHEAD_LINES = 8
 
 
-def _link(aggs: list[_Agg]) -> list[Finding]:
+def _link(aggs: list[_Agg]) -> tuple[list[Finding], dict[int, int]]:
     """Findings in order, each symptom linked to its cause.
 
     A symptom's cause is the earliest problem seen before it (one its row ``follows`` first), else
@@ -1455,10 +1463,16 @@ def _link(aggs: list[_Agg]) -> list[Finding]:
             f.data["follows"] = {"code": cf.code, "subject": cf.subject, "file": ev.get("file"), "line": ev.get("line")}
             f = Finding(f.code, f.severity, f.subject, f.message, f.remedy, data=f.data, cause=cf.code)
         out.append(f)
-    return [out[i] for i in sorted(range(len(out)), key=_rank_key(aggs, cause))]
+    return out, cause
 
 
-def _rank_key(aggs: list[_Agg], cause: dict[int, int]) -> Callable[[int], int]:
+def _explains_fallback(a: _Agg) -> bool:
+    """A problem that says why NCCL went to sockets (the first one is the NCCL_SOCKET_FALLBACK's cause)."""
+    return not a.symptom and a.pattern.severity in (ERROR, WARNING) and a.pattern.explains_fallback
+
+
+def _rank_key(aggs: list[_Agg], cause: dict[int, int], fallback: bool = False,
+              reason: int | None = None) -> Callable[[int], int]:
     """Root causes first among the roots, each with what follows from it (a stable sort: the order
     seen stays within a rank): 0, a problem that came first and led to an error (itself or what
     follows from it); 1, a victim's line (a symptom) nothing before or right after explains, the
@@ -1471,10 +1485,10 @@ def _rank_key(aggs: list[_Agg], cause: dict[int, int]) -> Callable[[int], int]:
             i = cause[i]
         return i
 
-    roots = [root(i) for i in range(len(aggs))]
+    roots = {i: root(i) for i in range(len(aggs))}
     failed = {roots[i] for i, a in enumerate(aggs) if a.pattern.severity == ERROR}
     rank = {}
-    for r in set(roots):
+    for r in set(roots.values()):
         a = aggs[r]
         if a.pattern.severity not in (ERROR, WARNING):
             rank[r] = 3
@@ -1482,6 +1496,12 @@ def _rank_key(aggs: list[_Agg], cause: dict[int, int]) -> Callable[[int], int]:
             rank[r] = 1 if a.symptom else 0
         else:
             rank[r] = 2
+    # The socket fallback (an error) follows from its reason, or is a root of its own; the one-host
+    # note is information.
+    if fallback:
+        roots[-1] = reason if reason is not None else -1
+        rank[roots[-1]] = 0
+    roots[-2], rank[-2] = -2, 3
     return lambda i: rank[roots[i]]
 
 
@@ -1524,8 +1544,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         where = f" on {len(hosts)} of {len(all_hosts)} hosts ({', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}) while the others use {net}"
     elif hosts:
         where = f" on {', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}"
-    reasons = [a for a in aggs if not a.symptom and a.pattern.severity in (ERROR, WARNING)
-               and a.pattern.explains_fallback]
+    reasons = [a for a in aggs if _explains_fallback(a)]
     why = ""
     cause = None
     follows = None
