@@ -185,6 +185,8 @@ def test_needle_is_not_on_everyday_lines(p):
 def test_fix_is_short(p):
     assert len(re.findall(r"[.!?](?=\s+[A-Z])", p.fix)) <= 1, p.fix
     assert len(re.findall(r"[.!?](?=\s+[A-Z])", p.meaning)) <= 1, p.meaning
+    # meaning and fix are plain text, never formatted: a template name there would be printed as is.
+    assert not re.search(r"\{[a-z_]+\}", p.fix + p.meaning), p.id
 
 
 @pytest.mark.parametrize("p", ROWS)

@@ -914,3 +914,31 @@ def test_a_warning_that_sent_nccl_to_sockets_leads_as_the_cause_it_is() -> None:
     d = diagnose_bytes(text.encode())
     assert [f.code for f in d.findings if f.severity in ("error", "warning")][:3] == [
         "NCCL_IB_NO_DEVICE", "NCCL_SOCKET_FALLBACK", "NCCL_IB_COMPLETION_ERROR"]
+
+
+def test_nccls_proxy_failures_follow_the_socket_error_before_them() -> None:
+    # https://github.com/dmlc/xgboost/issues/7982 (excerpt): before, "Proxy Call to rank 3 failed
+    # (Connect)" was an unknown error that led the report.
+    text = ("ip-172-31-12-104:28056:39685 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 172.18.0.1<34483> "
+            "failed : Broken pipe\n"
+            "ip-172-31-12-104:28056:39685 [0] proxy.cc:1040 NCCL WARN [Proxy Service 3] Failed to execute operation "
+            "Connect from rank 3, retcode 2\n"
+            "ip-172-31-12-104:28056:17126 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 3 failed (Connect)\n")
+    rep = report(text)
+    fs = [f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in fs}
+    roots = [f for f in fs if not f.get("cause")]
+    assert [f["subject"] for f in roots] == ["172.18.0.1<34483>"]
+
+
+def test_output_printed_after_a_prompt_is_read() -> None:
+    # https://github.com/openshift/sriov-network-operator/issues/635 (excerpt): a background job's
+    # output lands after the next prompt.
+    text = ("root@sample-pod2-5d9957776c-jkvml:/# ib_write_bw -a -d mlx5_18 &\n[1] 10690\n"
+            "root@sample-pod2-5d9957776c-jkvml:/#  Port number 1 state is Down\n Couldn't set the link layer\n"
+            " Couldn't get context for the device\n")
+    rep = report(text)
+    fs = {f["code"]: f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"}
+    assert not fs["IB_PORT_DOWN"].get("cause") and fs["DEV_UVERBS_MISSING"]["cause"] == "IB_PORT_DOWN"
+    # A command after a prompt is not read as a line of output.
+    assert not found(report('root@pod:/# grep "Connection closed by remote peer" job.log\n'))

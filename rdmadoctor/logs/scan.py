@@ -949,6 +949,10 @@ class Diagnoser:
             self._open_segment(kind, command, lineno + 1, None)
             if any(n in command for n in _LAUNCH_NEEDLES):
                 self._match(text, lineno)  # what the launch sets (`mpirun -x NCCL_IB_DISABLE=1 ...`)
+            elif kind == "other" and word[:1].isupper():
+                # Not a command (commands are not capitalised): a background job's output printed
+                # after the prompt (`root@pod:/#  Port number 1 state is Down`).
+                self._match(command, lineno)
             return False
         if any(h in text for h in _HEADER_NEEDLES):
             for rx, kind in self.t.headers:

@@ -195,6 +195,9 @@ PATTERNS: tuple[Pattern, ...] = (
         fix="Request the device in the pod spec (resources.limits: {rdma/hca: 1}) and check `ls -l /dev/infiniband`.",
         ref="linux-rdma/perftest src/perftest_resources.c, src/*_bw.c, src/*_lat.c",
         examples=(" Couldn't get context for the device",),
+        # After ` Port number 1 state is Down` perftest gives up on the device (openshift/sriov-network-operator#635).
+        follows=(IB_PORT_DOWN,),
+        symptom_after=(IB_PORT_DOWN,),
     ),
     Pattern(
         id="ibtools.device_name_unknown",

@@ -787,6 +787,39 @@ PATTERNS: tuple[Pattern, ...] = (
         symptom=True,
     ),
     Pattern(
+        id="nccl.proxy_call_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="Proxy Call to rank",
+        regex=r"Proxy Call to rank (?P<rank>\d{1,7}) failed \((?P<op>\w{1,32})\)",
+        subject="proxy",
+        message="NCCL's proxy could not carry out `{op}` for rank {rank}: the operation it relays (setting up or using a "
+                "network connection) failed.",
+        meaning="This rank's communicator fails; the lines before it (a socket, IB or plugin error) say why.",
+        fix="Read the error before it on this host and on the rank it names.",
+        ref="NVIDIA/nccl src/proxy.cc ncclProxyCallBlocking `Proxy Call to rank %d failed (%s)` (2.12-2.30); "
+            "https://github.com/dmlc/xgboost/issues/7982",
+        examples=("ip-172-31-12-104:28056:17126 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 3 failed (Connect)",),
+        symptom=True,
+    ),
+    Pattern(
+        id="nccl.proxy_op_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="Failed to execute operation",
+        regex=r"\[Proxy Service (?P<rank>\d{1,7})\] Failed to execute operation (?P<op>\w{1,32}) from rank (?P<from>\d{1,7}), "
+              r"retcode (?P<rc>\d{1,3})",
+        subject="proxy",
+        message="NCCL's proxy service for rank {rank} could not execute `{op}` (result {rc}).",
+        meaning="The connection the operation sets up does not work; the socket or verbs error before it says why.",
+        fix="Read the error before it (a socket or IB error naming a peer).",
+        ref="NVIDIA/nccl src/proxy.cc proxyServiceLoop `[Proxy Service %d] Failed to execute operation %s from rank %d, "
+            "retcode %d` (2.12-2.30); https://github.com/dmlc/xgboost/issues/7982",
+        examples=("ip-172-31-12-104:28056:39685 [0] proxy.cc:1040 NCCL WARN [Proxy Service 3] Failed to execute operation "
+                  "Connect from rank 3, retcode 2",),
+        symptom=True,
+    ),
+    Pattern(
         id="nccl.socket_wrong_type",
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
