@@ -1454,6 +1454,14 @@ def _link(aggs: list[_Agg]) -> tuple[list[Finding], dict[int, int]]:
     # What a failure became (an NCCL result name, a traceback's last line, unknown) explains nothing.
     more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause
                            and a.pattern is not _UNKNOWN_SYMPTOM])
+    # A victim's line that names what it follows (its row's `follows`) takes the first such line before
+    # it first: NCCL's proxy failing after the socket error that broke its connection.
+    for i, a in enumerate(aggs):
+        if a.symptom and i not in cause and a.pattern.follows:
+            wanted = set(a.pattern.follows)
+            c = next((j for j in more if j < i and (aggs[j].pattern.code in wanted or aggs[j].pattern.id in wanted)), None)
+            if c is not None and cause.get(c) != i:
+                cause[i] = c
     for i, a in enumerate(aggs):
         if a.symptom and i not in cause:
             c = _cause_for(aggs, i, [j for j in more if j != i])

@@ -432,6 +432,11 @@ _CU_RESULTS = {"35": "driver version is insufficient for the CUDA runtime", "34"
                "100": "no CUDA-capable device is detected", "999": "unknown error"}
 
 
+# What breaks the connection NCCL's proxy sets up or uses: the errors its failures follow from.
+_PROXY_CAUSES = ("NCCL_SOCKET_ERROR", "NCCL_IB_COMPLETION_ERROR", "NCCL_IB_MODIFY_QP_FAILED", "NCCL_QP_CQ_CREATE_FAILED",
+                 "NCCL_REG_MR_FAILED", "NCCL_CUDA_FAILED", "NCCL_SHM_FAILED")
+
+
 def _cuda(groups: dict[str, str]) -> dict[str, str]:
     what = groups.get("what") or _CU_RESULTS.get(groups.get("cu") or "", f"CUresult {groups.get('cu')}")
     fix = next((f for key, f in _CUDA_FIXES if key in what.lower()), "Read the CUDA error; check the GPU with "
@@ -800,6 +805,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="NVIDIA/nccl src/proxy.cc ncclProxyCallBlocking `Proxy Call to rank %d failed (%s)` (2.12-2.30); "
             "https://github.com/dmlc/xgboost/issues/7982",
         examples=("ip-172-31-12-104:28056:17126 [0] proxy.cc:808 NCCL WARN Proxy Call to rank 3 failed (Connect)",),
+        follows=_PROXY_CAUSES,
         symptom=True,
     ),
     Pattern(
@@ -817,6 +823,7 @@ PATTERNS: tuple[Pattern, ...] = (
             "retcode %d` (2.12-2.30); https://github.com/dmlc/xgboost/issues/7982",
         examples=("ip-172-31-12-104:28056:39685 [0] proxy.cc:1040 NCCL WARN [Proxy Service 3] Failed to execute operation "
                   "Connect from rank 3, retcode 2",),
+        follows=_PROXY_CAUSES,
         symptom=True,
     ),
     Pattern(
