@@ -56,6 +56,14 @@ def found(rep: dict) -> dict[str, dict]:
     ("_ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out_",
      "ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out", ()),
     ("__init__", "__init__", ()),
+    # Docker's json-file log (`cat /var/lib/docker/containers/*/*-json.log`): the line, its time in front.
+    ('{"log":"h:1:2 [0] NCCL WARN Connect to 10.0.0.2\\u003c4242\\u003e failed\\n","stream":"stderr",'
+     '"time":"2024-05-01T10:00:00.123456789Z"}',
+     "2024-05-01T10:00:00.123456789Z h:1:2 [0] NCCL WARN Connect to 10.0.0.2<4242> failed", ()),
+    ('{"log":"cut short', '{"log":"cut short', ()),
+    # Copied from a web page's source: NCCL's <port> as entities.
+    ("h:1:2 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1&lt;0&gt;", "h:1:2 [0] NCCL INFO NET/Socket : Using "
+     "[0]eth0:10.0.0.1<0>", ()),
     ("x = a ** b ** c", "x = a ** b ** c", ()),
     ("NCCL_IB_HCA=mlx5_", "NCCL_IB_HCA=mlx5_", ()),
 ])
@@ -942,3 +950,22 @@ def test_output_printed_after_a_prompt_is_read() -> None:
     assert not fs["IB_PORT_DOWN"].get("cause") and fs["DEV_UVERBS_MISSING"]["cause"] == "IB_PORT_DOWN"
     # A command after a prompt is not read as a line of output.
     assert not found(report('root@pod:/# grep "Connection closed by remote peer" job.log\n'))
+
+
+def test_a_json_log_gives_its_line_not_its_record() -> None:
+    # Before, the network was read as `IB\n","stream":"stdout","time":...`.
+    text = ('{"log":"node-1:77:77 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB eth0:10.0.0.1\\u003c0\\u003e\\n",'
+            '"stream":"stdout","time":"2024-05-01T10:00:00.1Z"}\n'
+            '{"log":"node-1:77:77 [0] NCCL INFO Using network IB\\n","stream":"stdout","time":"2024-05-01T10:00:00.2Z"}\n')
+    d = diagnose_bytes(text.encode())
+    assert d.nccl["network"] == "IB" and d.nccl["hosts"] == ["node-1"]
+
+
+def test_a_fallback_on_some_hosts_names_what_the_others_use_only_when_the_log_says() -> None:
+    text = ("node-1:77:90 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\nnode-1:77:90 [0] NCCL INFO Using network "
+            "Socket\nnode-2:77:90 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<43210> "
+            "failed : Connection refused\n")
+    msg = found(report(text))["NCCL_SOCKET_FALLBACK"]["message"]
+    assert "while the others use Socket" not in msg and "not in the log" in msg
+    msg = found(report(text + "node-2:77:90 [0] NCCL INFO Using network IB\n"))["NCCL_SOCKET_FALLBACK"]["message"]
+    assert "while the others use IB" in msg

@@ -109,6 +109,30 @@ _BOLD = re.compile(r"\*\*(?=\S)([^*\n]{1,2000}?)(?<=\S)\*\*")
 _ITALIC_LINE = re.compile(r"^\s*_(?!_)(\S(?:[^\n]{0,65000}\S)?)(?<!_)_\s*$")
 
 
+_ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'", "&nbsp;": " "}
+_ENTITY = re.compile("|".join(_ENTITIES))
+# A container runtime's JSON log line (docker's json-file driver, what `cat /var/lib/docker/containers/
+# */*-json.log` shows; fluentd and Loki exports): {"log":"<the line>\n","stream":"stderr","time":"..."}.
+_JSON_LOG = re.compile(r'\{"(?:log|message|msg)": ?"((?:[^"\\]|\\.){0,65536})"')
+
+
+def _json_log(line: str) -> str:
+    """The line a JSON log record holds, with the record's time in front (as kubectl --timestamps
+    puts it); ``line`` itself when it is not one."""
+    m = _JSON_LOG.match(line)
+    if m is None:
+        return line
+    import json
+
+    try:
+        text = json.loads(f'"{m.group(1)}"')
+    except ValueError:
+        return line
+    t = re.search(r'"time": ?"(' + _ISO + r')"', line[m.end():m.end() + 400])
+    text = text.rstrip("\r\n")
+    return f"{t.group(1)} {text}" if t is not None else text
+
+
 def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     """A pasted line as the program printed it: (the line, the inline code spans in it).
 
@@ -119,6 +143,10 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     backticks removed and each quoted message on its own, to be read as a line of its own.
     Linear: a few anchored regexes over a line the scanner has already capped.
     """
+    if line[:2] == '{"':
+        line = _json_log(line)
+    if "&" in line and ";" in line:  # copied from a web page's source or an HTML export: `10.0.0.1&lt;0&gt;`
+        line = _ENTITY.sub(lambda m: _ENTITIES[m.group()], line)
     if line[:4].lstrip(" \t")[:1] == ">":
         m = _QUOTE.match(line)
         if m is not None:

@@ -1544,7 +1544,6 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
     if not nccl:
         return None
     hosts = nccl.get("socket_hosts")
-    net = nccl.get("network")
     socket_net = [n for n in {**facts._implied(), **facts.networks}.values() if is_socket(n, None)]
     if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin"))):
         return None
@@ -1553,7 +1552,9 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
     where = ""
     all_hosts = nccl.get("hosts") or []
     if hosts and all_hosts and len(hosts) < len(all_hosts):
-        where = f" on {len(hosts)} of {len(all_hosts)} hosts ({', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}) while the others use {net}"
+        others = sorted({n for h, n in facts.networks.items() if h not in hosts and not is_socket(n, None)})
+        rest = f"while the others use {' and '.join(others)}" if others else "(the others' transport is not in the log)"
+        where = f" on {len(hosts)} of {len(all_hosts)} hosts ({', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}) {rest}"
     elif hosts:
         where = f" on {', '.join(hosts[:8])}{', ...' if len(hosts) > 8 else ''}"
     reasons = [a for a in aggs if _explains_fallback(a)]
