@@ -729,7 +729,9 @@ class Diagnoser:
             self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
         if self._saturated:
             self._bulk(block)
-        else:
+        elif self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
+            # A paste's hosts (in a job's log every host prints lines the scan reads: its network,
+            # its communicators; a paste may hold only one host's WARN among the others' INFO).
             self._hosts(block)
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
