@@ -969,3 +969,41 @@ def test_a_fallback_on_some_hosts_names_what_the_others_use_only_when_the_log_sa
     assert "while the others use Socket" not in msg and "not in the log" in msg
     msg = found(report(text + "node-2:77:90 [0] NCCL INFO Using network IB\n"))["NCCL_SOCKET_FALLBACK"]["message"]
     assert "while the others use IB" in msg
+
+
+def test_names_mentioned_in_a_sentence_are_not_the_jobs_errors() -> None:
+    # NVIDIA/nccl#795 and ai4d-iasc/trixie#77 (excerpts): prose about a result name and a setting.
+    prose = ("One interesting thing is that the initial error down the stack -- `ncclRemoteError` (code 6) -- becomes "
+             "a system error.\nIf I set `NCCL_IB_DISABLE=1`, I get a bit further.\n")
+    assert not found(report(prose))
+    # The same names as programs print them still count.
+    assert "NCCL_REMOTE_ERROR" in found(report("ncclRemoteError: A call failed possibly due to a network error or a "
+                                               "remote process exiting prematurely.\n"))
+    assert "NCCL_IB_DISABLED_BY_ENV" in found(report("export NCCL_IB_DISABLE=1\n"))
+
+
+def test_a_setting_that_only_moves_nccl_to_sockets_does_not_explain_a_closed_connection() -> None:
+    # ai4d-iasc/trixie#77 (excerpt): IB disabled as a workaround; the peer closing its socket is
+    # the firewall's doing, not the setting's.
+    text = ("cn135:30932:30932 [0] NCCL INFO NCCL_IB_DISABLE set by environment to 1.\n"
+            "cn135:30932:30932 [0] NCCL INFO NET/Socket : Using [0]ib0:10.11.0.135<0>\n"
+            "cn135:30932:30932 [0] NCCL INFO Using network Socket\n"
+            "cn135:30932:30990 [0] include/socket.h:409 NCCL WARN Net : Connection closed by remote peer 10.11.0.136<20368>\n")
+    fs = {f["code"]: f for c in report(text)["checks"] for f in c["findings"]}
+    assert not fs["NCCL_SOCKET_ERROR"].get("cause")
+    # A timeout after it is the slowness of sockets: that one follows from it.
+    text2 = text.replace("include/socket.h:409 NCCL WARN Net : Connection closed by remote peer 10.11.0.136<20368>",
+                         "x") + ("[E ProcessGroupNCCL.cpp:828] [Rank 1] Watchdog caught collective operation timeout: "
+                                 "WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800466 milliseconds "
+                                 "before timing out.\n")
+    fs = {f["code"]: f for c in report(text2)["checks"] for f in c["findings"]}
+    assert fs["NCCL_TIMEOUT"]["cause"] == "NCCL_IB_DISABLED_BY_ENV"
+
+
+def test_part_of_nccl_tests_rank_list_is_not_one_host() -> None:
+    # NVIDIA/nccl-tests#284 (excerpt): the list cut to rank 1, NCCL lines from two hosts.
+    text = ("#  Rank  1 Group  0 Pid 475220 on agzen-worker device  0 [0x01] NVIDIA GeForce RTX 4090\n"
+            "agzen-master:3867861:3867861 [0] NCCL INFO Bootstrap: Using enp3s0:10.42.0.4<0>\n"
+            "agzen-worker:475220:475228 [0] NCCL INFO Using network Socket\n")
+    d = diagnose_bytes(text.encode())
+    assert d.nccl["nodes"] != 1 and not any(f.code == "NCCL_SINGLE_HOST" for f in d.findings)

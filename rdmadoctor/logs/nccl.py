@@ -335,6 +335,8 @@ class NcclFacts:
         the log shows every rank on one host (localRanks == nRanks, or one host printing every rank),
         else None."""
         n = max(self.nnodes or 0, len(self.test_hosts))
+        if n == 1 and not self.nnodes and len(self.hosts) > 1:
+            n = 0  # a paste of part of nccl-tests' rank list, while NCCL lines come from more hosts
         if n:
             return n
         if self.all_local:

@@ -165,7 +165,9 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     inner = stripped.strip("`")
     if "`" not in inner:  # the whole line is inline code (or a fence's opening/closing on it)
         return inner, ()
-    spans = tuple(s.strip() for s in _CODE_SPAN.findall(line)[:MAX_SPANS] if s.strip())
+    # (a span of one word is a name mentioned in a sentence, `ncclRemoteError`, `NCCL_IB_DISABLE=1`:
+    # not a line the job printed)
+    spans = tuple(s.strip() for s in _CODE_SPAN.findall(line)[:MAX_SPANS] if len(s.split()) > 1)
     return line.replace("`", ""), spans
 
 

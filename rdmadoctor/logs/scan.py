@@ -223,6 +223,7 @@ def _anchor(literal: str) -> str | None:
 # know is still an error): NCCL's results as PyTorch names them, and the last line of a traceback.
 _NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
                           r"|RemoteError))\b")
+_RESULT_AT = re.compile(r"(?:^\W{0,8}|:\s{0,4}|\b(?:[Ee]rror|returned|result)\W{0,4})n\Z")
 _EXC_LINE = re.compile(r"([A-Za-z_][\w.]{0,200})(?::[ \t]|:$|$)")
 # NCCL's error trace: every NCCLCHECK that sees a call fail prints `%s:%d -> %d` (2.19+: `-> %d (%s)`
 # with the errno's text) as an INFO line, from the call that failed up to the API (src/include/
@@ -301,6 +302,8 @@ _SAME_FINDING = _ONE_FINDING | {"NCCL_SYSTEM_ERROR", "NCCL_REMOTE_ERROR", "NCCL_
 # Symptoms that only an error explains: a job killed after a warning (IB not found, say) was not
 # killed because of it; the kill leads unless an error came before it.
 _ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
+# What a job on sockets instead of RDMA can end in: a collective too slow for the timeout.
+_SLOW_SYMPTOMS = frozenset({"NCCL_TIMEOUT", "NCCL_WATCHDOG_HUNG"})
 
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
 _TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")  # from a run's start: linear
@@ -1114,7 +1117,9 @@ class Diagnoser:
                 return self._trace(t, text, meta, lineno)
         if "nccl" in body:
             m = _NCCL_RESULT.search(body)
-            if m is not None:
+            # As a program prints it: the line's first word, or after a colon or "error" / "returned"
+            # ("NCCL error: ncclSystemError"), not late in a sentence someone wrote about it.
+            if m is not None and _RESULT_AT.search(body, 0, m.start() + 1) is not None:
                 return (m.group(1), body, True)
         return found
 
@@ -1533,11 +1538,17 @@ def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
     if errors:
         return errors[0]
     if before and a.pattern.code not in _ERROR_CAUSES_ONLY:
-        return before[0]
+        # A warning that only says why NCCL is on sockets (IB off, not found) explains a slow job and
+        # its timeouts, not a connection a peer closed or refused.
+        warnings = [j for j in before if not aggs[j].pattern.explains_fallback or a.pattern.code in _SLOW_SYMPTOMS]
+        if warnings:
+            return warnings[0]
     # Right after it (a summary line pasted above the log that explains it): the first error there,
     # else the first problem.
     after = [j for j in candidates if j > i and aggs[j].seq[0] == a.seq[0]
-             and a.seq[1] <= aggs[j].seq[1] <= a.seq[1] + LOOKAHEAD_LINES]
+             and a.seq[1] <= aggs[j].seq[1] <= a.seq[1] + LOOKAHEAD_LINES
+             and (aggs[j].pattern.severity == ERROR or not aggs[j].pattern.explains_fallback
+                  or a.pattern.code in _SLOW_SYMPTOMS)]
     return next((j for j in after if aggs[j].pattern.severity == ERROR), after[0] if after else None)
 
 

@@ -480,7 +480,9 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="NCCL_IB_DISABLE=",
         # As a launch sets it: `-x NCCL_IB_DISABLE=1` (mpirun), `export ...`, `env ...`, `--env ...`, a
         # variable before the command, a line of `env` output.
-        regex=r"(?:^|[\s;'\"])NCCL_IB_DISABLE=[\"']?(?!0\b)(?P<value>\d{1,3})\b",
+        # (not prose: "if I set NCCL_IB_DISABLE=1 it works" is a workaround told, not this job's setting)
+        regex=r"(?:^\s*(?:export\s+|env\s+|ENV\s+)?|(?:-x|--env|-e|--export|\benv|\bexport)\s+|\bNCCL_\w{1,40}=\S{0,200}\s+)"
+              r"NCCL_IB_DISABLE=[\"']?(?!0\b)(?P<value>\d{1,3})\b",
         subject="NCCL_IB_DISABLE",
         message="NCCL_IB_DISABLE={value} is set where the job is launched, so NCCL does not use RDMA and sends "
                 "inter-node traffic over TCP sockets; it should be unset on an RDMA node.",
