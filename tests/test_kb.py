@@ -120,8 +120,9 @@ def test_row_fields(p):
     # Rows are searched in a line whose prefixes may still be there: no anchoring at the start.
     assert not p.regex.startswith("^"), p.id
     groups = set(COMPILED[p.id].groupindex)
+    derived = set(p.derive(dict.fromkeys(groups, "")) or ()) if p.derive else set()
     for key, _ in p.symptom_when:
-        assert key in groups, f"{p.id}: symptom_when names {key!r}, not a group of its regex"
+        assert key in groups | derived, f"{p.id}: symptom_when names {key!r}, neither a group of its regex nor derived"
     for f in p.follows:
         assert f in BY_ID or f in ALL_CODES, f"{p.id}: follows unknown {f!r}"
 

@@ -1007,3 +1007,39 @@ def test_part_of_nccl_tests_rank_list_is_not_one_host() -> None:
             "agzen-worker:475220:475228 [0] NCCL INFO Using network Socket\n")
     d = diagnose_bytes(text.encode())
     assert d.nccl["nodes"] != 1 and not any(f.code == "NCCL_SINGLE_HOST" for f in d.findings)
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/NVIDIA/nccl/issues/1672: NVLS, not a /dev/shm problem nor the GPU's health
+    ("[2025-04-06 22:31:56] ccw-gpu-128:3485254:3487188 [0] transport/nvls.cc:598 NCCL WARN Cuda failure 1 "
+     "'invalid argument'\n", "NCCL_CUDA_FAILED", "NCCL_NVLS_ENABLE=0"),
+    # https://github.com/NVIDIA-NeMo/Speech/issues/13996 (NCCL 2.25's bug, fixed in 2.27)
+    ("node:1:2 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 0\n", "NCCL_TOPOLOGY_FAILED", "2.27"),
+    # https://github.com/NVIDIA/nccl/issues/1247 (vLLM under Ray)
+    ("(RayWorkerVllm pid=7602) ERROR 04-07 00:57:46 ray_utils.py:45] Attribute busid of node nic not found\n",
+     "NCCL_TOPOLOGY_FAILED", "PCI"),
+    # https://github.com/NVIDIA/nccl/issues/573 (WSL2)
+    ("SHJS-PF4ZKYLL:92777:92889 [0] graph/xml.cc:332 NCCL WARN Could not find real path of "
+     "/sys/class/pci_bus/0000:01/../../0000:01:00.0\n", "NCCL_TOPOLOGY_FAILED", "/sys"),
+    # https://github.com/ROCm/rccl/issues/1026
+    ('g1064:11143:11143 [0] init.cpp:120 NCCL WARN Missing "amd_iommu=on" from kernel command line which can lead to '
+     "system instablity or hang!\n", "RCCL_HOST_SETUP", "iommu=pt"),
+    # https://github.com/deepspeedai/DeepSpeed/issues/1834
+    ("[1,19]<stderr>:RuntimeError[1,19]<stderr>:: NCCL communicator was aborted on rank 19.\n", "NCCL_CALL_FAILED",
+     "rank 19"),
+    # https://github.com/sgl-project/sglang/issues/552
+    ("Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer access is not supported "
+     "between these two devices'\n", "NCCL_CUDA_FAILED", "--disable-custom-all-reduce"),
+])
+def test_framework_and_topology_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+    assert not f.get("cause")
+
+
+def test_rccls_default_plugin_name_is_not_a_missing_plugin() -> None:
+    # ROCm/rccl#1026: RCCL tries librccl-net.so as NCCL tries libnccl-net.so, and goes on without it.
+    assert not found(report("g1064:11143:11143 [0] NCCL INFO NET/Plugin : No plugin found (librccl-net.so), using "
+                            "internal implementation\n"))
+    assert "NCCL_NET_PLUGIN_LOAD_FAILED" in found(report("h:1:1 [0] NCCL INFO NET/Plugin : No plugin found "
+                                                         "(libnccl-net-ofi.so), using internal implementation\n"))

@@ -52,6 +52,7 @@ class Meta:
     time: str | None = None
     level: str | None = None  # NCCL's INFO | WARN | TRACE | ABORT
     pod: str | None = None
+    loc: str | None = None  # NCCL's source file and line of a WARN ("transport/nvls.cc:598")
 
 
 def split(line: str) -> tuple[str, Meta]:
@@ -73,10 +74,10 @@ def split(line: str) -> tuple[str, Meta]:
         if pos < len(line) and line[pos] == " ":
             pos += 1
     rest = line[pos:]
-    host = pid = level = None
+    host = pid = level = loc = None
     m = _NCCL.search(rest, 0, _NCCL_WINDOW)
     if m is not None and m.start() < 64:
-        host, pid, level = m.group("host"), m.group("pid"), m.group("level")
+        host, pid, level, loc = m.group("host"), m.group("pid"), m.group("level"), m.group("loc")
         ts = m.group("ts") or ts
         rest = rest[m.end():]
     else:
@@ -87,7 +88,7 @@ def split(line: str) -> tuple[str, Meta]:
         r = _RANK_IN_TEXT.search(rest, 0, 40)  # only a rank near the start counts
         if r is not None and r.start() < 24:
             rank = int(r.group(1) or r.group(2))
-    return rest.strip(), Meta(host=host or pod, pid=pid, rank=rank, time=ts, level=level, pod=pod)
+    return rest.strip(), Meta(host=host or pod, pid=pid, rank=rank, time=ts, level=level, pod=pod, loc=loc)
 
 
 # ---- what a ticket, a chat or a web page wrapped around the lines --------------------------------

@@ -1058,7 +1058,7 @@ class Diagnoser:
                 g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
                 if g is None:
                     continue
-                self._hit(p, kb.groups_of(p, g), text, lineno, meta, hit)
+                self._hit(p, kb.groups_of(p, g, meta.loc), text, lineno, meta, hit)
                 break
         if error is not None and not hit:
             label, quoted, symptom = error

@@ -115,15 +115,17 @@ def codes() -> tuple[Code, ...]:
     return tuple(out)
 
 
-def groups_of(pattern: Pattern, match: re.Match[str]) -> dict[str, str]:
+def groups_of(pattern: Pattern, match: re.Match[str], loc: str | None = None) -> dict[str, str]:
     """A match's named groups (one that did not take part: ``""``) and what ``derive`` adds.
+    ``loc``: where NCCL says the line comes from ("transport/nvls.cc:598"), given to ``derive`` as
+    ``_loc`` (the row's regex reads the message without it).
 
     Never raises: a ``derive`` that fails (it should not) adds nothing.
     """
     groups = {k: (v if v is not None else "") for k, v in match.groupdict().items()}
     if pattern.derive is not None:
         try:
-            extra = pattern.derive(dict(groups))
+            extra = pattern.derive({**groups, "_loc": loc or ""})
         except Exception:  # a table row must never turn a log line into a traceback
             extra = {}
         for k, v in (extra or {}).items():

@@ -285,6 +285,28 @@ NCCL_GRAPH_FILE = Code(
     "in the image (`grep -r GRAPH_FILE /etc/nccl.conf ~/.nccl.conf`). NCCL_TOPO_FILE, which only "
     "describes the topology, can stay.",
 )
+NCCL_TOPOLOGY_FAILED = Code(
+    "NCCL_TOPOLOGY_FAILED",
+    "NCCL could not build this machine's GPU and NIC topology",
+    "NCCL reads the PCI tree of the GPUs and NICs from /sys to plan its rings and trees. A path it "
+    "could not resolve (/sys hidden or partial in a container, a VM or WSL whose PCI tree is not the "
+    "host's, a virtual NIC with no PCI device) or a known NCCL bug in the search stops the communicator "
+    "with an internal or system error.",
+    "In a container, mount the host's /sys read-only (the default for docker and Kubernetes; not a "
+    "masked or fake one); in a VM give NCCL the real topology with NCCL_TOPO_FILE; keep NICs that have "
+    "no PCI device out of NCCL_IB_HCA / NCCL_SOCKET_IFNAME; upgrade NCCL past a known bug.",
+)
+RCCL_HOST_SETUP = Code(
+    "RCCL_HOST_SETUP",
+    "RCCL says the host is not set up as it needs",
+    "RCCL (AMD's NCCL) checks the kernel command line and the environment when it starts and warns "
+    "when a setting it relies on is missing: `amd_iommu=on` and `iommu=pt` (without them peer-to-peer "
+    "between GPUs and NICs can hang or fail), `HSA_FORCE_FINE_GRAIN_PCIE=1` (needed for RDMA to GPU "
+    "memory). Multi-node jobs then hang, fail to connect, or run only with peer-to-peer off.",
+    "Add `amd_iommu=on iommu=pt` to the kernel command line of the node (GRUB_CMDLINE_LINUX, then "
+    "reboot) and set HSA_FORCE_FINE_GRAIN_PCIE=1 in the job's environment.",
+    condition=CONFIG,
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -304,7 +326,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
-         NCCL_GRAPH_FILE, LOG_ERROR_UNKNOWN)
+         NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -443,7 +465,12 @@ def _cuda(groups: dict[str, str]) -> dict[str, str]:
                "`nvidia-smi` and the node's kernel log for Xid errors (`dmesg | grep -i xid`).")
     if groups.get("cu") in ("34", "35"):
         fix = dict(_CUDA_FIXES)["driver"]
-    return {"what": what, "cuda_fix": fix}
+    nvls = "nvls." in groups.get("_loc", "")
+    if nvls:
+        # NCCL's NVLink SHARP setup (cuMulticast*): multicast memory is not there for this job.
+        fix = dict(_CUDA_FIXES)["not supported"]
+    # `invalid argument` from shmutils.cc follows a /dev/shm failure; from NVLS it is its own.
+    return {"what": what, "cuda_fix": fix, "shm_arg": "" if nvls or what != "invalid argument" else "yes"}
 
 
 def _gdr_pair(groups: dict[str, str]) -> dict[str, str]:
@@ -1333,8 +1360,9 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="NET/Plugin",
         # Only a plugin someone asked for (NCCL_NET_PLUGIN): the default name alone is harmless.
-        regex=r"NET/Plugin ?: (?:Could not find:(?! libnccl-net\.so(?:\.|$| Using))(?P<names>(?: (?!Using\b)\S+)+?)\.?"
-              r"(?: Using internal.*)?$|No plugin found \((?!libnccl-net\.so\))(?P<lib>[^)]+)\))",
+        # (libnccl-net.so, RCCL's librccl-net.so: the default names NCCL/RCCL try and do without)
+        regex=r"NET/Plugin ?: (?:Could not find:(?! lib[nr]ccl-net\.so(?:\.|$| Using))(?P<names>(?: (?!Using\b)\S+)+?)\.?"
+              r"(?: Using internal.*)?$|No plugin found \((?!lib[nr]ccl-net\.so\))(?P<lib>[^)]+)\))",
         subject="{plugin}",
         message="The net plugin NCCL was told to use ({plugin}) was not found, so NCCL uses its internal transports.",
         meaning="The job does not use the network plugin it was configured for; on EFA that means TCP sockets.",
@@ -1431,11 +1459,14 @@ PATTERNS: tuple[Pattern, ...] = (
             "node-1:77:90 [2] transport/p2p.cc:274 NCCL WARN Cuda failure 'peer access is not supported between "
             "these two devices'",
             "node-1:77:90 [0] transport/nvls.cc:130 NCCL WARN Cuda failure 801 'operation not supported'",
+            # https://github.com/NVIDIA/nccl/issues/1672: NVLS, where `invalid argument` is no /dev/shm problem
+            "[2025-04-06 22:31:56] ccw-gpu-128:3485254:3487188 [0] transport/nvls.cc:598 NCCL WARN Cuda failure 1 "
+            "'invalid argument'",
         ),
         derive=_cuda,
         # `invalid argument` from shmutils.cc is CUDA refusing to register a /dev/shm segment NCCL could
         # not create whole: the shared-memory failure printed next explains it (NVIDIA/nccl#1518).
-        symptom_when=(("what", "invalid argument"),),
+        symptom_when=(("shm_arg", "yes"),),
     ),
     Pattern(
         id="nccl.cuda_driver_version",
@@ -1452,6 +1483,81 @@ PATTERNS: tuple[Pattern, ...] = (
             "CUresult values from CUDA's cuda.h",
         examples=("node-1:77:77 [0] misc/cudawrap.cc:188 NCCL WARN cuDriverGetVersion failed with 35",),
         derive=_cuda,
+    ),
+    Pattern(
+        id="nccl.topo_net_id",
+        code=NCCL_TOPOLOGY_FAILED.code,
+        severity=ERROR,
+        needle="Could not find NET with id",
+        regex=r"Could not find NET with id (?P<id>-?\d{1,10})",
+        subject="topology",
+        message="NCCL's topology search asked for NET {id}, which this machine's graph does not have: a bug of NCCL "
+                "2.25 and 2.26 when NICs are fused (NCCL_NET_MERGE_LEVEL) and its graph search falls back.",
+        meaning="The communicator is not made (`internal error`).",
+        fix="Upgrade NCCL to 2.27 or later (the fix); meanwhile NCCL_NET_MERGE_LEVEL=LOC avoids the fusion.",
+        ref="NVIDIA/nccl src/graph/topo.h ncclTopoIdToIndex `Could not find %s with id %lx` (2.19-2.30); "
+            "https://github.com/NVIDIA/nccl/issues/1748, https://github.com/NVIDIA-NeMo/Speech/issues/13996 (2.27.3 "
+            "solved it)",
+        examples=("node-1:77:90 [0] graph/topo.h:230 NCCL WARN Could not find NET with id 0",),
+    ),
+    Pattern(
+        id="nccl.topo_attribute",
+        code=NCCL_TOPOLOGY_FAILED.code,
+        severity=ERROR,
+        needle="of node ",
+        regex=r"Attribute (?P<attr>\w{1,32}) of node (?P<node>nic|net|gpu|pci|cpu) not found",
+        subject="topology",
+        message="NCCL could not place a {node_text} in the PCI tree (attribute `{attr}` missing): the device has no PCI "
+                "path NCCL can read from /sys (a virtual NIC, a container or VM that hides the host's PCI tree).",
+        meaning="The communicator is not made (`internal error`).",
+        fix="Keep devices without a PCI path out of NCCL_IB_HCA / NCCL_SOCKET_IFNAME, mount /sys read-only in the "
+            "container, or give NCCL the topology (NCCL_TOPO_FILE).",
+        ref="NVIDIA/nccl src/graph/xml.h xmlGetAttr* `Attribute %s of node %s not found` (2.6-2.30); "
+            "https://github.com/NVIDIA/nccl/issues/1247",
+        examples=("(RayWorkerVllm pid=7602) ERROR 04-07 00:57:46 ray_utils.py:45] Attribute busid of node nic not found",),
+        derive=lambda g: {"node_text": {"nic": "NIC", "net": "network device", "gpu": "GPU"}.get(g.get("node", ""),
+                                                                                              g.get("node") or "device")},
+    ),
+    Pattern(
+        id="nccl.topo_real_path",
+        code=NCCL_TOPOLOGY_FAILED.code,
+        severity=ERROR,
+        needle="Could not find real path of",
+        # (a GPU's PCI bus; NCCL <= 2.7 said `INFO Could not find real path of /sys/class/net/eth0/device`
+        # of a virtual NIC, harmless)
+        regex=r"Could not find real path of (?P<path>/sys/class/pci_bus/\S{1,300})",
+        subject="topology",
+        message="NCCL could not resolve {path} in /sys: the PCI tree it reads the GPUs and NICs from is not there "
+                "(a container with a partial /sys, WSL or a VM whose devices have no PCI path).",
+        meaning="The communicator is not made, or NCCL plans without the topology.",
+        fix="Run with the host's /sys visible (read-only) in the container; under WSL or a VM, NCCL_TOPO_FILE with the "
+            "machine's topology, or a newer NCCL.",
+        ref="NVIDIA/nccl src/graph/xml.cc, src/misc/utils.cc `Could not find real path of %s` (2.6-2.30); "
+            "https://github.com/NVIDIA/nccl/issues/573 (WSL2)",
+        examples=("SHJS-PF4ZKYLL:92777:92889 [0] graph/xml.cc:332 NCCL WARN Could not find real path of "
+                  "/sys/class/pci_bus/0000:01/../../0000:01:00.0",),
+    ),
+    Pattern(
+        id="nccl.rccl_host_setup",
+        code=RCCL_HOST_SETUP.code,
+        severity=WARNING,
+        needle="Missing \"",
+        regex=r"Missing \"(?P<what>amd_iommu=on|iommu=pt|HSA_FORCE_FINE_GRAIN_PCIE=1)\" from (?P<where>kernel command line|environment)",
+        subject="{what}",
+        message="RCCL found `{what}` missing from the {where}: RCCL warns that this can make the job unstable or hang.",
+        meaning="Multi-node jobs on this host can hang or fail to connect unless peer-to-peer is turned off (slower).",
+        fix="Kernel: add `amd_iommu=on iommu=pt` to GRUB_CMDLINE_LINUX and reboot; environment: "
+            "HSA_FORCE_FINE_GRAIN_PCIE=1 in the job.",
+        ref="ROCm/rccl src/init.cc (`Missing \"%s\" from kernel command line which can lead to system instablity or "
+            "hang!`, `... from environment which can lead to low RCCL performance, system instablity or hang!`); "
+            "https://github.com/ROCm/rccl/issues/1026",
+        examples=(
+            "g1064:11143:11143 [0] /long_pathname_so_that_rpms_can_package_the_debug_info/src/extlibs/rccl/build/src/"
+            "init.cpp:120 NCCL WARN Missing \"amd_iommu=on\" from kernel command line which can lead to system "
+            "instablity or hang!",
+            "g1064:11143:11143 [0] init.cpp:126 NCCL WARN Missing \"HSA_FORCE_FINE_GRAIN_PCIE=1\" from environment which "
+            "can lead to low RCCL performance, system instablity or hang!",
+        ),
     ),
     Pattern(
         id="nccl.graph_simple_order",

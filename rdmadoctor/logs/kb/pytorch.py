@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
-from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED, NCCL_REMOTE_ERROR, NCCL_SYSTEM_ERROR
+from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED, NCCL_CUDA_FAILED, NCCL_REMOTE_ERROR, NCCL_SYSTEM_ERROR
 
 NCCL_TIMEOUT = Code(
     "NCCL_TIMEOUT",
@@ -183,6 +183,45 @@ def _detail_row(result: str, words: str, error: str, old: str | None) -> Pattern
 
 
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="pytorch.comm_aborted",
+        code=NCCL_CALL_FAILED.code,
+        severity=ERROR,
+        needle="communicator was aborted",
+        regex=r"NCCL communicator was aborted on rank (?P<rank>\d{1,7})(?:\.? ?Original reason for failure was: "
+              r"(?P<why>[^\n]{1,300}))?",
+        subject="aborted",
+        message="PyTorch aborted the NCCL communicator on rank {rank}{why_note}: the watchdog caught a timeout or an "
+                "NCCL error first, and every collective on it fails from then on.",
+        meaning="A consequence: the reason is the timeout or error reported before it (on this rank or another).",
+        fix="Find the first error or timeout before it (any rank); with none in the log, rerun with "
+            "TORCH_NCCL_ASYNC_ERROR_HANDLING=1 and NCCL_DEBUG=WARN.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp `NCCL communicator was aborted on rank %d. "
+            "Original reason for failure was: %s` (1.9+); https://github.com/deepspeedai/DeepSpeed/issues/1834",
+        examples=("[1,19]<stderr>:RuntimeError: NCCL communicator was aborted on rank 19.",),
+        derive=lambda g: {"why_note": f" ({g['why'].strip()})" if (g.get("why") or "").strip() else ""},
+        symptom=True,
+    ),
+    Pattern(
+        id="pytorch.peer_access_unsupported",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="peer access is not supported between",
+        # (NCCL's own `Cuda failure '...'` is nccl.cuda_failure)
+        regex=r"(?:CUDART error: |Cuda error \S{1,300} ')peer access is not supported between these two devices",
+        subject="CUDA",
+        message="Two GPUs of this host cannot map each other's memory (`peer access is not supported between these two "
+                "devices`): a framework's own all-reduce (vLLM, SGLang, TensorRT-LLM custom all-reduce) needs it.",
+        meaning="The job stops when it sets up its tensor-parallel group; GeForce cards and some VMs have no GPU "
+                "peer-to-peer.",
+        fix="Turn the custom all-reduce off (vLLM/SGLang `--disable-custom-all-reduce`); `nvidia-smi topo -p2p r` shows "
+            "which GPU pairs can peer.",
+        ref="vllm-project/vllm csrc/custom_all_reduce.cuh (CUDACHECK), https://github.com/sgl-project/sglang/issues/552, "
+            "https://github.com/sgl-project/sglang/issues/4814",
+        examples=("Failed: Cuda error /home/runner/work/vllm/vllm/csrc/custom_all_reduce.cuh:307 'peer access is not "
+                  "supported between these two devices'",
+                  "RuntimeError: CUDART error: peer access is not supported between these two devices"),
+    ),
     Pattern(
         id="pytorch.detail_system_error",
         code=NCCL_SYSTEM_ERROR.code,
