@@ -71,6 +71,7 @@ from rdmadoctor.logs.kb.nccl import (
     NCCL_SHM_FAILED,
     NCCL_SOCKET_FALLBACK,
 )
+from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
 from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
 
 TYPE_CHECKING = False
@@ -392,6 +393,30 @@ def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
                     cause=cause)]
 
 
+def _wrong(diag) -> list[Finding]:  # noqa: ANN001
+    """nccl-tests' `#wrong` columns: a row whose results differ from the expected values is wrong data
+    moved or reduced, whether or not the run printed its `Out of bounds values` summary."""
+    from rdmadoctor.parsers.nccltests import parse_busbw
+
+    for seg in diag.segments:
+        if seg.kind != "nccl-tests":
+            continue
+        table = parse_busbw(seg.text).value
+        bad = [r for r in (table.rows if table is not None else ()) if r.wrong > 0]
+        if not bad:
+            continue
+        lines = seg.text.split("\n")
+        first = str(bad[0].size_bytes)
+        at = next((i for i, x in enumerate(lines) if x.split()[:1] == [first]), 0)
+        ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
+        message = (f"nccl-tests counted wrong results in {count(len(bad), 'size')} of {len(table.rows)} "  # type: ignore[union-attr]
+                   f"({sum(r.wrong for r in bad)} elements in the #wrong columns, first at {bad[0].size_bytes} bytes): the "
+                   "collective completed with data that differs from what it should be.")
+        return [Finding(NCCL_TEST_WRONG_RESULTS.code, ERROR, "nccl-tests", message, NCCL_TEST_WRONG_RESULTS.fix,
+                        data={"evidence": [ev], "wrong": sum(r.wrong for r in bad), "pasted": "nccl-tests"})]
+    return []
+
+
 # ---- the node, for the join ------------------------------------------------------------------
 
 
@@ -543,7 +568,7 @@ class LogFacts:
 def probe_logs(ctx) -> LogFacts:
     diag = _read(ctx)
     node = _node_view(ctx)
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node)), node)
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node) + _wrong(diag)), node)
 
 
 def _size(n: int) -> str:

@@ -1043,3 +1043,105 @@ def test_rccls_default_plugin_name_is_not_a_missing_plugin() -> None:
                             "internal implementation\n"))
     assert "NCCL_NET_PLUGIN_LOAD_FAILED" in found(report("h:1:1 [0] NCCL INFO NET/Plugin : No plugin found "
                                                          "(libnccl-net-ofi.so), using internal implementation\n"))
+
+
+# ---- the launchers: before NCCL runs, they are the job's only account of why it did not start ------
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/kubeflow/mpi-operator/issues/429
+    ("Permissions 0640 for '/root/.ssh/id_rsa' are too open.\nLoad key \"/root/.ssh/id_rsa\": bad permissions\n"
+     "Permission denied, please try again.\n", "MPI_LAUNCH_FAILED", "defaultMode"),
+    # https://github.com/kubeflow/mpi-operator/issues/424
+    ("root@tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker: Permission denied (publickey,password).\n"
+     "ORTE was unable to reliably start one or more daemons.\n", "MPI_LAUNCH_FAILED", "authorized_keys"),
+    # https://github.com/kubeflow/mpi-operator/issues/481
+    ("ssh: Could not resolve hostname tensorflow-benchmarks-worker-0.tensorflow-benchmarks-worker: Name or service not "
+     "known\nORTE was unable to reliably start one or more daemons.\n", "MPI_LAUNCH_FAILED", "Running"),
+    # https://github.com/horovod/horovod/issues/301
+    ("bash: /usr/local/bin/orted: No such file or directory\n", "MPI_LAUNCH_FAILED", "same path"),
+    # https://github.com/horovod/horovod/issues/504
+    ("ssh: connect to host 192.168.11.1 port 50000: Connection refused\n", "MPI_LAUNCH_FAILED", "sshd"),
+    # https://github.com/openpmix/prrte/issues/1493
+    ("ssh_exchange_identification: Connection closed by remote host\n", "MPI_LAUNCH_FAILED", "MaxStartups"),
+    # https://github.com/horovod/horovod/issues/978
+    ("There are not enough slots available in the system to satisfy the 2 slots\n", "MPI_LAUNCH_FAILED", "slots"),
+    # https://github.com/horovod/horovod/issues/2043
+    ("A process or daemon was unable to complete a TCP connection\nto another process:\n", "MPI_LAUNCH_FAILED",
+     "firewall"),
+    # https://github.com/kubeflow/mpi-operator/issues/152
+    ("ORTE has lost communication with a remote daemon.\n", "MPI_LAUNCH_FAILED", "daemon"),
+    # https://github.com/NVIDIA/pyxis/issues/88
+    ("It looks like pmix_init failed for some reason; your parallel process is\n", "MPI_LAUNCH_FAILED",
+     "PMIX_MCA_psec=native"),
+    # https://github.com/NVIDIA/deepops/issues/1179
+    ("slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: adas-ml [0]: pmixp_coll_ring.c:742: 0x14ce0c02cb20: "
+     "collective timeout seq=0\n", "MPI_LAUNCH_FAILED", "adas-ml"),
+    # https://github.com/deepspeedai/DeepSpeed/issues/4907
+    ("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' returned "
+     "non-zero exit status 255.\n", "MPI_LAUNCH_FAILED", "192.168.3.100"),
+    # https://github.com/open-mpi/ompi/issues/2661
+    ("mpirun noticed that process rank 0 with PID 21183 on node host01 exited on signal 9 (Killed).\n", "JOB_KILLED",
+     "OOM"),
+    # https://github.com/NVIDIA/nccl-tests/issues/218
+    ("[a1eb0914a5e2:01167] *** Process received signal ***\n[a1eb0914a5e2:01167] Signal: Segmentation fault (11)\n",
+     "PROCESS_CRASHED", "UCX_TLS=tcp"),
+    # https://github.com/NVIDIA/Megatron-LM/issues/516: a bus error in a container, not a kill
+    ("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -7) local_rank: 0 (pid: 5275) of "
+     "binary: /usr/bin/python\n", "PROCESS_CRASHED", "/dev/shm"),
+    # https://github.com/hiyouga/LLaMA-Factory/issues/163 (with the `stderr: ` a tool put in front)
+    ("stderr: ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 7 (pid: 153932) of "
+     "binary: /home/panww/miniconda3/tools/bin/python\n", "JOB_FAILED", "local_rank 7"),
+    # https://github.com/deepspeedai/DeepSpeed/issues/4510
+    ("192.169.83.120: [2023-10-13 11:31:28,593] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 249\n",
+     "JOB_FAILED", "exits with return code"),
+    # https://github.com/kubeflow/trainer/issues/2008
+    ('time="2024-02-21T09:32:29Z" level=info msg="Pod: kubeflow.pytorch-simple-worker-0 exited with code 1" '
+     "job=kubeflow.pytorch-simple\n", "JOB_FAILED", "--previous"),
+    # https://github.com/horovod/horovod/issues/2431
+    ("Tue Nov 10 10:05:04 2020[13]<stderr>:  what():  [enforce fail at /tmp/horovod/third_party/compatible_gloo/gloo/"
+     "transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: enp129s0f1\n", "NCCL_NO_SOCKET_INTERFACE",
+     "enp129s0f1"),
+    # https://github.com/NVIDIA/nccl-tests/issues/247
+    ("[1723337199.099229] [ai-worker03:1382 :0] tl_shm_team.c:617 TL_SHM ERROR Child failed to attach to shmseg, errno: "
+     "Invalid argument\n", "NCCL_SHM_FAILED", "IPC namespace"),
+    # https://github.com/NVIDIA/nccl/issues/1219
+    ("node:174:4368 [3] sharp_plugin.c:354 NCCL WARN SHARP group create: Streaming Tree lock failed (-18)\n",
+     "NCCL_COLLNET_FAILED", "NCCL_COLLNET_ENABLE=0"),
+])
+def test_launcher_and_outcome_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+
+
+def test_a_launchers_summary_follows_the_ssh_error_that_explains_it() -> None:
+    rep = report("ssh: Could not resolve hostname w-0.w: Name or service not known\n"
+                 "ORTE was unable to reliably start one or more daemons.\n")
+    fs = [f for c in rep["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert [f["subject"] for f in fs if not f.get("cause")] == ["w-0.w"]
+
+
+def test_a_ray_worker_that_died_leads_the_errors_it_caused() -> None:
+    # https://github.com/OpenRLHF/OpenRLHF/issues/621 (excerpt)
+    text = ("(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+            "the problem, check the logs for the dead worker.\n"
+            "(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: host_unknown: got completion with error:\n"
+            "(RayWorkerWrapper pid=92234, ip=172.19.24.110) [rank1]: torch.distributed.DistBackendError: NCCL error: "
+            "remote process exited or there was a network error, NCCL version 2.21.5\n")
+    fs = [f for c in report(text)["checks"] for f in c["findings"] if f["severity"] == "error"]
+    assert [f["code"] for f in fs if not f.get("cause")] == ["JOB_FAILED"]
+    assert {f["code"] for f in fs if f.get("cause") == "JOB_FAILED"} >= {"NCCL_IB_COMPLETION_ERROR", "NCCL_REMOTE_ERROR"}
+
+
+def test_nccl_tests_wrong_column_is_wrong_data() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1184 (excerpt; the reporter left rows out with "...")
+    table = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+             "#wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+             "  (GB/s)       \n"
+             "           8             2     float     sum      -1    130.1    0.00    0.00      0    118.6    0.00    0.00"
+             "      0\n...\n"
+             "      524288        131072     float     sum      -1    663.1    0.79    0.79  237858    569.4    0.92    0.92"
+             "  238038\n")
+    f = found(report(table))["NCCL_TEST_WRONG_RESULTS"]
+    assert "524288" in f["message"] and f["data"]["wrong"] == 237858 + 238038
+    assert "NCCL_TEST_WRONG_RESULTS" not in found(report(table.replace("  237858", "       0").replace("  238038", "       0")))

@@ -306,7 +306,8 @@ _ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
 _SLOW_SYMPTOMS = frozenset({"NCCL_TIMEOUT", "NCCL_WATCHDOG_HUNG"})
 
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
-_TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|$)")  # from a run's start: linear
+# (and "..." where a ticket left rows out)
+_TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|\.{3}\s*$|$)")  # from a run's start: linear
 _ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
@@ -1293,6 +1294,10 @@ class Diagnoser:
         # `run` saw the kill itself, after the last line: there is no line to point at.
         at = f" (line {ev['line']} of {ev['file']})" if ev.get("line") and f.data.get("pattern") != _RUN_KILLED.id else ""
         data = {**f.data, "nccl_stage": stage}
+        if "SIGKILL" in f.subject or "(Killed)" in f.subject or f.subject.startswith("signal 9"):
+            # SIGKILL is the OOM killer's signal before it is a stop after a hang: that is checked first.
+            step = ("first whether the kernel's OOM killer sent it (`dmesg | grep -i oom` on the node, the pod's last "
+                    f"state OOMKilled, exit code 137) and give the pod more memory; if not, {step}")
         return replace(f, message=f"{f.message.rstrip('.')}{at}. {what}.", remedy=f"Next: {step}.", data=data)
 
     def _joined(self, f: Finding) -> Finding:

@@ -30,6 +30,7 @@ MAX_ROWS = 4096
 class BusbwRow:
     size_bytes: int
     busbw_gbs: tuple[float, ...]  # out-of-place, in-place (GB/s); the ones the row gives
+    wrong: int = 0  # the `#wrong` columns summed: elements that differed from the expected values
 
 
 @record
@@ -67,8 +68,11 @@ def parse_busbw(text: str) -> Parsed[BusbwTable | None]:
             skipped += 1
             continue
         values = tuple(float(words[i]) for i, name in enumerate(columns) if name == "busbw" and re.match(_NUM, words[i]))
+        # (`N/A` with validation off; older versions print a max error in `error`, not a count)
+        wrong = sum(int(words[i]) for i, name in enumerate(columns)
+                    if name == "#wrong" and words[i].isdigit() and len(words[i]) <= 19)
         if values and len(words[0]) <= 19:
-            rows.append(BusbwRow(int(words[0]), values))
+            rows.append(BusbwRow(int(words[0]), values, wrong))
     if columns is None:
         return Parsed(None, ("no nccl-tests header (size count type ... busbw)",), ok=False)
     warnings = (f"{count(skipped, 'row')} with another number of columns than the header",) if skipped else ()

@@ -28,6 +28,7 @@ CODES = (GLOO_LOOPBACK,)
 
 # Codes that live with other sources, named by string (see kb/ucx.py).
 NCCL_SOCKET_ERROR = "NCCL_SOCKET_ERROR"
+NCCL_NO_SOCKET_INTERFACE = "NCCL_NO_SOCKET_INTERFACE"
 
 PATTERNS: tuple[Pattern, ...] = (
     Pattern(
@@ -94,5 +95,23 @@ PATTERNS: tuple[Pattern, ...] = (
             "[10.244.1.12]:28913",
         ),
         symptom=True,  # a peer that died first, most of the time
+    ),
+    Pattern(
+        id="gloo.no_interface",
+        code=NCCL_NO_SOCKET_INTERFACE,
+        severity=ERROR,
+        needle="Unable to find address for",
+        regex=r"Unable to find address for:? (?P<iface>[\w.:@-]{1,64})",
+        subject="{iface}",
+        message="Gloo was told to use interface {iface} (GLOO_SOCKET_IFNAME, Horovod's --network-interface) and this "
+                "host has no interface by that name with an address: it aborts.",
+        meaning="The process dies at its first Gloo call (`gloo::EnforceNotMet`, `Fatal Python error: Aborted`); the "
+                "interface names differ between the hosts.",
+        fix="Name an interface every host has (`ip -br addr` on each), or one name per host through its own "
+            "environment; Horovod takes a list.",
+        ref="facebookincubator/gloo gloo/transport/tcp/device.cc lookupAddrForIface `Unable to find address for: %s`; "
+            "https://github.com/horovod/horovod/issues/2431",
+        examples=("  what():  [enforce fail at /tmp/horovod/third_party/compatible_gloo/gloo/transport/tcp/device.cc:83] "
+                  "ifa != nullptr. Unable to find address for: enp129s0f1",),
     ),
 )

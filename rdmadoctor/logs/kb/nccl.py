@@ -307,6 +307,18 @@ RCCL_HOST_SETUP = Code(
     "reboot) and set HSA_FORCE_FINE_GRAIN_PCIE=1 in the job's environment.",
     condition=CONFIG,
 )
+NCCL_COLLNET_FAILED = Code(
+    "NCCL_COLLNET_FAILED",
+    "NCCL's in-network reduction (CollNet over SHARP) could not be set up",
+    "With NCCL_COLLNET_ENABLE=1 NCCL offloads reductions to the InfiniBand switches (SHARP) through the "
+    "nccl-rdma-sharp plugin. The plugin could not get the resources it asked for (a SHARP group, a "
+    "streaming-aggregation tree that another communicator of the job holds, the aggregation manager "
+    "not reachable), and the communicator fails.",
+    "Run without it (NCCL_COLLNET_ENABLE=0) to confirm; then check the SHARP aggregation manager (UFM) and "
+    "the trees it grants a job: a job that makes several communicators may need more than one "
+    "streaming tree (SHARP_COLL_ENABLE_SAT, the plugin's limits).",
+    condition=CONFIG,
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -326,7 +338,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
-         NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, LOG_ERROR_UNKNOWN)
+         NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -1558,6 +1570,22 @@ PATTERNS: tuple[Pattern, ...] = (
             "g1064:11143:11143 [0] init.cpp:126 NCCL WARN Missing \"HSA_FORCE_FINE_GRAIN_PCIE=1\" from environment which "
             "can lead to low RCCL performance, system instablity or hang!",
         ),
+    ),
+    Pattern(
+        id="nccl.sharp_failed",
+        code=NCCL_COLLNET_FAILED.code,
+        severity=ERROR,
+        needle="SHARP ",
+        regex=r"SHARP (?P<what>group create|coll init|comm create|reg mr|init)[^:\n]{0,40}: (?P<why>[^\n]{1,200}?)\s*$",
+        subject="SHARP",
+        message="NCCL's SHARP plugin failed ({what}: {why}): the communicator cannot use in-network reduction and "
+                "fails.",
+        meaning="The job fails where it makes that communicator; nccl-tests with one communicator may still pass.",
+        fix="NCCL_COLLNET_ENABLE=0 to run without SHARP; then the SHARP aggregation manager's log for the job's "
+            "trees (streaming-aggregation trees are few).",
+        ref="Mellanox/nccl-rdma-sharp-plugins src/sharp_plugin.c (`SHARP group create: %s`); "
+            "https://github.com/NVIDIA/nccl/issues/1219",
+        examples=("node:174:4368 [3] sharp_plugin.c:354 NCCL WARN SHARP group create: Streaming Tree lock failed (-18)",),
     ),
     Pattern(
         id="nccl.graph_simple_order",

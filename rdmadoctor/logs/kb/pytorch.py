@@ -46,6 +46,29 @@ NCCL_CALL_FAILED = Code(
     "rank mapping gives two ranks one GPU; `invalid usage` points at mismatched collectives between ranks.",
 )
 
+PROCESS_CRASHED = Code(
+    "PROCESS_CRASHED",
+    "A process of the job crashed (SIGBUS, SIGSEGV, SIGABRT)",
+    "A rank died of a signal of its own making, not of one sent from outside: SIGBUS (7), a memory "
+    "mapping that could not be backed (in a container, NCCL's shared memory outgrowing a small "
+    "/dev/shm); SIGSEGV (11), a bug or libraries that do not match one another (NCCL, UCX, MPI, a "
+    "plugin built for another version); SIGABRT (6), the process stopping itself after an error it "
+    "printed first.",
+    "Read the crashing rank's output before the crash: its backtrace names the library. SIGBUS in a "
+    "container: give the pod a bigger /dev/shm (an emptyDir with medium: Memory, or `--shm-size`); "
+    "SIGSEGV in UCX or MPI: a matching build, or UCX_TLS=tcp to confirm; SIGABRT: the error before it.",
+)
+JOB_FAILED = Code(
+    "JOB_FAILED",
+    "A worker of the job exited with an error",
+    "A launcher or operator reports that one of the job's processes exited with a non-zero code (torchrun's "
+    "`failed (exitcode: 1)`, DeepSpeed's `exits with return code`, a pod that `exited with code 1` or "
+    "restarts in CrashLoopBackOff, a Ray worker that died): the worker itself failed, and the launcher "
+    "stops the others. Its reason is what that worker printed before it: a traceback, an NCCL error.",
+    "Read the first error of the worker named (its rank's log, `kubectl logs --previous` for a restarting "
+    "pod); the other workers' errors after it follow from it. With torchrun, the `error_file` / "
+    "`@record` decorator on main() puts the worker's traceback in the failure summary.",
+)
 JOB_KILLED = Code(
     "JOB_KILLED",
     "The job was stopped by a signal (killed, timed out, cancelled)",
@@ -58,7 +81,7 @@ JOB_KILLED = Code(
     "(`dmesg | grep -i oom`, exit code 137) give the pod more memory.",
 )
 
-CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED, JOB_KILLED)
+CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED, JOB_KILLED, PROCESS_CRASHED, JOB_FAILED)
 
 # How far NCCL got when a job was killed: what it means, and the next step. Keys are what
 # rdmadoctor.logs.scan finds: no NCCL line at all, NCCL started but no communicator was made,
@@ -115,6 +138,21 @@ def _signal(groups: dict[str, str]) -> dict[str, str]:
     what = f"signal {num}" if num is not None else "a signal"
     return {"signum": "" if num is None else str(num), "signame": name,
             "signal_text": f"{what} ({name})" if name else what}
+
+# Signals a process raises itself (a crash), not ones sent to it (a kill): what each usually means.
+_CRASHES = {
+    "7": ": a bus error, in a container most often NCCL's shared memory outgrowing /dev/shm (64 MiB by default)",
+    "11": ": a segmentation fault, a bug or libraries that do not match (NCCL, UCX, MPI or a plugin of another "
+          "version); the backtrace names the library",
+    "6": ": an abort, the process stopping itself after an error it printed first",
+    "4": ": an illegal instruction, a binary built for another CPU",
+    "8": ": an arithmetic error (SIGFPE), a bug",
+}
+
+
+def _crash(groups: dict[str, str]) -> dict[str, str]:
+    return {"crash_note": _CRASHES.get((groups.get("sig") or "").strip(), "")}
+
 
 # The PG log prefix, when present: [Rank 3], [PG 0 Rank 3], [PG 0 (default_pg) Rank 3],
 # [PG ID 0 PG GUID 0(default_pg) Rank 3].
@@ -575,7 +613,8 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="exitcode: -",
         # A negative exit code is Python's way of saying "killed by that signal" (subprocess returncode).
-        regex=r"failed \(exitcode: -(?P<sig>\d{1,3})\) local_rank: (?P<local>\d{1,6}) \(pid: (?P<pid>\d{1,10})\)",
+        # (signals sent from outside; a crash, -7 or -11, is pytorch.worker_exitcode_crash)
+        regex=r"failed \(exitcode: -(?P<sig>9|15|2|1)\) local_rank: (?P<local>\d{1,6}) \(pid: (?P<pid>\d{1,10})\)",
         subject="{signal_text}",
         message="Worker local_rank {local} (PID {pid}) was killed by {signal_text}, torchrun reports (exit code "
                 "-{sig}).",
@@ -595,7 +634,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=JOB_KILLED.code,
         severity=ERROR,
         needle="Signal ",
-        regex=r"Signal (?P<sig>\d{1,3}) \((?P<name>SIG[A-Z0-9]{2,8})\) received by PID (?P<pid>\d{1,10})",
+        regex=r"Signal (?P<sig>9|15|2|1) \((?P<name>SIG[A-Z0-9]{2,8})\) received by PID (?P<pid>\d{1,10})",
         subject="{signal_text}",
         message="A worker (PID {pid}) was killed by {signal_text}, as torchrun's failure summary reports.",
         meaning="SIGKILL (9) is most often the kernel's OOM killer or a forced pod stop; SIGTERM (15) a timeout, "
@@ -607,5 +646,116 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("  traceback : Signal 9 (SIGKILL) received by PID 2411",),
         symptom=True,
         derive=_signal,
+    ),
+    Pattern(
+        id="pytorch.worker_exitcode",
+        code=JOB_FAILED.code,
+        severity=ERROR,
+        needle=") local_rank: ",  # (not "exitcode: ": needles are found without overlap, and "exitcode: -" is taken)
+        regex=r"failed \(exitcode: (?P<rc>[1-9]\d{0,2})\) local_rank: (?P<local>\d{1,6}) \(pid: (?P<pid>\d{1,10})\)",
+        subject="local_rank {local}",
+        message="Worker local_rank {local} (PID {pid}) exited with code {rc}, torchrun reports: it failed by itself, and "
+                "torchrun stopped the others.",
+        meaning="The reason is that worker's own error before this line (a traceback, an NCCL error).",
+        fix="Read the first error of that worker (its `[rankN]:` lines); decorate main() with torch's @record to get its "
+            "traceback into torchrun's summary.",
+        ref="pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py `failed (exitcode: %s) local_rank: %s "
+            "(pid: %s) of binary: %s` (1.9+); https://github.com/hiyouga/LLaMA-Factory/issues/163",
+        examples=("ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 7 (pid: 153932) of "
+                  "binary: /home/user/miniconda3/bin/python",),
+        symptom=True,
+    ),
+    Pattern(
+        id="pytorch.deepspeed_return_code",
+        code=JOB_FAILED.code,
+        severity=ERROR,
+        needle="exits with return code = ",
+        regex=r"exits with return code = (?P<rc>-?\d{1,3})",
+        subject="DeepSpeed worker",
+        message="DeepSpeed's launcher saw a worker exit with return code {rc}{rc_note}.",
+        meaning="The launcher kills the other workers of the node (`Killing subprocess`); the reason is the worker's "
+                "own output before it.",
+        fix="Read the first error of that worker; a negative code is a signal (-9 a kill, the OOM killer most often; -6 "
+            "an abort after an error; -7 a bus error, a small /dev/shm in a container).",
+        ref="deepspeedai/DeepSpeed deepspeed/launcher/launch.py sigkill_handler `{cmd} exits with return code = "
+            "{returncode}`; https://github.com/deepspeedai/DeepSpeed/issues/4510",
+        examples=("[2023-10-13 11:32:28,663] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', "
+                  "'train.py', '--local_rank=7'] exits with return code = -6",),
+        derive=lambda g: {"rc_note": {"-9": " (SIGKILL: killed, most often by the OOM killer)",
+                                      "-6": " (SIGABRT: it aborted after an error)",
+                                      "-7": " (SIGBUS: a bus error, in a container most often a small /dev/shm)",
+                                      "-11": " (SIGSEGV: it crashed)", "-15": " (SIGTERM: it was stopped)"}.get(
+                                          g.get("rc", ""), "")},
+        symptom=True,
+    ),
+    Pattern(
+        id="pytorch.deepspeed_killing",
+        code=JOB_FAILED.code,
+        severity=ERROR,
+        needle="Killing subprocess",
+        regex=r"sigkill_handler\] Killing subprocess (?P<pid>\d{1,10})",
+        subject="DeepSpeed worker",
+        message="DeepSpeed's launcher is killing the workers of this node (PID {pid} among them): one of them exited "
+                "first, and it stops the rest.",
+        meaning="A consequence: the worker that exited first, and its error, are the cause.",
+        fix="Find the `exits with return code` line and that worker's first error (on this node or another).",
+        ref="deepspeedai/DeepSpeed deepspeed/launcher/launch.py sigkill_handler `Killing subprocess {pid}`; "
+            "https://github.com/deepspeedai/DeepSpeed/issues/4510",
+        examples=("192.169.83.120: [2023-10-13 11:31:28,593] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 249",),
+        symptom=True,
+    ),
+    Pattern(
+        id="pytorch.ray_worker_died",
+        code=JOB_FAILED.code,
+        severity=ERROR,
+        needle="A worker died or was killed",
+        regex=r"A worker died or was killed while executing (?:a|the) task",
+        subject="Ray worker",
+        message="A Ray worker died while running its task (Ray lists the possible causes: the OOM killer, `ray stop "
+                "--force`, a crash): the other workers' NCCL errors after it follow from it.",
+        meaning="Its collective partners lose it: NCCL reports a remote error or a completion error on the others.",
+        fix="Look at that worker's own log and the node's `dmesg | grep -i oom` at that time (Ray's "
+            "`ray logs worker-<id>`); give it more memory if the OOM killer sent it.",
+        ref="ray-project/ray python/ray/_private/worker.py / src/ray/core_worker `A worker died or was killed while "
+            "executing a task by an unexpected system error`; https://github.com/OpenRLHF/OpenRLHF/issues/621",
+        examples=("(raylet) A worker died or was killed while executing a task by an unexpected system error. To "
+                  "troubleshoot the problem, check the logs for the dead worker.",),
+    ),
+    Pattern(
+        id="pytorch.worker_exitcode_crash",
+        code=PROCESS_CRASHED.code,
+        severity=ERROR,
+        needle="exitcode: -",
+        regex=r"failed \(exitcode: -(?P<sig>(?!(?:9|15|2|1)\))\d{1,3})\) local_rank: (?P<local>\d{1,6}) \(pid: "
+              r"(?P<pid>\d{1,10})\)",
+        subject="{signal_text}",
+        message="Worker local_rank {local} (PID {pid}) crashed with {signal_text}{crash_note}, torchrun reports (exit "
+                "code -{sig}).",
+        meaning="The worker died of its own fault, not of a kill; torchrun then stops the others.",
+        fix="SIGBUS (-7) in a container: give the pod a bigger /dev/shm; SIGSEGV (-11): the worker's backtrace names "
+            "the library.",
+        ref="pytorch/pytorch torch/distributed/elastic/multiprocessing/api.py `failed (exitcode: %s) local_rank: %s "
+            "(pid: %s)` (1.9+); https://github.com/NVIDIA/Megatron-LM/issues/516",
+        examples=("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -7) local_rank: 0 "
+                  "(pid: 5275) of binary: /usr/bin/python",),
+        symptom=True,
+        derive=lambda g: {**_signal(g), **_crash(g)},
+    ),
+    Pattern(
+        id="pytorch.worker_signal_crash",
+        code=PROCESS_CRASHED.code,
+        severity=ERROR,
+        needle="Signal ",
+        regex=r"Signal (?P<sig>(?!(?:9|15|2|1) )\d{1,3}) \((?P<name>SIG[A-Z0-9]{2,8})\) received by PID (?P<pid>\d{1,10})",
+        subject="{signal_text}",
+        message="A worker (PID {pid}) crashed with {signal_text}{crash_note}, as torchrun's failure summary reports.",
+        meaning="The worker died of its own fault, not of a kill; torchrun then stops the others.",
+        fix="SIGBUS (7) in a container: give the pod a bigger /dev/shm; SIGSEGV (11): the worker's backtrace names "
+            "the library.",
+        ref="pytorch/pytorch torch/distributed/elastic/multiprocessing/errors/__init__.py ProcessFailure "
+            "`Signal {sig} ({signame}) received by PID {pid}` (1.9+)",
+        examples=("  traceback : Signal 7 (SIGBUS) received by PID 5275",),
+        symptom=True,
+        derive=lambda g: {**_signal(g), **_crash(g)},
     ),
 )

@@ -140,4 +140,21 @@ PATTERNS: tuple[Pattern, ...] = (
             "https://github.com/HiFiLES/HiFiLES-solver/issues/99",
         examples=("WARNING: It appears that your OpenFabrics subsystem is configured to only",),
     ),
+    Pattern(
+        id="ucx.ucc_shm_attach",
+        code=NCCL_SHM_FAILED,
+        severity=ERROR,
+        needle="failed to attach to shmseg",
+        regex=r"TL_SHM ERROR Child failed to attach to shmseg, errno: (?P<error>[^\n]{1,80}?)\s*$",
+        subject="/dev/shm",
+        message="UCC's shared-memory collectives could not attach the segment another rank of this host made "
+                "({error}): the ranks of one host do not share an IPC namespace (separate containers or pods).",
+        meaning="Collectives through UCC (Open MPI's coll ucc, PyTorch's UCC backend) fail on that host.",
+        fix="Run the ranks of a host in one container, or share the IPC namespace (`--ipc=host`, hostIPC); or turn UCC's "
+            "shared-memory team off (UCC_TL_SHM_TUNE=0).",
+        ref="openucx/ucc src/components/tl/shm/tl_shm_team.c `Child failed to attach to shmseg, errno: %s`; "
+            "https://github.com/NVIDIA/nccl-tests/issues/247",
+        examples=("[1723337199.099229] [ai-worker03:1382 :0] tl_shm_team.c:617 TL_SHM ERROR Child failed to attach to "
+                  "shmseg, errno: Invalid argument",),
+    ),
 )

@@ -31,6 +31,7 @@ VERBS_PROVIDER_MISSING = "VERBS_PROVIDER_MISSING"
 VERBS_ABI_MISMATCH = "VERBS_ABI_MISMATCH"
 MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
 MOD_MISSING = "MOD_MISSING"
+NCCL_IB_COMPLETION_ERROR = "NCCL_IB_COMPLETION_ERROR"
 
 
 def _kib(groups: dict[str, str]) -> dict[str, str]:
@@ -210,5 +211,22 @@ PATTERNS: tuple[Pattern, ...] = (
             "/sys/class/infiniband_verbs`.",
         ref="linux-rdma/rdma-core librdmacm/cma.c check_abi_version (`couldn't read ABI version.`, then `assuming: %d`)",
         examples=("librdmacm: couldn't read ABI version.", "librdmacm: Warning: couldn't read ABI version."),
+    ),
+    Pattern(
+        id="verbs.mlx5_bad_completion",
+        code=NCCL_IB_COMPLETION_ERROR,
+        severity=ERROR,
+        needle="got completion with error",
+        regex=r"mlx5: (?P<host>[\w.-]{1,255}): got completion with error",
+        subject="mlx5",
+        message="The mlx5 provider on {host} got a work completion with an error (its hex dump follows the line): a "
+                "transfer over the HCA failed, most often because the peer went away.",
+        meaning="The connection it belongs to fails; NCCL reports a remote or completion error next.",
+        fix="Find what the peer did first (a worker that died, a killed rank); if nothing, the completion's syndrome in "
+            "the dump and the port's counters (`perfquery -x`) say whether the fabric dropped it.",
+        ref="linux-rdma/rdma-core providers/mlx5/cq.c mlx5_dump_error_cqe `mlx5: %s: got completion with error:`; "
+            "https://github.com/OpenRLHF/OpenRLHF/issues/621",
+        examples=("(RayWorkerWrapper pid=92234, ip=172.19.24.110) mlx5: host_unknown: got completion with error:",),
+        symptom=True,
     ),
 )

@@ -1,0 +1,357 @@
+"""The launchers that start a job's processes on every node: Open MPI's mpirun (ORTE, PRRTE), ssh
+under it (MPIJob, Horovod, DeepSpeed's pdsh), PMIx and Slurm's srun.
+
+A job that never started its ranks prints no NCCL line at all: these are its only account of why.
+Strings checked against open-mpi/ompi (v4.1 orte/mca/*/help-*.txt, v5 PRRTE's), openpmix/prrte,
+openpmix/openpmix, SchedMD/slurm src/plugins/mpi/pmix, and OpenSSH (ssh.c, sshconnect.c,
+authfile.c), and the issues named in each ``ref``.
+"""
+
+from __future__ import annotations
+
+from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.logs.kb import Pattern
+
+MPI_LAUNCH_FAILED = Code(
+    "MPI_LAUNCH_FAILED",
+    "The launcher could not start the job's processes on every node",
+    "mpirun (ORTE in Open MPI 4, PRRTE in 5) starts a daemon on each node over ssh (or the cluster's "
+    "launcher: Slurm, a Kubernetes MPIJob's launcher pod) and the ranks under it; PMIx carries their "
+    "wire-up. A node it could not reach (ssh refused, a key or host name that does not work, a worker "
+    "pod not yet resolvable), a daemon that died, a port a firewall blocks or a PMIx that cannot start "
+    "stops the job before NCCL runs.",
+    "Follow the line the launcher quotes: test `ssh <worker> hostname` from the launcher (key, its mode "
+    "0600, the sshd port, the worker's DNS name), check that Open MPI is installed at the same path on "
+    "every node, open the ports between the nodes, and for Kubernetes MPIJobs that the worker pods are "
+    "Running before the launcher starts.",
+    condition=CONFIG,
+)
+
+CODES = (MPI_LAUNCH_FAILED,)
+
+# Codes that live with other sources, named by string.
+JOB_KILLED = "JOB_KILLED"
+PROCESS_CRASHED = "PROCESS_CRASHED"
+JOB_FAILED = "JOB_FAILED"
+
+# What the launcher's own summary follows from: the ssh and daemon rows before it.
+_SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connect", "mpi.ssh_exchange",
+        "mpi.orted_missing")
+
+
+def _signal(groups: dict[str, str]) -> dict[str, str]:
+    from rdmadoctor.logs.kb.pytorch import _crash
+    from rdmadoctor.logs.kb.pytorch import _signal as signal_of
+
+    return {**signal_of(groups), **_crash(groups)}
+
+
+PATTERNS: tuple[Pattern, ...] = (
+    # -- ssh, under mpirun and the launchers that use it ------------------------------------------
+    Pattern(
+        id="mpi.ssh_denied",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="Permission denied (publickey",
+        regex=r"(?:(?P<host>[\w.@-]{1,300}): )?Permission denied \((?P<methods>publickey[\w,-]{0,100})\)",
+        subject="ssh",
+        message="ssh to {host_text} was refused (`Permission denied ({methods})`): the launcher's key is not accepted "
+                "there, so mpirun cannot start its daemon on that node.",
+        meaning="The job never starts on that node; mpirun reports the daemons it could not start next.",
+        fix="From the launcher, `ssh -v <worker> hostname`: the worker's authorized_keys must hold the launcher's public "
+            "key, owned by the user with mode 0600 (a Kubernetes Secret mounted with defaultMode 0600).",
+        ref="openssh-portable sshconnect2.c `Permission denied (%s).`; https://github.com/kubeflow/mpi-operator/issues/424",
+        examples=("root@tensorflow-benchmarks-worker-1.tensorflow-benchmarks-worker: Permission denied (publickey,password).",),
+        derive=lambda g: {"host_text": g.get("host") or "a node"},
+    ),
+    Pattern(
+        id="mpi.ssh_key_mode",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="are too open",
+        regex=r"Permissions (?P<mode>0?\d{3,4}) for '(?P<key>[^'\n]{1,300})' are too open",
+        subject="ssh key",
+        message="ssh refused to use the private key {key} because its mode is {mode} (readable by others): it logs in "
+                "without it and is refused.",
+        meaning="mpirun cannot start its daemons on the other nodes.",
+        fix="`chmod 600` the key; mounted from a Kubernetes Secret, set the volume's defaultMode to 0600 (MPIJob's "
+            "launcher does) and mount it where ssh looks.",
+        ref="openssh-portable authfile.c sshkey_perm_ok `Permissions 0%3.3o for '%s' are too open.`; "
+            "https://github.com/kubeflow/mpi-operator/issues/429",
+        examples=("Permissions 0640 for '/root/.ssh/id_rsa' are too open.",),
+    ),
+    Pattern(
+        id="mpi.ssh_resolve",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="Could not resolve hostname",
+        regex=r"ssh: Could not resolve hostname (?P<host>[\w.-]{1,300}): (?P<why>[^\n]{1,100}?)\s*$",
+        subject="{host}",
+        message="The launcher's ssh could not resolve {host} ({why}): that node's name does not exist in DNS yet, or "
+                "not under that name.",
+        meaning="mpirun cannot start its daemon there; in a Kubernetes MPIJob, the launcher ran before the worker "
+                "pods (and their headless Service records) were ready.",
+        fix="Start the launcher once the workers are Running (MPIJob's launcher waits for them in recent "
+            "mpi-operator versions; an init container that waits on `getent hosts <worker>` otherwise) and check the "
+            "hostfile's names.",
+        ref="openssh-portable ssh.c `ssh: Could not resolve hostname %s: %s`; "
+            "https://github.com/kubeflow/mpi-operator/issues/481",
+        examples=("ssh: Could not resolve hostname tensorflow-benchmarks-worker-0.tensorflow-benchmarks-worker: Name or "
+                  "service not known",),
+    ),
+    Pattern(
+        id="mpi.ssh_connect",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="ssh: connect to host",
+        regex=r"ssh: connect to host (?P<host>\S{1,300}) port (?P<port>\d{1,5}): (?P<why>[^\n]{1,100}?)\s*$",
+        subject="{host}",
+        message="The launcher's ssh could not connect to {host} on port {port}: {why}.",
+        meaning="mpirun (or horovodrun, pdsh) cannot start the job's processes on that node.",
+        fix="`Connection refused`: no sshd listens on that port there (start it, or pass the port its sshd uses: "
+            "`-mca plm_rsh_args \"-p N\"`, `horovodrun --ssh-port`); `timed out` / `No route to host`: a firewall or "
+            "route between the nodes.",
+        ref="openssh-portable sshconnect.c `ssh: connect to host %s port %s: %s`; "
+            "https://github.com/horovod/horovod/issues/504",
+        examples=("ssh: connect to host 192.168.11.1 port 50000: Connection refused",),
+    ),
+    Pattern(
+        id="mpi.ssh_exchange",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="exchange_identification: ",
+        regex=r"(?:ssh|kex)_exchange_identification: (?P<why>[^\n]{1,100}?)\s*$",
+        subject="ssh",
+        message="An sshd closed the connection before the ssh handshake ({why}): it refuses the launcher (MaxStartups "
+                "reached by many parallel connections, a host allow list) or is not ready.",
+        meaning="mpirun cannot start its daemon on that node.",
+        fix="Raise MaxStartups in the workers' sshd_config (mpirun connects to many nodes at once), check hosts.allow, "
+            "and retry once the worker's sshd is up.",
+        ref="openssh-portable sshconnect.c ssh_exchange_identification / kex_exchange_identification; "
+            "https://github.com/openpmix/prrte/issues/1493",
+        examples=("ssh_exchange_identification: Connection closed by remote host",),
+    ),
+    Pattern(
+        id="mpi.ssh_check_failed",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="returned non-zero exit status 255",
+        regex=r"Command '(?P<cmd>ssh [^'\n]{0,300}?(?P<host>[\w.-]{1,255}) hostname)' returned non-zero exit status 255",
+        subject="ssh",
+        message="The launcher's check that it can ssh to {host} without a password failed (`{cmd}` exited 255): "
+                "passwordless ssh from this node to that one does not work.",
+        meaning="DeepSpeed's (pdsh) launcher stops before starting anything.",
+        fix="Set up key-based ssh from the launching node to every host in the hostfile (`ssh <host> hostname` must "
+            "work without a prompt), or launch each node yourself (`--no_ssh_check`, torchrun per node).",
+        ref="deepspeedai/DeepSpeed deepspeed/launcher/runner.py (`ssh -o PasswordAuthentication=no {host} hostname`); "
+            "https://github.com/deepspeedai/DeepSpeed/issues/4907",
+        examples=("subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 192.168.3.100 hostname' "
+                  "returned non-zero exit status 255.",),
+    ),
+    # -- mpirun: ORTE (Open MPI <= 4), PRRTE (5) -----------------------------------------------------
+    Pattern(
+        id="mpi.orted_missing",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="rted: No such file",
+        regex=r"(?P<path>\S{0,300}?(?P<daemon>orted|prted)): No such file or directory",
+        subject="{daemon}",
+        message="The node mpirun logged in to has no {path}: Open MPI is not installed there at the same path (ssh "
+                "reached the host, not the container the job runs in, or another image).",
+        meaning="mpirun cannot start its daemon there.",
+        fix="Install the same Open MPI at the same prefix on every node (the same image), point ssh at the container's "
+            "sshd (its port), or give `--prefix`.",
+        ref="open-mpi/ompi orte/mca/plm/rsh (the remote shell runs `orted`); https://github.com/horovod/horovod/issues/301",
+        examples=("bash: /usr/local/bin/orted: No such file or directory",),
+    ),
+    Pattern(
+        id="mpi.daemons_not_started",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="was unable to reliably start one or more daemons",
+        regex=r"(?P<rte>ORTE|PRTE) was unable to reliably start one or more daemons",
+        subject="mpirun",
+        message="mpirun ({rte}) could not start its daemon on one or more nodes: the job never started there.",
+        meaning="The reason is what the remote shell printed before it (an ssh error, a missing orted).",
+        fix="Run `ssh <node> hostname` and `ssh <node> which orted` from the launcher; the lines before this one name "
+            "the failure.",
+        ref="open-mpi/ompi orte/mca/plm/base/help-plm-base.txt [no-lib-path] / orte/mca/plm/rsh help (4.x), "
+            "openpmix/prrte (5.x); https://github.com/kubeflow/mpi-operator/issues/481",
+        examples=("ORTE was unable to reliably start one or more daemons.",),
+        follows=_SSH,
+        symptom_after=_SSH,
+    ),
+    Pattern(
+        id="mpi.lost_daemon",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="has lost communication with a remote daemon",
+        regex=r"(?P<rte>ORTE|PRTE) has lost communication with a remote daemon",
+        subject="mpirun",
+        message="mpirun ({rte}) lost its connection to the daemon of another node while the job ran: that node's "
+                "daemon died (a worker pod that was killed, evicted or restarted, a node that rebooted) or the network "
+                "between them dropped it.",
+        meaning="Every rank is stopped; the node named in mpirun's message is where to look.",
+        fix="Check that node's pod or host at that time (`kubectl describe pod`, OOM kills, `dmesg`) and the network "
+            "between the nodes; mpirun's message names the node.",
+        ref="open-mpi/ompi orte/mca/errmgr help `ORTE has lost communication with a remote daemon.` (4.x); "
+            "https://github.com/kubeflow/mpi-operator/issues/152",
+        examples=("ORTE has lost communication with a remote daemon.",),
+    ),
+    Pattern(
+        id="mpi.tcp_connect",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="unable to complete a TCP connection",
+        regex=r"A process or daemon was unable to complete a TCP connection",
+        subject="mpirun",
+        message="An MPI process or daemon could not open a TCP connection to another node: usually a firewall, or an "
+                "interface the other node cannot reach.",
+        meaning="The job cannot wire up; it hangs or stops.",
+        fix="Open the ports between the nodes (Open MPI uses dynamic ports: `-mca oob_tcp_dynamic_ipv4_ports` and "
+            "`btl_tcp_port_min_v4` narrow them), and pin the interfaces the nodes share (`-mca oob_tcp_if_include`, "
+            "`btl_tcp_if_include`).",
+        ref="open-mpi/ompi opal/mca/btl/tcp/help-mpi-btl-tcp.txt [client connect fail], "
+            "orte/mca/oob/tcp help; https://github.com/horovod/horovod/issues/2043",
+        examples=("A process or daemon was unable to complete a TCP connection",),
+    ),
+    Pattern(
+        id="mpi.not_enough_slots",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="There are not enough slots available",
+        regex=r"There are not enough slots available in the system to satisfy the (?P<n>\d{1,7}) slots?",
+        subject="mpirun slots",
+        message="mpirun was asked for {n} processes and the hosts it was given offer fewer slots.",
+        meaning="The job does not start.",
+        fix="Give each host its slots (`-H host1:8,host2:8`, `slots=8` in the hostfile) or `--oversubscribe`; in an "
+            "MPIJob, slotsPerWorker.",
+        ref="open-mpi/ompi orte/mca/rmaps/base/help-orte-rmaps-base.txt [orte-rmaps-base:alloc-error]; "
+            "https://github.com/horovod/horovod/issues/978",
+        examples=("There are not enough slots available in the system to satisfy the 2 slots",),
+    ),
+    Pattern(
+        id="mpi.rank_signal",
+        code=JOB_KILLED,
+        severity=ERROR,
+        needle="noticed that process rank",
+        regex=r"noticed that process rank (?P<rank>\d{1,7}) with PID (?P<pid>\d{1,10}) on node (?P<node>\S{1,300}) exited "
+              r"on signal (?P<sig>9|15|2|1) \((?P<name>[^)\n]{1,40})\)",
+        subject="{signal_text}",
+        message="mpirun saw rank {rank} (PID {pid} on {node}) killed by {signal_text}.",
+        meaning="SIGKILL (9) is most often the kernel's OOM killer or a forced stop; the other ranks are stopped with it.",
+        fix="SIGKILL: `dmesg | grep -i oom` on that node, or the pod's last state (OOMKilled); give it more memory.",
+        ref="open-mpi/ompi orte/mca/errmgr help `%s noticed that process rank %s with PID %s on node %s exited on signal "
+            "%d (%s).`; https://github.com/open-mpi/ompi/issues/2661",
+        examples=("mpirun noticed that process rank 0 with PID 21183 on node host01 exited on signal 9 (Killed).",),
+        symptom=True,
+        derive=_signal,
+    ),
+    Pattern(
+        id="mpi.rank_crashed",
+        code=PROCESS_CRASHED,
+        severity=ERROR,
+        needle="noticed that process rank",
+        regex=r"noticed that process rank (?P<rank>\d{1,7}) with PID (?P<pid>\d{1,10}) on node (?P<node>\S{1,300}) exited "
+              r"on signal (?P<sig>(?!(?:9|15|2|1) )\d{1,3}) \((?P<name>[^)\n]{1,40})\)",
+        subject="{signal_text}",
+        message="mpirun saw rank {rank} (PID {pid} on {node}) crash with {signal_text}{crash_note}.",
+        meaning="The other ranks are stopped with it; the crashing rank's output before this line says where.",
+        fix="Read the rank's backtrace: SIGBUS with NCCL frames is a small /dev/shm (raise it); SIGSEGV in UCX or MPI "
+            "is a library mismatch (UCX_TLS=tcp to confirm).",
+        ref="open-mpi/ompi orte/mca/errmgr help `... exited on signal %d (%s).`",
+        examples=("mpirun noticed that process rank 3 with PID 211 on node node-2 exited on signal 11 (Segmentation "
+                  "fault).",),
+        symptom=True,
+        derive=_signal,
+    ),
+    Pattern(
+        id="mpi.signal_handler",
+        code=PROCESS_CRASHED,
+        severity=ERROR,
+        needle="] Signal: ",
+        # Open MPI's own handler: "[host:pid] *** Process received signal ***" then "[host:pid] Signal: ... (N)".
+        regex=r"\] Signal: (?P<name>[A-Z][\w ]{1,40}?) \((?P<sig>\d{1,3})\)",
+        subject="{signal_text}",
+        message="An MPI process crashed with {signal_text}{crash_note}.",
+        meaning="The job stops; the backtrace printed after this line names the library it crashed in.",
+        fix="Read the backtrace: a crash in UCX or UCC during MPI_Init is a library mismatch or a transport it cannot "
+            "use (UCX_TLS=tcp, or `-mca pml ob1`, to confirm); in NCCL with SIGBUS, a small /dev/shm.",
+        ref="open-mpi/ompi opal/util/stacktrace.c `%s Signal: %s (%d)`; https://github.com/NVIDIA/nccl-tests/issues/218",
+        examples=("[a1eb0914a5e2:01167] Signal: Segmentation fault (11)",),
+        symptom=True,
+        derive=_signal,
+    ),
+    # -- Kubernetes training operators ----------------------------------------------------------------
+    Pattern(
+        id="mpi.operator_pod_exited",
+        code=JOB_FAILED,
+        severity=ERROR,
+        needle=" exited with code ",
+        regex=r"Pod:? (?P<pod>[\w.-]{1,300}) exited with code (?P<rc>[1-9]\d{0,2})",
+        subject="{pod}",
+        message="The training operator reports pod {pod} exited with code {rc}: its container failed.",
+        meaning="The job fails or restarts the pod; the reason is in that pod's own log.",
+        fix="`kubectl logs <pod> --previous` (the failed run) and `kubectl describe pod`: the first error there.",
+        ref="kubeflow/training-operator pkg/controller (`Pod: %s.%s exited with code %v`); "
+            "https://github.com/kubeflow/trainer/issues/2008",
+        examples=('time="2024-02-21T09:32:29Z" level=info msg="Pod: kubeflow.pytorch-simple-worker-0 exited with code 1" '
+                  "job=kubeflow.pytorch-simple replica-type=worker",),
+        symptom=True,
+    ),
+    Pattern(
+        id="mpi.crash_loop",
+        code=JOB_FAILED,
+        severity=ERROR,
+        needle="back-off ",
+        regex=r"[Bb]ack-off (?P<delay>\d{1,5}[ms]\w{0,4}) restarting failed container(?:=(?P<container>[\w.-]{1,100}) "
+              r"pod=(?P<pod>[\w.-]{1,300}))?",
+        subject="{pod_subject}",
+        message="Kubernetes keeps restarting a failed container{where} (CrashLoopBackOff, next try in {delay}): it exits "
+                "with an error every time it starts.",
+        meaning="The job cannot start or restart; the container's own log says why.",
+        fix="`kubectl logs <pod> --previous` shows the last failed run's output; fix its first error.",
+        ref="kubernetes/kubernetes pkg/kubelet (`back-off %s restarting failed container=%s pod=%s`); "
+            "https://github.com/kubeflow/trainer/issues/2008",
+        examples=("Error pod pytorch-simple-worker-0 container pytorch waiting message: back-off 40s restarting failed "
+                  "container=pytorch pod=pytorch-simple-worker-0_kubeflow(2e06a4e3-b7c1)",),
+        derive=lambda g: {"where": f" ({g['container']} in {g['pod']})" if g.get("pod") else "",
+                          "pod_subject": (g.get("pod") or "container").split("_")[0]},
+        symptom=True,
+    ),
+    # -- PMIx and Slurm ----------------------------------------------------------------------------------
+    Pattern(
+        id="mpi.pmix_init",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="pmix_init failed",
+        regex=r"pmix_init failed",
+        subject="PMIx",
+        message="The job's PMIx library could not start (`pmix_init failed`): a component it needs is missing in "
+                "this environment (the lines before name the framework and component, such as psec/munge).",
+        meaning="No rank starts; the launcher and the container's PMIx do not agree.",
+        fix="For a missing psec/munge component in a container, `PMIX_MCA_psec=native` (or install munge in the "
+            "image); use the PMIx the launcher (srun --mpi=pmix) was built with.",
+        ref="openpmix/openpmix src/runtime/help-pmix-runtime.txt [pmix_init:startup:internal-failure]; "
+            "https://github.com/NVIDIA/pyxis/issues/88",
+        examples=("It looks like pmix_init failed for some reason; your parallel process is",),
+    ),
+    Pattern(
+        id="mpi.slurm_pmix_timeout",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="collective timeout",
+        regex=r"mpi/pmix\w{0,8}: pmixp_coll\w{0,40}: (?P<node>\S{1,300}) \[\d{1,6}\]: [\w.]{1,40}:\d{1,6}: "
+              r"0x[0-9a-f]{1,16}: collective timeout",
+        subject="srun PMIx",
+        message="Slurm's PMIx plugin on {node} timed out waiting for the other nodes in the job's start-up exchange: "
+                "the nodes cannot reach each other on the port Slurm's PMIx uses, or a node's step failed.",
+        meaning="The ranks never finish starting (srun hangs or fails).",
+        fix="Check the network between the nodes for slurmstepd's PMIx traffic (SLURM_PMIX_DIRECT_CONN, firewalls), "
+            "and the other nodes' slurmd logs for a failed step.",
+        ref="SchedMD/slurm src/plugins/mpi/pmix/pmixp_coll_ring.c `%p: collective timeout seq=%d`; "
+            "https://github.com/NVIDIA/deepops/issues/1179",
+        examples=("slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: adas-ml [0]: pmixp_coll_ring.c:742: "
+                  "0x14ce0c02cb20: collective timeout seq=0",),
+    ),
+)
