@@ -1145,3 +1145,23 @@ def test_nccl_tests_wrong_column_is_wrong_data() -> None:
     f = found(report(table))["NCCL_TEST_WRONG_RESULTS"]
     assert "524288" in f["message"] and f["data"]["wrong"] == 237858 + 238038
     assert "NCCL_TEST_WRONG_RESULTS" not in found(report(table.replace("  237858", "       0").replace("  238038", "       0")))
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/rwth-i6/returnn/issues/1486
+    ("Unable to determine the device handle for GPU0000:03:00.0: Unknown Error\n", "GPU_XID", "fallen off the bus"),
+    ("[ 5123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.\n", "GPU_XID", "Xid 79"),
+    # https://github.com/sgl-project/sglang/issues/3784 (a docker run's environment)
+    ("  -e NCCL_IB_DISABLE='0' \\\n  -e NCCL_NET='Socket' \\\n", "NCCL_IB_DISABLED_BY_ENV", "NCCL_NET=Socket"),
+    ("node-1:4127:4127 [0] NCCL INFO NCCL_NET set by environment to Socket\n", "NCCL_IB_DISABLED_BY_ENV", "Socket"),
+])
+def test_gpu_and_setting_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+
+
+def test_an_application_xid_follows_what_caused_it() -> None:
+    # Xid 13/31/43 are the program's own faults: a symptom, never the GPU's hardware.
+    f = found(report("NVRM: Xid (PCI:0000:3b:00): 31, pid=1234, name=python, Ch 00000008, intr 10000000. MMU Fault\n"))
+    assert "page fault" in f["GPU_XID"]["message"]
+    assert "NCCL_IB_DISABLED_BY_ENV" not in found(report("  -e NCCL_NET='IB' \\\n"))

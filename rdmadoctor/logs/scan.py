@@ -119,7 +119,7 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 # Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command): a prompt line
 # is otherwise the start of a command's output, not a line to match.
-_LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=",)
+_LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=", "NCCL_NET=")
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # NCCL INFO lines every rank prints for every communicator: once each has been read this many times,
 # the rest are not read one by one but summed up per block in C (Diagnoser._bulk): a job that builds

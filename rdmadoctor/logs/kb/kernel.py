@@ -107,8 +107,22 @@ GDR_PEERMEM_INVALID_CONTEXT = Code(
     condition=GPUDIRECT,
 )
 
+GPU_XID = Code(
+    "GPU_XID",
+    "The NVIDIA driver reported a GPU error (Xid), or a GPU stopped answering",
+    "The driver logs an Xid for every GPU error it sees. Some are the application's (13, 31, 43: a kernel "
+    "that faulted); others are the hardware's or the driver's: 79 (the GPU fell off the bus: it no "
+    "longer answers, and `nvidia-smi` cannot find its handle), 48, 63, 64, 94, 95 (memory ECC), 74 "
+    "(NVLink), 92 (high single-bit ECC), 119 and 120 (the GSP firmware). A job on that GPU hangs or "
+    "dies, and its peers report NCCL timeouts or remote errors.",
+    "Xid 79, 74, 94/95, 48, 119/120: drain the node, reset the GPU (`nvidia-smi -r -i <n>`) or reboot, "
+    "and have the GPU checked if it repeats (`nvidia-bug-report.sh`). Xid 13/31/43: the application's "
+    "fault; rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel.",
+    condition=LINK,
+)
+
 CODES = (NIC_LINK_DOWN, MLX5_CMD_TIMEOUT, MLX5_HEALTH_ERROR, NIC_TX_TIMEOUT, NIC_MODULE_EVENT, PCIE_AER_ERROR,
-         GDR_PEERMEM_LOAD_FAILED, GDR_PEERMEM_INVALID_CONTEXT)
+         GDR_PEERMEM_LOAD_FAILED, GDR_PEERMEM_INVALID_CONTEXT, GPU_XID)
 
 # Codes that live elsewhere, named by string: with their checks (the logs layer is below them)
 # or in kb/nccl.py (which imports this module).
@@ -117,6 +131,26 @@ NCCL_REG_MR_FAILED = "NCCL_REG_MR_FAILED"
 
 # The mlx5_core device prefix, when present: `mlx5_core 0000:3b:00.0: ` or with the netdev.
 _MLX5 = r"(?:mlx5_core (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])[: ].{0,256}?)?"
+
+
+# What an Xid number means, as NVIDIA's Xid catalog words it (docs.nvidia.com/deploy/xid-errors).
+_XIDS = {
+    "13": "graphics engine exception: the application's kernel faulted", "31": "GPU memory page fault: the "
+    "application's kernel accessed memory it does not own", "43": "the GPU stopped the application's kernel",
+    "45": "the driver ended a context (after another error, or a process killed)", "48": "double-bit ECC error",
+    "61": "internal micro-controller breakpoint", "62": "internal micro-controller halt", "63": "ECC page "
+    "retirement or row remapping recorded", "64": "ECC page retirement or row remapping failed", "74": "NVLink "
+    "error", "79": "the GPU has fallen off the bus: it no longer answers", "92": "high single-bit ECC error rate",
+    "94": "contained ECC error", "95": "uncontained ECC error", "119": "GSP firmware RPC timeout", "120": "GSP "
+    "firmware error",
+}
+_APP_XIDS = frozenset({"13", "31", "43", "45"})
+
+
+def _xid(groups: dict[str, str]) -> dict[str, str]:
+    n = groups.get("xid") or ""
+    return {"xid_text": _XIDS.get(n, "see NVIDIA's Xid catalog"),
+            "app": "yes" if n in _APP_XIDS else ""}
 
 
 def _bdf(groups: dict[str, str]) -> dict[str, str]:
@@ -416,5 +450,39 @@ PATTERNS: tuple[Pattern, ...] = (
             "leptonai/gpud peermem matcher",
         examples=("[Thu Sep 19 02:29:46 2024] nvidia-peermem nv_get_p2p_free_callback:127 ERROR detected invalid context, "
                   "skipping further processing",),
+    ),
+    Pattern(
+        id="kernel.nvidia_xid",
+        code=GPU_XID.code,
+        severity=ERROR,
+        needle="NVRM: Xid",
+        regex=r"NVRM: Xid \(PCI:(?P<bdf>[0-9a-fA-F:.]{4,16})\): (?P<xid>\d{1,4})\b",
+        subject="GPU {bdf}",
+        message="The NVIDIA driver reported Xid {xid} on the GPU at {bdf}: {xid_text}.",
+        meaning="A hardware or driver Xid (79, 74, ECC, GSP) takes the GPU out: its job hangs or dies and the peers "
+                "time out; an application Xid (13, 31, 43) is the program's fault.",
+        fix="Drain the node and reset the GPU (`nvidia-smi -r -i <n>`) or reboot for a hardware Xid; for 13/31/43 rerun "
+            "with CUDA_LAUNCH_BLOCKING=1.",
+        ref="NVIDIA driver NVRM `Xid (PCI:%04x:%02x:%02x): %d, ...`; https://docs.nvidia.com/deploy/xid-errors/",
+        examples=("[ 5123.456789] NVRM: Xid (PCI:0000:3b:00): 79, pid=0, GPU has fallen off the bus.",
+                  "kernel: NVRM: Xid (PCI:0000:b1:00): 74, pid='<unknown>', name=<unknown>, NVLink: fatal error detected "
+                  "on link 3"),
+        derive=_xid,
+        symptom_when=(("app", "yes"),),
+    ),
+    Pattern(
+        id="kernel.gpu_no_handle",
+        code=GPU_XID.code,
+        severity=ERROR,
+        needle="Unable to determine the device handle for GPU",
+        regex=r"Unable to determine the device handle for GPU ?(?P<bdf>[0-9a-fA-F:.]{4,20}): (?P<why>[^\n]{1,80}?)\s*$",
+        subject="GPU {bdf}",
+        message="nvidia-smi cannot reach the GPU at {bdf} ({why}): it has stopped answering (fallen off the bus).",
+        meaning="Anything on that GPU hangs; the node needs the GPU reset or a reboot.",
+        fix="`dmesg | grep -i xid` (79: fallen off the bus); drain the node, `nvidia-smi -r -i <n>` or reboot, and have "
+            "the GPU checked if it repeats.",
+        ref="NVIDIA nvidia-smi `Unable to determine the device handle for GPU %s: %s`; "
+            "https://github.com/rwth-i6/returnn/issues/1486",
+        examples=("Unable to determine the device handle for GPU0000:03:00.0: Unknown Error",),
     ),
 )

@@ -536,6 +536,37 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
     ),
     Pattern(
+        id="nccl.net_socket_command",
+        code=NCCL_IB_DISABLED_BY_ENV,
+        explains_fallback=True,
+        severity=WARNING,
+        needle="NCCL_NET=",
+        regex=r"(?:^\s*(?:export\s+|env\s+|ENV\s+)?|(?:-x|--env|-e|--export|\benv|\bexport)\s+|\bNCCL_\w{1,40}=\S{0,200}\s+)"
+              r"NCCL_NET=[\"']?(?P<value>Socket)\b",
+        subject="NCCL_NET",
+        message="NCCL_NET=Socket is set where the job is launched: NCCL sends inter-node traffic over TCP sockets even "
+                "where RDMA works.",
+        meaning="Collectives between nodes run at a fraction of the fabric's bandwidth; long ones hit the timeout.",
+        fix="Remove NCCL_NET from the launch command, the pod spec and /etc/nccl.conf (NCCL picks IB when it works).",
+        ref="NVIDIA/nccl docs/env.html NCCL_NET; https://github.com/sgl-project/sglang/issues/3784",
+        examples=("  -e NCCL_NET='Socket' \\", "export NCCL_NET=Socket"),
+    ),
+    Pattern(
+        id="nccl.net_socket_env",
+        code=NCCL_IB_DISABLED_BY_ENV,
+        explains_fallback=True,
+        severity=WARNING,
+        needle="NET set by environment",
+        regex=r"NCCL_NET set by environment to (?P<value>Socket)\b",
+        subject="NCCL_NET",
+        message="NCCL_NET is set to Socket in the job's environment: NCCL sends inter-node traffic over TCP sockets "
+                "even where RDMA works.",
+        meaning="Collectives between nodes run at a fraction of the fabric's bandwidth; long ones hit the timeout.",
+        fix="Remove NCCL_NET from the pod spec, the image's /etc/nccl.conf and the launcher scripts.",
+        ref="NVIDIA/nccl src/misc/param.cc ncclGetEnv `%s set by environment to %s` (2.12-2.30)",
+        examples=("node-1:4127:4127 [0] NCCL INFO NCCL_NET set by environment to Socket",),
+    ),
+    Pattern(
         id="nccl.ib_no_device",
         code=NCCL_IB_NO_DEVICE.code,
         explains_fallback=True,
