@@ -22,7 +22,7 @@ FILE is anything a person pastes or attaches, with no flag saying what it is: NC
 
 Findings come root cause first, each with the line it was seen on; errors that follow from an earlier one are folded under it. The NCCL block says what NCCL really did: version, network (IB or Socket), devices, GPUDirect RDMA.
 
-With --live (this pod), --root, --bundle or --example the checks run too and are joined with the log: "NCCL fell back to sockets" next to "this node has 8 ACTIVE ports" becomes one finding that names the reason. Exit codes: 0 no known problem in what was read, 1 a problem (a job killed by a signal is one), 2 nothing could be read, nothing in it could be judged (no NCCL line, error or tool output: run the job with NCCL_DEBUG=INFO), or a usage error.
+With --live (this pod), --root, --bundle or --example the checks run too and are joined with the log: "NCCL fell back to sockets" next to "this node has 8 ACTIVE ports" becomes one finding that names the reason. Exit codes: 0 no known problem in what was read, or only warnings (GPUDirect RDMA off, a setting to revisit; --strict makes them 1), 1 an error (a job killed by a signal is one), 2 nothing could be read, nothing in it could be judged (no NCCL line, error or tool output: run the job with NCCL_DEBUG=INFO), or a usage error.
 """
 
 
