@@ -1366,8 +1366,8 @@ class Diagnoser:
 
 
 def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
-    """With NCCL_IB_DISABLE set, NCCL's `Failed to open libibverbs` is information: NCCL was told not
-    to use IB, and the setting (its own finding) is what keeps the job off RDMA."""
+    """With NCCL_IB_DISABLE (or NCCL_NET=Socket) set, NCCL's `Failed to open libibverbs` is information:
+    NCCL was told not to use IB, and the setting (its own finding) is what keeps the job off RDMA."""
     from rdmadoctor.core.record import replace
     from rdmadoctor.logs.kb.nccl import NCCL_IB_DISABLED_BY_ENV, VERBS_LIB_MISSING
 
@@ -1376,8 +1376,8 @@ def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
     for a in aggs:
         if a.pattern.code == VERBS_LIB_MISSING and a.pattern.severity != INFO:
             a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
-                                message=a.pattern.message.rstrip(".") + "; NCCL_IB_DISABLE is set as well, so NCCL "
-                                "would not have used it: information here.")
+                                message=a.pattern.message.rstrip(".") + "; NCCL was also told not to use IB "
+                                "(NCCL_IB_DISABLE, NCCL_NET=Socket), so it would not have: information here.")
     return aggs
 
 
