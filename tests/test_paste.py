@@ -1165,3 +1165,20 @@ def test_an_application_xid_follows_what_caused_it() -> None:
     f = found(report("NVRM: Xid (PCI:0000:3b:00): 31, pid=1234, name=python, Ch 00000008, intr 10000000. MMU Fault\n"))
     assert "page fault" in f["GPU_XID"]["message"]
     assert "NCCL_IB_DISABLED_BY_ENV" not in found(report("  -e NCCL_NET='IB' \\\n"))
+
+
+def test_hosts_on_different_net_plugins() -> None:
+    # https://github.com/NVIDIA/nccl/issues/1634 (excerpt, quoted twice): one host without the HPC-X
+    # SHARP plugin, one with it; the job hung. Before: PASS.
+    text = ("> > HGX-H100-11:18226:18274 [5] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal "
+            "network plugin.\n"
+            "> > HGX-H100-04:589474:589541 [0] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so\n")
+    f = found(report(text))["NCCL_PLUGIN_MISMATCH"]
+    assert "HGX-H100-11" in f["message"] and "nccl_rdma_sharp_plugin" in f["message"]
+    # The same plugin on both (seen once as its path, once by name), or none on both: no finding.
+    same = text.replace("NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.",
+                        "NET/Plugin: Loaded net plugin NCCL RDMA Plugin v8 (v8)")
+    assert "NCCL_PLUGIN_MISMATCH" not in found(report(same))
+    none = text.replace("Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
+                        "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
+    assert "NCCL_PLUGIN_MISMATCH" not in found(report(none))

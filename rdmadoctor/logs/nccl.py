@@ -26,6 +26,11 @@ _PLUGIN = re.compile(
     r"(?:Loaded net plugin|Initialized NET plugin|Successfully loaded external plugin|Loaded collnet plugin) "
     r"(\S(?:.*?\S)?)(?: \(v\d{1,9}\))?\s*$"
 )
+# "Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so" (2.19-2.2x, before the plugin loads);
+# "No plugin found (libnccl-net.so), using internal implementation", "Could not find: libnccl-net.so. Using
+# internal network plugin." (the default name, absent: NCCL's own transports).
+_PLUGIN_PATH = re.compile(r"Plugin Path : (\S{1,300}libnccl-net\S{0,40}\.so)")
+_NO_PLUGIN = re.compile(r"No plugin found \(lib[nr]ccl-net\.so\)|Could not find: lib[nr]ccl-net\.so\. Using internal")
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : .{0,512}? via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
 _CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*+\s*$")
@@ -81,6 +86,9 @@ class NcclFacts:
         self.version: str | None = None
         self.cuda: str | None = None
         self.plugin: str | None = None
+        # Per host: the net plugin it loaded (its name or path), "" when it said it found none and uses
+        # NCCL's own transports (the hosts of one job must agree).
+        self.host_plugins: dict[str | None, str] = {}
         self.networks: dict[str | None, str] = {}  # host (None: unknown) -> "IB" | "Socket" | ...
         self.net_devices: list[dict] = []
         self.socket_ifaces: list[str] = []
@@ -144,10 +152,16 @@ class NcclFacts:
                             self.net_devices.append(dev)
         if "No device found" in text and "NET/IB" in text and len(self.no_ib_hosts) < self.MAX:
             self.no_ib_hosts.add(host)
-        if "plugin" in text:
+        if "plugin" in text or "Plugin" in text:
             m = _PLUGIN.search(text)
             if m and self.plugin is None:
                 self.plugin = m.group(1)
+            if len(self.host_plugins) < self.MAX:
+                p = _PLUGIN_PATH.search(text)
+                if m or p:
+                    self.host_plugins[host] = (m.group(1) if m else p.group(1))  # type: ignore[union-attr]
+                elif _NO_PLUGIN.search(text) and host not in self.host_plugins:
+                    self.host_plugins[host] = ""
         if "NET/OFI Selected" in text and self.fabric is None:
             m = _OFI_PROVIDER.search(text)
             if m:

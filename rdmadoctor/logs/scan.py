@@ -71,7 +71,7 @@ _FACT_NEEDLES = (
     "NCCL version", "RCCL version", "Using network", ": Using [", "NET/Plugin", "NET plugin",
     "via NET/Socket", "nRanks", "Channel ", "Ring ", "GPU Direct RDMA", "GPUDirect RDMA", "Init COMPLETE", "Init START",
     "Using internal Network", "INFO comm ", "INFO rank ", "Using interface", "NET/OFI Selected",
-    "Connected all rings",
+    "Connected all rings", "Plugin Path",
     # Settings that explain a failure after them (joined in Diagnoser.finish, see _SETTING_JOINS).
     # (not their "NCCL_" start: "_" begins anchors that every "grad_norm" of a training log tries)
     "IFNAME set by environment", "HCA set to", "NET set by environment",
@@ -569,6 +569,7 @@ class Diagnoser:
         self._traceback_seen = False
         self._quote_next = False  # the line after "Last error:" quotes NCCL's error
         self._pod_host: dict[str, str] = {}  # kubectl --prefix pod -> the host NCCL's prefix names
+        self._plugin_seen: dict[str | None, dict] = {}  # host -> the line that says which net plugin it uses
         self._settings: dict[str, dict] = {}  # NCCL_SOCKET_IFNAME ... -> {value, seq, evidence}
         self._nccl_first: dict | None = None  # evidence of NCCL's first line of its own
         self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
@@ -1016,6 +1017,8 @@ class Diagnoser:
         if meta.level is not None or "NCCL" in text or "RCCL version" in text:
             complete = self.facts.init_complete
             self.facts.feed(body, meta.host)
+            if meta.host in self.facts.host_plugins and meta.host not in self._plugin_seen and len(self._plugin_seen) < 64:
+                self._plugin_seen[meta.host] = self._evidence(text, lineno, meta)
             if not complete and self.facts.init_complete and self._nccl_complete is None:
                 self._nccl_complete = self._evidence(text, lineno, meta)
             if " set " in body:
@@ -1261,6 +1264,28 @@ class Diagnoser:
                     data={"evidence": evidence[:MAX_EVIDENCE], "nodes": 1})
         return [a for a in aggs if a not in quiet], f
 
+    def _plugins_differ(self) -> Finding | None:
+        """NCCL_PLUGIN_MISMATCH: the hosts of one job do not load the same net plugin (one the SHARP or
+        OFI plugin, another NCCL's own transports): their ranks cannot connect, or hang."""
+        from rdmadoctor.logs.kb.nccl import NCCL_PLUGIN_MISMATCH
+
+        by: dict[str, list[str]] = {}
+        for host, plugin in self.facts.host_plugins.items():
+            if host:
+                by.setdefault(plugin, []).append(host)
+        named = [p for p in by if p and "/" not in p]
+        # Hosts with a plugin against hosts without; or two plugins named differently (a path and a
+        # name are the same plugin seen at two moments, not a difference).
+        if not (("" in by and len(by) > 1) or len(named) > 1):
+            return None
+        said = "; ".join(f"{', '.join(sorted(hosts)[:4])}{' ...' if len(hosts) > 4 else ''}: "
+                         f"{plugin or 'no net plugin (NCCL internal)'}" for plugin, hosts in sorted(by.items()))
+        evidence = [ev for h, ev in self._plugin_seen.items() if h][:MAX_EVIDENCE]
+        return Finding(NCCL_PLUGIN_MISMATCH.code, ERROR, "NCCL net plugin",
+                       f"The job's hosts do not use the same NCCL net plugin ({said}): ranks on different transports "
+                       "cannot connect to each other, and the job hangs or fails where they meet.",
+                       NCCL_PLUGIN_MISMATCH.fix, data={"evidence": evidence, "plugins": {k or "": v for k, v in by.items()}})
+
     def _alias_pods(self) -> None:
         """Hosts named by a kubectl --prefix pod, renamed to the host NCCL's prefix gave that pod."""
         alias = self._pod_host
@@ -1349,6 +1374,10 @@ class Diagnoser:
             ids.insert(at, -1)
             if fallback.cause:
                 reason = next((i for i, a in enumerate(aggs) if _explains_fallback(a)), None)
+        mixed = None if self.facts.single_host() else self._plugins_differ()
+        if mixed is not None:
+            findings.append(mixed)
+            ids.append(-3)
         if single is not None:
             findings.append(single)
             ids.append(-2)
@@ -1526,6 +1555,7 @@ def _rank_key(aggs: list[_Agg], cause: dict[int, int], fallback: bool = False,
         roots[-1] = reason if reason is not None else -1
         rank[roots[-1]] = 0
     roots[-2], rank[-2] = -2, 3
+    roots[-3], rank[-3] = -3, 0  # hosts on different net plugins: an error of its own
     return lambda i: rank[roots[i]]
 
 

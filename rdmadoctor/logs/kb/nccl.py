@@ -319,6 +319,18 @@ NCCL_COLLNET_FAILED = Code(
     "streaming tree (SHARP_COLL_ENABLE_SAT, the plugin's limits).",
     condition=CONFIG,
 )
+NCCL_PLUGIN_MISMATCH = Code(
+    "NCCL_PLUGIN_MISMATCH",
+    "The job's hosts load different NCCL net plugins",
+    "NCCL loads a net plugin (libnccl-net.so: the SHARP/HPC-X plugin, aws-ofi-nccl, a cloud's) when it "
+    "finds one, else uses its own IB and socket transports. Hosts whose images or library paths differ "
+    "end up on different transports; their ranks cannot connect to each other, and the job hangs at "
+    "its first collective across them.",
+    "Use one image (or one LD_LIBRARY_PATH / NCCL_NET_PLUGIN) on every host: `ls $(dirname $(python -c "
+    "'import torch;print(torch.__file__)'))/lib/libnccl-net*` and NCCL's `NET/Plugin` lines show which one "
+    "each loads.",
+    condition=CONFIG,
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -338,7 +350,8 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_REMOTE_ERROR, NCCL_IB_ASYNC_FATAL, NCCL_IB_ASYNC_EVENT, NCCL_IB_MODIFY_QP_FAILED,
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
-         NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, LOG_ERROR_UNKNOWN)
+         NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, NCCL_PLUGIN_MISMATCH,
+         LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
