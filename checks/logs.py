@@ -208,7 +208,8 @@ def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
 
 
 def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
-    paste = _Paste({"/cmd/ulimit.txt": seg.text}, expect)
+    # `ulimit -a` (or its memlock line), or a process's /proc/<pid>/limits table.
+    paste = _Paste({"/proc/self/limits" if seg.kind == "limits" else "/cmd/ulimit.txt": seg.text}, expect)
     facts = probe_memlock(paste)
     if not facts.known:
         return []
@@ -261,11 +262,11 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
 
 
-_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock, "df": _shm,
-           "lsmod": _modules}
+_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock,
+           "limits": _memlock, "df": _shm, "lsmod": _modules}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
-_ROWS_ONLY = {"df", "ulimit"}
+_ROWS_ONLY = {"df", "ulimit", "limits"}
 # What to quote as the evidence of a finding from a paste: the line that shows it.
 _QUOTE = {
     MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",

@@ -56,6 +56,9 @@ def found(rep: dict) -> dict[str, dict]:
     ("_ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out_",
      "ibvwrap.cc: NCCL WARN Call to ibv_modify_qp failed with error Connection timed out", ()),
     ("__init__", "__init__", ()),
+    # Ray's log dedup (awslabs/awsome-distributed-ai#386): the network was read as "Socket [repeated 15x ...]".
+    ("(RayWorker pid=1) h:1:2 [0] NCCL INFO Using network Socket [repeated 15x across cluster]",
+     "(RayWorker pid=1) h:1:2 [0] NCCL INFO Using network Socket", ()),
     # Docker's json-file log (`cat /var/lib/docker/containers/*/*-json.log`): the line, its time in front.
     ('{"log":"h:1:2 [0] NCCL WARN Connect to 10.0.0.2\\u003c4242\\u003e failed\\n","stream":"stderr",'
      '"time":"2024-05-01T10:00:00.123456789Z"}',
@@ -856,8 +859,9 @@ def test_libfabric_failing_under_the_plugin_is_the_reason_for_sockets() -> None:
     root = [f for f in fs if not f.get("cause")]
     assert root[0]["code"] == "OFI_ERROR" and "Cannot allocate memory" in root[0]["message"]
     assert all(f.get("cause") == "OFI_ERROR" for f in fs if "NET/OFI" in f["data"]["evidence"][0]["text"])
-    fallback = next(f for f in fs if f["code"] == "NCCL_SOCKET_FALLBACK")
-    assert "Cannot allocate memory" in fallback["message"]
+    # One host in the paste, and nothing saying the job spans more: a warning, with its reason.
+    fallback = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "NCCL_SOCKET_FALLBACK")
+    assert "Cannot allocate memory" in fallback["message"] and fallback["severity"] == "warning"
 
 
 def test_libfabric_that_cannot_open_a_device_lists_none() -> None:
@@ -1182,3 +1186,18 @@ def test_hosts_on_different_net_plugins() -> None:
     none = text.replace("Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so",
                         "NET/Plugin: Could not find: libnccl-net.so. Using internal network plugin.")
     assert "NCCL_PLUGIN_MISMATCH" not in found(report(none))
+
+
+def test_sockets_on_the_one_host_a_log_shows_are_a_warning_until_the_job_spans_more() -> None:
+    # https://github.com/vllm-project/vllm/issues/6370 (excerpt): one machine, TP2; NCCL on sockets
+    # carries nothing between hosts there. Before: FAIL "inter-node traffic over TCP".
+    text = ("flow-matic:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+            "flow-matic:1:1 [0] NCCL INFO NET/Socket : Using [0]eno3:192.168.1.2<0>\n"
+            "flow-matic:1:1 [0] NCCL INFO Using network Socket\n")
+    f = found(report(text))["NCCL_SOCKET_FALLBACK"]
+    assert f["severity"] == "warning" and "spans several" in f["message"]
+    # A NET channel line is traffic between nodes; nNodes 2 says so too: an error then.
+    chan = text + "flow-matic:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n"
+    assert found(report(chan))["NCCL_SOCKET_FALLBACK"]["severity"] == "error"
+    nodes = text + "flow-matic:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n"
+    assert found(report(nodes))["NCCL_SOCKET_FALLBACK"]["severity"] == "error"

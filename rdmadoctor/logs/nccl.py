@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 # RCCL (ROCm) prints "RCCL version 2.18.3+hip6.0 ..." where NCCL prints "NCCL version 2.18.3+cuda12.2".
-_VERSION = re.compile(r"[NR]CCL version (\d{1,9}\.\d{1,9}\.\d{1,9})[^\s+]*(?:\+cuda(\d{1,9}\.\d{1,9}))?")
+_VERSION = re.compile(r"[NR]CCL version ?:? (\d{1,9}\.\d{1,9}\.\d{1,9})[^\s+]*(?:\+cuda(\d{1,9}\.\d{1,9}))?")
 _NETWORK = re.compile(r"Using (?:internal )?[Nn]etwork (\S(?:.*?\S)?)\s*$")  # 2.2-2.4: "Using internal Network Socket"
 _NET_DEVS = re.compile(r"NET/(\w+) ?: Using (\[\d+\].*)")
 # "[0]mlx5_0:1/IB"; NCCL_IB_MERGE_NICS (2.19+) lists a merged device's ports in braces:
@@ -54,6 +54,7 @@ _NCCL_HOST_LINE = re.compile(_LINE_PREFIX + rb"NCCL INFO ")
 # rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
 _CHANNEL_RING_BYTES = re.compile(rb"Channel [0-9]{1,4}+/([0-9]{1,4}+) :[ \t]++[0-9]{1,7}+(?![0-9\[])")
 _COLL_CHANNELS = re.compile(r"(\d{1,9}) coll channels")
+_OLD_IFACE = re.compile(r"NET(?:/IB)? : Using interface ([\w.@-]{1,64})(?::|\s+for sideband)")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)
 _RANK_OF = re.compile(r"rank (\d{1,7}) n[Rr]anks (\d{1,7})\b")  # as scan._BULK_RANKS reads it, after any letter
 # "comm %p rank %d nRanks %d nNodes %d localRanks %d localRank %d MNNVL %d" (init.cc, 2.19+)
@@ -86,6 +87,7 @@ class NcclFacts:
         self.version: str | None = None
         self.cuda: str | None = None
         self.plugin: str | None = None
+        self.listed_net: str | None = None  # the NET/<name> of the first device list ("NET/IB : Using [0]...")
         # Per host: the net plugin it loaded (its name or path), "" when it said it found none and uses
         # NCCL's own transports (the hosts of one job must agree).
         self.host_plugins: dict[str | None, str] = {}
@@ -146,10 +148,20 @@ class NcclFacts:
             else:
                 m = _NET_DEVS.search(text)
                 if m:
+                    if self.listed_net is None:
+                        self.listed_net = m.group(1)
                     for name, port, ll in _NET_DEV.findall(m.group(2)):
                         dev = {"name": name, "port": int(port), "link_layer": LINK_LAYER_WORDS.get(ll, ll)}
                         if dev not in self.net_devices and len(self.net_devices) < self.MAX:
                             self.net_devices.append(dev)
+        if "Using interface " in text and not self.socket_ifaces:
+            m = _OLD_IFACE.search(text)  # NCCL <= 2.4 names its interface this way
+            if m:
+                self.socket_ifaces.append(m.group(1))
+        if "coll channels" in text:
+            m = _COLL_CHANNELS.search(text)
+            if m:
+                self.coll_channels = max(self.coll_channels or 0, int(m.group(1)))
         if "No device found" in text and "NET/IB" in text and len(self.no_ib_hosts) < self.MAX:
             self.no_ib_hosts.add(host)
         if "plugin" in text or "Plugin" in text:
@@ -180,10 +192,6 @@ class NcclFacts:
                 self.socket_channel_hosts.add(host)
             elif m and self.channel_net is None:
                 self.channel_net = m.group(1)
-        if "coll channels" in text:
-            m = _COLL_CHANNELS.search(text)
-            if m:
-                self.coll_channels = int(m.group(1))
         if "anks " in text:
             m = _NRANKS.search(text)
             if m:
@@ -314,6 +322,13 @@ class NcclFacts:
             return {h: "Socket" for h in self.socket_iface_hosts}
         return {}
 
+    def _pre26(self) -> bool:
+        if not self.version:
+            return False
+        major, _, rest = self.version.partition(".")
+        minor = rest.partition(".")[0]
+        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < (2, 6)
+
     def _pre25(self) -> bool:
         if not self.version:
             return False
@@ -326,6 +341,9 @@ class NcclFacts:
         if not nets:
             if self.socket_channel_hosts:
                 return "Socket"
+            # NCCL 2.5 printed no "Using network": its device list names the transport it set up.
+            if self.listed_net and self._pre26() and not self.no_ib_hosts and not self.socket_iface_hosts:
+                return self.listed_net
             return None
         counts: dict[str, int] = {}
         for n in nets.values():

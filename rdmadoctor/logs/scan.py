@@ -86,6 +86,10 @@ _COMMANDS = {
     "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
     "cat": "cat", "ibv_devices": "ibv_devices",
 }
+# The outputs judged whole (checks/logs.py _JUDGES, nccl-tests' table): a paste that holds only
+# others (a command rdmadoctor does not read) has nothing in it that was judged.
+_JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod",
+                             "nccl-tests"})
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
@@ -732,6 +736,8 @@ class Diagnoser:
         starts = self._candidates(block)
         if self._channels:  # the channel lines, counted in C (most of an INFO log)
             self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
+        if b" coll channels" in self._shapes:
+            self._coll_channels(block)
         if self._saturated:
             self._bulk(block)
         elif self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
@@ -821,6 +827,20 @@ class Diagnoser:
                 nl = find(b"\n", j)
                 j = find(lit, nl + 1) if nl >= 0 else -1
         return starts
+
+    def _coll_channels(self, block: bytes) -> None:
+        """NCCL's "24 coll channels, ..." (2.20+), once per rank and communicator, in small letters the scan
+        does not stop at: summed in C over the block, the most any said."""
+        f = self.facts
+        find, j = block.find, block.find(b" coll channels")
+        while j >= 0:
+            k = j
+            while k > 0 and 48 <= block[k - 1] <= 57 and j - k < 9:
+                k -= 1
+            if k < j:
+                f.seen = True
+                f.coll_channels = max(f.coll_channels or 0, int(block[k:j]))
+            j = find(b" coll channels", j + 14)
 
     def _bulk(self, block: bytes) -> None:
         """What the lines of saturated needles say, summed up over a block of whole lines in C: the
@@ -1352,7 +1372,9 @@ class Diagnoser:
         nccl = self.facts.to_json()
         if not self._fired and self.on_transport is not None and nccl and nccl.get("network"):
             self._fire()
-        recognised = bool(self.aggs or self.facts.seen or self.segments or self._traceback_seen or self._known_text)
+        # (a tool's output counts when it is one rdmadoctor judges: `kubectl get node` read as text is not)
+        judged = any(seg.kind in _JUDGED_OUTPUTS for seg in self.segments)
+        recognised = bool(self.aggs or self.facts.seen or judged or self._traceback_seen or self._known_text)
         aggs = sorted(self.aggs.values(), key=_order_key(list(self.aggs.values())))
         single = None
         if self.facts.single_host():
@@ -1615,14 +1637,20 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         why = f", because: {kb.render(r.pattern.message, r.groups).rstrip('.')}"
         ev = r.evidence[0] if r.evidence else {}
         follows = {"code": cause, "subject": r.subject, "file": ev.get("file"), "line": ev.get("line")}
+    # One host in the log and nothing saying how many the job has: whether TCP carries anything between
+    # hosts is not known (a job on one machine sends nothing over it), so it is not an error yet.
+    # (a NET channel line is traffic between nodes: NCCL keeps ranks of one node on P2P or SHM)
+    one = len(all_hosts) <= 1 and facts.nodes() is None and not facts.socket_channel_hosts and not facts.net_channels
     message = (f"NCCL uses {name} (TCP) for inter-node traffic{where}, over {ifaces}{why}. "
-               "Expected: NET/IB (InfiniBand or RoCE) with GPUDirect RDMA on an RDMA pool")
+               "Expected: NET/IB (InfiniBand or RoCE) with GPUDirect RDMA on an RDMA pool"
+               + ("; the log shows one host and not how many the job spans: this matters only if it spans several"
+                  if one else ""))
     data: dict[str, Any] = {"network": name, "socket_hosts": hosts, "socket_ifaces": nccl.get("socket_ifaces")}
     if follows:
         data["follows"] = follows
     from rdmadoctor.logs.kb.nccl import NCCL_SOCKET_FALLBACK
 
-    return Finding(NCCL_SOCKET_FALLBACK.code, ERROR, ", ".join(hosts[:8]) if hosts else "NCCL", message,
+    return Finding(NCCL_SOCKET_FALLBACK.code, WARNING if one else ERROR, ", ".join(hosts[:8]) if hosts else "NCCL", message,
                    NCCL_SOCKET_FALLBACK.fix, data=data, cause=cause)
 
 

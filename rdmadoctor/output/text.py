@@ -259,6 +259,11 @@ def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
             facts.append(_plural(nccl[key], word))
     if nccl.get("hosts"):
         facts.append(_plural(len(nccl["hosts"]), "host"))
+    if nccl.get("nodes") and nccl["nodes"] != len(nccl.get("hosts") or ()):
+        facts.append(_plural(nccl["nodes"], "node"))
+    if nccl.get("fabric"):
+        nics = f", {_plural(nccl['fabric_nics'], 'NIC')}" if nccl.get("fabric_nics") else ""
+        facts.append(f"libfabric {nccl['fabric']}{nics}")
     if facts:
         out.append((2, [("; ".join(facts), "")], False))
     if nccl.get("net_devices"):
@@ -266,6 +271,8 @@ def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
         out.append((2, [("devices: ", "dim"), (devs, "")], False))
     if nccl.get("socket_hosts"):
         out.append((2, [("on sockets: ", "dim"), (", ".join(nccl["socket_hosts"]), "bold red")], False))
+    if len(out) == 1:
+        return []  # NCCL's lines were there, but none says a fact: no empty heading
     out.append((0, [], False))
     return out
 

@@ -1382,7 +1382,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # A plain `libnccl-net.so: cannot open shared object file` is the default plugin being absent:
         # harmless, NCCL uses its own transports (and 2.22+ says `Could not find:` instead).
         regex=r"NET/Plugin ?: (?:Plugin load (?:\((?P<lib>[^)]*)\) )?returned -?\d+ : |dlerror="
-              r"|(?P<lib2>\S+\.so(?:\.\d+)*): )?(?P<error>(?![^\s=]*libnccl-net[\w.-]*\.so: cannot open shared object "
+              r"|(?P<lib2>\S+\.so(?:\.\d+)*): )?(?P<error>(?![^\s=]*lib[nr]ccl-net[\w.-]*\.so: cannot open shared object "
               r"file)[^\s=]+: (?:cannot open shared object file|undefined symbol|version `|wrong ELF class|invalid ELF header"
               r"|file too short)(?:[^\n]*?\S)?)(?: No plugin found \((?P<lib3>[^)]{0,256})\).*|\.? ?(?:: )?when loading \S+)?\.?\s*$",
         subject="{plugin}",
