@@ -203,8 +203,14 @@ def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
         # A paste that lists no device proves nothing about the node: the tool may have stopped
         # early (an ibpanic on one device), or been filtered. "No IB devices found" has its own row.
         return []
-    found = judge_devices(inv, paste.expect) + judge_ports(inv, paste.expect)
-    return [f for f in found if f.code in _PORT_CODES]
+    found = [f for f in judge_devices(inv, paste.expect) + judge_ports(inv, paste.expect) if f.code in _PORT_CODES]
+    if any(p.state == "ACTIVE" for d in inv.devices for p in d.ports):
+        # Beside ACTIVE ports, a port disabled by software is often one the node does not use (the second
+        # port of a dual-port card, a storage NIC): a warning in a paste, which does not say the node's plan.
+        found = [replace(f, severity=WARNING, message=f"{f.message} Other ports in the paste are ACTIVE: if this one is "
+                         "unused on purpose, nothing to do.")
+                 if f.code == IB_PORT_DOWN.code and f.data.get("phys_state") == "Disabled" else f for f in found]
+    return found
 
 
 def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001

@@ -1201,3 +1201,55 @@ def test_sockets_on_the_one_host_a_log_shows_are_a_warning_until_the_job_spans_m
     assert found(report(chan))["NCCL_SOCKET_FALLBACK"]["severity"] == "error"
     nodes = text + "flow-matic:1:1 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 2 localRanks 1 localRank 0 MNNVL 0\n"
     assert found(report(nodes))["NCCL_SOCKET_FALLBACK"]["severity"] == "error"
+
+
+# ---- Kubernetes around the job ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, code, said", [
+    # https://github.com/NVIDIA/k8s-device-plugin/issues/119
+    (" Warning FailedScheduling  40s (x2 over 40s)  default-scheduler  0/2 nodes are available: 1 Insufficient "
+     "nvidia.com/gpu, 1 node(s) were unschedulable.\n", "K8S_UNSCHEDULABLE", "nvidia.com/gpu"),
+    # https://github.com/volcano-sh/volcano/issues/3220
+    ("queue resource quota insufficient\n", "K8S_UNSCHEDULABLE", "capability"),
+    # https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/192
+    ('2025/07/26 20:29:31 error creating new device: "missing RDMA device spec for device 0000:16:00.0, RDMA device '
+     '\\"rdma_cm\\" not found"\n2025/07/26 20:29:31 exposing "0" devices\n', "MOD_MISSING", "rdma_ucm"),
+    # https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/issues/189
+    ("I1213 07:34:11.231124  110908 server.go:138] ListAndWatch(mlnx_sriov_rdma): send devices "
+     "&ListAndWatchResponse{Devices:[]*Device{},}\n", "RDMA_DEVICE_PLUGIN_EMPTY", "mlx5_core"),
+    # https://github.com/k8snetworkplumbingwg/sriov-network-device-plugin/issues/310
+    ('error adding container to network "sriov-network": SRIOV-CNI failed to load netconf: LoadConf(): VF pci addr is '
+     "required\n", "POD_NETWORK_FAILED", "resourceName"),
+    # https://github.com/k8snetworkplumbingwg/multus-cni/issues/386
+    ('Failed create pod sandbox: failed to find plugin "macvlan" in path [/opt/cni/bin]\n', "POD_NETWORK_FAILED",
+     "/opt/cni/bin"),
+    # https://github.com/k8snetworkplumbingwg/multus-cni/issues/1010
+    ('error adding container to network "ipvlan-multus": error at storage engine: Could not allocate IP in range: ip: '
+     "100.76.215.210 / - 100.76.215.213 / range: 100.76.215.208/29\n", "POD_NETWORK_FAILED", "whereabouts"),
+    # https://github.com/Mellanox/network-operator/issues/830
+    ("No OFED driver found for kernel 5.14.0-284.40.1.el9_2.x86_64\n", "NODE_DRIVER_FAILED", "repositories"),
+    # https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/105
+    ('"Couldn\'t get device attribute.\nUnable to create QP.\nFailed to create QP.\nCouldn\'t create IB resource."\n',
+     "VERBS_RESOURCE_FAILED", "IPC_LOCK"),
+    # https://github.com/NVIDIA/cloudai/issues/720
+    ("/bin/bash: line 1: /usr/sbin/sshd: No such file or directory\n", "MPI_LAUNCH_FAILED", "openssh-server"),
+    # https://github.com/NVIDIA/gpu-operator/issues/1947
+    ("Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime version)!\n",
+     "NCCL_CUDA_FAILED", "driver"),
+])
+def test_kubernetes_lines(text: str, code: str, said: str) -> None:
+    f = found(report(text))[code]
+    assert said in f["message"] + " " + f["remedy"], f
+
+
+def test_output_of_a_command_rdmadoctor_does_not_read_earns_no_pass() -> None:
+    # https://github.com/Mellanox/network-operator/issues/438 (excerpt): the node advertises 0 devices;
+    # before: PASS, because a prompt's output was "recognised".
+    text = ("$ k get node mito26 -ojson | jq '.status.capacity'\n{\n  \"cpu\": \"64\",\n"
+            "  \"rdma/rdma_shared_device_a\": \"0\"\n}\n")
+    assert report(text)["status"] == "unknown"
+    # A /proc/<pid>/limits table is judged (a 64 KiB memlock passed before).
+    lim = ("Limit                     Soft Limit           Hard Limit           Units\n"
+           "Max locked memory         65536                65536                bytes\n")
+    assert found(report(lim))["MEMLOCK_LIMITED"]["severity"] == "warning"

@@ -189,7 +189,7 @@ def run_list_checks(as_json: bool) -> int:
 # The knowledge base's sources (rdmadoctor.logs.kb.SOURCES) as people name them.
 SOURCE_TITLES = {"nccl": "NCCL", "verbs": "libibverbs", "ibtools": "IB tools", "pytorch": "PyTorch", "kernel": "kernel",
                  "ucx": "UCX", "nvshmem": "NVSHMEM", "ofi": "aws-ofi-nccl", "nccltests": "nccl-tests", "gloo": "Gloo",
-                 "mpi": "MPI launchers and ssh"}
+                 "mpi": "MPI launchers and ssh", "k8s": "Kubernetes"}
 
 
 def run_list_patterns(as_json: bool, code: str | None = None) -> int:

@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from rdmadoctor.core.model import Code
 
 # The modules, in the order their rows are tried (the first row that matches a line wins).
-SOURCES = ("nccl", "verbs", "ibtools", "pytorch", "kernel", "ucx", "nvshmem", "ofi", "nccltests", "gloo", "mpi")
+SOURCES = ("nccl", "verbs", "ibtools", "pytorch", "kernel", "ucx", "nvshmem", "ofi", "nccltests", "gloo", "mpi", "k8s")
 
 
 @record

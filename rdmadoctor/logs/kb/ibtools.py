@@ -60,7 +60,18 @@ IB_QP_CONNECT_FAILED = Code(
     condition=CONFIG,
 )
 
-CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED, IB_QP_CONNECT_FAILED)
+VERBS_RESOURCE_FAILED = Code(
+    "VERBS_RESOURCE_FAILED",
+    "An RDMA tool could not create its queue pair or other verbs resources",
+    "perftest (and the other verbs tools) opened the device but could not create a queue pair, a "
+    "completion queue or a memory registration. In a container the usual reason is the locked-memory "
+    "limit (every queue pins memory): without IPC_LOCK or `ulimit -l unlimited` the calls fail.",
+    "Run `ulimit -l` in the pod: it must say unlimited (add IPC_LOCK to the container's capabilities, "
+    "or raise the runtime's memlock limit); then rerun the tool.",
+    condition=CONFIG,
+)
+
+CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED, IB_QP_CONNECT_FAILED, VERBS_RESOURCE_FAILED)
 
 # Codes that live with their checks, named by string (the logs layer is below the checks).
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
@@ -277,6 +288,21 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="linux-rdma/perftest src/perftest_communication.c ctx_print_pingpong_data (` GID: %02d:...`); "
             "https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/72 (\"your GIDs are zero\")",
         examples=(" GID: 00:00:00:00:00:00:00:00:00:00:00:00:00:00:00:00",),
+    ),
+    Pattern(
+        id="ibtools.perftest_create_qp",
+        code=VERBS_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle="Couldn't create IB resource",
+        regex=r"Couldn't create IB resource",
+        subject="perftest",
+        message="perftest could not create its RDMA resources (`Couldn't create IB resource`; `Unable to create QP` "
+                "before it): in a container, most often the locked-memory limit (no IPC_LOCK).",
+        meaning="The test measured nothing; NCCL in the same pod fails the same way (ibv_create_qp, ibv_reg_mr).",
+        fix="`ulimit -l` in the pod must say unlimited: add IPC_LOCK to the container's securityContext capabilities.",
+        ref="linux-rdma/perftest src/perftest_resources.c ctx_init (`Couldn't create IB resource`, `Unable to create "
+            "QP.`); https://github.com/Mellanox/k8s-rdma-sriov-dev-plugin/issues/29 (IPC_LOCK)",
+        examples=("Couldn't create IB resource.",),
     ),
     Pattern(
         id="ibtools.perftest_rtr",

@@ -399,6 +399,10 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("modprobe: ERROR: could not insert 'nvidia_peermem': Invalid argument",
                   "modprobe: ERROR: could not insert 'nvidia_peermem': Unknown symbol in module, or unknown parameter "
                   "(see dmesg)"),
+        # modprobe's summary of what the kernel says in its log (a symbol whose version disagrees, an
+        # OFED/driver build mismatch): that line explains it, before or after it in a paste; alone it leads.
+        follows=("kernel.rdma_module_symbol_version", "kernel.peermem_symbol"),
+        symptom=True,
     ),
     Pattern(
         id="kernel.rdma_module_unknown_symbol",

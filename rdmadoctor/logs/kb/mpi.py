@@ -165,6 +165,20 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("bash: /usr/local/bin/orted: No such file or directory",),
     ),
     Pattern(
+        id="mpi.sshd_missing",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="sshd: No such file",
+        regex=r"(?P<path>\S{0,200}/sshd): No such file or directory",
+        subject="sshd",
+        message="The worker has no ssh server ({path} is missing): the launcher cannot log in to start the ranks there.",
+        meaning="An MPIJob (or any mpirun over ssh) never starts its processes on that worker.",
+        fix="Use a worker image with openssh-server (MPIJob's workers run sshd), or a launcher that does not need ssh "
+            "(torchrun on every pod, Slurm).",
+        ref="kubeflow/mpi-operator (workers run `/usr/sbin/sshd -De`); https://github.com/NVIDIA/cloudai/issues/720",
+        examples=("/bin/bash: line 1: /usr/sbin/sshd: No such file or directory",),
+    ),
+    Pattern(
         id="mpi.daemons_not_started",
         code=MPI_LAUNCH_FAILED.code,
         severity=ERROR,

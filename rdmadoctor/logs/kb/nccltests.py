@@ -58,7 +58,9 @@ PATTERNS: tuple[Pattern, ...] = (
             "Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
         ),
         # 'unhandled system error' and 'remote process exited' have rows of their own (kb/nccl.py).
-        # Not a symptom: it comes after the NCCL WARN that explains it, which heads the report.
+        # A symptom: the NCCL WARN that explains it comes before it, or right after it when ranks' output
+        # interleaves (kubernetes-sigs/dra-driver-nvidia-gpu#957); alone, it leads.
+        symptom=True,
         derive=lambda g: {
             "where": g.get("host") or "nccl-tests",
             "on": f" on {g['host']}" if g.get("host") else "",

@@ -241,6 +241,23 @@ PATTERNS: tuple[Pattern, ...] = (
         symptom=True,
     ),
     Pattern(
+        id="pytorch.cuda_driver_insufficient",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="driver version is insufficient for CUDA runtime",
+        regex=r"(?<!Cuda failure ')CUDA driver version is insufficient for CUDA runtime version",
+        subject="CUDA",
+        message="The node's NVIDIA driver is older than the CUDA runtime this program was built with (`CUDA driver "
+                "version is insufficient for CUDA runtime version`): no GPU work can start.",
+        meaning="Every CUDA call fails; NCCL never runs.",
+        fix="Update the node's driver (GPU operator: its driver version) or use an image built for the driver's CUDA "
+            "(`nvidia-smi` shows the highest CUDA it supports).",
+        ref="NVIDIA CUDA runtime cudaErrorInsufficientDriver (35) `CUDA driver version is insufficient for CUDA runtime "
+            "version`; https://github.com/NVIDIA/gpu-operator/issues/1947",
+        examples=("Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime "
+                  "version)!",),
+    ),
+    Pattern(
         id="pytorch.peer_access_unsupported",
         code=NCCL_CUDA_FAILED.code,
         severity=ERROR,
