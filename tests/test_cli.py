@@ -386,7 +386,8 @@ def test_a_command_typer_parses_imports_no_pydantic(tmp_path):
     # typer 0.29 builds a pydantic TypeAdapter for every parameter: 140 ms on every command it
     # parses (pyproject.toml keeps typer below it). `diagnose` is one of those commands.
     log = tmp_path / "job.log"
-    log.write_text("host1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\nhost1:1:1 [0] NCCL INFO Using network Socket\n")
+    log.write_text("host1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\nhost1:1:1 [0] NCCL INFO Using network Socket\n"
+                   "host1:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0\n")
     code = (
         "import sys\n"
         "from rdmadoctor.cli import main\n"

@@ -20,6 +20,7 @@ job-0:1234:1234 [0] NCCL INFO NET/IB : No device found.
 job-0:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>
 job-0:1234:1234 [0] NCCL INFO Using network Socket
 NCCL version 2.18.5+cuda12.2
+job-0:1234:1250 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[0] [send] via NET/Socket/0
 """
 
 

@@ -110,7 +110,7 @@ _BOLD = re.compile(r"\*\*(?=\S)([^*\n]{1,2000}?)(?<=\S)\*\*")
 _ITALIC_LINE = re.compile(r"^\s*_(?!_)(\S(?:[^\n]{0,65000}\S)?)(?<!_)_\s*$")
 
 
-_RAY_REPEATED = re.compile(r"\s*[\[(]repeated \d{1,9}x across cluster[\])]$")
+_RAY_REPEATED = re.compile(r"[\[(]repeated \d{1,9}x across cluster[\])]$")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'", "&nbsp;": " "}
 _ENTITY = re.compile("|".join(_ENTITIES))
 # A container runtime's JSON log line (docker's json-file driver, what `cat /var/lib/docker/containers/
@@ -149,7 +149,9 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
         line = _json_log(line)
     if line.endswith("across cluster]") or line.endswith("across cluster)"):
         # Ray's log dedup: "... Using network Socket [repeated 15x across cluster]"
-        line = _RAY_REPEATED.sub("", line)
+        m = _RAY_REPEATED.search(line, max(0, len(line) - 64))
+        if m is not None:
+            line = line[:m.start()].rstrip()
     if "&" in line and ";" in line:  # copied from a web page's source or an HTML export: `10.0.0.1&lt;0&gt;`
         line = _ENTITY.sub(lambda m: _ENTITIES[m.group()], line)
     if line[:4].lstrip(" \t")[:1] == ">":
