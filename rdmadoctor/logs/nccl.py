@@ -322,19 +322,19 @@ class NcclFacts:
             return {h: "Socket" for h in self.socket_iface_hosts}
         return {}
 
-    def _pre26(self) -> bool:
+    def _before(self, major_minor: tuple[int, int]) -> bool:
+        """NCCL's version is known and older than ``major_minor``."""
         if not self.version:
             return False
         major, _, rest = self.version.partition(".")
         minor = rest.partition(".")[0]
-        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < (2, 6)
+        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < major_minor
+
+    def _pre26(self) -> bool:
+        return self._before((2, 6))
 
     def _pre25(self) -> bool:
-        if not self.version:
-            return False
-        major, _, rest = self.version.partition(".")
-        minor = rest.partition(".")[0]
-        return major.isdigit() and minor.isdigit() and (int(major), int(minor)) < (2, 5)
+        return self._before((2, 5))
 
     def network(self) -> str | None:
         nets = {**self._implied(), **self.networks}

@@ -1419,16 +1419,14 @@ class Diagnoser:
 def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
     """With NCCL_IB_DISABLE (or NCCL_NET=Socket) set, NCCL's `Failed to open libibverbs` is information:
     NCCL was told not to use IB, and the setting (its own finding) is what keeps the job off RDMA."""
-    from rdmadoctor.core.record import replace
     from rdmadoctor.logs.kb.nccl import NCCL_IB_DISABLED_BY_ENV, VERBS_LIB_MISSING
 
     if not any(a.pattern.code == NCCL_IB_DISABLED_BY_ENV for a in aggs):
         return aggs
     for a in aggs:
-        if a.pattern.code == VERBS_LIB_MISSING and a.pattern.severity != INFO:
-            a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
-                                message=a.pattern.message.rstrip(".") + "; NCCL was also told not to use IB "
-                                "(NCCL_IB_DISABLE, NCCL_NET=Socket), so it would not have: information here.")
+        if a.pattern.code == VERBS_LIB_MISSING:
+            _as_information(a, a.pattern.message.rstrip(".") + "; NCCL was also told not to use IB (NCCL_IB_DISABLE, "
+                            "NCCL_NET=Socket), so it would not have: information here.")
     return aggs
 
 
@@ -1436,21 +1434,26 @@ def _others_unopened(aggs: list[_Agg], segments: list[Segment]) -> list[_Agg]:
     """ibv_devinfo lists every RDMA device of the node and opens each: in a pod given one VF, the
     others fail (`Failed to open device`) and the pod's own opens. With an ACTIVE port opened in the
     same paste, those failures are information (hustcat/k8s-rdma-device-plugin#8)."""
-    from rdmadoctor.core.record import replace
-
     opened = [re.search(r"hca_id:\s*(\S+)", seg.text) for seg in segments
               if seg.kind == "ibv_devinfo" and "PORT_ACTIVE" in seg.text]
     names = sorted({m.group(1) for m in opened if m is not None})
     if not names:
         return aggs
     for a in aggs:
-        if a.pattern.id == "ibtools.open_device_failed" and a.pattern.severity != INFO:
-            a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False,
-                                message=f"ibv_devinfo could not open some of the node's RDMA devices, and opened "
-                                        f"{', '.join(names[:4])} with an ACTIVE port: it lists every device the kernel "
-                                        "has, and a pod can open only those it was given. Information; use the one it "
-                                        "opened (NCCL_IB_HCA, perftest -d).")
+        if a.pattern.id == "ibtools.open_device_failed":
+            _as_information(a, f"ibv_devinfo could not open some of the node's RDMA devices, and opened "
+                               f"{', '.join(names[:4])} with an ACTIVE port: it lists every device the kernel has, and "
+                               "a pod can open only those it was given. Information; use the one it opened "
+                               "(NCCL_IB_HCA, perftest -d).")
     return aggs
+
+
+def _as_information(a: _Agg, message: str) -> None:
+    """A problem its row calls one, made information by what else the input shows (its message says why)."""
+    from rdmadoctor.core.record import replace
+
+    if a.pattern.severity != INFO:
+        a.pattern = replace(a.pattern, severity=INFO, explains_fallback=False, message=message)
 
 
 def _order_key(aggs: list[_Agg]) -> Callable[[_Agg], Any]:

@@ -151,7 +151,8 @@ _CRASHES = {
 
 
 def _crash(groups: dict[str, str]) -> dict[str, str]:
-    return {"crash_note": _CRASHES.get((groups.get("sig") or "").strip(), "")}
+    """The signal (``_signal``) and what a crash by it usually means."""
+    return {**_signal(groups), "crash_note": _CRASHES.get((groups.get("sig") or "").strip(), "")}
 
 
 # The PG log prefix, when present: [Rank 3], [PG 0 Rank 3], [PG 0 (default_pg) Rank 3],
@@ -756,7 +757,7 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("torch.distributed.elastic.multiprocessing.api: [ERROR] failed (exitcode: -7) local_rank: 0 "
                   "(pid: 5275) of binary: /usr/bin/python",),
         symptom=True,
-        derive=lambda g: {**_signal(g), **_crash(g)},
+        derive=_crash,
     ),
     Pattern(
         id="pytorch.worker_signal_crash",
@@ -773,6 +774,6 @@ PATTERNS: tuple[Pattern, ...] = (
             "`Signal {sig} ({signame}) received by PID {pid}` (1.9+)",
         examples=("  traceback : Signal 7 (SIGBUS) received by PID 5275",),
         symptom=True,
-        derive=lambda g: {**_signal(g), **_crash(g)},
+        derive=_crash,
     ),
 )
