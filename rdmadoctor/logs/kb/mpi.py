@@ -41,9 +41,8 @@ _SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connec
 
 def _signal(groups: dict[str, str]) -> dict[str, str]:
     from rdmadoctor.logs.kb.pytorch import _crash
-    from rdmadoctor.logs.kb.pytorch import _signal as signal_of
 
-    return {**signal_of(groups), **_crash(groups)}
+    return _crash(groups)  # the signal, and what a crash by it usually means
 
 
 PATTERNS: tuple[Pattern, ...] = (
