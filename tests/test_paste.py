@@ -1234,6 +1234,9 @@ def test_sockets_on_the_one_host_a_log_shows_are_a_warning_until_the_job_spans_m
      "VERBS_RESOURCE_FAILED", "IPC_LOCK"),
     # https://github.com/NVIDIA/cloudai/issues/720
     ("/bin/bash: line 1: /usr/sbin/sshd: No such file or directory\n", "MPI_LAUNCH_FAILED", "openssh-server"),
+    # https://github.com/NVIDIA/gpu-operator/issues/130
+    ("stderr: nvidia-container-cli.real: initialization error: driver error: failed to process request\\n: unknown\n",
+     "NODE_DRIVER_FAILED", "driver.enabled=false"),
     # https://github.com/NVIDIA/gpu-operator/issues/1947
     ("Failed to allocate device vector A (error code CUDA driver version is insufficient for CUDA runtime version)!\n",
      "NCCL_CUDA_FAILED", "driver"),
@@ -1244,11 +1247,15 @@ def test_kubernetes_lines(text: str, code: str, said: str) -> None:
 
 
 def test_output_of_a_command_rdmadoctor_does_not_read_earns_no_pass() -> None:
-    # https://github.com/Mellanox/network-operator/issues/438 (excerpt): the node advertises 0 devices;
-    # before: PASS, because a prompt's output was "recognised".
-    text = ("$ k get node mito26 -ojson | jq '.status.capacity'\n{\n  \"cpu\": \"64\",\n"
-            "  \"rdma/rdma_shared_device_a\": \"0\"\n}\n")
+    # Before: PASS, because a prompt's output was "recognised" though nothing judged it.
+    text = "$ kubectl get pods\nNAME        READY   STATUS    RESTARTS   AGE\ntrainer-0   1/1     Running   0          5m\n"
     assert report(text)["status"] == "unknown"
+    # https://github.com/Mellanox/network-operator/issues/438 (excerpt): a node that advertises its
+    # RDMA resource at 0 (it passed before).
+    cap = ("$ k get node mito26 -ojson | jq '.status.capacity'\n{\n  \"cpu\": \"64\",\n"
+           "  \"rdma/rdma_shared_device_a\": \"0\"\n}\n")
+    assert found(report(cap))["RDMA_DEVICE_PLUGIN_EMPTY"]["subject"] == "rdma/rdma_shared_device_a"
+    assert "RDMA_DEVICE_PLUGIN_EMPTY" not in found(report(cap.replace('\"0\"', '\"1k\"')))
     # A /proc/<pid>/limits table is judged (a 64 KiB memlock passed before).
     lim = ("Limit                     Soft Limit           Hard Limit           Units\n"
            "Max locked memory         65536                65536                bytes\n")

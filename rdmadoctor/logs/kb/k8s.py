@@ -222,6 +222,21 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("W0506 16:33:56.937793       1 pciNetDevice.go:55] RDMA resources for 0000:c1:00.0 not found. Are RDMA "
                   "modules loaded?",),
     ),
+    Pattern(
+        id="k8s.node_resource_zero",
+        code=RDMA_DEVICE_PLUGIN_EMPTY.code,
+        severity=WARNING,
+        needle="rdma/",
+        # A Node's capacity or allocatable (`kubectl get node -o json`, `describe node`): an RDMA resource at 0.
+        regex=r"\"?(?P<res>rdma/[\w.-]{1,100}+)\"?:[ \t]{1,20}+\"?0\"?,?\s*+$",
+        subject="{res}",
+        message="The node advertises {res} at 0: its device plugin offers no device for that resource.",
+        meaning="Pods that request it cannot be scheduled on this node (Insufficient).",
+        fix="Read the device plugin's log on that node (its selectors, /dev/infiniband, the RDMA modules): see "
+            "RDMA_DEVICE_PLUGIN_EMPTY.",
+        ref="kubernetes Node .status.capacity / .allocatable; https://github.com/Mellanox/network-operator/issues/438",
+        examples=('  "rdma/rdma_shared_device_a": "0"', "  rdma/hca_shared_devices_a:  0"),
+    ),
     # -- the pod's networks ------------------------------------------------------------------------------
     Pattern(
         id="k8s.sriov_cni_no_vf",
@@ -335,6 +350,24 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="Mellanox/doca-driver-build openibd (`Failed loading kernel module %s`); "
             "https://github.com/Mellanox/doca-driver-build/issues/52",
         examples=("Failed loading kernel module mlx5_ib:[FAILED[]",),
+    ),
+    Pattern(
+        id="k8s.container_cli_driver",
+        code=NODE_DRIVER_FAILED.code,
+        severity=ERROR,
+        needle="nvidia-container-cli",
+        regex=r"nvidia-container-cli(?:\.real)?: (?P<what>initialization error: (?:driver error|load library failed)[^\n]{0,120}?)"
+              r"(?:\\n|\s*$|: unknown)",
+        subject="nvidia-container-cli",
+        message="The NVIDIA container runtime hook could not reach the node's driver ({what}): containers that need "
+                "the GPU (the driver container itself, or the job) do not start.",
+        meaning="No GPU pod starts on the node until the driver is loaded and the runtime sees it.",
+        fix="On the node, `nvidia-smi` and `lsmod | grep nvidia`; with the GPU operator, a driver already installed on the "
+            "host conflicts with its driver container (driver.enabled=false, or remove the host driver).",
+        ref="NVIDIA/libnvidia-container (`nvidia-container-cli: initialization error: %s`); "
+            "https://github.com/NVIDIA/gpu-operator/issues/130",
+        examples=("stderr: nvidia-container-cli.real: initialization error: driver error: failed to process request\\n: "
+                  "unknown",),
     ),
     Pattern(
         id="k8s.efa_plugin_none",
