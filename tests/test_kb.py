@@ -101,9 +101,10 @@ def test_every_new_code_is_used_by_a_row():
     # Socket`, NET/Socket channels), never from one line: tests/test_logs_scan.py covers it.
     # NCCL_SINGLE_HOST likewise (nNodes 1, or every rank on one host), and LOG_ERROR_UNKNOWN is
     # what an error line no row matches becomes (tests/test_logs_scan.py covers both).
-    # NCCL_PLUGIN_MISMATCH compares the hosts' net plugins (tests/test_paste.py).
+    # NCCL_PLUGIN_MISMATCH compares the hosts' net plugins, NCCL_MIXED_LINK_LAYERS the ports NCCL lists
+    # (tests/test_paste.py).
     used = {p.code for p in PATTERNS} | {"NCCL_SOCKET_FALLBACK", "NCCL_SINGLE_HOST", "LOG_ERROR_UNKNOWN",
-                                         "NCCL_PLUGIN_MISMATCH"}
+                                         "NCCL_PLUGIN_MISMATCH", "NCCL_MIXED_LINK_LAYERS"}
     assert set(KB_CODES) <= used, sorted(set(KB_CODES) - used)
 
 

@@ -1260,3 +1260,14 @@ def test_output_of_a_command_rdmadoctor_does_not_read_earns_no_pass() -> None:
     lim = ("Limit                     Soft Limit           Hard Limit           Units\n"
            "Max locked memory         65536                65536                bytes\n")
     assert found(report(lim))["MEMLOCK_LIMITED"]["severity"] == "warning"
+
+
+def test_nccl_on_infiniband_and_roce_ports_together() -> None:
+    # https://github.com/NVIDIA/nccl/issues/302 (excerpt): a RoCE port in an InfiniBand list, then
+    # ibv_modify_qp EINVAL on the ring through it.
+    text = ("[155] crow:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_3:1/IB [1]mlx5_0:1/IB [2]mlx5_2:1/RoCE [3]mlx5_4:1/IB ; "
+            "OOB eth0:10.0.0.1<0>\n"
+            "[155] crow:1:2 [0] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Invalid argument\n")
+    f = found(report(text))["NCCL_MIXED_LINK_LAYERS"]
+    assert f["severity"] == "warning" and "NCCL_IB_HCA=^mlx5_2" in f["remedy"]
+    assert "NCCL_MIXED_LINK_LAYERS" not in found(report(text.replace("mlx5_2:1/RoCE", "mlx5_2:1/IB")))

@@ -574,6 +574,7 @@ class Diagnoser:
         self._quote_next = False  # the line after "Last error:" quotes NCCL's error
         self._pod_host: dict[str, str] = {}  # kubectl --prefix pod -> the host NCCL's prefix names
         self._plugin_seen: dict[str | None, dict] = {}  # host -> the line that says which net plugin it uses
+        self._ports_seen: dict | None = None  # NCCL's first device list with InfiniBand and RoCE ports
         self._settings: dict[str, dict] = {}  # NCCL_SOCKET_IFNAME ... -> {value, seq, evidence}
         self._nccl_first: dict | None = None  # evidence of NCCL's first line of its own
         self._nccl_complete: dict | None = None  # evidence of the first "Init COMPLETE"
@@ -1039,6 +1040,8 @@ class Diagnoser:
             self.facts.feed(body, meta.host)
             if meta.host in self.facts.host_plugins and meta.host not in self._plugin_seen and len(self._plugin_seen) < 64:
                 self._plugin_seen[meta.host] = self._evidence(text, lineno, meta)
+            if self._ports_seen is None and "/RoCE" in body and "/IB" in body and ": Using [" in body:
+                self._ports_seen = self._evidence(text, lineno, meta)  # a device list with both link layers
             if not complete and self.facts.init_complete and self._nccl_complete is None:
                 self._nccl_complete = self._evidence(text, lineno, meta)
             if " set " in body:
@@ -1284,6 +1287,22 @@ class Diagnoser:
                     data={"evidence": evidence[:MAX_EVIDENCE], "nodes": 1})
         return [a for a in aggs if a not in quiet], f
 
+    def _mixed_link_layers(self) -> Finding | None:
+        """NCCL_MIXED_LINK_LAYERS: NCCL's IB device list holds InfiniBand and RoCE ports."""
+        from rdmadoctor.logs.kb.nccl import NCCL_MIXED_LINK_LAYERS
+
+        devs = self.facts.net_devices
+        layers = {d.get("link_layer") for d in devs}
+        if not {"InfiniBand", "RoCE"} <= layers:
+            return None
+        roce = sorted({d["name"] for d in devs if d.get("link_layer") == "RoCE"})
+        ib = sorted({d["name"] for d in devs if d.get("link_layer") == "InfiniBand"})
+        return Finding(NCCL_MIXED_LINK_LAYERS.code, WARNING, "NCCL_IB_HCA",
+                       f"NCCL's IB transport uses InfiniBand ports ({', '.join(ib[:8])}) and RoCE ports "
+                       f"({', '.join(roce[:8])}) together: channels through the RoCE ones cannot reach InfiniBand peers.",
+                       f"Keep NCCL on one fabric: NCCL_IB_HCA=^{','.join(roce[:8])} (or list the InfiniBand ports).",
+                       data={"roce": roce, "infiniband": ib, "evidence": [self._ports_seen] if self._ports_seen else []})
+
     def _plugins_differ(self) -> Finding | None:
         """NCCL_PLUGIN_MISMATCH: the hosts of one job do not load the same net plugin (one the SHARP or
         OFI plugin, another NCCL's own transports): their ranks cannot connect, or hang."""
@@ -1396,10 +1415,10 @@ class Diagnoser:
             ids.insert(at, -1)
             if fallback.cause:
                 reason = next((i for i, a in enumerate(aggs) if _explains_fallback(a)), None)
-        mixed = None if self.facts.single_host() else self._plugins_differ()
-        if mixed is not None:
-            findings.append(mixed)
-            ids.append(-3)
+        for extra in (None if self.facts.single_host() else self._plugins_differ(), self._mixed_link_layers()):
+            if extra is not None:
+                findings.append(extra)
+                ids.append(-3)
         if single is not None:
             findings.append(single)
             ids.append(-2)

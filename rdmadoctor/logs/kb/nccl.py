@@ -331,6 +331,17 @@ NCCL_PLUGIN_MISMATCH = Code(
     "each loads.",
     condition=CONFIG,
 )
+NCCL_MIXED_LINK_LAYERS = Code(
+    "NCCL_MIXED_LINK_LAYERS",
+    "NCCL's IB transport uses InfiniBand and RoCE ports together",
+    "NCCL lists every ACTIVE RDMA port it may use (`NET/IB : Using [0]mlx5_0:1/IB ... [2]mlx5_2:1/RoCE`). "
+    "A RoCE (Ethernet) port among InfiniBand ones, often a storage or management NIC, gets channels of "
+    "its own: traffic through it cannot reach the InfiniBand peers, and connecting fails (ibv_modify_qp "
+    "`Invalid argument`) or runs over another network.",
+    "Keep NCCL on the ports of one fabric: NCCL_IB_HCA=^mlx5_2 (the RoCE one; `^` excludes) or the list of "
+    "the InfiniBand ones.",
+    condition=CONFIG,
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -351,7 +362,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
          NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, NCCL_PLUGIN_MISMATCH,
-         LOG_ERROR_UNKNOWN)
+         NCCL_MIXED_LINK_LAYERS, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
