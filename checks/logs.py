@@ -268,8 +268,19 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
 
 
+def _dev_nodes(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    """`ls /dev/infiniband` in a pod: RDMA needs a uverbsN node per device the pod was given."""
+    names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
+    if not names or any(n.startswith("uverbs") for n in names):
+        return []
+    return [Finding(DEV_UVERBS_MISSING.code, ERROR, "/dev/infiniband",
+                    f"/dev/infiniband holds {', '.join(sorted(names))} and no uverbs* node: verbs cannot open any RDMA "
+                    "device here (ibv_devices lists none), so NCCL uses sockets.",
+                    DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
+
+
 _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock,
-           "limits": _memlock, "df": _shm, "lsmod": _modules}
+           "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
 _ROWS_ONLY = {"df", "ulimit", "limits"}
@@ -280,6 +291,7 @@ _QUOTE = {
     SHM_NEARLY_FULL.code: r"/dev/shm",
     IB_NO_DEVICES.code: r"No IB devices|no devices|wasn't found",
     IB_NO_SM.code: r"(?i)sm lid",
+    DEV_UVERBS_MISSING.code: r"rdma_cm|umad\d|issm\d",
 }
 
 
@@ -316,7 +328,7 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
             found = judge(seg, expect, node)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
             continue
-        shown = seg.command or {"rdma_link": "rdma link"}.get(seg.kind, seg.kind)
+        shown = seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband"}.get(seg.kind, seg.kind)
         for f in found:
             n, text = _locate(seg, f)
             ev = {"file": seg.file, "line": n, "text": text[:400], "host": None, "rank": None, "time": None}

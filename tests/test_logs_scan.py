@@ -288,7 +288,7 @@ def test_transcript_outputs_become_segments() -> None:
     assert got == [
         ("ulimit", "ulimit -a", 2, "core file size          (blocks, -c) unlimited"),
         ("ibstat", "ibstat mlx5_0", 5, "CA 'mlx5_0'"),
-        ("other", "ls /dev/infiniband", 9, "uverbs0"),
+        ("dev_infiniband", "ls /dev/infiniband", 9, "uverbs0"),
     ]
     # A prompted output runs to the next prompt; the NCCL line inside it is still read.
     assert d.segments[2].text.splitlines()[:3] == ["uverbs0", "Infiniband device 'mlx5_1' port 1 status:", "\tstate:\t\t 1: DOWN"]

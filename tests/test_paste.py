@@ -1271,3 +1271,17 @@ def test_nccl_on_infiniband_and_roce_ports_together() -> None:
     f = found(report(text))["NCCL_MIXED_LINK_LAYERS"]
     assert f["severity"] == "warning" and "NCCL_IB_HCA=^mlx5_2" in f["remedy"]
     assert "NCCL_MIXED_LINK_LAYERS" not in found(report(text.replace("mlx5_2:1/RoCE", "mlx5_2:1/IB")))
+
+
+def test_a_pods_dev_infiniband_without_uverbs() -> None:
+    # https://github.com/Mellanox/k8s-rdma-shared-dev-plugin/issues/169 (excerpt, k9s' gutter kept):
+    # the pod got rdma_cm and umad0, and no uverbs node.
+    text = ("      ls -l /dev/infiniband /sys/class/infiniband /sys/class/net\n"
+            "/dev/infiniband:                                    │\n"
+            "│ crw-rw-rw- 1 root root  10, 121 Apr  6 09:26 rdma_cm │\n"
+            "│ crw------- 1 root root 231,   0 Apr  6 09:26 umad0   │\n\n")
+    f = found(report(text))["DEV_UVERBS_MISSING"]
+    assert "rdma_cm, umad0" in f["message"] and "rdma/hca" in f["remedy"]
+    # With a uverbs node, and as a prompt's `ls`, nothing is missing.
+    assert "DEV_UVERBS_MISSING" not in found(report("$ ls /dev/infiniband\nrdma_cm  uverbs0\n"))
+    assert "DEV_UVERBS_MISSING" in found(report("$ ls -l /dev/infiniband\ncrw-rw-rw- 1 root root 10, 121 Apr  6 rdma_cm\n"))

@@ -84,12 +84,12 @@ _COMMANDS = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
     "ulimit": "ulimit", "df": "df", "lsmod": "lsmod", "dmesg": "dmesg", "journalctl": "dmesg",
     "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
-    "cat": "cat", "ibv_devices": "ibv_devices",
+    "cat": "cat", "ibv_devices": "ibv_devices", "ls": "ls",
 }
 # The outputs judged whole (checks/logs.py _JUDGES, nccl-tests' table): a paste that holds only
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
 _JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod",
-                             "nccl-tests"})
+                             "nccl-tests", "dev_infiniband"})
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
@@ -106,6 +106,8 @@ _HEADERS = (
     (r"^\s*\S+\s+(?:\S+\s+)?\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d{1,3}%\s+/dev/shm\s*$", "df"),
     (r"^\s*(?:sudo\s+)?ulimit\s+-[aHSl]{1,3}\s*$", "ulimit"),
     (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
+    # `ls /dev/infiniband /sys/...`: the heading ls gives each directory (a pod's device nodes).
+    (r"^[\s│|]*/dev/infiniband/?:[\s│|]*$", "dev_infiniband"),
 )
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
@@ -178,7 +180,7 @@ _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
 _NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}+:: \[-?\w{0,16}+\] NCCL INFO ")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
-                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory")
+                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
@@ -921,6 +923,9 @@ class Diagnoser:
 
         if seg["kind"] == "nccl-tests":  # the table runs while its lines are rows (or the units line)
             return _TABLE_LINE.match(text) is None
+        if seg["kind"] == "dev_infiniband" and not seg["prompted"]:
+            # One directory of `ls DIR DIR...`: up to a blank line or the next directory's heading.
+            return not text.strip(" │|") or text.rstrip(" │|").endswith(":")
         if is_prompt(text):
             return True
         if seg["blank"] >= 2 and text.strip():
@@ -962,6 +967,8 @@ class Diagnoser:
             kind = _COMMANDS.get(word, "other")
             if kind == "rdma_link" and " link" not in f" {command}":
                 kind = "other"
+            if kind == "ls":  # `ls -l /dev/infiniband`: the pod's RDMA device nodes
+                kind = "dev_infiniband" if "/dev/infiniband" in command and "/sys" not in command else "other"
             if kind == "other" and text.lstrip().startswith("#"):
                 # Not a root prompt running a tool: nccl-tests' comment lines ("# nThread 1 ...",
                 # "# Out of bounds values : 2 FAILED") and a ticket's headings. Its result table is
