@@ -370,19 +370,23 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
     return (mine or found), source
 
 
-def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
+def _test_tables(diag) -> list:  # noqa: ANN001
+    """(segment, table) of every pasted nccl-tests result table, parsed once for the judges below."""
     from rdmadoctor.parsers.nccltests import parse_busbw
 
+    tables = [(seg, parse_busbw(seg.text).value) for seg in diag.segments if seg.kind == "nccl-tests"]
+    return [(seg, table) for seg, table in tables if table is not None]
+
+
+def _busbw(diag, node, tables: list) -> list[Finding]:  # noqa: ANN001
     nodes = (diag.nccl or {}).get("nodes") or 0
     if nodes < 2:
         return []  # on one node NVLink carries the traffic: the NICs say nothing about it
     best = None
-    for seg in diag.segments:
-        if seg.kind == "nccl-tests":
-            table = parse_busbw(seg.text).value
-            peak = table.peak_gbs if table is not None else None
-            if peak is not None and (best is None or peak > best[0]):
-                best = (peak, seg)
+    for seg, table in tables:
+        peak = table.peak_gbs
+        if peak is not None and (best is None or peak > best[0]):
+            best = (peak, seg)
     fabric = _fabric(diag, node)
     if best is None or fabric is None:
         return []
@@ -412,27 +416,23 @@ def _busbw(diag, node) -> list[Finding]:  # noqa: ANN001
                     cause=cause)]
 
 
-def _wrong(diag) -> list[Finding]:  # noqa: ANN001
+def _wrong(tables: list) -> list[Finding]:
     """nccl-tests' `#wrong` columns: a row whose results differ from the expected values is wrong data
     moved or reduced, whether or not the run printed its `Out of bounds values` summary."""
-    from rdmadoctor.parsers.nccltests import parse_busbw
-
-    for seg in diag.segments:
-        if seg.kind != "nccl-tests":
-            continue
-        table = parse_busbw(seg.text).value
-        bad = [r for r in (table.rows if table is not None else ()) if r.wrong > 0]
+    for seg, table in tables:
+        bad = [r for r in table.rows if r.wrong > 0]
         if not bad:
             continue
         lines = seg.text.split("\n")
         first = str(bad[0].size_bytes)
         at = next((i for i, x in enumerate(lines) if x.split()[:1] == [first]), 0)
         ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
-        message = (f"nccl-tests counted wrong results in {count(len(bad), 'size')} of {len(table.rows)} "  # type: ignore[union-attr]
-                   f"({sum(r.wrong for r in bad)} elements in the #wrong columns, first at {bad[0].size_bytes} bytes): the "
-                   "collective completed with data that differs from what it should be.")
+        wrong = sum(r.wrong for r in bad)
+        message = (f"nccl-tests counted wrong results in {count(len(bad), 'size')} of {len(table.rows)} ({wrong} "
+                   f"elements in the #wrong columns, first at {bad[0].size_bytes} bytes): the collective completed with "
+                   "data that differs from what it should be.")
         return [Finding(NCCL_TEST_WRONG_RESULTS.code, ERROR, "nccl-tests", message, NCCL_TEST_WRONG_RESULTS.fix,
-                        data={"evidence": [ev], "wrong": sum(r.wrong for r in bad), "pasted": "nccl-tests"})]
+                        data={"evidence": [ev], "wrong": wrong, "pasted": "nccl-tests"})]
     return []
 
 
@@ -587,7 +587,8 @@ class LogFacts:
 def probe_logs(ctx) -> LogFacts:
     diag = _read(ctx)
     node = _node_view(ctx)
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node) + _wrong(diag)), node)
+    tables = _test_tables(diag)
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables)), node)
 
 
 def _size(n: int) -> str:

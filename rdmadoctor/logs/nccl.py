@@ -271,6 +271,19 @@ class NcclFacts:
                     found = _CHANNEL_HOST_BYTES.findall(block)
                 self._add_hosts(found)
 
+    def count_coll_channels(self, block: bytes) -> None:
+        """NCCL's "24 coll channels, ..." (2.20+), once per rank and communicator, in small letters the scan
+        does not stop at: read in C over a block of whole lines, the most any said (as ``feed`` does)."""
+        find, j = block.find, block.find(b" coll channels")
+        while j >= 0:
+            k = j
+            while k > 0 and 48 <= block[k - 1] <= 57 and j - k < 9:
+                k -= 1
+            if k < j:
+                self.seen = True
+                self.coll_channels = max(self.coll_channels or 0, int(block[k:j]))
+            j = find(b" coll channels", j + 14)
+
     def count_hosts(self, block: bytes, anywhere: bool = False, shapes: bytes | None = None) -> None:
         """The hosts of every NCCL INFO line of a block (for lines not read one by one).
 

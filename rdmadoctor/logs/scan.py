@@ -740,7 +740,7 @@ class Diagnoser:
         if self._channels:  # the channel lines, counted in C (most of an INFO log)
             self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
         if b" coll channels" in self._shapes:
-            self._coll_channels(block)
+            self.facts.count_coll_channels(block)
         if self._saturated:
             self._bulk(block)
         elif self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
@@ -830,20 +830,6 @@ class Diagnoser:
                 nl = find(b"\n", j)
                 j = find(lit, nl + 1) if nl >= 0 else -1
         return starts
-
-    def _coll_channels(self, block: bytes) -> None:
-        """NCCL's "24 coll channels, ..." (2.20+), once per rank and communicator, in small letters the scan
-        does not stop at: summed in C over the block, the most any said."""
-        f = self.facts
-        find, j = block.find, block.find(b" coll channels")
-        while j >= 0:
-            k = j
-            while k > 0 and 48 <= block[k - 1] <= 57 and j - k < 9:
-                k -= 1
-            if k < j:
-                f.seen = True
-                f.coll_channels = max(f.coll_channels or 0, int(block[k:j]))
-            j = find(b" coll channels", j + 14)
 
     def _bulk(self, block: bytes) -> None:
         """What the lines of saturated needles say, summed up over a block of whole lines in C: the

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import CONFIG, ERROR, Code
 from rdmadoctor.logs.kb import Pattern
+from rdmadoctor.logs.kb.pytorch import _crash  # the signal, and what a crash by it usually means
 
 MPI_LAUNCH_FAILED = Code(
     "MPI_LAUNCH_FAILED",
@@ -37,12 +38,6 @@ JOB_FAILED = "JOB_FAILED"
 # What the launcher's own summary follows from: the ssh and daemon rows before it.
 _SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connect", "mpi.ssh_exchange",
         "mpi.orted_missing")
-
-
-def _signal(groups: dict[str, str]) -> dict[str, str]:
-    from rdmadoctor.logs.kb.pytorch import _crash
-
-    return _crash(groups)  # the signal, and what a crash by it usually means
 
 
 PATTERNS: tuple[Pattern, ...] = (
@@ -258,7 +253,7 @@ PATTERNS: tuple[Pattern, ...] = (
             "%d (%s).`; https://github.com/open-mpi/ompi/issues/2661",
         examples=("mpirun noticed that process rank 0 with PID 21183 on node host01 exited on signal 9 (Killed).",),
         symptom=True,
-        derive=_signal,
+        derive=_crash,
     ),
     Pattern(
         id="mpi.rank_crashed",
@@ -276,7 +271,7 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("mpirun noticed that process rank 3 with PID 211 on node node-2 exited on signal 11 (Segmentation "
                   "fault).",),
         symptom=True,
-        derive=_signal,
+        derive=_crash,
     ),
     Pattern(
         id="mpi.signal_handler",
@@ -293,7 +288,7 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="open-mpi/ompi opal/util/stacktrace.c `%s Signal: %s (%d)`; https://github.com/NVIDIA/nccl-tests/issues/218",
         examples=("[a1eb0914a5e2:01167] Signal: Segmentation fault (11)",),
         symptom=True,
-        derive=_signal,
+        derive=_crash,
     ),
     # -- Kubernetes training operators ----------------------------------------------------------------
     Pattern(
