@@ -203,3 +203,19 @@ def test_lines_of_saturated_needles_are_not_read_one_by_one(monkeypatch) -> None
     per_block = (1 << 14) // len(lines[0]) + 2
     assert len(read) <= scan.SATURATE_AFTER + per_block, len(read)
     assert d.facts.nranks == 64 and len(d.facts.hosts) == 8
+
+
+@pytest.mark.parametrize("coll", [True, False])
+def test_the_channel_count_is_the_most_coll_channels_else_the_most_ring_channels(monkeypatch, coll: bool) -> None:
+    """Where NCCL printed "N coll channels" (2.20+) that is the count and the ring listings are not
+    read in bulk (a sixth of a dense log); where it did not, the ring listings' count, the most any
+    block said, fast path and line by line alike."""
+    def block(ring: int, colls: int) -> bytes:
+        out = [f"gpu-{h}:1:2 [0] NCCL INFO Channel {c:02d}/{ring} :    0   1   2   3\n" for h in range(2) for c in range(3)]
+        if coll:
+            out.append(f"gpu-0:1:2 [0] NCCL INFO {colls} coll channels, 0 collnet channels, 0 nvls channels, 8 p2p channels\n")
+        return "".join(out).encode()
+    data = block(24, 16) + b"x\n" * 5000 + block(32, 20) + b"y\n" * 5000 + block(8, 4)
+    fast, ref = _fast(data, 4096), _reference(data, monkeypatch)
+    assert fast[1] == ref[1]
+    assert fast[1]["channels"] == (20 if coll else 32)

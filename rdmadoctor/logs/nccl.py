@@ -258,7 +258,9 @@ class NcclFacts:
                         break
                     j = block.find(b" via NET/", j + 9)
         if b"Channel " in has or b"Ring " in has:
-            rings = set(_CHANNEL_RING_BYTES.findall(block)) if b"Channel " in has else ()
+            # The ring listings' count stands only where NCCL printed no "N coll channels" (channels()):
+            # once one did, the regex over every ring line (a sixth of a dense log's bytes) is not paid.
+            rings = set(_CHANNEL_RING_BYTES.findall(block)) if b"Channel " in has and self.coll_channels is None else ()
             if rings:
                 self.seen = True
                 self.ring_channels = max(self.ring_channels or 0, *(int(x) for x in rings))

@@ -737,10 +737,10 @@ class Diagnoser:
         self._block_bytes = n
         base = self._lineno
         starts = self._candidates(block)
+        if b" coll channels" in self._shapes:  # first: where it is known, the ring listings are not counted
+            self.facts.count_coll_channels(block)
         if self._channels:  # the channel lines, counted in C (most of an INFO log)
             self.facts.count_channels(block, hosts=not self._saturated, shapes=self._shapes)
-        if b" coll channels" in self._shapes:
-            self.facts.count_coll_channels(block)
         if self._saturated:
             self._bulk(block)
         elif self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
