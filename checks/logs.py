@@ -22,7 +22,7 @@ import re
 
 from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
 from rdmadoctor.checks import ib as ib_checks
-from rdmadoctor.checks._rdma import ignored, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, ignored, port_subject, probe_inventory
 from rdmadoctor.checks.ib import (
     IB_LINK_LAYER_MISMATCH,
     IB_NO_DEVICES,
@@ -45,6 +45,7 @@ from rdmadoctor.checks.limits import (
     probe_shm,
 )
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_HCA_NO_MATCH
+from rdmadoctor.checks.roce import ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.model import (
     CONFIG,
@@ -62,7 +63,7 @@ from rdmadoctor.core.model import (
     PodChange,
 )
 from rdmadoctor.core.record import field, record, replace
-from rdmadoctor.core.words import count
+from rdmadoctor.core.words import count, listing
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.kb.nccl import (
     NCCL_GDR_DISABLED,
@@ -279,8 +280,63 @@ def _dev_nodes(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
                     DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
 
 
+def _gids(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
+    from rdmadoctor.core.facts import Gid, Port, RdmaDevice
+    from rdmadoctor.parsers.netdev import parse_show_gids
+
+    table: dict[tuple[str, int], list] = {}
+    for row in parse_show_gids(seg.text).value:
+        table.setdefault((row.device, row.port), []).append(row)
+    ports = []
+    for (dev, port), rows in table.items():
+        netdev = next((r.netdev for r in rows if r.netdev), None)
+        if netdev is None or netdev.startswith("ib"):
+            continue  # an InfiniBand port (no netdev, or its IPoIB one): its GIDs are not RoCE's
+        gids = tuple(Gid(r.index, r.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get(r.version.lower()), r.netdev, r.ipv4)
+                     for r in rows)
+        p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
+        ports.append(RocePort(RdmaDevice(dev, ports=(p,), source="show_gids"), p, None, True))
+    codes = {ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
+    return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {}) if f.code in codes]
+
+
+def _roce_netdev(netdev: str | None) -> bool:
+    """An Ethernet netdev of an RDMA port (a RoCE port's); `ib*` are InfiniBand ports' IPoIB netdevs."""
+    return bool(netdev) and not netdev.startswith("ib")  # type: ignore[union-attr]
+
+
+def _netdevs(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
+    IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
+    from rdmadoctor.parsers.netdev import parse_ibdev2netdev
+
+    links = [x for x in parse_ibdev2netdev(seg.text).value if _roce_netdev(x.netdev)]
+    up = [x for x in links if x.up]
+    ib = any(not _roce_netdev(x.netdev) for x in parse_ibdev2netdev(seg.text).value)
+    out = []
+    for x in links:
+        if x.up is not False:
+            continue
+        also = [f"{y.netdev} ({y.device})" for y in up]
+        if also or ib:
+            sev, tail = WARNING, (f" Other RoCE netdevs are up ({', '.join(also[:4])})" if also else
+                                  " The paste also lists InfiniBand ports") + ": if this port is unused on purpose, nothing to do."
+        else:
+            sev, tail = ERROR, " No RoCE netdev in the paste is up: no RoCE port can carry NCCL's traffic."
+        out.append(Finding(ROCE_NETDEV_DOWN.code, sev, f"{x.device}/{x.port}",
+                           f"netdev {x.netdev} of {x.device} port {x.port} is Down; expected Up: a RoCE port is ACTIVE only "
+                           f"while its netdev is up.{tail}",
+                           f"ip link set dev {x.netdev} up   # if it stays down: the cable and switch port, `ethtool {x.netdev}`",
+                           data={"netdev": x.netdev}))
+    return out
+
+
 _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock,
-           "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes}
+           "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes, "show_gids": _gids,
+           "ibdev2netdev": _netdevs}
+# Outputs judged only for some of their rows: the others say nothing (ibdev2netdev's IPoIB netdevs).
+_JUDGED_ROWS = {"ibdev2netdev": lambda seg: any(_roce_netdev(x.netdev) for x in _parse_links(seg.text))}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
 _ROWS_ONLY = {"df", "ulimit", "limits"}
@@ -313,22 +369,61 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
             # The port's block, then its state line: what the finding is about.
             block = next((i for i in range(start, len(lines)) if re.search(rf"(?i)^\s*port:?\s*{re.escape(port or '1')}:?\s*$|port {re.escape(port or '1')} status", lines[i])), start)
             at = next((i for i in range(block, min(block + 12, len(lines))) if re.search(r"(?i)^\s*state:", lines[i])), block)
+    elif seg.kind == "show_gids" and "/" in f.subject:  # the port's row (its GID index when one is named)
+        dev, _, port = f.subject.partition("/")
+        index = rf"{f.data['gid_index']}\s" if isinstance(f.data.get("gid_index"), int) else ""
+        at = next((i for i, x in enumerate(lines) if re.match(rf"\s*{re.escape(dev)}\s+{re.escape(port)}\s+{index}", x)), None)
+    elif seg.kind == "ibdev2netdev" and "/" in f.subject:  # "mlx5_2 port 1 ==> enp27s0f1np1 (Down)"
+        dev, _, port = f.subject.partition("/")
+        at = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}\s.*\bport\s+{re.escape(port)}\b", x)), None)
     if at is None:
         at = 0  # the output's first line (lsmod's header for a module it lacks)
     return seg.line + at, lines[at]
+
+
+def _shown(seg) -> str:  # noqa: ANN001
+    """How a pasted output is named to the user: its command, else what it was recognised as."""
+    return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband"}.get(seg.kind, seg.kind)
+
+
+# Commands a pipe may pass an output through without dropping a row of it (`ibdev2netdev | column -t`).
+_WHOLE_PIPES = frozenset({"column", "cat", "tee", "less", "more", "sort", "expand", "nl"})
+
+
+def _filtered(command: str) -> bool:
+    """A command whose output was filtered (`ibstat | grep State`): what it lacks proves nothing missing."""
+    return any((stage.split() or [""])[0] not in _WHOLE_PIPES for stage in command.split("|")[1:])
+
+
+def _parse_links(text: str) -> list:
+    from rdmadoctor.parsers.netdev import parse_ibdev2netdev
+
+    return parse_ibdev2netdev(text).value
+
+
+def _judged(diag) -> list[str]:  # noqa: ANN001
+    """The pasted outputs that were judged (a filtered one only where its rows are what is judged)."""
+    names: list[str] = []
+    for seg in diag.segments:
+        if seg.kind == "nccl-tests" or seg.kind in _JUDGES and (not _filtered(seg.command) or seg.kind in _ROWS_ONLY) and (
+                seg.kind not in _JUDGED_ROWS or _JUDGED_ROWS[seg.kind](seg)):
+            name = _shown(seg)
+            if name not in names:
+                names.append(name)
+    return names
 
 
 def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     out: dict[tuple[str, str], Finding] = {}
     for seg in diag.segments:
         judge = _JUDGES.get(seg.kind)
-        if judge is None or "|" in seg.command and seg.kind not in _ROWS_ONLY:
+        if judge is None or _filtered(seg.command) and seg.kind not in _ROWS_ONLY:
             continue  # `ibstat | grep State`: a filtered output proves nothing missing
         try:
             found = judge(seg, expect, node)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
             continue
-        shown = seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband"}.get(seg.kind, seg.kind)
+        shown = _shown(seg)
         for f in found:
             n, text = _locate(seg, f)
             ev = {"file": seg.file, "line": n, "text": text[:400], "host": None, "rank": None, "time": None}
@@ -610,12 +705,15 @@ def _summary(diag) -> Finding:  # noqa: ANN001
         "NCCL's transport is not in the logs (run the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
     )
     message = f"read {count(len(read), 'log')}, {_size(total)}, {count(lines, 'line')} ({names}): {line}."
+    judged = _judged(diag)
+    if judged:
+        message += f" Judged the pasted output of {listing(judged)}."
     if empty:
         message += f" Empty: {', '.join(empty[:6])}."
     if diag.notes:
         message += " " + "; ".join(diag.notes) + "."
     data = {"sources": diag.sources, "segments": [{"kind": s.kind, "command": s.command, "file": s.file, "line": s.line}
-                                                  for s in diag.segments]}
+                                                  for s in diag.segments], "judged": judged}
     return Finding(LOGS_READ.code, INFO, "logs", message, data=data)
 
 
@@ -639,12 +737,17 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
                     LOG_UNREADABLE.fix,
                 )
             )
-    if diag.read_any and not diag.recognised and not facts.pasted:
+    if diag.read_any and not diag.recognised and not facts.pasted and not _judged(diag):
         read = [s for s in diag.sources if s.get("bytes")]
         lines = sum(s.get("lines") or 0 for s in read)
+        others = list(dict.fromkeys(f"`{_shown(seg)}`" for seg in diag.segments))
+        outputs = (f"the pasted output of {listing(others[:6])}, which holds nothing rdmadoctor judges" if others else "no tool output")
+        if any(seg.kind == "ibdev2netdev" for seg in diag.segments):
+            outputs += (" (ibdev2netdev's (Up)/(Down) of an InfiniBand port is its IPoIB interface's state, not the port's: "
+                        "`ibstat` shows the port)")
         out.append(Finding(LOGS_NOTHING_TO_JUDGE.code, UNKNOWN, "logs",
                            f"read {count(lines, 'line')} ({_size(sum(s['bytes'] for s in read))}) and found nothing to judge: no NCCL "
-                           "line, no known message, no error line or traceback, no tool output. Expected the output of "
+                           f"line, no known message, no error line or traceback; {outputs}. Expected the output of "
                            "a job run with NCCL_DEBUG=INFO, or a pasted command with its prompt.",
                            LOGS_NOTHING_TO_JUDGE.fix))
     if diag.read_any:
@@ -662,7 +765,8 @@ def _codes() -> tuple[Code, ...]:
     and its pasted outputs reuse (one meaning, one code), and its two of its own."""
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
-        IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING,
+        IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
+        ROCE_NETDEV_DOWN,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}
     elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}

@@ -1285,3 +1285,123 @@ def test_a_pods_dev_infiniband_without_uverbs() -> None:
     # With a uverbs node, and as a prompt's `ls`, nothing is missing.
     assert "DEV_UVERBS_MISSING" not in found(report("$ ls /dev/infiniband\nrdma_cm  uverbs0\n"))
     assert "DEV_UVERBS_MISSING" in found(report("$ ls -l /dev/infiniband\ncrw-rw-rw- 1 root root 10, 121 Apr  6 rdma_cm\n"))
+
+
+# ---- tool outputs run through another command, and the outputs told apart from "nothing to judge" ------
+
+
+@pytest.mark.parametrize("command, inner", [
+    ("kubectl exec -it trainer-0 -n ml -- ibstat", "ibstat"),
+    ("kubectl -n ml exec trainer-0 -c main -- bash -c \"ulimit -a\"", "ulimit -a"),
+    ("sudo kubectl exec pod -- sudo ibv_devinfo", "ibv_devinfo"),
+    ("docker exec -it ctr ibv_devinfo", "ibv_devinfo"),
+    ("docker exec --user root ctr ibstat", "ibstat"),
+    ("podman exec -e A=1 ctr ibstat mlx5_0", "ibstat mlx5_0"),
+    ("ssh -p 22 root@node-3 ibv_devinfo -v", "ibv_devinfo -v"),
+    ("ssh node-3 ibstat", "ibstat"),
+    ("ssh node-3", "ssh node-3"),  # a login: what follows is a shell, not one command's output
+    ("kubectl logs trainer-0", "kubectl logs trainer-0"),
+    ("kubectl get pods -- x", "kubectl get pods -- x"),
+])
+def test_a_command_run_in_a_pod_container_or_host_is_read_as_the_command_it_runs(command: str, inner: str) -> None:
+    from rdmadoctor.logs.scan import _inner_command
+
+    assert _inner_command(command) == inner
+
+
+def test_a_memlock_limit_pasted_from_kubectl_exec_is_judged() -> None:
+    rep = report("$ kubectl exec -it trainer-0 -- bash -c 'ulimit -a'\nmax locked memory       (kbytes, -l) 64\n"
+                 "open files                      (-n) 1048576\n")
+    assert "MEMLOCK_LIMITED" in found(rep)
+
+
+def test_a_known_output_inside_another_commands_output_is_judged() -> None:
+    # Mellanox/k8s-rdma-shared-dev-plugin#64 ("is this a correct output?"): the demo pod ran
+    # `ls -l /dev/infiniband /sys/class/infiniband /sys/class/net` and the user pasted its `kubectl logs`.
+    text = ("-MacBookPro:~$ kubectl  logs mofed-test-pod\n/dev/infiniband:\ntotal 0\n"
+            "crw------- 1 root root 231,  64 Nov 21 02:18 issm0\ncrw-rw-rw- 1 root root  10,  57 Nov 21 02:18 rdma_cm\n"
+            "crw------- 1 root root 231,   0 Nov 21 02:18 umad0\ncrw-rw-rw- 1 root root 231, 192 Nov 21 02:18 uverbs0\n"
+            "crw-rw-rw- 1 root root 231, 193 Nov 21 02:18 uverbs1\n\n/sys/class/infiniband:\ntotal 0\n"
+            "lrwxrwxrwx 1 root root 0 Nov 21 02:18 mlx5_0 -> ../../devices/pci0000:c0/0000:c3:00.0/infiniband/mlx5_0\n")
+    rep = report(text)
+    assert rep["status"] == "pass", found(rep)
+    read = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_READ")
+    assert read["data"]["judged"] == ["ls /dev/infiniband"]
+    # The same pod without its uverbs nodes is the error the shared device plugin's issues are about.
+    rep = report(text.replace("uverbs0", "umad1").replace("uverbs1", "issm1"))
+    assert "DEV_UVERBS_MISSING" in found(rep)
+
+
+def test_the_headline_of_a_passing_paste_says_what_was_judged() -> None:
+    from rdmadoctor.output.text import summary_line
+
+    rep = report("$ ibstat\nCA 'mlx5_0'\n\tCA type: MT4123\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n"
+                 "\t\tPhysical state: LinkUp\n\t\tRate: 200\n\t\tBase lid: 5\n\t\tSM lid: 1\n\t\tLink layer: InfiniBand\n")
+    assert rep["status"] == "pass"
+    assert summary_line(rep).endswith("no known problem in the log (judged: the pasted `ibstat`)")
+
+
+_SHOW_GIDS = """\
+[root@localhost ~]# show_gids mlx5_0
+DEV     PORT    INDEX   GID                                     IPv4            VER     DEV
+---     ----    -----   ---                                     ------------    ---     ---
+mlx5_0  1       0       fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8                 v1      ens1f0
+mlx5_0  1       1       fe80:0000:0000:0000:0e42:a1ff:fe5d:4db8                 v2      ens1f0
+mlx5_0  1       4       0000:0000:0000:0000:0000:ffff:ac13:003c 172.19.0.60     v1      ens1f0
+mlx5_0  1       5       0000:0000:0000:0000:0000:ffff:ac13:003c 172.19.0.60     v2      ens1f0
+n_gids_found=4
+"""
+
+
+def test_show_gids_is_judged_a_routable_v2_gid_named_and_its_absence_an_error() -> None:
+    # IBM/SpectrumScale_NETWORK_READINESS#4 (a healthy RoCE port's table, excerpt).
+    rep = report(_SHOW_GIDS)
+    assert rep["status"] == "pass"
+    info = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "ROCE_V2_GID")
+    assert "NCCL_IB_GID_INDEX=5" in info["message"] and "172.19.0.60" in info["data"]["evidence"][0]["text"]
+    # Without the address the port has only link-local v2 GIDs: NCCL has none a peer routes to.
+    rep = report("".join(x + "\n" for x in _SHOW_GIDS.splitlines() if "172.19" not in x))
+    f = found(rep)["ROCE_NO_V2_GID"]
+    assert f["subject"] == "mlx5_0/1" and "ens1f0" in f["remedy"]
+    # Headerless (the heading row is enough) and with the tabs the script prints.
+    tabs = "\n".join("\t".join(x.split()) for x in _SHOW_GIDS.splitlines()[1:] if "172.19" not in x) + "\n"
+    assert "ROCE_NO_V2_GID" in found(report(tabs))
+
+
+def test_show_gids_of_infiniband_ports_is_not_read_as_roce() -> None:
+    text = ("$ show_gids\nDEV     PORT    INDEX   GID                                     IPv4            VER     DEV\n"
+            "mlx5_0  1       0       fe80:0000:0000:0000:b83f:d203:0094:1c1a                 v1\n")
+    rep = report(text)
+    assert "ROCE_NO_V2_GID" not in found(rep)
+
+
+# imbue-ai/cluster-health#4: a healthy H100 node on a pure InfiniBand fabric without IPoIB (every IB
+# port's netdev Down, as the author explains), two dual-port ConnectX-6 Ethernet cards with one port used.
+_IBDEV2NETDEV = """\
+$ ibdev2netdev | column -t
+mlx5_0   port  1  ==>  ibp26s0        (Down)  # CX-7 1/8 infiniband
+mlx5_1   port  1  ==>  enp27s0f0np0   (Up)    # CX-6 2/2 *ethernet* port 1/2
+mlx5_2   port  1  ==>  enp27s0f1np1   (Down)  # CX-6 2/2 *ethernet* port 2/2
+mlx5_3   port  1  ==>  ibp60s0        (Down)  # CX-7 2/8 infiniband
+"""
+
+
+def test_ibdev2netdev_judges_roce_netdevs_and_never_the_ipoib_state_of_an_ib_port() -> None:
+    rep = report(_IBDEV2NETDEV)
+    f = found(rep)
+    assert set(f) == {"ROCE_NETDEV_DOWN"}, f  # `| column -t` drops no row: the paste is whole
+    down = f["ROCE_NETDEV_DOWN"]
+    assert down["severity"] == "warning" and down["subject"] == "mlx5_2/1" and "unused on purpose" in down["message"]
+    assert "enp27s0f1np1" in down["data"]["evidence"][0]["text"]
+    # Only the InfiniBand rows: their (Down) says nothing of the ports, so nothing was judged, and the
+    # reason says why.
+    rep = report("".join(x + "\n" for x in _IBDEV2NETDEV.splitlines() if "ethernet" not in x))
+    assert rep["status"] == "unknown"
+    unknown = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_NOTHING_TO_JUDGE")
+    assert "IPoIB" in unknown["message"] and "`ibdev2netdev | column -t`" in unknown["message"]
+    # A RoCE node whose only netdev is down, pasted without its prompt: an error.
+    rep = report("mlx5_0 port 1 ==> ens1f0np0 (Down)\n")
+    assert found(rep)["ROCE_NETDEV_DOWN"]["severity"] == "error"
+    # Filtered by grep, a paste proves nothing missing: nothing judged.
+    rep = report("$ ibdev2netdev | grep Up\nmlx5_1 port 1 ==> enp27s0f0np0 (Up)\n")
+    assert rep["status"] == "unknown"

@@ -88,7 +88,7 @@ _COMMANDS = {
 }
 # The outputs judged whole (checks/logs.py _JUDGES, nccl-tests' table): a paste that holds only
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
-_JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod",
+_JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod", "show_gids",
                              "nccl-tests", "dev_infiniband"})
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
@@ -108,6 +108,11 @@ _HEADERS = (
     (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
     # `ls /dev/infiniband /sys/...`: the heading ls gives each directory (a pod's device nodes).
     (r"^[\s│|]*/dev/infiniband/?:[\s│|]*$", "dev_infiniband"),
+    # mlnx-tools' `show_gids`: its column heading.
+    (r"^\s*DEV\s+PORT\s+INDEX\s+GID\s+IPv4\s+VER\s+DEV\s*$", "show_gids"),
+    # `ibdev2netdev` without its prompt: its first row ("mlx5_0 port 1 ==> ens1f0np0 (Up)"; -v puts the
+    # PCI address and the card's name first).
+    (r"^\s*\S+\s+(?:[^=]{0,200}?\s)?port\s+\d{1,3}\s+(?:\([A-Z_]+\)\s+)?==>\s+\S+\s+\((?:Up|Down)\)", "ibdev2netdev"),
 )
 # Lines that carry an error whatever its words: a needle with no rare character to anchor it
 # ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
@@ -180,11 +185,36 @@ _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
 _NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}+:: \[-?\w{0,16}+\] NCCL INFO ")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
-                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:")
+                   "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:",
+                   "PORT    INDEX", "PORT\tINDEX", " ==> ")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
 _PROMPT_ANCHORS = ("$ ", "# ")
+
+
+# Commands that run another on a pod, a container or a host (`kubectl exec POD -- ibstat`,
+# `docker exec -it ctr ibv_devinfo`, `ssh node-3 ibstat`): the output is the inner command's.
+_EXEC_VIA = re.compile(r"^(?:(?:kubectl|oc)\s+(?:-\S+\s+(?!exec\b)\S+\s+|-\S+\s+)*+exec\s+[^\n]*?\s--\s+"
+                       r"|(?:docker|podman|nerdctl|crictl)\s+exec\s+"
+                       r"(?:(?:-u|--user|-e|--env|-w|--workdir|--env-file)[= ]\S+\s+|-{1,2}[\w-]+\s+)*+[\w.:][\w.:-]*\s+"
+                       r"|ssh\s+(?:-[bcDEeFIiJLlmOopQRSWw]\s+\S+\s+|-\w+\s+)*+[\w.@-]+\s+(?=\w)"
+                       r"|(?:ba|z)?sh\s+-l?c\s+(?=[\"']))")
+_QUOTED = re.compile(r"^([\"'])(.*)\1$")
+_SUDO = re.compile(r"^sudo +(?:-\S+ +)*")
+
+
+def _inner_command(command: str) -> str:
+    """The command a prompt line runs, without ``sudo`` and the wrappers that run it elsewhere."""
+    if len(command) > 4096:  # (a command line that long is not a wrapper's)
+        return command
+    for _ in range(3):  # `sudo kubectl exec pod -- sudo ibstat`
+        inner = _EXEC_VIA.sub("", _SUDO.sub("", command), count=1)
+        inner = _QUOTED.sub(r"\2", inner) if inner != command else inner  # `bash -c "ulimit -a"`
+        if inner == command:
+            break
+        command = inner
+    return command
 
 
 def _prompt_with_command() -> str:
@@ -917,7 +947,9 @@ class Diagnoser:
         if seg["blank"] >= 2 and text.strip():
             return True
         if seg["prompted"]:
-            return False
+            # Another command's output (`kubectl logs POD`, `cat notes.txt`) that holds a tool's output
+            # this scanner reads (a pod that ran `ls /dev/infiniband`): that output starts here.
+            return seg["kind"] == "other" and self._starts_output(text)
         # Output recognised by its header ends where the log resumes.
         return " NCCL " in text or text.startswith("Traceback")
 
@@ -948,7 +980,7 @@ class Diagnoser:
         # A prompt with a command: its output follows, up to the next prompt.
         if ("$ " in text or "# " in text or "% " in text or "> " in text) and self.t.prompt.match(text):
             command = (self.t.prompt.match(text).group("cmd") or "").strip()  # type: ignore[union-attr]
-            command = re.sub(r"^sudo +(?:-\S+ +)*", "", command)
+            command = _inner_command(command)
             word = command.split()[0] if command.split() else ""
             kind = _COMMANDS.get(word, "other")
             if kind == "rdma_link" and " link" not in f" {command}":

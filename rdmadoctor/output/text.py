@@ -19,6 +19,7 @@ import re
 import sys
 
 from rdmadoctor.core.words import count as _plural
+from rdmadoctor.core.words import listing
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
@@ -119,8 +120,7 @@ def undecided(rep: dict[str, Any]) -> str:
     names = [f"{c['title']} ({c['id']})" for c in rep["checks"] if c["status"] == "unknown"]
     if not names:
         return ""
-    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-    return f"{listed} could not be established"
+    return f"{listing(names)} could not be established"
 
 
 def _socket_verdict(rep: dict[str, Any]) -> str | None:
@@ -131,6 +131,19 @@ def _socket_verdict(rep: dict[str, Any]) -> str | None:
             if isinstance(verdict, str) and verdict:
                 return verdict
     return None
+
+
+def _judged_outputs(rep: dict[str, Any]) -> str:
+    """" (judged: NCCL's own lines and the pasted `ibstat`)": what a log's verdict rests on."""
+    judged: list[str] = []
+    for c in rep.get("checks", ()):
+        for f in c.get("findings", ()):
+            if f.get("code") == "LOGS_READ":
+                judged = [f"`{x}`" for x in (f.get("data") or {}).get("judged") or () if isinstance(x, str)]
+    if not judged:
+        return ""
+    pasted = f"the pasted {listing(judged)}"
+    return f" (judged: NCCL's own lines and {pasted})" if rep.get("nccl") else f" (judged: {pasted})"
 
 
 def summary_line(rep: dict[str, Any]) -> str:
@@ -146,7 +159,7 @@ def summary_line(rep: dict[str, Any]) -> str:
         if status == "unknown":
             return f"UNKNOWN: {name}: {missing or 'the log could not be read'}"
         if not roots:
-            return f"{status.upper()}: {name}: no known problem in the log"
+            return f"{status.upper()}: {name}: no known problem in the log{_judged_outputs(rep)}"
         word = _plural(roots, "problem") + (f" (and {followers} that follow from {'it' if roots == 1 else 'them'})" if followers else "")
         return f"{status.upper()}: {name}: the log shows {word}, root cause first"
     sockets = _socket_verdict(rep)
