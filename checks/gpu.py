@@ -200,15 +200,18 @@ def probe_topology(ctx) -> GpuTopology:
             numa_nodes=len(tree.numa_nodes) or None,
         )
     if matrix is not None:
-        numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
-        gpus = [Gpu(name, None, "NVIDIA", numa[i]) for i, name in enumerate(matrix.gpus)]
-        rows = tuple(tuple(c if c in RELATION_ORDER else None for c in row) for row in matrix.gpu_nic)
-        return GpuTopology(
-            tuple(gpus), tuple(matrix.nics), rows, "nvidia-smi topo -m", tuple(None for _ in matrix.nics), None, where, tuple(notes)
-        )
+        return topology_of(matrix, where, tuple(notes))
     if recorded is not None and recorded.text is None and recorded.error:
         notes.append(f"nvidia-smi topo -m: {recorded.error}")
     return GpuTopology((), source="none", parse_error=parse_error, recorded=where, notes=tuple(notes))
+
+
+def topology_of(matrix, where: str | None = None, notes: tuple[str, ...] = ()) -> GpuTopology:  # noqa: ANN001
+    """A recorded `nvidia-smi topo -m` matrix (parsers.nvidia_smi.TopoMatrix) as the topology judged."""
+    numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
+    gpus = [Gpu(name, None, "NVIDIA", numa[i]) for i, name in enumerate(matrix.gpus)]
+    rows = tuple(tuple(c if c in RELATION_ORDER else None for c in row) for row in matrix.gpu_nic)
+    return GpuTopology(tuple(gpus), tuple(matrix.nics), rows, "nvidia-smi topo -m", tuple(None for _ in matrix.nics), None, where, notes)
 
 
 def _needs_gpus(ctx) -> str | None:

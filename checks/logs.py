@@ -301,6 +301,26 @@ def _gids(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {}) if f.code in codes]
 
 
+def _matrix(seg):  # noqa: ANN001, ANN202
+    """The GPU x NIC matrix of a pasted `nvidia-smi topo -m` (None: another nvidia-smi output, or none)."""
+    from rdmadoctor.parsers.nvidia_smi import parse_topo
+
+    if seg.command and " topo" not in f" {seg.command}":
+        return None  # `nvidia-smi`'s GPU table, `nvidia-smi -q`: nothing this judges
+    parsed = parse_topo(seg.text)
+    m = parsed.value if parsed.ok else None
+    return m if m is not None and m.gpus and m.nics else None
+
+
+def _topo(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+    """`nvidia-smi topo -m`: each GPU near an RDMA device (what the node check judges from /sys)."""
+    m = _matrix(seg)
+    if m is None:
+        return []
+    wanted = {k: v for k, v in expect.items() if k != "expected_gpus"}  # a paste may show a few GPUs of the node
+    return [f for f in gpu.judge_topology(gpu.topology_of(m), wanted) if f.code in (gpu.GPU_NIC_FAR.code, gpu.GPU_NIC_NEAR.code)]
+
+
 def _roce_netdev(netdev: str | None) -> bool:
     """An Ethernet netdev of an RDMA port (a RoCE port's); `ib*` are InfiniBand ports' IPoIB netdevs."""
     return bool(netdev) and not netdev.startswith("ib")  # type: ignore[union-attr]
@@ -334,9 +354,10 @@ def _netdevs(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
 
 _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock,
            "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes, "show_gids": _gids,
-           "ibdev2netdev": _netdevs}
+           "ibdev2netdev": _netdevs, "nvidia-smi": _topo}
 # Outputs judged only for some of their rows: the others say nothing (ibdev2netdev's IPoIB netdevs).
-_JUDGED_ROWS = {"ibdev2netdev": lambda seg: any(_roce_netdev(x.netdev) for x in _parse_links(seg.text))}
+_JUDGED_ROWS = {"ibdev2netdev": lambda seg: any(_roce_netdev(x.netdev) for x in _parse_links(seg.text)),
+                "nvidia-smi": lambda seg: _matrix(seg) is not None}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
 _ROWS_ONLY = {"df", "ulimit", "limits"}
@@ -373,6 +394,8 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
         dev, _, port = f.subject.partition("/")
         index = rf"{f.data['gid_index']}\s" if isinstance(f.data.get("gid_index"), int) else ""
         at = next((i for i, x in enumerate(lines) if re.match(rf"\s*{re.escape(dev)}\s+{re.escape(port)}\s+{index}", x)), None)
+    elif seg.kind == "nvidia-smi" and f.subject.startswith("GPU"):  # the GPU's row of the matrix
+        at = next((i for i, x in enumerate(lines) if x.split()[:1] == [f.subject]), None)
     elif seg.kind == "ibdev2netdev" and "/" in f.subject:  # "mlx5_2 port 1 ==> enp27s0f1np1 (Down)"
         dev, _, port = f.subject.partition("/")
         at = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}\s.*\bport\s+{re.escape(port)}\b", x)), None)
@@ -383,7 +406,7 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
 
 def _shown(seg) -> str:  # noqa: ANN001
     """How a pasted output is named to the user: its command, else what it was recognised as."""
-    return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband"}.get(seg.kind, seg.kind)
+    return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband", "nvidia-smi": "nvidia-smi topo -m"}.get(seg.kind, seg.kind)
 
 
 # Commands a pipe may pass an output through without dropping a row of it (`ibdev2netdev | column -t`).
@@ -766,7 +789,7 @@ def _codes() -> tuple[Code, ...]:
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
-        ROCE_NETDEV_DOWN,
+        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}
     elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}

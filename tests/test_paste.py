@@ -1405,3 +1405,40 @@ def test_ibdev2netdev_judges_roce_netdevs_and_never_the_ipoib_state_of_an_ib_por
     # Filtered by grep, a paste proves nothing missing: nothing judged.
     rep = report("$ ibdev2netdev | grep Up\nmlx5_1 port 1 ==> enp27s0f0np0 (Up)\n")
     assert rep["status"] == "unknown"
+
+
+# NVIDIA/nccl#1357: an H100 node with six NICs, four of them next to a GPU (the matrix, excerpt: GPU0..3
+# and the NIC columns; the user's question was about the layout, not a failure).
+_TOPO = """\
+$ nvidia-smi topo -m
+        GPU0    GPU1    GPU2    GPU3    NIC0    NIC1    CPU Affinity    NUMA Affinity   GPU NUMA ID
+GPU0     X      NV18    NV18    NV18    PIX     SYS     0-47,96-143     0               N/A
+GPU1    NV18     X      NV18    NV18    SYS     SYS     0-47,96-143     0               N/A
+GPU2    NV18    NV18     X      NV18    SYS     PIX     0-47,96-143     0               N/A
+GPU3    NV18    NV18    NV18     X      SYS     SYS     0-47,96-143     0               N/A
+NIC0    PIX     SYS     SYS     SYS      X      SYS
+NIC1    SYS     SYS     PIX     SYS     SYS      X
+
+NIC Legend:
+
+  NIC0: mlx5_0
+  NIC1: mlx5_3
+"""
+
+
+def test_a_pasted_gpu_nic_matrix_is_judged_as_the_node_check_judges_it() -> None:
+    rep = report(_TOPO)
+    far = {f["subject"]: f for c in rep["checks"] for f in c["findings"] if f["code"] == "GPU_NIC_FAR"}
+    assert set(far) == {"GPU1", "GPU3"}
+    assert far["GPU1"]["severity"] == "warning" and "at SYS" in far["GPU1"]["message"]
+    assert far["GPU3"]["data"]["evidence"][0]["text"].startswith("GPU3 ")
+    # Every GPU beside a NIC, pasted without the prompt: judged, and the headline says what.
+    near = _TOPO.replace("SYS     SYS     0-47", "PIX     SYS     0-47")  # GPU1 and GPU3 beside NIC0 too
+    rep = report(near.split("\n", 1)[1])
+    assert rep["status"] == "pass", found(rep)
+    read = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_READ")
+    assert read["data"]["judged"] == ["nvidia-smi topo -m"]
+    # `nvidia-smi`'s GPU table is not the matrix: nothing judged.
+    rep = report("$ nvidia-smi\n+-----------------------------------------------------------------------------+\n"
+                 "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |\n")
+    assert rep["status"] == "unknown"

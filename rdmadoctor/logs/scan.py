@@ -110,6 +110,8 @@ _HEADERS = (
     (r"^[\s│|]*/dev/infiniband/?:[\s│|]*$", "dev_infiniband"),
     # mlnx-tools' `show_gids`: its column heading.
     (r"^\s*DEV\s+PORT\s+INDEX\s+GID\s+IPv4\s+VER\s+DEV\s*$", "show_gids"),
+    # `nvidia-smi topo -m` without its prompt: the matrix's column heading.
+    (r"^\s*GPU0\s+(?:GPU1|NIC0|mlx\w+)\s", "nvidia-smi"),
     # `ibdev2netdev` without its prompt: its first row ("mlx5_0 port 1 ==> ens1f0np0 (Up)"; -v puts the
     # PCI address and the card's name first).
     (r"^\s*\S+\s+(?:[^=]{0,200}?\s)?port\s+\d{1,3}\s+(?:\([A-Z_]+\)\s+)?==>\s+\S+\s+\((?:Up|Down)\)", "ibdev2netdev"),
@@ -186,7 +188,8 @@ _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL
 _NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}+:: \[-?\w{0,16}+\] NCCL INFO ")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:",
-                   "PORT    INDEX", "PORT\tINDEX", " ==> ")
+                   "PORT    INDEX", "PORT\tINDEX", " ==> ",
+                   "GPU0    GPU1", "GPU0\tGPU1", "GPU0    NIC0", "GPU0\tNIC0")
 # Characters that are rare in what a training loop prints (it prints lower case, digits, spaces,
 # brackets and colons): the scan's first-character set is made of these only.
 _RARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_'$#!")
