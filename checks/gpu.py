@@ -24,7 +24,7 @@ from rdmadoctor.core.model import (
     Need,
 )
 from rdmadoctor.core.record import record
-from rdmadoctor.core.words import count
+from rdmadoctor.core.words import count, listing
 
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",
@@ -34,7 +34,9 @@ GPU_NIC_FAR = Code(
     "a host bridge (PHB), across host bridges (NODE) or across sockets (SYS), NCCL either disables "
     "GPUDirect RDMA for that GPU (NCCL_NET_GDR_LEVEL defaults to PXB) and stages through host memory, or "
     "pushes the traffic through the CPU: inter-node bandwidth of that GPU drops, and a collective runs at "
-    "the speed of its slowest GPU.",
+    "the speed of its slowest GPU. A GPU with NVLink to one that has an HCA near is not flagged where "
+    "the input shows the NVLinks (a recorded `nvidia-smi topo -m`): NCCL's PXN (2.12+) sends its data over "
+    "NVLink to that GPU, which sends it with GPUDirect RDMA.",
     "Check that no HCA is missing (ib.devices) and that the GPUs and HCAs sit in the slots the platform "
     "pairs (the vendor's PCIe topology or riser map); `rdmadoctor topo` prints the matrix. Make sure "
     "NCCL_IB_HCA does not exclude the near HCA. If the layout is intended (a PCIe server with one NIC per "
@@ -129,6 +131,8 @@ class GpuTopology:
     recorded: str | None = None  # where the recorded matrix came from (bundle:cmd/...)
     notes: tuple[str, ...] = ()
     numa_nodes: int | None = None  # NUMA nodes in /sys/devices/system/node; None when not read
+    # nvlink[g]: the GPUs GPU g reaches over NVLink (a recorded matrix's NV# cells; /sys does not say).
+    nvlink: tuple[tuple[int, ...], ...] = ()
 
 
 def _from_tree(tree: PciTree) -> tuple[list[Gpu], list[str], list[str], list[tuple[str | None, ...]], list[str]]:
@@ -211,7 +215,9 @@ def topology_of(matrix, where: str | None = None, notes: tuple[str, ...] = ()) -
     numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
     gpus = [Gpu(name, None, "NVIDIA", numa[i]) for i, name in enumerate(matrix.gpus)]
     rows = tuple(tuple(c if c in RELATION_ORDER else None for c in row) for row in matrix.gpu_nic)
-    return GpuTopology(tuple(gpus), tuple(matrix.nics), rows, "nvidia-smi topo -m", tuple(None for _ in matrix.nics), None, where, notes)
+    nvlink = tuple(tuple(h for h, c in enumerate(row) if c.startswith("NV")) for row in matrix.gpu_gpu)
+    return GpuTopology(tuple(gpus), tuple(matrix.nics), rows, "nvidia-smi topo -m", tuple(None for _ in matrix.nics), None, where, notes,
+                       nvlink=nvlink)
 
 
 def _needs_gpus(ctx) -> str | None:
@@ -319,11 +325,27 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
     if not nic_idx or not topo.gpus:
         return out
     severity = ERROR if expect.get("gpudirect_required") else WARNING
+
+    def near(g_i: int) -> str | None:
+        """The nearest RDMA device of GPU g_i within the limit."""
+        row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
+        ranked = [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
+        best = min(ranked) if ranked else None
+        return best[1] if best is not None and best[0] <= limit_rank else None
+
+    via: list[str] = []  # GPUs that reach a near RDMA device through an NVLink peer
     for g_i, gpu in enumerate(topo.gpus):
         row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
         ranked = [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
         unknown = [topo.nics[n] for n in nic_idx if n >= len(row) or relation_rank(row[n]) is None]
         best = min(ranked) if ranked else None
+        if near(g_i) is None:
+            # NVLink to a GPU beside a NIC: NCCL's PXN (2.12+, on by default) moves this GPU's data over
+            # NVLink to that GPU, which sends it with GPUDirect RDMA: it never crosses the CPU.
+            peer = next((h for h in (topo.nvlink[g_i] if g_i < len(topo.nvlink) else ()) if near(h) is not None), None)
+            if peer is not None:
+                via.append(f"{gpu.name} (over NVLink to {topo.gpus[peer].name}, beside {near(peer)})")
+                continue
         node_rank = RELATION_ORDER.index("NODE")
         # An unknown relation is between different host bridges: NODE or SYS, never nearer.
         if best is not None and (best[0] <= node_rank or not unknown):
@@ -360,14 +382,13 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
             data = {"nearest": None, "relation": None, "limit": limit}
         out.append(Finding(GPU_NIC_FAR.code, severity, _gpu_subject(gpu), msg, GPU_NIC_FAR.fix, data=data))
     if not out and topo.gpus:
-        out.append(
-            Finding(
-                GPU_NIC_NEAR.code,
-                INFO,
-                "host",
-                f"{count(len(topo.gpus), 'GPU')}, each with an RDMA device at {limit} or nearer ({topo.source}).",
-            )
-        )
+        if via:
+            what = (f"{count(len(topo.gpus) - len(via), 'GPU')} with an RDMA device at {limit} or nearer, and "
+                    f"{listing(via)}: NCCL's PXN (2.12+, NCCL_PXN_DISABLE unset) sends their traffic through that "
+                    f"GPU's NIC without crossing the CPU ({topo.source})")
+        else:
+            what = f"{count(len(topo.gpus), 'GPU')}, each with an RDMA device at {limit} or nearer ({topo.source})"
+        out.append(Finding(GPU_NIC_NEAR.code, INFO, "host", f"{what}.", data={"via_nvlink": [v.split()[0] for v in via]}))
     return out
 
 

@@ -1427,14 +1427,22 @@ NIC Legend:
 
 
 def test_a_pasted_gpu_nic_matrix_is_judged_as_the_node_check_judges_it() -> None:
+    # The GPUs without a NIC beside them reach one over NVLink (NV18): NCCL's PXN sends their data
+    # through the GPU next to it, so nothing crosses the CPU and nothing is wrong.
     rep = report(_TOPO)
+    assert rep["status"] == "pass", found(rep)
+    near = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "GPU_NIC_NEAR")
+    assert near["data"]["via_nvlink"] == ["GPU1", "GPU3"] and "PXN" in near["message"]
+    # The same PCIe server without NVLink (the GPUs talk through the CPU): those two are far.
+    pcie = _TOPO.replace("NV18", "SYS ")
+    rep = report(pcie)
     far = {f["subject"]: f for c in rep["checks"] for f in c["findings"] if f["code"] == "GPU_NIC_FAR"}
     assert set(far) == {"GPU1", "GPU3"}
     assert far["GPU1"]["severity"] == "warning" and "at SYS" in far["GPU1"]["message"]
     assert far["GPU3"]["data"]["evidence"][0]["text"].startswith("GPU3 ")
     # Every GPU beside a NIC, pasted without the prompt: judged, and the headline says what.
-    near = _TOPO.replace("SYS     SYS     0-47", "PIX     SYS     0-47")  # GPU1 and GPU3 beside NIC0 too
-    rep = report(near.split("\n", 1)[1])
+    near_all = pcie.replace("SYS     SYS     0-47", "PIX     SYS     0-47")  # GPU1 and GPU3 beside NIC0 too
+    rep = report(near_all.split("\n", 1)[1])
     assert rep["status"] == "pass", found(rep)
     read = next(f for c in rep["checks"] for f in c["findings"] if f["code"] == "LOGS_READ")
     assert read["data"]["judged"] == ["nvidia-smi topo -m"]

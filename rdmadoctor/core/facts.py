@@ -133,6 +133,7 @@ class TopoMatrix:
     gpu_nic: tuple[tuple[str, ...], ...]  # gpu_nic[g][n] in PIX|PXB|PHB|NODE|SYS|NV#|X
     gpu_numa: tuple[int | None, ...] = ()
     gpu_cpu_affinity: tuple[str | None, ...] = ()
+    gpu_gpu: tuple[tuple[str, ...], ...] = ()  # gpu_gpu[g][h] between the GPUs above: X|NV#|PIX|...|SYS
 
 
 @record

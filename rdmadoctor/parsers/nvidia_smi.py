@@ -111,11 +111,13 @@ def parse_topo(text: str) -> Parsed[TopoMatrix | None]:
                         "left out of the matrix")
 
     gpu_nic = []
+    gpu_gpu = []
     gpu_numa: list[int | None] = []
     gpu_cpu: list[str | None] = []
     for gpu in gpus:
         relations, affinity = rows[gpu]
         gpu_nic.append(tuple("SYS" if relations[i] == "SOC" else relations[i] for i in nic_cols))
+        gpu_gpu.append(tuple("SYS" if relations[columns.index(g)] == "SOC" else relations[columns.index(g)] for g in gpus))
         values = dict(zip(tail_names, affinity)) if len(affinity) == len(tail_names) else {}
         if affinity and not values:
             warnings.append(f"row {gpu}: {len(affinity)} affinity cells for columns "
@@ -156,5 +158,6 @@ def parse_topo(text: str) -> Parsed[TopoMatrix | None]:
         gpu_nic=tuple(gpu_nic),
         gpu_numa=tuple(gpu_numa),
         gpu_cpu_affinity=tuple(gpu_cpu),
+        gpu_gpu=tuple(gpu_gpu),
     )
     return Parsed(value, tuple(warnings), ok=True)
