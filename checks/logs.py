@@ -196,7 +196,7 @@ _PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO
 _PORT_FILES = {"ibstat": "ibstat", "ibstatus": "ibstat", "ibv_devinfo": "ibv_devinfo", "rdma_link": "rdma-link"}
 
 
-def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     name = _PORT_FILES[seg.kind]
     paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
     inv = probe_inventory(paste)
@@ -214,7 +214,7 @@ def _ports(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return found
 
 
-def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     # `ulimit -a` (or its memlock line), or a process's /proc/<pid>/limits table.
     paste = _Paste({"/proc/self/limits" if seg.kind == "limits" else "/cmd/ulimit.txt": seg.text}, expect)
     facts = probe_memlock(paste)
@@ -251,7 +251,7 @@ def _memlock(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return out
 
 
-def _shm(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     paste = _Paste({"/cmd/df-shm.txt": seg.text}, expect)
     facts = probe_shm(paste)
     if facts.size is None:
@@ -259,7 +259,7 @@ def _shm(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_shm(facts, expect) if f.code in (SHM_TOO_SMALL.code, SHM_NEARLY_FULL.code)]
 
 
-def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _modules(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     paste = _Paste({"/cmd/lsmod.txt": seg.text}, expect)
     facts = probe_kernel(paste)
     if facts.modules is None:
@@ -269,7 +269,7 @@ def _modules(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
 
 
-def _dev_nodes(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     """`ls /dev/infiniband` in a pod: RDMA needs a uverbsN node per device the pod was given."""
     names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
     if not names or any(n.startswith("uverbs") for n in names):
@@ -280,7 +280,7 @@ def _dev_nodes(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
                     DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
 
 
-def _gids(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
     from rdmadoctor.core.facts import Gid, Port, RdmaDevice
     from rdmadoctor.parsers.netdev import parse_show_gids
@@ -291,8 +291,10 @@ def _gids(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     ports = []
     for (dev, port), rows in table.items():
         netdev = next((r.netdev for r in rows if r.netdev), None)
-        if netdev is None or netdev.startswith("ib"):
-            continue  # an InfiniBand port (no netdev, or its IPoIB one): its GIDs are not RoCE's
+        # A RoCE port: by its link layer where the paste shows it, else by a v2 GID (an InfiniBand port
+        # has none) or an Ethernet netdev's name; an InfiniBand port's GIDs are not judged here.
+        if not (_roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rows)):
+            continue
         gids = tuple(Gid(r.index, r.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get(r.version.lower()), r.netdev, r.ipv4)
                      for r in rows)
         p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
@@ -312,7 +314,7 @@ def _matrix(seg):  # noqa: ANN001, ANN202
     return m if m is not None and m.gpus and m.nics else None
 
 
-def _topo(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _topo(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     """`nvidia-smi topo -m`: each GPU near an RDMA device (what the node check judges from /sys)."""
     m = _matrix(seg)
     if m is None:
@@ -321,19 +323,44 @@ def _topo(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     return [f for f in gpu.judge_topology(gpu.topology_of(m), wanted) if f.code in (gpu.GPU_NIC_FAR.code, gpu.GPU_NIC_NEAR.code)]
 
 
-def _roce_netdev(netdev: str | None) -> bool:
-    """An Ethernet netdev of an RDMA port (a RoCE port's); `ib*` are InfiniBand ports' IPoIB netdevs."""
-    return bool(netdev) and not netdev.startswith("ib")  # type: ignore[union-attr]
+# Netdev names of Ethernet ports (systemd's en*, the kernel's eth*, bonds); `ib*` are InfiniBand ports'
+# IPoIB netdevs. In a pod, SR-IOV CNIs name either kind net1, net2...: told only by the link layer.
+_ETHERNET_NAME = re.compile(r"^(?:en|eth|bond|em|p\d)")
 
 
-def _netdevs(seg, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _roce_netdev(device: str, netdev: str | None, layers: dict[str, str]) -> bool | None:
+    """Is ``netdev`` (of RDMA ``device``) a RoCE port's? The link layer the paste or NCCL shows for the
+    device decides, else the netdev's name; None: it cannot be told (a pod's net1)."""
+    if device in layers:
+        return layers[device] == "Ethernet"
+    if not netdev or netdev.startswith("ib"):
+        return False
+    return True if _ETHERNET_NAME.match(netdev) else None
+
+
+def _link_layers(diag) -> dict[str, str]:  # noqa: ANN001
+    """Device -> link layer, from the ports a paste lists (ibstat, ibv_devinfo, rdma link) and NCCL's
+    device list (`NET/IB : Using [0]mlx5_0:1/RoCE`)."""
+    out: dict[str, str] = {}
+    for d in (diag.nccl or {}).get("net_devices") or ():
+        if isinstance(d, dict) and d.get("name") and d.get("link_layer") in ("InfiniBand", "Ethernet"):
+            out[d["name"]] = d["link_layer"]
+    for seg in diag.segments:
+        if seg.kind in _PORT_FILES:
+            inv = probe_inventory(_Paste({f"/cmd/{_PORT_FILES[seg.kind]}.txt": seg.text}, {}))
+            out.update({d.name: p.link_layer for d in inv.devices for p in d.ports if p.link_layer in ("InfiniBand", "Ethernet")})
+    return out
+
+
+def _netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
     IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
     from rdmadoctor.parsers.netdev import parse_ibdev2netdev
 
-    links = [x for x in parse_ibdev2netdev(seg.text).value if _roce_netdev(x.netdev)]
+    rows = parse_ibdev2netdev(seg.text).value
+    links = [x for x in rows if _roce_netdev(x.device, x.netdev, layers)]
     up = [x for x in links if x.up]
-    ib = any(not _roce_netdev(x.netdev) for x in parse_ibdev2netdev(seg.text).value)
+    ib = any(_roce_netdev(x.device, x.netdev, layers) is False for x in rows)
     out = []
     for x in links:
         if x.up is not False:
@@ -356,8 +383,8 @@ _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_li
            "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes, "show_gids": _gids,
            "ibdev2netdev": _netdevs, "nvidia-smi": _topo}
 # Outputs judged only for some of their rows: the others say nothing (ibdev2netdev's IPoIB netdevs).
-_JUDGED_ROWS = {"ibdev2netdev": lambda seg: any(_roce_netdev(x.netdev) for x in _parse_links(seg.text)),
-                "nvidia-smi": lambda seg: _matrix(seg) is not None}
+_JUDGED_ROWS = {"ibdev2netdev": lambda seg, layers: any(_roce_netdev(x.device, x.netdev, layers) for x in _parse_links(seg.text)),
+                "nvidia-smi": lambda seg, layers: _matrix(seg) is not None}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
 _ROWS_ONLY = {"df", "ulimit", "limits"}
@@ -427,9 +454,10 @@ def _parse_links(text: str) -> list:
 def _judged(diag) -> list[str]:  # noqa: ANN001
     """The pasted outputs that were judged (a filtered one only where its rows are what is judged)."""
     names: list[str] = []
+    layers = _link_layers(diag) if any(seg.kind in _JUDGED_ROWS for seg in diag.segments) else {}
     for seg in diag.segments:
         if seg.kind == "nccl-tests" or seg.kind in _JUDGES and (not _filtered(seg.command) or seg.kind in _ROWS_ONLY) and (
-                seg.kind not in _JUDGED_ROWS or _JUDGED_ROWS[seg.kind](seg)):
+                seg.kind not in _JUDGED_ROWS or _JUDGED_ROWS[seg.kind](seg, layers)):
             name = _shown(seg)
             if name not in names:
                 names.append(name)
@@ -438,12 +466,13 @@ def _judged(diag) -> list[str]:  # noqa: ANN001
 
 def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
     out: dict[tuple[str, str], Finding] = {}
+    layers = _link_layers(diag) if any(seg.kind in ("ibdev2netdev", "show_gids") for seg in diag.segments) else {}
     for seg in diag.segments:
         judge = _JUDGES.get(seg.kind)
         if judge is None or _filtered(seg.command) and seg.kind not in _ROWS_ONLY:
             continue  # `ibstat | grep State`: a filtered output proves nothing missing
         try:
-            found = judge(seg, expect, node)
+            found = judge(seg, expect, node, layers)
         except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
             continue
         shown = _shown(seg)

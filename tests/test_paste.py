@@ -1450,3 +1450,17 @@ def test_a_pasted_gpu_nic_matrix_is_judged_as_the_node_check_judges_it() -> None
     rep = report("$ nvidia-smi\n+-----------------------------------------------------------------------------+\n"
                  "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |\n")
     assert rep["status"] == "unknown"
+
+
+def test_a_pods_net1_is_judged_by_the_link_layer_the_paste_shows() -> None:
+    # openshift/sriov-network-operator#635: an InfiniBand VF in a pod, its IPoIB netdev named net1 by the
+    # SR-IOV CNI, Down with the port; the port is what matters (IB_PORT_DOWN), not a "RoCE netdev".
+    ibstat = ("$ ibstat mlx5_18\nCA 'mlx5_18'\n\tCA type: MT4124\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Down\n"
+              "\t\tPhysical state: LinkUp\n\t\tRate: 100\n\t\tBase lid: 65535\n\t\tSM lid: 0\n\t\tLink layer: InfiniBand\n")
+    rows = "$ ibdev2netdev\nmlx5_18 port 1 ==> net1 (Down)\n"
+    f = found(report(rows + ibstat))
+    assert "IB_PORT_DOWN" in f and "ROCE_NETDEV_DOWN" not in f
+    assert report(rows)["status"] == "unknown"  # net1 alone: InfiniBand or RoCE cannot be told
+    # The same name on a RoCE VF (the paste's ibstat says Ethernet): its netdev is judged.
+    roce = ibstat.replace("InfiniBand", "Ethernet").replace("State: Down", "State: Active")
+    assert found(report(rows + roce))["ROCE_NETDEV_DOWN"]["severity"] == "error"
