@@ -44,7 +44,7 @@ from rdmadoctor.checks.limits import (
     probe_memlock,
     probe_shm,
 )
-from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_HCA_NO_MATCH
+from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
 from rdmadoctor.checks.roce import ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.model import (
@@ -67,6 +67,7 @@ from rdmadoctor.core.words import count, listing
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.kb.nccl import (
     NCCL_GDR_DISABLED,
+    NCCL_IB_MODIFY_QP_FAILED,
     NCCL_QP_CQ_CREATE_FAILED,
     NCCL_REG_MR_FAILED,
     NCCL_SHM_FAILED,
@@ -517,6 +518,74 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
     return (mine or found), source
 
 
+def _gid_tables(diag, layers: dict[str, str]) -> dict[tuple[str, int], tuple[list, Any]]:  # noqa: ANN001
+    """(device, port) -> (its GIDs, the pasted output that lists them) of the RoCE ports a pasted
+    `show_gids` or `ibv_devinfo -v` lists."""
+    from rdmadoctor.core.facts import Gid
+    from rdmadoctor.parsers.netdev import parse_show_gids
+
+    out: dict[tuple[str, int], tuple[list, Any]] = {}
+    for seg in diag.segments:
+        if seg.kind == "show_gids":
+            rows: dict[tuple[str, int], list] = {}
+            for r in parse_show_gids(seg.text).value:
+                rows.setdefault((r.device, r.port), []).append(r)
+            for (dev, port), rs in rows.items():
+                netdev = next((r.netdev for r in rs if r.netdev), None)
+                if _roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rs):
+                    out.setdefault((dev, port), ([Gid(r.index, r.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get(r.version.lower()),
+                                                      r.netdev, r.ipv4) for r in rs], seg))
+        elif seg.kind == "ibv_devinfo":
+            inv = probe_inventory(_Paste({"/cmd/ibv_devinfo.txt": seg.text}, {}))
+            for d in inv.devices:
+                for p in d.ports:
+                    if p.gids and p.link_layer == "Ethernet":
+                        out.setdefault((d.name, p.port), (list(p.gids), seg))
+    return out
+
+
+def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+    """NCCL_IB_GID_INDEX as the log says it, against the GID tables pasted beside it: the entry it names
+    must be a RoCE v2 GID a peer can route to (with an IPv4 address), on every RoCE port NCCL uses."""
+    setting = (diag.settings or {}).get("NCCL_IB_GID_INDEX")
+    if setting is None or not re.fullmatch(r"\d{1,4}", setting["value"]):
+        return []
+    tables = _gid_tables(diag, layers)
+    used = {d.get("name") for d in (diag.nccl or {}).get("net_devices") or () if isinstance(d, dict)}
+    idx = int(setting["value"])
+    bad, good, rows = [], set(), []
+    for (dev, port), (gids, seg) in sorted(tables.items(), key=lambda kv: kv[0]):
+        if used and dev not in used:
+            continue
+        gid = next((g for g in gids if g.index == idx), None)
+        v4 = [g.index for g in gids if g.type == "RoCE v2" and g.ipv4 and not g.gid.lower().startswith("fe80")]
+        good.update(v4[:1])
+        hint = f" (its RoCE v2 IPv4 GID is index {v4[0]})" if v4 else " (it has no RoCE v2 IPv4 GID)"
+        if gid is None:
+            bad.append(f"{dev}/{port} has no GID {idx}{hint}")
+        elif gid.type != "RoCE v2":
+            bad.append(f"GID {idx} of {dev}/{port} is {gid.type or 'of unknown type'}{hint}")
+        elif gid.gid.lower().startswith("fe80"):
+            bad.append(f"GID {idx} of {dev}/{port} is link-local ({gid.gid}), not routable{hint}")
+        else:
+            continue
+        lines = seg.text.split("\n")
+        at = next((i for i, x in enumerate(lines) if re.match(rf"\s*{re.escape(dev)}\s+{port}\s+{idx}\s", x)), 0)
+        rows.append({"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None})
+    if not bad:
+        return []
+    fix = (f"Set NCCL_IB_GID_INDEX={next(iter(good))} (the RoCE v2 GID with the IPv4 address), or remove it on NCCL 2.21+, "
+           "which picks that GID per port itself." if len(good) == 1 else
+           "Remove NCCL_IB_GID_INDEX (NCCL 2.21+ picks the RoCE v2 IPv4 GID of each port), or give every port's netdev an "
+           "IPv4 address so the index is the same on all.")
+    ev = setting["evidence"]
+    return [Finding(NCCL_IB_GID_INDEX_BAD.code, ERROR, "NCCL_IB_GID_INDEX",
+                    f"NCCL_IB_GID_INDEX is set to {idx} (line {ev.get('line')} of {ev.get('file')}) and the pasted GID table says: "
+                    f"{'; '.join(bad)}. Expected a RoCE v2 GID with an IPv4 address: NCCL's connections over that GID fail "
+                    "(ibv_modify_qp timeouts) or stay in one L2 segment.",
+                    fix, data={"evidence": [ev] + rows[:2], "gid_index": idx})]
+
+
 def _test_tables(diag) -> list:  # noqa: ANN001
     """(segment, table) of every pasted nccl-tests result table, parsed once for the judges below."""
     from rdmadoctor.parsers.nccltests import parse_busbw
@@ -643,6 +712,8 @@ _NODE_CAUSES: dict[str, tuple[tuple[str, str | None], ...]] = {
     UCX_IB_RESOURCE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
     NCCL_SHM_FAILED.code: ((SHM_TOO_SMALL.code, None), (SHM_NEARLY_FULL.code, None)),
     NCCL_GDR_DISABLED.code: ((kernel.GDR_PEERMEM_MISSING.code, None),),
+    # A QP moved to RTR with a GID a peer cannot route to (NCCL_IB_GID_INDEX on a v1 or link-local entry).
+    NCCL_IB_MODIFY_QP_FAILED.code: ((NCCL_IB_GID_INDEX_BAD.code, None), (ROCE_NO_V2_GID.code, None)),
 }
 
 
@@ -735,7 +806,9 @@ def probe_logs(ctx) -> LogFacts:
     diag = _read(ctx)
     node = _node_view(ctx)
     tables = _test_tables(diag)
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables)), node)
+    layers = _link_layers(diag) if diag.settings.get("NCCL_IB_GID_INDEX") else {}
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables) + _gid_index(diag, layers)),
+                    node)
 
 
 def _size(n: int) -> str:
@@ -818,7 +891,7 @@ def _codes() -> tuple[Code, ...]:
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
-        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR,
+        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR, NCCL_IB_GID_INDEX_BAD,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}
     elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}

@@ -1464,3 +1464,43 @@ def test_a_pods_net1_is_judged_by_the_link_layer_the_paste_shows() -> None:
     # The same name on a RoCE VF (the paste's ibstat says Ethernet): its netdev is judged.
     roce = ibstat.replace("InfiniBand", "Ethernet").replace("State: Down", "State: Active")
     assert found(report(rows + roce))["ROCE_NETDEV_DOWN"]["severity"] == "error"
+
+
+_GID_LOG = ("node-1:7:7 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to {idx}.\n"
+            "node-1:7:7 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/RoCE ; OOB ens1f0:172.19.0.60<0>\n"
+            "node-1:7:9 [0] transport/net_ib.cc:798 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out\n")
+
+
+@pytest.mark.parametrize("idx, bad", [(0, "is IB/RoCE v1"), (1, "is link-local"), (7, "has no GID 7"), (5, None)])
+def test_nccl_ib_gid_index_is_judged_against_the_gid_table_pasted_beside_it(idx: int, bad: str | None) -> None:
+    # The classic RoCE misconfiguration: the index names a v1 or link-local GID, and NCCL's queue pairs
+    # time out on the way to RTR (the table: IBM/SpectrumScale_NETWORK_READINESS#4's healthy port).
+    rep = report(_GID_LOG.format(idx=idx) + _SHOW_GIDS)
+    f = found(rep)
+    if bad is None:
+        assert "NCCL_IB_GID_INDEX_BAD" not in f
+        return
+    gid = f["NCCL_IB_GID_INDEX_BAD"]
+    assert bad in gid["message"] and "NCCL_IB_GID_INDEX=5" in gid["remedy"]
+    assert [e["line"] for e in gid["data"]["evidence"]][0] == 1  # the setting's line, then the table's row
+    qp = next(x for c in rep["checks"] for x in c["findings"] if x["code"] == "NCCL_IB_MODIFY_QP_FAILED")
+    assert qp["cause"] == "NCCL_IB_GID_INDEX_BAD"
+
+
+def test_nccl_ib_gid_index_alone_or_on_infiniband_ports_is_not_judged() -> None:
+    assert "NCCL_IB_GID_INDEX_BAD" not in found(report(_GID_LOG.format(idx=0)))  # no table: nothing to judge it by
+    ib = ("$ show_gids\nDEV     PORT    INDEX   GID                                     IPv4            VER     DEV\n"
+          "mlx5_0  1       0       fe80:0000:0000:0000:b83f:d203:0094:1c1a                 v1\n")
+    log = _GID_LOG.format(idx=0).replace("/RoCE", "/IB")
+    assert "NCCL_IB_GID_INDEX_BAD" not in found(report(log + ib))
+
+
+def test_nccl_ib_gid_index_is_judged_against_a_pasted_ibv_devinfo_v(realworld) -> None:
+    from conftest import sample_text
+
+    text = sample_text(realworld / "samples" / "ibv_devinfo" / "scaleoutsean_cx6_roce_ibv_devinfo_v_full.txt")
+    rep = report("node-1:7:7 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 0.\n$ ibv_devinfo -v\n" + text)
+    gid = found(rep)["NCCL_IB_GID_INDEX_BAD"]
+    assert "GID 0 of mlx5_0/1 is IB/RoCE v1" in gid["message"] and "NCCL_IB_GID_INDEX=3" in gid["remedy"]
+    rep = report("node-1:7:7 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n$ ibv_devinfo -v\n" + text)
+    assert "NCCL_IB_GID_INDEX_BAD" not in found(rep)

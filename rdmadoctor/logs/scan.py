@@ -75,6 +75,8 @@ _FACT_NEEDLES = (
     # Settings that explain a failure after them (joined in Diagnoser.finish, see _SETTING_JOINS).
     # (not their "NCCL_" start: "_" begins anchors that every "grad_norm" of a training log tries)
     "IFNAME set by environment", "HCA set to", "NET set by environment",
+    # ... and one a pasted GID table judges (checks/logs.py).
+    "GID_INDEX set by environment",
 )
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
@@ -285,7 +287,7 @@ _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: o
 # NCCL settings that explain a failure after them: `NCCL_SOCKET_IFNAME set by environment to eth2`
 # (src/misc/socket.cc), `NCCL_IB_HCA set to mlx5_0` (src/transport/net_ib.cc), `NCCL_NET set by
 # environment to IB` (src/misc/param.cc ncclGetEnv).
-_SETTING = re.compile(r"\b(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET) set (?:by environment )?to (?P<value>\S{1,200})")
+_SETTING = re.compile(r"\b(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET|NCCL_IB_GID_INDEX) set (?:by environment )?to (?P<value>\S{1,200})")
 # (setting, the codes of the failures it explains, what it means, the fix): one row per join.
 _SETTING_JOINS = (
     ("NCCL_NET", ("NCCL_NET_INIT_FAILED",),
@@ -373,6 +375,9 @@ class Diagnosis:
     # Something in the text was recognised (an NCCL line, a known message, an error line, a
     # traceback, a tool's output): without it there is nothing to judge, and no "no known problem".
     recognised: bool = True
+    # NCCL's settings as its log says them ("NCCL_IB_HCA set by environment to mlx5_0"), the first of each:
+    # name -> {"value", "evidence"} (the line).
+    settings: dict = field(default_factory=dict)
 
     @property
     def read_any(self) -> bool:
@@ -1459,8 +1464,9 @@ class Diagnoser:
             notes.append(f"{self.dropped_segments} more pasted tool outputs were not kept (limit {MAX_SEGMENTS})")
         if self._cut_lines:
             notes.append(f"{count(self._cut_lines, 'line')} longer than {MAX_LINE // 1024} KiB were cut for matching")
+        settings = {name: {"value": v["value"], "evidence": v["evidence"]} for name, v in self._settings.items()}
         return Diagnosis(findings=findings, nccl=nccl, segments=list(self.segments), sources=list(self.sources), notes=notes,
-                         recognised=recognised)
+                         recognised=recognised, settings=settings)
 
 
 def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
