@@ -126,6 +126,21 @@ NCCL_TEST_BUSBW_LOW = Code(
     kind=PROBLEM,
 )
 
+NCCL_NICS_UNUSED = Code(
+    "NCCL_NICS_UNUSED",
+    "NCCL uses fewer RDMA ports than the node has ACTIVE",
+    "NCCL's device list (`NET/IB : Using [0]mlx5_0:1/IB ...`) names the ports its IB transport spreads "
+    "channels over; a pasted port list of the same node shows more ACTIVE ports of the same link layer. "
+    "Inter-node bandwidth is bounded by the ports NCCL uses: 1 of 4 rails is a quarter of the node's. "
+    "NCCL_IB_HCA narrower than the rails, or a pod given only some devices (its rdma/hca resource, "
+    "/dev/infiniband), leaves the others idle.",
+    "Let NCCL use every rail: unset NCCL_IB_HCA, or list them all (NCCL_IB_HCA=mlx5_0,mlx5_1,...); in a pod "
+    "request every device from the RDMA device plugin. If the other ports carry storage or another job on "
+    "purpose, nothing to do.",
+    condition=CONFIG,
+    kind=PROBLEM,
+)
+
 # A run across nodes below this share of the NICs' bandwidth gets NCCL_TEST_BUSBW_LOW.
 BUSBW_MIN_SHARE = 0.5
 
@@ -586,6 +601,42 @@ def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
                     fix, data={"evidence": [ev] + rows[:2], "gid_index": idx})]
 
 
+def _unused_nics(diag) -> list[Finding]:  # noqa: ANN001
+    """NCCL's device list against the ACTIVE ports of the same link layer a paste of the node shows."""
+    devices = [d for d in (diag.nccl or {}).get("net_devices") or () if isinstance(d, dict) and d.get("name")]
+    layers = {d.get("link_layer") for d in devices}
+    if not devices or len(layers) != 1 or None in layers or (diag.nccl or {}).get("nodes") == 1:
+        return []  # none, both fabrics in one list (NCCL_MIXED_LINK_LAYERS), or one node: no traffic on them
+    used = {d["name"] for d in devices}
+    active: dict[str, tuple] = {}
+    for seg in diag.segments:
+        if seg.kind not in _PORT_FILES or _filtered(seg.command):
+            continue
+        inv = probe_inventory(_Paste({f"/cmd/{_PORT_FILES[seg.kind]}.txt": seg.text}, {}))
+        for d in inv.devices:
+            if any(p.state == "ACTIVE" and p.link_layer in layers for p in d.ports):
+                active.setdefault(d.name, (seg, d))
+    idle = sorted(set(active) - used)
+    if not idle or not used & set(active):
+        return []  # all used, or the paste is of another node (none of NCCL's devices in it)
+    layer = {"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}.get(str(next(iter(layers))), "RDMA")
+    mine = sorted(used & set(active))
+    setting = (diag.settings or {}).get("NCCL_IB_HCA")
+    why = (f" NCCL_IB_HCA is set to {setting['value']} (line {setting['evidence'].get('line')} of "
+           f"{setting['evidence'].get('file')}): that is what leaves them out." if setting else
+           " NCCL_IB_HCA is not in the log: the pod may see only those devices (its rdma/hca resource, /dev/infiniband).")
+    seg, _ = active[idle[0]]
+    lines = seg.text.split("\n")
+    at = next((i for i, x in enumerate(lines) if idle[0] in x), 0)
+    ev = [setting["evidence"]] if setting else []
+    ev.append({"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None})
+    return [Finding(NCCL_NICS_UNUSED.code, WARNING, "NCCL_IB_HCA" if setting else "NCCL devices",
+                    f"NCCL's IB transport uses {len(mine)} of the {len(active)} ACTIVE {layer} ports the pasted `{_shown(seg)}` shows "
+                    f"({', '.join(mine)}; not {', '.join(idle)}): inter-node bandwidth is at most {len(mine)}/{len(active)} of the "
+                    f"node's.{why} If those ports carry storage or another job on purpose, nothing to do.",
+                    NCCL_NICS_UNUSED.fix, data={"evidence": ev, "used": mine, "idle": idle})]
+
+
 def _test_tables(diag) -> list:  # noqa: ANN001
     """(segment, table) of every pasted nccl-tests result table, parsed once for the judges below."""
     from rdmadoctor.parsers.nccltests import parse_busbw
@@ -807,8 +858,8 @@ def probe_logs(ctx) -> LogFacts:
     node = _node_view(ctx)
     tables = _test_tables(diag)
     layers = _link_layers(diag) if diag.settings.get("NCCL_IB_GID_INDEX") else {}
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables) + _gid_index(diag, layers)),
-                    node)
+    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables) + _gid_index(diag, layers)
+                                + _unused_nics(diag)), node)
 
 
 def _size(n: int) -> str:
@@ -891,7 +942,7 @@ def _codes() -> tuple[Code, ...]:
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
-        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR, NCCL_IB_GID_INDEX_BAD,
+        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR, NCCL_IB_GID_INDEX_BAD, NCCL_NICS_UNUSED,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}
     elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}

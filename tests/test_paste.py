@@ -1504,3 +1504,27 @@ def test_nccl_ib_gid_index_is_judged_against_a_pasted_ibv_devinfo_v(realworld) -
     assert "GID 0 of mlx5_0/1 is IB/RoCE v1" in gid["message"] and "NCCL_IB_GID_INDEX=3" in gid["remedy"]
     rep = report("node-1:7:7 [0] NCCL INFO NCCL_IB_GID_INDEX set by environment to 3.\n$ ibv_devinfo -v\n" + text)
     assert "NCCL_IB_GID_INDEX_BAD" not in found(rep)
+
+
+_RAILS = "".join(f"CA 'mlx5_{i}'\n\tCA type: MT4129\n\tNumber of ports: 1\n\tPort 1:\n\t\tState: Active\n\t\tPhysical state: LinkUp\n"
+                 f"\t\tRate: 400\n\t\tBase lid: {i + 5}\n\t\tSM lid: 1\n\t\tLink layer: InfiniBand\n" for i in range(4))
+
+
+def test_nccl_on_fewer_rails_than_the_pasted_ports_is_said_with_the_setting_that_narrows_it() -> None:
+    log = ("node-1:7:7 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0\n"
+           "node-1:7:7 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:10.0.0.1<0>\n"
+           "node-1:7:7 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n")
+    f = found(report(log + "$ ibstat\n" + _RAILS))["NCCL_NICS_UNUSED"]
+    assert f["severity"] == "warning" and f["subject"] == "NCCL_IB_HCA"
+    assert f["data"]["idle"] == ["mlx5_1", "mlx5_2", "mlx5_3"] and "1/4" in f["message"]
+    assert [e["line"] for e in f["data"]["evidence"]] == [1, 15]  # the setting, then the first idle port's CA line
+    # Without the setting the pod's devices are the suspect.
+    f = found(report(log.split("\n", 1)[1] + "$ ibstat\n" + _RAILS))["NCCL_NICS_UNUSED"]
+    assert f["subject"] == "NCCL devices" and "rdma/hca" in f["message"]
+    # Every rail in NCCL's list; one node (NVLink carries it all); a paste of another node: nothing.
+    every = log.replace("[0]mlx5_0:1/IB", "[0]mlx5_0:1/IB [1]mlx5_1:1/IB [2]mlx5_2:1/IB [3]mlx5_3:1/IB")
+    assert "NCCL_NICS_UNUSED" not in found(report(every + "$ ibstat\n" + _RAILS))
+    one = log.replace("nNodes 2 localRanks 8", "nNodes 1 localRanks 16")
+    assert "NCCL_NICS_UNUSED" not in found(report(one + "$ ibstat\n" + _RAILS))
+    other = log.replace("mlx5_0:1/IB", "mlx5_8:1/IB")
+    assert "NCCL_NICS_UNUSED" not in found(report(other + "$ ibstat\n" + _RAILS))
