@@ -503,15 +503,22 @@ def test_a_trace_nccl_steps_over_is_not_an_error() -> None:
     assert not found(report("h:1:1 [0] NCCL INFO init.cc:1762 -> 7\n"))
 
 
-def test_a_trace_after_the_warn_that_explains_it_follows_from_it() -> None:
-    # https://github.com/NVIDIA/nccl/issues/562 (excerpt)
+def test_a_trace_after_the_warn_that_explains_it_is_that_error_passed_up() -> None:
+    # https://github.com/NVIDIA/nccl/issues/562 (excerpt): the trace begins on the line after the WARN a
+    # row explains, in the same process: the result it returns is that error, not an unknown one; the
+    # finding quotes where it reached NCCL's API.
     text = ("hai-a100-3:3778851:3779883 [4] ibvwrap.c:130 NCCL WARN Call to ibv_create_qp failed\n"
             "hai-a100-3:3778851:3779883 [4] NCCL INFO ib_plugin.c:196 -> 2\n"
             "hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/init.cc:310 -> 2\n"
             "hai-a100-3:3778851:3779883 [4] NCCL INFO external/nccl_archive/src/group.cc:72 -> 2 [Async thread]\n")
     got = found(report(text))
-    assert got["LOG_ERROR_UNKNOWN"]["cause"] == "NCCL_QP_CQ_CREATE_FAILED"
-    assert got["LOG_ERROR_UNKNOWN"]["data"]["count"] == 1
+    assert set(got) == {"NCCL_QP_CQ_CREATE_FAILED"}
+    assert [e["line"] for e in got["NCCL_QP_CQ_CREATE_FAILED"]["data"]["evidence"]] == [1, 3]
+    # A trace after a WARN no row knows is still said (with that WARN), and one far from the WARN too.
+    unknown = text.replace("Call to ibv_create_qp failed", "Something new went wrong")
+    assert "LOG_ERROR_UNKNOWN" in found(report(unknown))
+    apart = text.replace("\n", "\nhai-a100-3:3778851:3779883 [4] NCCL INFO x\n" * 3, 1)
+    assert found(report(apart))["LOG_ERROR_UNKNOWN"]["cause"] == "NCCL_QP_CQ_CREATE_FAILED"
 
 
 def test_a_connect_to_a_link_local_address_names_the_interface() -> None:
@@ -1528,3 +1535,31 @@ def test_nccl_on_fewer_rails_than_the_pasted_ports_is_said_with_the_setting_that
     assert "NCCL_NICS_UNUSED" not in found(report(one + "$ ibstat\n" + _RAILS))
     other = log.replace("mlx5_0:1/IB", "mlx5_8:1/IB")
     assert "NCCL_NICS_UNUSED" not in found(report(other + "$ ibstat\n" + _RAILS))
+
+
+def test_the_lines_nccl_prints_after_an_error_follow_it() -> None:
+    # NVIDIA/nccl#1235 (excerpt): CUDA out of memory while NCCL makes its P2P buffers.
+    oom = ("ng30903:3063028:3066152 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'\n"
+           "ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes\n"
+           "ng30903:3063028:3066152 [3] NCCL INFO transport/p2p.cc:204 -> 1\n")
+    rep = report(oom)
+    calloc = next(f for c in rep["checks"] for f in c["findings"] if "calloc" in f["message"])
+    assert calloc["cause"] == "NCCL_CUDA_FAILED" and "6291456 bytes" in calloc["message"]
+    # Alone, the allocation failure is the cause itself.
+    alone = found(report(oom.split("\n", 1)[1]))["NCCL_CUDA_FAILED"]
+    assert alone.get("cause") is None and "6291456" in alone["message"]
+    # NVIDIA/nccl#230 (excerpt): the HCA's catastrophic error, then the events thread giving up.
+    rep = report("c-57:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error\n"
+                 "c-57:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to ibv_get_async_event failed\n")
+    events = next(f for c in rep["checks"] for f in c["findings"] if f["subject"] == "HCA events")
+    assert events["cause"] == "NCCL_IB_ASYNC_FATAL"
+
+
+def test_a_truncated_bootstrap_message_says_the_ranks_disagree() -> None:
+    # NVIDIA/nccl#1176 (excerpt, srun's task labels kept).
+    rep = report("0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message truncated : received 256 "
+                 "bytes instead of 4\n0: compute-st-p4de24xlarge-1:34639:36718 [5] NCCL INFO bootstrap.cc:554 -> 3\n"
+                 "0: compute-st-p4de24xlarge-1:34639:36718 [5] NCCL INFO group.cc:110 -> 3\n")
+    f = found(rep)
+    assert set(f) == {"NCCL_RANKS_MISMATCH"}
+    assert "256 bytes where it expected 4" in f["NCCL_RANKS_MISMATCH"]["message"]

@@ -276,6 +276,7 @@ _NCCL_TRACE = re.compile(r"(?P<file>[\w./+-]{1,200}\.(?:cc|c|cu|cpp|h)):(?P<line
 # steps over, a net plugin that is disabled (`net.cc:79 -> 3` after NCCL_IBEXT_DISABLE=1) among them.
 _API_FILES = frozenset({"init.cc", "init.cu", "group.cc", "enqueue.cc", "enqueue.cu", "collectives.cc"})
 TRACE_GAP = 64  # lines: a thread's trace lines further apart than this are two traces
+_TRACE_AFTER_WARN = 3  # lines: a trace this close after a process's explained WARN passes that error up
 _NCCL_RESULTS = {"1": "ncclUnhandledCudaError", "2": "ncclSystemError", "3": "ncclInternalError",
                  "4": "ncclInvalidArgument", "5": "ncclInvalidUsage", "6": "ncclRemoteError"}
 # Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
@@ -621,6 +622,7 @@ class Diagnoser:
         self._known_text = False  # a line of a source rdmadoctor reads (a row's needle, libibverbs, mlx5 ...)
         self._sat_count: dict[str, int] = {}  # _SATURATING needle -> lines read with it
         self._trace_start: dict[tuple, dict] = {}  # (host, pid) -> the first line of its NCCL error trace
+        self._known_warn: dict[tuple, tuple] = {}  # (host, pid) -> (line, finding) of its last WARN a row explained
         self._trace_origin: dict = {}
         self._shapes = b""  # the block being read: its distinct lines without digits (_candidates)
         self._nlines = 0
@@ -1189,16 +1191,25 @@ class Diagnoser:
         who = (meta.host, meta.pid)
         start = self._trace_start.get(who)
         if start is None or lineno - start["last"] > TRACE_GAP:
-            # Where the trace began, read once: the file and line that failed, and errno's text.
+            # Where the trace began, read once: the file and line that failed, and errno's text. A trace
+            # that begins right after a WARN a row explained (the same process) passes that error up: the
+            # result it reaches the API with is that finding's, not an unknown one.
             why = f" ({t.group('why')})" if t.group("why") else ""
+            warned = self._known_warn.get(who)
             start = {"text": text, "line": lineno, "meta": meta, "last": lineno, "body": t.string,
-                     "began": f"{t.group('file')}:{t.group('line')}", "why": why}
+                     "began": f"{t.group('file')}:{t.group('line')}", "why": why,
+                     "explains": warned[1] if warned is not None and 0 < lineno - warned[0] <= _TRACE_AFTER_WARN else None}
             if len(self._trace_start) < 1024:
                 self._trace_start[who] = start
         start["last"] = lineno
         if start.get("said") or t.group("file").rsplit("/", 1)[-1] not in _API_FILES:
             return None  # said once per trace (init.cc, then group.cc, pass the same result up)
         start["said"] = True
+        agg = start["explains"]
+        if agg is not None:  # the explained WARN's error, returned: its finding quotes where it surfaced
+            if len(agg.evidence) < MAX_EVIDENCE:
+                agg.evidence.append(self._evidence(text, lineno, meta))
+            return None
         self._trace_origin = {**start, "result": _NCCL_RESULTS[t.group("rc")], "api": f"{t.group('file')}:{t.group('line')}"}
         return ("trace", text, True)
 
@@ -1256,6 +1267,8 @@ class Diagnoser:
             agg.ranks.add(meta.rank)
         if len(agg.evidence) < MAX_EVIDENCE:
             agg.evidence.append(self._evidence(text, lineno, meta))
+        if meta.level == "WARN" and p is not _UNKNOWN and p is not _UNKNOWN_SYMPTOM and len(self._known_warn) < 1024:
+            self._known_warn[(meta.host, meta.pid)] = (lineno, agg)
 
     def _fire(self) -> None:
         self._fired = True

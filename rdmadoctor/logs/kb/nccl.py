@@ -342,6 +342,19 @@ NCCL_MIXED_LINK_LAYERS = Code(
     "the InfiniBand ones.",
     condition=CONFIG,
 )
+NCCL_RANKS_MISMATCH = Code(
+    "NCCL_RANKS_MISMATCH",
+    "The ranks disagree about what they exchange",
+    "A rank received a message of another size than it expected (`Message truncated : received 256 bytes "
+    "instead of 4`): the ranks are not running the same thing. During setup (bootstrap.cc) the usual "
+    "causes are ranks on different NCCL versions (an image that differs between nodes) or a rank that "
+    "joined another job's rendezvous (two jobs on one MASTER_ADDR:MASTER_PORT, a restarted rank meeting "
+    "the old ones); during a collective, ranks calling different collectives or sizes, or running with "
+    "different NCCL_PROTO / NCCL_ALGO settings. The network is not at fault.",
+    "Run every rank from the same image (each rank's `NCCL version` line must be the same) with the same "
+    "NCCL_* settings; give each job its own MASTER_PORT; make every rank call the same collectives in the "
+    "same order with the same sizes (TORCH_DISTRIBUTED_DEBUG=DETAIL checks that in PyTorch).",
+)
 LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
@@ -362,7 +375,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
          NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, NCCL_PLUGIN_MISMATCH,
-         NCCL_MIXED_LINK_LAYERS, LOG_ERROR_UNKNOWN)
+         NCCL_MIXED_LINK_LAYERS, NCCL_RANKS_MISMATCH, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -752,6 +765,26 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     # -- sockets between ranks ---------------------------------------------------------------------
     Pattern(
+        id="nccl.message_truncated",
+        code=NCCL_RANKS_MISMATCH.code,
+        severity=ERROR,
+        needle="Message truncated",
+        regex=r"Message truncated : received (?P<got>\d{1,12}) bytes instead of (?P<want>\d{1,12})",
+        subject="ranks",
+        message="A rank received {got} bytes where it expected {want}: the ranks are not exchanging the same "
+                "thing (different NCCL versions or settings, another job's rendezvous, or different collectives).",
+        meaning="NCCL returns an error (ncclInternalError, ncclInvalidUsage in 2.12+) and the job fails; the other "
+                "ranks see closed connections or time out.",
+        fix="Compare every rank's `NCCL version` line and NCCL_* settings (the same image everywhere); give the job "
+            "its own MASTER_PORT; in PyTorch, TORCH_DISTRIBUTED_DEBUG=DETAIL finds ranks calling different "
+            "collectives.",
+        ref="NVIDIA/nccl src/bootstrap.cc bootstrapNetRecv, src/misc/socket.cc `Message truncated : received %d "
+            "bytes instead of %d` (2.5-2.30); https://github.com/NVIDIA/nccl/pull/605 (mismatched collectives or "
+            "settings); https://github.com/NVIDIA/nccl/issues/1176",
+        examples=("0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message truncated : "
+                  "received 256 bytes instead of 4",),
+    ),
+    Pattern(
         id="nccl.socket_connect_link_local",
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
@@ -1119,6 +1152,24 @@ PATTERNS: tuple[Pattern, ...] = (
             "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : CQ error",
         ),
         derive=_dev,
+    ),
+    Pattern(
+        id="nccl.ib_async_read_failed",
+        code=NCCL_IB_ASYNC_FATAL.code,
+        severity=WARNING,
+        needle="ibv_get_async_event failed",
+        regex=r"Call to ibv_get_async_event failed",
+        subject="HCA events",
+        message="NCCL's thread that reads the HCA's asynchronous events could not read one and stopped: the device "
+                "context broke (after a fatal event, a driver reset or a device removed).",
+        meaning="NCCL no longer hears of the device's events; after a fatal event printed before it, that event "
+                "is the cause.",
+        fix="Read the event printed before it; `dmesg | grep mlx5` on the node shows a reset or a health syndrome.",
+        ref="NVIDIA/nccl src/misc/ibvwrap.cc wrap_ibv_get_async_event `Call to ibv_get_async_event failed` "
+            "(2.4-2.30); https://github.com/NVIDIA/nccl/issues/230",
+        examples=("container-e275:815:864 [0] misc/ibvwrap.cu:220 NCCL WARN Call to ibv_get_async_event failed",),
+        follows=("nccl.ib_async_fatal", "nccl.ib_async_queue_fatal"),
+        symptom_after=("nccl.ib_async_fatal", "nccl.ib_async_queue_fatal"),
     ),
     Pattern(
         id="nccl.ib_async_port_error",
@@ -1695,6 +1746,28 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.",),
         follows=("nccl.graph_file_set",),
         symptom_after=(NCCL_GRAPH_FILE.code,),
+    ),
+    Pattern(
+        id="nccl.cuda_alloc_failed",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="Failed to CUDA",
+        regex=r"Failed to CUDA (?P<call>calloc|malloc|host alloc) (?P<bytes>\d{1,19}) bytes",
+        subject="CUDA",
+        message="NCCL could not allocate {bytes} bytes with CUDA ({call}): the GPU's memory (or pinned host "
+                "memory) is exhausted when NCCL makes its buffers.",
+        meaning="The communicator cannot be made (ncclUnhandledCudaError); its peers then see closed "
+                "connections. The network is not involved.",
+        fix="Make the communicators before the model fills the GPU (init_process_group and a first collective "
+            "before loading), or leave memory free (a smaller batch, activation checkpointing); `nvidia-smi` shows "
+            "whether another process holds the GPU. Many communicators or channels cost memory too: fewer process "
+            "groups, or NCCL_BUFFSIZE / NCCL_MAX_NCHANNELS lower.",
+        ref="NVIDIA/nccl src/include/alloc.h ncclCudaCalloc / ncclCudaHostCalloc `Failed to CUDA calloc %ld "
+            "bytes`, `Failed to CUDA host alloc %ld bytes` (2.12-2.30); https://github.com/NVIDIA/nccl/issues/1235",
+        examples=("ng30903:3063028:3066152 [3] include/alloc.h:185 NCCL WARN Failed to CUDA calloc 6291456 bytes",
+                  "node-1:77:90 [0] include/alloc.h:60 NCCL WARN Failed to CUDA host alloc 2097152 bytes"),
+        follows=("nccl.cuda_failure",),
+        symptom_after=("nccl.cuda_failure",),
     ),
     # -- how ranks were placed -------------------------------------------------------------------
     Pattern(
