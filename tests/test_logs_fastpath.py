@@ -219,3 +219,27 @@ def test_the_channel_count_is_the_most_coll_channels_else_the_most_ring_channels
     fast, ref = _fast(data, 4096), _reference(data, monkeypatch)
     assert fast[1] == ref[1]
     assert fast[1]["channels"] == (20 if coll else 32)
+
+
+def test_survives_says_what_the_letter_by_letter_comparison_says() -> None:
+    """scan._survives compares each overlap of ``old`` with the anchor whole (it runs for every anchor
+    and replacement when the tables are made, before any log is read): the same answers as comparing
+    letter by letter, on every small case."""
+    import itertools
+    import random
+
+    def reference(anchor: bytes, old: bytes, new: bytes) -> bool:
+        for k in range(-(len(old) - 1), len(anchor)):
+            span = [i for i in range(len(anchor)) if 0 <= i - k < len(old)]
+            if span and all(anchor[i] == old[i - k] for i in span) and any(old[i - k] != new[i - k] for i in span):
+                return False
+        return True
+
+    rnd = random.Random(16)
+    words = [bytes(w) for n in range(1, 4) for w in itertools.product(b"aB ", repeat=n)]
+    for _ in range(3000):
+        anchor, old = rnd.choice(words) + rnd.choice(words), rnd.choice(words)
+        new = bytes(c if rnd.random() < 0.6 else c ^ 32 for c in old)
+        assert scan._survives.__wrapped__(anchor, old, new) == reference(anchor, old, new), (anchor, old, new)
+    assert not scan._survives.__wrapped__(b"NCCL INFO", b"] NCCL INFO ", b"] nccl info ")
+    assert scan._survives.__wrapped__(b"Init START", b"] NCCL INFO ", b"] nccl info ")

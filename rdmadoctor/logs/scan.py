@@ -178,9 +178,10 @@ _NO_DIGITS = {ord(d): None for d in "0123456789"}
 @functools.lru_cache(maxsize=None)
 def _survives(anchor: bytes, old: bytes, new: bytes) -> bool:
     """No overlap of ``old`` with ``anchor`` changes a letter of the anchor when ``old`` becomes ``new``."""
-    for k in range(-(len(old) - 1), len(anchor)):
-        span = [i for i in range(len(anchor)) if 0 <= i - k < len(old)]
-        if span and all(anchor[i] == old[i - k] for i in span) and any(old[i - k] != new[i - k] for i in span):
+    la, lo = len(anchor), len(old)
+    for k in range(-(lo - 1), la):  # old placed at offset k of the anchor: its overlap, compared whole
+        a0, a1 = max(0, k), min(la, k + lo)
+        if anchor[a0:a1] == old[a0 - k:a1 - k] and old[a0 - k:a1 - k] != new[a0 - k:a1 - k]:
             return False
     return True
 
