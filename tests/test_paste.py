@@ -1563,3 +1563,38 @@ def test_a_truncated_bootstrap_message_says_the_ranks_disagree() -> None:
     f = found(rep)
     assert set(f) == {"NCCL_RANKS_MISMATCH"}
     assert "256 bytes where it expected 4" in f["NCCL_RANKS_MISMATCH"]["message"]
+
+
+# A bug report's "expected versus actual" (the shape of NVIDIA/nccl issue forms and many tickets): the
+# fenced block after an "Expected:" label is what the writer hoped to see, not what ran.
+_EXPECTED = """\
+### Describe the bug
+
+Cross-node collectives are 4-5x slower than expected. NCCL logs show:
+```
+NCCL INFO NET/Socket : Using [0]bond0:200.8.184.2<0>
+```
+
+### Expected behavior
+
+Expected:
+```
+NCCL INFO NET/IB : Using [0]mlx5_bond:1/RoCE ...
+```
+"""
+
+
+def test_what_a_ticket_says_it_expected_is_not_evidence() -> None:
+    rep = report(_EXPECTED)
+    assert "NCCL_SOCKET_FALLBACK" in found(rep)
+    assert not (rep["nccl"] or {}).get("net_devices")
+    # Without the label the second block is a log like the first.
+    rep = report(_EXPECTED.replace("### Expected behavior\n\nExpected:\n", "### The other node\n\nIt prints:\n"))
+    assert [d["name"] for d in rep["nccl"]["net_devices"]] == ["mlx5_bond"]
+    # "expected" in a sentence is no label, and a label far above a block does not reach it.
+    far = _EXPECTED.replace("### Expected behavior\n\nExpected:\n", "### Expected behavior\n\nsee below\n\nfor "
+                            "the other node, which does better than expected, it prints\n")
+    assert [d["name"] for d in report(far)["nccl"]["net_devices"]] == ["mlx5_bond"]
+    # Quoted in a reply, with a heading label in bold: the same.
+    quoted = "\n".join("> " + x for x in _EXPECTED.replace("Expected:", "**Expected output:**").splitlines()) + "\n"
+    assert not (report(quoted)["nccl"] or {}).get("net_devices")

@@ -80,7 +80,12 @@ _FACT_NEEDLES = (
 )
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
-_HEAD_FACT_NEEDLES = ("] - NET/",)
+_HEAD_FACT_NEEDLES = ("] - NET/",
+                      # A ticket's fences and its "Expected:" label (what the writer hoped to see; see _line).
+                      "```", "xpected")
+# "Expected:", "### Expected behavior", "**Expected output**": a label alone on its line.
+_EXPECTED_LABEL = re.compile(r"(?i)^(?:#{1,6}\s*+)?[*_]{0,2}(?:expected|what (?:i|we) expected|should (?:see|be|look like))"
+                             r"(?: (?:behaviou?r|output|result|log|lines?))?[*_]{0,2}:?[*_]{0,2}\s*+:?\s*+$")
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
 _COMMANDS = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
@@ -609,6 +614,9 @@ class Diagnoser:
         self._cut_lines = 0
         self._socket_seen: tuple | None = None
         self._follow = 0  # lines still to read after a "Last error:" line
+        # Markdown fences in a ticket, and the label that makes the next one hypothetical (_line).
+        self._fence = self._hypothetical = False
+        self._expected_at: int | None = None
         self._channels = False  # the block being read holds channel lines
         self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
         self._tb: dict | None = None  # the Python traceback being read: whose it is, lines left
@@ -985,6 +993,18 @@ class Diagnoser:
 
     def _line(self, raw: bytes, lineno: int, nxt: bytes | None = None) -> bool:
         """Read one candidate line; True when it also took ``nxt`` (the next line) as its rest."""
+        if b"``" in raw or b"xpected" in raw or self._fence:
+            bare = raw.decode("utf-8", "replace").strip().lstrip("> \t")
+            if bare.startswith("```"):
+                # A fenced block of a ticket: the one right after an "Expected:" label shows what the
+                # writer hoped to see, not what ran (nothing in it is evidence).
+                self._fence = not self._fence
+                self._hypothetical = self._fence and self._expected_at is not None and 0 < lineno - self._expected_at <= 3
+                return False
+            if self._hypothetical:
+                return False
+            if _EXPECTED_LABEL.match(bare) is not None:
+                self._expected_at = lineno
         text, spans = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())
         if "Last error" in text:
             self._follow = LAST_ERROR_LINES
