@@ -1598,3 +1598,14 @@ def test_what_a_ticket_says_it_expected_is_not_evidence() -> None:
     # Quoted in a reply, with a heading label in bold: the same.
     quoted = "\n".join("> " + x for x in _EXPECTED.replace("Expected:", "**Expected output:**").splitlines()) + "\n"
     assert not (report(quoted)["nccl"] or {}).get("net_devices")
+
+
+def test_a_ticket_that_only_mentions_nccl_has_nothing_judged() -> None:
+    # NVIDIA/nccl-tests#112 (an excerpt of its prose): the NCCL version in a sentence, and no
+    # NCCL line, error or tool output: nothing was judged, so no PASS.
+    rep = report("Environment:\n\n2 nodes with A100 GPUs, four 200Gb RoCEv2 NICs.\nNCCL version is: 2.11.4\n"
+                 "CUDA version is: 11.6\n\nThe average bus bandwidth is only 9.84 GB/s.\n")
+    assert rep["status"] == "unknown"
+    # The same version as NCCL prints it, on its own line with its prefix: NCCL ran and said so.
+    rep = report("node-1:1:1 [0] NCCL INFO NCCL version 2.11.4+cuda11.6\n")
+    assert rep["status"] == "pass" and rep["nccl"]["version"] == "2.11.4"

@@ -1460,7 +1460,10 @@ class Diagnoser:
             self._fire()
         # (a tool's output counts when it is one rdmadoctor judges: `kubectl get node` read as text is not)
         judged = any(seg.kind in _JUDGED_OUTPUTS for seg in self.segments)
-        recognised = bool(self.aggs or self.facts.seen or judged or self._traceback_seen or self._known_text)
+        # NCCL's facts count when they say something: a line NCCL printed itself, or a fact in the `nccl`
+        # block (a ticket's prose "NCCL version is: 2.11.4" sets none, and judges nothing).
+        said = self._nccl_first is not None or any(v is not None and v != [] for v in (nccl or {}).values())
+        recognised = bool(self.aggs or self.facts.seen and said or judged or self._traceback_seen or self._known_text)
         aggs = sorted(self.aggs.values(), key=_order_key(list(self.aggs.values())))
         single = None
         if self.facts.single_host():
