@@ -1609,3 +1609,27 @@ def test_a_ticket_that_only_mentions_nccl_has_nothing_judged() -> None:
     # The same version as NCCL prints it, on its own line with its prefix: NCCL ran and said so.
     rep = report("node-1:1:1 [0] NCCL INFO NCCL version 2.11.4+cuda11.6\n")
     assert rep["status"] == "pass" and rep["nccl"]["version"] == "2.11.4"
+
+
+@pytest.mark.parametrize("line", [
+    # NVIDIA/Megatron-LM#1541, pytorch/pytorch#126275, vllm-project/vllm#25532, deepspeedai/DeepSpeed#7266
+    "[rank1]:[W326 09:37:44.752383442 ProcessGroupNCCL.cpp:1487] Warning: WARNING: destroy_process_group() was not called "
+    "before program exit, which can leak resources. For more info, please see "
+    "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",
+    "[rank3]:[W515 07:06:42.915740178 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed before it "
+    "is being destructed. On normal program exit, the application should call destroy_process_group to ensure that any "
+    "pending NCCL data transfers have finished in this process.",
+    "[W924 02:01:18.426673989 ProcessGroupNCCL.cpp:981] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default now, this "
+    "environment variable is thus deprecated. (function operator())",
+    "[W404 00:15:21.693690333 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 to perform barrier as "
+    "devices used by this process are currently unknown. This can potentially cause a hang if this rank to GPU mapping "
+    "is incorrect.",
+])
+def test_pytorchs_harmless_notices_pass_and_say_so(line: str) -> None:
+    from rdmadoctor.output.text import summary_line
+
+    rep = report(line + "\n" + line.replace("rank1", "rank0").replace("rank3", "rank2") + "\n")
+    assert rep["status"] == "pass"
+    notices = [f for c in rep["checks"] for f in c["findings"] if f["code"] == "PYTORCH_NOTICE"]
+    assert len(notices) == 1 and notices[0]["severity"] == "info"
+    assert summary_line(rep).endswith("(1 known notice, none a problem: --verbose shows it)")

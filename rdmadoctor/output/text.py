@@ -136,14 +136,21 @@ def _socket_verdict(rep: dict[str, Any]) -> str | None:
 def _judged_outputs(rep: dict[str, Any]) -> str:
     """" (judged: NCCL's own lines and the pasted `ibstat`)": what a log's verdict rests on."""
     judged: list[str] = []
+    notices = 0
     for c in rep.get("checks", ()):
         for f in c.get("findings", ()):
             if f.get("code") == "LOGS_READ":
                 judged = [f"`{x}`" for x in (f.get("data") or {}).get("judged") or () if isinstance(x, str)]
-    if not judged:
-        return ""
-    pasted = f"the pasted {listing(judged)}"
-    return f" (judged: NCCL's own lines and {pasted})" if rep.get("nccl") else f" (judged: {pasted})"
+            elif f.get("severity") == "info":
+                notices += 1
+    nccl = any(v is not None and v != [] for v in (rep.get("nccl") or {}).values())
+    if judged:
+        pasted = f"the pasted {listing(judged)}"
+        return f" (judged: NCCL's own lines and {pasted})" if nccl else f" (judged: {pasted})"
+    if notices and not nccl:
+        # Known messages that are not problems (PyTorch's exit warnings): say so, and where to read them.
+        return f" ({_plural(notices, 'known notice')}, none a problem: --verbose shows {'it' if notices == 1 else 'them'})"
+    return ""
 
 
 def summary_line(rep: dict[str, Any]) -> str:

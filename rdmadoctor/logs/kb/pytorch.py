@@ -10,7 +10,7 @@ optional here. NCCL's own result strings inside these exceptions (``unhandled sy
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, WARNING, Code
+from rdmadoctor.core.model import ERROR, INFO, INFORMATION, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 from rdmadoctor.logs.kb.nccl import NCCL_BOOTSTRAP_FAILED, NCCL_CUDA_FAILED, NCCL_REMOTE_ERROR, NCCL_SYSTEM_ERROR
 
@@ -81,7 +81,19 @@ JOB_KILLED = Code(
     "(`dmesg | grep -i oom`, exit code 137) give the pod more memory.",
 )
 
-CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED, JOB_KILLED, PROCESS_CRASHED, JOB_FAILED)
+PYTORCH_NOTICE = Code(
+    "PYTORCH_NOTICE",
+    "A PyTorch distributed notice, not a failure",
+    "Information: ProcessGroupNCCL prints warnings that look alarming and are not failures: a process "
+    "group not destroyed before exit (PyTorch 2.4+ says so on every rank), a deprecated environment "
+    "variable, a barrier that guesses its GPU. They come from a job that ran; by themselves they do not "
+    "explain a failure or a slow run.",
+    "What each one says: call `torch.distributed.destroy_process_group()` at the end of the program; "
+    "drop the deprecated variable; pass `device_id=torch.device('cuda', local_rank)` to "
+    "`init_process_group` (or `device_ids=[local_rank]` to `barrier`).",
+    kind=INFORMATION,
+)
+CODES = (NCCL_TIMEOUT, NCCL_WATCHDOG_HUNG, NCCL_CALL_FAILED, JOB_KILLED, PROCESS_CRASHED, JOB_FAILED, PYTORCH_NOTICE)
 
 # How far NCCL got when a job was killed: what it means, and the next step. Keys are what
 # rdmadoctor.logs.scan finds: no NCCL line at all, NCCL started but no communicator was made,
@@ -221,7 +233,72 @@ def _detail_row(result: str, words: str, error: str, old: str | None) -> Pattern
     )
 
 
+_NOTICE_REF = "pytorch/pytorch torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp"
 PATTERNS: tuple[Pattern, ...] = (
+    # -- notices of a job that ran (harmless by themselves) ----------------------------------------
+    Pattern(
+        id="pytorch.pg_not_destroyed",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="destroy_process_group() was not called",
+        regex=r"destroy_process_group\(\) was not called before program exit",
+        subject="destroy_process_group",
+        message="The program exited without destroy_process_group(): PyTorch 2.4+ warns on every rank; harmless at exit.",
+        meaning="Nothing failed; resources are freed when the process exits.",
+        fix="Call `torch.distributed.destroy_process_group()` at the end of the program.",
+        ref=f"{_NOTICE_REF} ~ProcessGroupNCCL (2.4-2.9); https://github.com/NVIDIA/Megatron-LM/issues/1541",
+        examples=("[rank1]:[W326 09:37:44.752383442 ProcessGroupNCCL.cpp:1487] Warning: WARNING: destroy_process_group() was "
+                  "not called before program exit, which can leak resources. For more info, please see "
+                  "https://pytorch.org/docs/stable/distributed.html#shutdown (function operator())",),
+    ),
+    Pattern(
+        id="pytorch.pg_not_destroyed_24",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="process group has NOT been destroyed",
+        regex=r"process group has NOT been destroyed before it is being destructed",
+        subject="destroy_process_group",
+        message="The process group was destructed without destroy_process_group(): PyTorch 2.4 warns on every rank; "
+                "harmless at a normal exit.",
+        meaning="Nothing failed; in rare cases a rank exiting early can block another's last transfer.",
+        fix="Call `torch.distributed.destroy_process_group()` at the end of the program.",
+        ref=f"{_NOTICE_REF} ~ProcessGroupNCCL (2.4); https://github.com/pytorch/pytorch/issues/126275",
+        examples=("[rank3]:[W515 07:06:42.915740178 ProcessGroupNCCL.cpp:1117] WARNING: process group has NOT been destroyed "
+                  "before it is being destructed. On normal program exit, the application should call "
+                  "destroy_process_group to ensure that any pending NCCL data transfers have finished in this process.",),
+    ),
+    Pattern(
+        id="pytorch.record_streams_deprecated",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="TORCH_NCCL_AVOID_RECORD_STREAMS is the default now",
+        regex=r"TORCH_NCCL_AVOID_RECORD_STREAMS is the default now",
+        subject="TORCH_NCCL_AVOID_RECORD_STREAMS",
+        message="TORCH_NCCL_AVOID_RECORD_STREAMS is set and is the default now: the variable is deprecated, the job "
+                "is unaffected.",
+        meaning="Nothing failed.",
+        fix="Drop TORCH_NCCL_AVOID_RECORD_STREAMS from the job's environment.",
+        ref=f"{_NOTICE_REF} ProcessGroupNCCL::ProcessGroupNCCL (2.9); https://github.com/vllm-project/vllm/pull/25532",
+        examples=("[W924 02:01:18.426673989 ProcessGroupNCCL.cpp:981] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default "
+                  "now, this environment variable is thus deprecated. (function operator())",),
+    ),
+    Pattern(
+        id="pytorch.barrier_guesses_gpu",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="perform barrier as devices used by this process are currently unknown",
+        regex=r"using GPU (?P<gpu>\d{1,4}) to perform barrier as devices used by this process are currently unknown",
+        subject="barrier",
+        message="barrier() guessed GPU {gpu} for this rank (no device_id was given to init_process_group): harmless "
+                "while each rank's GPU is its local rank; a hang at the barrier when it is not.",
+        meaning="Nothing failed by itself; where the job hangs at a barrier, a wrong rank-to-GPU guess is a cause.",
+        fix="Pass `device_id=torch.device('cuda', local_rank)` to `init_process_group` (PyTorch 2.3+), or "
+            "`device_ids=[local_rank]` to `barrier()`.",
+        ref=f"{_NOTICE_REF} ProcessGroupNCCL::barrier (2.2-2.9); https://github.com/deepspeedai/DeepSpeed/pull/7266",
+        examples=("[W404 00:15:21.693690333 ProcessGroupNCCL.cpp:4561] [PG ID 0 PG GUID 0 Rank 0]  using GPU 0 to perform "
+                  "barrier as devices used by this process are currently unknown. This can potentially cause a hang if "
+                  "this rank to GPU mapping is incorrect.",),
+    ),
     Pattern(
         id="pytorch.comm_aborted",
         code=NCCL_CALL_FAILED.code,
