@@ -310,13 +310,17 @@ def _from_tools(host) -> RdmaInventory | None:
         warnings.extend(f"show_gids: {w}" for w in parsed_gids.warnings)
         table: dict[tuple[str, int], list[Gid]] = {}
         for row in parsed_gids.value:
-            gtype = {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower())
-            table.setdefault((row.device, row.port), []).append(Gid(row.index, row.gid, gtype, row.netdev, row.ipv4))
+            table.setdefault((row.device, row.port), []).append(gid_of(row))
         devices = [
             replace(d, ports=tuple(replace(p, gids=tuple(table[(d.name, p.port)])) if (d.name, p.port) in table and not p.gids else p for p in d.ports))
             for d in devices
         ]
     return RdmaInventory(tuple(devices), source, sysfs=False, warnings=tuple(warnings))
+
+
+def gid_of(row) -> Gid:  # noqa: ANN001
+    """One `show_gids` row (parsers.netdev.GidRow) as the GID the checks judge (sysfs's type names)."""
+    return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower()), row.netdev, row.ipv4)
 
 
 def _merge(base: list[RdmaDevice], extra: list[RdmaDevice]) -> list[RdmaDevice]:

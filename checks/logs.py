@@ -18,11 +18,12 @@ knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. T
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
 from rdmadoctor.checks import ib as ib_checks
-from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, ignored, port_subject, probe_inventory
+from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, gid_of, ignored, port_subject, probe_inventory
 from rdmadoctor.checks.ib import (
     IB_LINK_LAYER_MISMATCH,
     IB_NO_DEVICES,
@@ -212,6 +213,16 @@ _PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO
 _PORT_FILES = {"ibstat": "ibstat", "ibstatus": "ibstat", "ibv_devinfo": "ibv_devinfo", "rdma_link": "rdma-link"}
 
 
+@functools.lru_cache(maxsize=32)
+def _port_list(kind: str, text: str) -> tuple:
+    """The devices (with their ports) a pasted port list shows, read once for every judge and join that
+    asks (link layers, ACTIVE ports, GID tables); () for an output that cannot be read."""
+    try:
+        return probe_inventory(_Paste({f"/cmd/{_PORT_FILES[kind]}.txt": text}, {})).devices
+    except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
+        return ()
+
+
 def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     name = _PORT_FILES[seg.kind]
     paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
@@ -296,23 +307,29 @@ def _dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]
                     DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
 
 
-def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
-    """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
-    from rdmadoctor.core.facts import Gid, Port, RdmaDevice
+def _roce_gids(text: str, layers: dict[str, str]) -> dict[tuple[str, int], tuple[str | None, tuple]]:
+    """(device, port) -> (its netdev, its GIDs) of the RoCE ports a pasted `show_gids` lists. A RoCE
+    port: by its link layer where the paste shows it, else by a v2 GID (an InfiniBand port has none)
+    or an Ethernet netdev's name; an InfiniBand port's GIDs are not RoCE's."""
     from rdmadoctor.parsers.netdev import parse_show_gids
 
     table: dict[tuple[str, int], list] = {}
-    for row in parse_show_gids(seg.text).value:
+    for row in parse_show_gids(text).value:
         table.setdefault((row.device, row.port), []).append(row)
-    ports = []
+    out = {}
     for (dev, port), rows in table.items():
         netdev = next((r.netdev for r in rows if r.netdev), None)
-        # A RoCE port: by its link layer where the paste shows it, else by a v2 GID (an InfiniBand port
-        # has none) or an Ethernet netdev's name; an InfiniBand port's GIDs are not judged here.
-        if not (_roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rows)):
-            continue
-        gids = tuple(Gid(r.index, r.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get(r.version.lower()), r.netdev, r.ipv4)
-                     for r in rows)
+        if _roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rows):
+            out[(dev, port)] = (netdev, tuple(gid_of(r) for r in rows))
+    return out
+
+
+def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+    """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
+    from rdmadoctor.core.facts import Port, RdmaDevice
+
+    ports = []
+    for (dev, port), (netdev, gids) in _roce_gids(seg.text, layers).items():
         p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
         ports.append(RocePort(RdmaDevice(dev, ports=(p,), source="show_gids"), p, None, True))
     codes = {ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
@@ -363,8 +380,8 @@ def _link_layers(diag) -> dict[str, str]:  # noqa: ANN001
             out[d["name"]] = d["link_layer"]
     for seg in diag.segments:
         if seg.kind in _PORT_FILES:
-            inv = probe_inventory(_Paste({f"/cmd/{_PORT_FILES[seg.kind]}.txt": seg.text}, {}))
-            out.update({d.name: p.link_layer for d in inv.devices for p in d.ports if p.link_layer in ("InfiniBand", "Ethernet")})
+            out.update({d.name: p.link_layer for d in _port_list(seg.kind, seg.text) for p in d.ports
+                        if p.link_layer in ("InfiniBand", "Ethernet")})
     return out
 
 
@@ -515,13 +532,9 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
     same log, else from the node checked; and where they come from. None: nothing shows them."""
     found: list[tuple[str, float]] = []
     for seg in diag.segments:
-        if seg.kind in ("ibstat", "ibstatus", "ibv_devinfo") and "|" not in seg.command:
-            name = "ibv_devinfo" if seg.kind == "ibv_devinfo" else "ibstat"
-            try:
-                inv = probe_inventory(_Paste({f"/cmd/{name}.txt": seg.text}, {}))
-            except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
-                continue
-            found += [(d.name, p.rate_gbps) for d in inv.devices for p in d.ports if p.state == "ACTIVE" and p.rate_gbps]
+        if seg.kind in ("ibstat", "ibstatus", "ibv_devinfo") and not _filtered(seg.command):
+            found += [(d.name, p.rate_gbps) for d in _port_list(seg.kind, seg.text) for p in d.ports
+                      if p.state == "ACTIVE" and p.rate_gbps]
     source = "the pasted port list"
     if not found:
         found, source = list(node.rates), "this node"
@@ -536,23 +549,13 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
 def _gid_tables(diag, layers: dict[str, str]) -> dict[tuple[str, int], tuple[list, Any]]:  # noqa: ANN001
     """(device, port) -> (its GIDs, the pasted output that lists them) of the RoCE ports a pasted
     `show_gids` or `ibv_devinfo -v` lists."""
-    from rdmadoctor.core.facts import Gid
-    from rdmadoctor.parsers.netdev import parse_show_gids
-
     out: dict[tuple[str, int], tuple[list, Any]] = {}
     for seg in diag.segments:
         if seg.kind == "show_gids":
-            rows: dict[tuple[str, int], list] = {}
-            for r in parse_show_gids(seg.text).value:
-                rows.setdefault((r.device, r.port), []).append(r)
-            for (dev, port), rs in rows.items():
-                netdev = next((r.netdev for r in rs if r.netdev), None)
-                if _roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rs):
-                    out.setdefault((dev, port), ([Gid(r.index, r.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get(r.version.lower()),
-                                                      r.netdev, r.ipv4) for r in rs], seg))
+            for key, (_, gids) in _roce_gids(seg.text, layers).items():
+                out.setdefault(key, (list(gids), seg))
         elif seg.kind == "ibv_devinfo":
-            inv = probe_inventory(_Paste({"/cmd/ibv_devinfo.txt": seg.text}, {}))
-            for d in inv.devices:
+            for d in _port_list(seg.kind, seg.text):
                 for p in d.ports:
                     if p.gids and p.link_layer == "Ethernet":
                         out.setdefault((d.name, p.port), (list(p.gids), seg))
@@ -612,8 +615,7 @@ def _unused_nics(diag) -> list[Finding]:  # noqa: ANN001
     for seg in diag.segments:
         if seg.kind not in _PORT_FILES or _filtered(seg.command):
             continue
-        inv = probe_inventory(_Paste({f"/cmd/{_PORT_FILES[seg.kind]}.txt": seg.text}, {}))
-        for d in inv.devices:
+        for d in _port_list(seg.kind, seg.text):
             if any(p.state == "ACTIVE" and p.link_layer in layers for p in d.ports):
                 active.setdefault(d.name, (seg, d))
     idle = sorted(set(active) - used)
