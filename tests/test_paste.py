@@ -1633,3 +1633,26 @@ def test_pytorchs_harmless_notices_pass_and_say_so(line: str) -> None:
     notices = [f for c in rep["checks"] for f in c["findings"] if f["code"] == "PYTORCH_NOTICE"]
     assert len(notices) == 1 and notices[0]["severity"] == "info"
     assert summary_line(rep).endswith("(1 known notice, none a problem: --verbose shows it)")
+
+
+def test_ucx_and_nvshmem_under_other_stacks_are_read() -> None:
+    # openucx/ucx#6000 (excerpt): retries exceeded on RoCE, sent to a link-local GID.
+    rep = found(report("[compute001:31180:0:31180] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/RoCE (synd "
+                       "0x15 vend 0x81 hw_synd 0/0)\n[compute001:31180:0:31180] ib_mlx5_log.c:143  DCI QP 0x14e4 wqe[0]: SEND "
+                       "s-e [rqpn 0x2248a rmac 50:6b:4b:cb:be:ce sgix 0 dgid fe80::526b:4bff:fecb:bece tc 0] [inl len 18]\n"))
+    assert rep["NCCL_IB_COMPLETION_ERROR"]["subject"] == "mlx5_0:1" and "RoCE" in rep["NCCL_IB_COMPLETION_ERROR"]["message"]
+    assert rep["ROCE_NO_V2_GID"]["severity"] == "warning" and "fe80::526b" in rep["ROCE_NO_V2_GID"]["message"]
+    # openucx/ucx#4770 (excerpt): an HPC-X built for MLNX_OFED on upstream rdma-core; the bandwidth table after it.
+    rep = found(report("[1581627489.217854] [upstreamhost1:195530:0]       ib_verbs.h:84   UCX  ERROR "
+                       "ibv_exp_query_device(mlx5_0) returned 38: No space left on device\n"))
+    assert set(rep) == {"VERBS_ABI_MISMATCH"}
+    # deepseek-ai/DeepEP#163 and #202 (excerpts): IBGDA cannot use the NIC; the job goes on, slower or without it.
+    for line in ("WARN: GPU cannot map UAR of device mlx5_0. Skipping...",
+                 "WARN: device erdma_0 is not enumerated as an mlx5 device. Skipping..."):
+        f = found(report(line + "\n"))["NVSHMEM_IBGDA_UNAVAILABLE"]
+        assert f["severity"] == "warning" and f["subject"] in ("mlx5_0", "erdma_0")
+    # awslabs/awsome-distributed-ai#647: libfabric's EFA provider aborting for want of locked memory.
+    rep = found(report("Libfabric EFA provider has encountered an internal error:\n\nLibfabric error: (-12) Cannot allocate "
+                       "memory\nEFA internal error: (4112) Failure to post internal receive buffers\n\nYour application will "
+                       "now abort().\n"))
+    assert "MEMLOCK_LIMITED" in rep

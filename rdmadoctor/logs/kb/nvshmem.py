@@ -7,15 +7,96 @@ the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 
-CODES = ()
+NVSHMEM_IBGDA_UNAVAILABLE = Code(
+    "NVSHMEM_IBGDA_UNAVAILABLE",
+    "NVSHMEM's GPU-initiated RDMA (IBGDA) cannot use a NIC",
+    "IBGDA lets GPU threads post RDMA work to the NIC themselves (DeepEP's low-latency kernels need it). "
+    "For that the NIC must be an mlx5 device, NVSHMEM must place its queues and buffers in GPU memory "
+    "(GPU memory registered with the HCA: nvidia_peermem or DMA-BUF) and the GPU must map the NIC's "
+    "doorbell (UAR) pages, which the NVIDIA driver allows only with its PeerMappingOverride option. "
+    "A device it cannot use is skipped; without any, IBGDA falls back to the CPU proxy or fails.",
+    "For the UAR mapping set the driver option `options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\"` "
+    "(in /etc/modprobe.d, then reload the driver); for buffers, load nvidia_peermem or use a kernel and driver "
+    "with DMA-BUF (NVSHMEM_IB_ENABLE_IBGDA=1 with CUDA 12+); a non-mlx5 NIC (erdma, EFA) cannot do IBGDA: "
+    "use NVSHMEM's IBRC/UCX transport instead.",
+    condition=CONFIG,
+)
+CODES = (NVSHMEM_IBGDA_UNAVAILABLE,)
+IB_QP_CONNECT_FAILED = "IB_QP_CONNECT_FAILED"
 
 # The node check's code for the same fact (checks/kernel.py), named by string (the logs layer is below the checks).
 GDR_PEERMEM_MISSING = "GDR_PEERMEM_MISSING"
 
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="nvshmem.ibgda_rtr",
+        code=IB_QP_CONNECT_FAILED,
+        severity=ERROR,
+        needle="mlx5dv_devx_obj_modify for INIT2RTR",
+        regex=r"Error in mlx5dv_devx_obj_modify for INIT2RTR_QP with syndrome (?P<syndrome>[0-9a-fx]{1,10})",
+        subject="IBGDA QP",
+        message="NVSHMEM's IBGDA could not move a queue pair to ready-to-receive (syndrome {syndrome}): the address "
+                "it uses for the peer does not work from this port; on RoCE, the GID index or traffic class.",
+        meaning="NVSHMEM cannot connect its GPU-initiated queues: DeepEP's setup fails (`nvshmem setup connections "
+                "failed`).",
+        fix="On RoCE set NVSHMEM_IB_GID_INDEX to the RoCE v2 IPv4 GID `show_gids` lists (the same on every host) and "
+            "NVSHMEM_IB_TRAFFIC_CLASS to the lossless class the switches use; check the ports are ACTIVE; in a pod with "
+            "an SR-IOV VF, that the VF's netdev has its address.",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp ibgda_rc_init2rtr `Error in mlx5dv_devx_obj_modify "
+            "for INIT2RTR_QP with syndrome %x`; https://github.com/deepseek-ai/DeepEP/issues/17",
+        examples=("/root/nvshmem_src/src/modules/transport/ibgda/ibgda.cpp:1345: non-zero status: 121 Error in "
+                  "mlx5dv_devx_obj_modify for INIT2RTR_QP with syndrome 29e0df",),
+    ),
+    Pattern(
+        id="nvshmem.ibgda_uar",
+        code=NVSHMEM_IBGDA_UNAVAILABLE.code,
+        severity=WARNING,
+        needle="GPU cannot map UAR of device",
+        regex=r"GPU cannot map UAR of device (?P<dev>[\w-]{1,64})",
+        subject="{dev}",
+        message="The GPU could not map the doorbell pages (UAR) of {dev} (cudaHostRegister with IoMemory failed): "
+                "the NVIDIA driver allows that only with PeerMappingOverride=1; IBGDA skips the device.",
+        meaning="IBGDA falls back to the CPU path for that device, or has no device at all: DeepEP's low-latency "
+                "kernels run slowly or fail.",
+        fix="`options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\"` in /etc/modprobe.d, reload the driver "
+            "(or reboot), and check with `grep RegistryDwords /proc/driver/nvidia/params`.",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp ibgda_alloc_and_map_qp_uar `GPU cannot map UAR of "
+            "device %s. Skipping...`; https://github.com/deepseek-ai/DeepEP/issues/163",
+        examples=("WARN: GPU cannot map UAR of device mlx5_0. Skipping...",),
+    ),
+    Pattern(
+        id="nvshmem.ibgda_not_mlx5",
+        code=NVSHMEM_IBGDA_UNAVAILABLE.code,
+        severity=WARNING,
+        needle="is not enumerated as an mlx5 device",
+        regex=r"device (?P<dev>[\w.-]{1,64}) is not enumerated as an mlx5 device",
+        subject="{dev}",
+        message="{dev} is not an mlx5 (NVIDIA/Mellanox) device: IBGDA works only with mlx5 NICs and skips it.",
+        meaning="With no mlx5 device IBGDA has nothing to use: DeepEP's low-latency mode cannot run on this NIC.",
+        fix="Use NVSHMEM's IBRC or UCX transport (NVSHMEM_IB_ENABLE_IBGDA=0, DeepEP's normal kernels) on this NIC, or "
+            "run on nodes with ConnectX NICs.",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp nvshmemt_init `device %s is not enumerated as an mlx5 "
+            "device. Skipping...`; https://github.com/deepseek-ai/DeepEP/issues/202",
+        examples=("WARN: device erdma_0 is not enumerated as an mlx5 device. Skipping...",),
+    ),
+    Pattern(
+        id="nvshmem.ibgda_buffer",
+        code=NVSHMEM_IBGDA_UNAVAILABLE.code,
+        severity=WARNING,
+        needle="cannot allocate buffer on the specified memory type",
+        regex=r"device (?P<dev>[\w.-]{1,64}) cannot allocate buffer on the specified memory type",
+        subject="{dev}",
+        message="IBGDA could not place its buffers for {dev} in GPU memory registered with the HCA (no nvidia_peermem "
+                "and no DMA-BUF for GPU memory): it skips the device.",
+        meaning="With every device skipped IBGDA has no NIC: DeepEP's low-latency kernels fail or fall back.",
+        fix="`modprobe nvidia-peermem` (or a driver and kernel with DMA-BUF, CUDA 12+); then rerun.",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp `device %s cannot allocate buffer on the specified "
+            "memory type. Skipping...`; https://github.com/deepseek-ai/DeepEP/issues/128",
+        examples=("WARN: device mlx5_0 cannot allocate buffer on the specified memory type. Skipping...",),
+    ),
     Pattern(
         id="nvshmem.no_peermem",
         code=GDR_PEERMEM_MISSING,

@@ -37,11 +37,45 @@ CODES = (OFI_NO_PROVIDER, OFI_ERROR)
 
 # Codes that live with their checks, named by string (the logs layer is below the checks).
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
+MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
 # libfabric's own log line: `libfabric:PID:TIME:PROV:SUBSYS:FUNC():LINE<warn> MESSAGE` (src/log.c).
 # (PID and time are there in real logs; a paste may have "..." for them.)
 _LF = r"libfabric:[^<\n]{0,100}?:(?P<prov>[\w;]{1,32}):\w{0,32}:\w{1,96}\(\):\d{1,6}<warn> "
 
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="ofi.efa_rx_buffers",
+        code=MEMLOCK_LIMITED,
+        severity=ERROR,
+        needle="Failure to post internal receive buffers",
+        regex=r"EFA internal error: \((?P<err>\d{1,6})\) Failure to post internal receive buffers",
+        subject="memlock",
+        message="libfabric's EFA provider could not post its internal receive buffers (EFA error {err}, `Cannot "
+                "allocate memory`): the locked-memory limit of the process is too low for them.",
+        meaning="The EFA provider aborts the process.",
+        fix="Run the job with `ulimit -l unlimited`: IPC_LOCK for the container, `--ulimit memlock=-1:-1` with docker, "
+            "LimitMEMLOCK=infinity for the runtime; check `ulimit -l` inside it.",
+        ref="ofiwg/libfabric prov/efa/src/rdm/efa_rdm_ep_utils.c, prov/efa/src/efa_errno.h "
+            "FI_EFA_ERR_INTERNAL_RX_BUF_POST (4112); https://github.com/awslabs/awsome-distributed-ai/issues/647",
+        examples=("EFA internal error: (4112) Failure to post internal receive buffers",),
+    ),
+    Pattern(
+        id="ofi.cxi_no_vni",
+        code=OFI_ERROR.code,
+        severity=ERROR,
+        needle="Failed to find valid default rgroup and vni",
+        regex=_LF + r"(?::\s{0,4})?Failed to find valid default rgroup and vni for (?P<dev>\w{1,32})",
+        subject="libfabric cxi",
+        message="libfabric's cxi provider (HPE Slingshot) found no VNI and CXI service for {dev}: the job was not "
+                "given a Slingshot network (its VNI) by the launcher.",
+        meaning="The provider cannot send on the fabric: aws-ofi-nccl fails and NCCL falls back or the job fails.",
+        fix="Launch through Slurm with the Slingshot network (`srun --network=...`, the site's default VNI), or enable "
+            "the CXI default service (`cxi_service list` shows it) for the job's user.",
+        ref="ofiwg/libfabric prov/cxi/src/cxip_info.c cxip_nic_get_rgroup_vni `Failed to find valid default rgroup and "
+            "vni for %s`; https://github.com/aws/aws-ofi-nccl/issues/801",
+        examples=(" libfabric:507357:1741146011::cxi:fabric:cxip_nic_get_rgroup_vni():253<warn> : Failed to find valid "
+                  "default rgroup and vni for cxi0 ",),
+    ),
     Pattern(
         id="ofi.no_provider",
         code=OFI_NO_PROVIDER.code,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
+from rdmadoctor.logs.kb.nccl import NCCL_IB_COMPLETION_ERROR
 
 UCX_IB_RESOURCE_FAILED = Code(
     "UCX_IB_RESOURCE_FAILED",
@@ -41,6 +42,8 @@ CODES = (UCX_IB_RESOURCE_FAILED, VERBS_REG_MEMORY_LIMITED)
 
 # Codes that live with their checks or other sources, named by string (the logs layer is below the checks).
 MEMLOCK_LIMITED = "MEMLOCK_LIMITED"
+ROCE_NO_V2_GID = "ROCE_NO_V2_GID"
+VERBS_ABI_MISMATCH = "VERBS_ABI_MISMATCH"
 NCCL_SHM_FAILED = "NCCL_SHM_FAILED"
 
 
@@ -50,6 +53,81 @@ def _limit(groups: dict[str, str]) -> dict[str, str]:
 
 
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        id="ucx.retry_exceeded",
+        code=NCCL_IB_COMPLETION_ERROR.code,
+        severity=ERROR,
+        needle="Transport retry count exceeded on",
+        regex=r"Transport retry count exceeded on (?P<dev>[\w.-]{1,64}):(?P<port>\d{1,3})/(?P<ll>IB|RoCE)",
+        subject="{dev}:{port}",
+        message="UCX's send on {dev} port {port} ({ll}) was never acknowledged by the peer within its retries "
+                "(IBV_WC_RETRY_EXC_ERR): the peer's port, the path between them, or on RoCE the GID it was sent to.",
+        meaning="The endpoint fails and UCX aborts the process (Open MPI, UCC, NVSHMEM over UCX); the peer is "
+                "unreachable over RDMA or died.",
+        fix="Test the pair with `ib_write_bw -d <dev>` (on RoCE with `-x` set to the RoCE v2 IPv4 GID of both hosts); "
+            "check both ports are ACTIVE and their counters (`perfquery -x`, `ethtool -S`); on RoCE the switch's "
+            "PFC/ECN and UCX_IB_GID_INDEX; if it starts mid-run, the peer node or its link failed first.",
+        ref="openucx/ucx src/uct/ib/mlx5/ib_mlx5_log.c uct_ib_mlx5_completion_with_err `%s on %s:%d/%s (synd 0x%x vend "
+            "0x%x hw_synd %d/%d)`; https://github.com/openucx/ucx/issues/6000, https://github.com/openucx/ucx/issues/9590",
+        examples=("[compute001:31180:0:31180] ib_mlx5_log.c:143  Transport retry count exceeded on mlx5_0:1/RoCE (synd "
+                  "0x15 vend 0x81 hw_synd 0/0)",
+                  "[lxbk1127:2330856:0:2330856] ib_mlx5_log.c:177  Transport retry count exceeded on mlx5_0:1/IB (synd "
+                  "0x15 vend 0x81 hw_synd 0/0)"),
+    ),
+    Pattern(
+        id="ucx.dgid_link_local",
+        code=ROCE_NO_V2_GID,
+        severity=WARNING,
+        needle="dgid fe80",
+        regex=r"\bQP 0x[0-9a-f]{1,8} wqe\[\d{1,9}\]: [^\n]{0,200}?\bdgid (?P<gid>fe80:[0-9a-f:]{1,40})",
+        subject="RoCE GID",
+        message="UCX sent to the peer's link-local GID {gid}: a RoCE v2 packet to a link-local address is not routed "
+                "beyond one L2 segment; the GID with the peer's IPv4 address is the one that reaches it.",
+        meaning="Between subnets (or with a netdev without an address) the sends are never acknowledged: retries exceed.",
+        fix="Give the RoCE netdev an IPv4 address on both hosts and let UCX pick its GID, or set UCX_IB_GID_INDEX to the "
+            "RoCE v2 IPv4 index `show_gids` lists (the same on every host).",
+        ref="openucx/ucx src/uct/ib/mlx5/ib_mlx5_log.c uct_ib_mlx5_wqe_dump (`dgid %s`); "
+            "https://github.com/openucx/ucx/issues/6000",
+        examples=("[compute001:31180:0:31180] ib_mlx5_log.c:143  DCI QP 0x14e4 wqe[0]: SEND s-e [rqpn 0x2248a rmac "
+                  "50:6b:4b:cb:be:ce sgix 0 dgid fe80::526b:4bff:fecb:bece tc 0] [inl len 18]",),
+    ),
+    Pattern(
+        id="ucx.devx_failed",
+        code=UCX_IB_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle="mlx5dv_devx_obj_",
+        regex=r"mlx5dv_devx_obj_(?P<op>create|modify)\((?P<obj>\w{1,32})\) failed on (?P<dev>[\w.-]{1,64}), syndrome "
+              r"(?P<syndrome>0x[0-9a-f]{1,8})",
+        subject="{dev} {obj}",
+        message="The firmware of {dev} refused UCX's command to {op} a {obj} (syndrome {syndrome}): the firmware and "
+                "the driver or UCX are out of step, or the firmware ran out of that resource.",
+        meaning="UCX cannot use that device's accelerated transports: endpoints fail (`ucp_ep_create ... failed`) and "
+                "the job aborts.",
+        fix="`dmesg | grep mlx5` shows the command's syndrome from the driver's side; bring the firmware to the "
+            "version the driver (MLNX_OFED/DOCA or the kernel) expects (`mlxfwmanager --query`); as a workaround "
+            "UCX_IB_MLX5_DEVX=n keeps UCX off DevX.",
+        ref="openucx/ucx src/uct/ib/mlx5/dv/ib_mlx5_dv.c uct_ib_mlx5_devx_create_qp `mlx5dv_devx_obj_create(QP) failed "
+            "on %s, syndrome 0x%x: %m`; https://github.com/openucx/ucx/issues/10451",
+        examples=("1737742661.094513] [cn0244:260472:0]      ib_mlx5_dv.c:430  UCX  ERROR   mlx5dv_devx_obj_create(QP) "
+                  "failed on mlx5_0, syndrome 0x2c4154: Remote I/O error",),
+    ),
+    Pattern(
+        id="ucx.exp_query_device",
+        code=VERBS_ABI_MISMATCH,
+        severity=ERROR,
+        needle="ibv_exp_query_device(",
+        regex=r"ibv_exp_query_device\((?P<dev>[\w.-]{1,64})\) returned (?P<rc>\d{1,4})",
+        subject="{dev}",
+        message="UCX calls MLNX_OFED's experimental verbs (ibv_exp_query_device) and the installed libibverbs is "
+                "rdma-core's, which has none: UCX was built for another verbs stack and cannot use {dev}.",
+        meaning="UCX leaves the RDMA transports out: MPI runs over TCP (bandwidth in MB/s, not GB/s) or fails.",
+        fix="Use a UCX (HPC-X) built for the verbs the host has: HPC-X for upstream rdma-core (the `-inbox` builds), "
+            "or MLNX_OFED on the host; `ucx_info -v` shows what UCX was configured with.",
+        ref="openucx/ucx src/uct/ib/base/ib_verbs.h (HAVE_DECL_IBV_EXP_QUERY_DEVICE, MLNX_OFED < 5 only); "
+            "https://github.com/openucx/ucx/issues/4770",
+        examples=("[1581627489.217854] [upstreamhost1:195530:0]       ib_verbs.h:84   UCX  ERROR ibv_exp_query_device(mlx5_0) "
+                  "returned 38: No space left on device",),
+    ),
     Pattern(
         id="ucx.memlock_hint",
         code=MEMLOCK_LIMITED,
