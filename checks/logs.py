@@ -46,7 +46,7 @@ from rdmadoctor.checks.limits import (
     probe_shm,
 )
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
-from rdmadoctor.checks.roce import ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce
+from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce, roce_ports
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.model import (
     CONFIG,
@@ -206,6 +206,7 @@ class _Paste:
 
 # Expectations about how many HCAs and ports a node has: a paste may show one device of eight.
 _COUNTS = ("expected_hcas", "expected_active_ports")
+_ROCE_CODES = {NET_MTU_LOW.code, ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
 _PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW, IB_LINK_LAYER_MISMATCH)}
 
 
@@ -238,7 +239,10 @@ def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  #
         found = [replace(f, severity=WARNING, message=f"{f.message} Other ports in the paste are ACTIVE: if this one is "
                          "unused on purpose, nothing to do.")
                  if f.code == IB_PORT_DOWN.code and f.data.get("phys_state") == "Disabled" else f for f in found]
-    return found
+    # Its ACTIVE RoCE ports as the RoCE check judges them: the active MTU, and the GID table where the output
+    # holds one (`ibv_devinfo -v`).
+    roce = tuple(RocePort(d, p, None, bool(p.gids)) for d, p in roce_ports(inv, expect) if p.state == "ACTIVE")
+    return found + [f for f in judge_roce(RoceFacts(roce, seg.kind), expect) if f.code in _ROCE_CODES]
 
 
 def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
@@ -329,11 +333,16 @@ def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # 
     from rdmadoctor.core.facts import Port, RdmaDevice
 
     ports = []
-    for (dev, port), (netdev, gids) in _roce_gids(seg.text, layers).items():
+    table = _roce_gids(seg.text, layers)
+    for (dev, port), (netdev, gids) in table.items():
         p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
         ports.append(RocePort(RdmaDevice(dev, ports=(p,), source="show_gids"), p, None, True))
+    # show_gids ends with `n_gids_found=N`: without it the paste may stop inside the last port's rows,
+    # whose missing v2 GID then proves nothing.
+    cut = None if "n_gids_found" in seg.text or not table else "/".join(map(str, list(table)[-1]))
     codes = {ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
-    return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {}) if f.code in codes]
+    return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {})
+            if f.code in codes and not (f.code == ROCE_NO_V2_GID.code and f.subject == cut)]
 
 
 def _matrix(seg):  # noqa: ANN001, ANN202
@@ -439,7 +448,7 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
     pattern = _QUOTE.get(f.code)
     if pattern is not None:
         at = next((i for i, x in enumerate(lines) if re.search(pattern, x, re.IGNORECASE)), None)
-    elif f.code in _PORT_CODES and f.subject not in ("host", "fabric"):
+    elif f.code in _PORT_CODES | _ROCE_CODES and seg.kind in _PORT_FILES and f.subject not in ("host", "fabric"):
         dev, _, port = f.subject.partition("/")
         one = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}/{re.escape(port or '1')}:?\s", x)), None)
         start = next((i for i, x in enumerate(lines) if re.search(rf"'{re.escape(dev)}'|hca_id:\s*{re.escape(dev)}\s*$", x)), None)
@@ -944,7 +953,7 @@ def _codes() -> tuple[Code, ...]:
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
-        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR, NCCL_IB_GID_INDEX_BAD, NCCL_NICS_UNUSED,
+        ROCE_NETDEV_DOWN, gpu.GPU_NIC_FAR, gpu.GPU_NIC_NEAR, NCCL_IB_GID_INDEX_BAD, NCCL_NICS_UNUSED, NET_MTU_LOW,
     )
     by = {c.code: c for c in (*kb.codes(), *direct)}
     elsewhere = {c.code: c for mod in (ib_checks, roce, verbs, limits, kernel, gpu, pci, nccl) for chk in mod.CHECKS for c in chk.codes}

@@ -112,7 +112,7 @@ class RoceFacts:
     source: str
 
 
-def _ethernet_ports(inv: RdmaInventory, expect: dict) -> list[tuple[RdmaDevice, Port]]:
+def roce_ports(inv: RdmaInventory, expect: dict) -> list[tuple[RdmaDevice, Port]]:
     """The RoCE ports: Ethernet ports of CAs, not of iWARP RNICs."""
     return [
         (dev, port)
@@ -128,7 +128,7 @@ def _has_ethernet(ctx) -> str | None:
         return "the RDMA devices are unknown: ib.devices says why"
     if not inv.devices:
         return "no RDMA devices: see ib.devices"
-    if not _ethernet_ports(inv, ctx.expect):
+    if not roce_ports(inv, ctx.expect):
         rnics = sorted({d.name for d in inv.devices for p in d.ports if transport_of(d, p) == IWARP})
         if rnics:
             return f"no RoCE port to judge: {', '.join(rnics)} {'is' if len(rnics) == 1 else 'are'} iWARP (see iwarp.config)"
@@ -144,7 +144,7 @@ def probe_roce(ctx) -> RoceFacts:
     inv: RdmaInventory = ctx.get(probe_inventory)
     host = ctx.host
     out = []
-    for dev, port in _ethernet_ports(inv, ctx.expect):
+    for dev, port in roce_ports(inv, ctx.expect):
         mtu = None
         if port.netdev and inv.sysfs:
             mtu = parse_int(host.read_value(f"{NET_CLASS}/{port.netdev}/mtu"), 10)

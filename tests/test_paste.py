@@ -1656,3 +1656,42 @@ def test_ucx_and_nvshmem_under_other_stacks_are_read() -> None:
                        "memory\nEFA internal error: (4112) Failure to post internal receive buffers\n\nYour application will "
                        "now abort().\n"))
     assert "MEMLOCK_LIMITED" in rep
+
+
+def test_a_pasted_roce_port_list_is_judged_as_the_roce_check_judges_it() -> None:
+    # openucx/ucx#6000 (excerpt): a RoCE port ACTIVE at MTU 1024 (its netdev at 1500).
+    text = ("sudo ibv_devinfo\nhca_id: mlx5_0\n        transport:                      InfiniBand (0)\n"
+            "        fw_ver:                         16.23.1020\n        phys_port_cnt:                  1\n"
+            "                port:   1\n                        state:                  PORT_ACTIVE (4)\n"
+            "                        max_mtu:                4096 (5)\n                        active_mtu:             1024 (3)\n"
+            "                        sm_lid:                 0\n                        port_lid:               0\n"
+            "                        link_layer:             Ethernet\n")
+    f = found(report(text))["NET_MTU_LOW"]
+    assert f["severity"] == "warning" and f["subject"] == "mlx5_0/1" and "1024" in f["message"]
+    # The same at 4096, and an InfiniBand port at 2048 (the RoCE check's expectation is not IB's): nothing.
+    assert "NET_MTU_LOW" not in found(report(text.replace("1024 (3)", "4096 (5)")))
+    assert "NET_MTU_LOW" not in found(report(text.replace("1024 (3)", "2048 (4)").replace("Ethernet", "InfiniBand")))
+
+
+def test_a_show_gids_paste_cut_inside_its_last_port_proves_nothing_missing_there() -> None:
+    # NVIDIA/nccl#1538 (excerpt as quoted): a pod's table cut after mlx5_1's IPv4 v1 row, before its v2 row.
+    head = ("$ show_gids\nDEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n"
+            "mlx5_0\t1\t4\tfe80:0000:0000:0000:c025:a1ff:fe31:2e81\t\t\tv1\tnet1\n"
+            "mlx5_0\t1\t5\tfe80:0000:0000:0000:c025:a1ff:fe31:2e81\t\t\tv2\tnet1\n"
+            "mlx5_0\t1\t7\t0000:0000:0000:0000:0000:ffff:0a9c:8184\t10.156.129.132  \tv2\tnet1\n"
+            "mlx5_1\t1\t4\tfe80:0000:0000:0000:58f6:6bff:fe9a:8027\t\t\tv1\tnet2\n"
+            "mlx5_1\t1\t5\tfe80:0000:0000:0000:58f6:6bff:fe9a:8027\t\t\tv2\tnet2\n")
+    assert report(head)["status"] == "pass"
+    # With show_gids' own last line the table is whole: mlx5_1 has no routable v2 GID.
+    assert found(report(head + "n_gids_found=5\n"))["ROCE_NO_V2_GID"]["subject"] == "mlx5_1/1"
+    # A port before the last one is whole in any case.
+    lines = head.splitlines(keepends=True)
+    reordered = "".join(lines[:2] + lines[5:] + lines[2:5])  # mlx5_1's rows first, then mlx5_0's
+    assert found(report(reordered))["ROCE_NO_V2_GID"]["subject"] == "mlx5_1/1"
+
+
+def test_nccl_reading_an_empty_gid_index_names_the_setting() -> None:
+    # uccl-project/uccl#301 (NCCL's code, in UCCL): GIDs 0 and 1 are empty in the pod.
+    f = found(report("W20250825 11:10:33.595331   331 util_rdma.h:547] NET/IB: read failed in ncclIbRoceGetVersionNum: "
+                     "Invalid argument\n"))["NCCL_IB_GID_INDEX_BAD"]
+    assert f["severity"] == "error" and "show_gids" in f["remedy"]

@@ -382,6 +382,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
 NCCL_IB_DISABLED_BY_ENV = "NCCL_IB_DISABLED_BY_ENV"
 VERBS_LIB_MISSING = "VERBS_LIB_MISSING"
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
+NCCL_IB_GID_INDEX_BAD = "NCCL_IB_GID_INDEX_BAD"
 
 # ibv_wc_status (rdma-core libibverbs/verbs.h), by number: its enum name.
 WC_STATUS = {
@@ -762,6 +763,25 @@ PATTERNS: tuple[Pattern, ...] = (
             "node-0:1021:1021 [0] include/socket.h:390 NCCL WARN Error : connecting to address with family 0 is "
             "neither AF_INET(2) nor AF_INET6(10)",
         ),
+    ),
+    Pattern(
+        id="nccl.roce_gid_type_unreadable",
+        code=NCCL_IB_GID_INDEX_BAD,
+        severity=ERROR,
+        needle="read failed in ncclIbRoceGetVersionNum",
+        regex=r"read failed in ncclIbRoceGetVersionNum: (?P<error>[^\n]{1,80})",
+        subject="NCCL_IB_GID_INDEX",
+        message="NCCL could not read the RoCE version of the GID it was going to use ({error}): that GID index is "
+                "empty on this port, as in a pod whose GID table starts later (macvlan, SR-IOV, shared RDMA devices).",
+        meaning="NCCL's IB transport cannot set up the RoCE port: the communicator fails (ncclSystemError).",
+        fix="Run `show_gids` in the pod and set NCCL_IB_GID_INDEX to the RoCE v2 index with the IPv4 address (the same "
+            "on every pod), or upgrade to NCCL 2.21+, which picks an existing GID itself.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbRoceGetVersionNum `NET/IB: read failed in ncclIbRoceGetVersionNum: "
+            "%s` (2.12-2.30); https://github.com/NVIDIA/nccl/issues/1573, https://github.com/uccl-project/uccl/issues/301",
+        examples=("W20250825 11:10:33.595331   331 util_rdma.h:547] NET/IB: read failed in ncclIbRoceGetVersionNum: Invalid "
+                  "argument",
+                  "node-1:77:90 [0] transport/net_ib.cc:160 NCCL WARN NET/IB: read failed in ncclIbRoceGetVersionNum: "
+                  "Invalid argument"),
     ),
     # -- sockets between ranks ---------------------------------------------------------------------
     Pattern(
