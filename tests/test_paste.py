@@ -1695,3 +1695,27 @@ def test_nccl_reading_an_empty_gid_index_names_the_setting() -> None:
     f = found(report("W20250825 11:10:33.595331   331 util_rdma.h:547] NET/IB: read failed in ncclIbRoceGetVersionNum: "
                      "Invalid argument\n"))["NCCL_IB_GID_INDEX_BAD"]
     assert f["severity"] == "error" and "show_gids" in f["remedy"]
+
+
+def test_recent_nccl_messages_are_read() -> None:
+    # NVIDIA/nccl#1808 (excerpt): an HTTP scraper reached NCCL's listening port; its bytes read "GET /met".
+    f = found(report("2025-08-12 09:37:03.463948 worker-9 >> [2025-08-12 01:37:03] :166:1226 [0] misc/socket.cc:484 NCCL "
+                     "WARN socketFinalizeAccept: wrong magic 74656d2f20544547 != 7970663b906d70b9\n"))["NCCL_SOCKET_ERROR"]
+    assert f["severity"] == "warning" and '"GET /met"' in f["message"]
+    # hiyouga/LlamaFactory#8045 (excerpt): the bootstrap connect finds no route, retry after retry.
+    f = found(report("zgiot:1183664:1184669 [0] NCCL INFO socketPollConnect: connect returned No route to host, retrying "
+                     "(34/34) after sleep for 3400 msec\n"))["NCCL_SOCKET_ERROR"]
+    assert "retry 34 of 34" in f["message"]
+    # A refused connect while the peer starts is not one (NCCL retries it by design).
+    assert not found(report("h:1:2 [0] NCCL INFO socketPollConnect: connect returned Connection refused, retrying (1/34) "
+                            "after sleep for 100 msec\n"))
+    # tinygrad/open-gpu-kernel-modules#29 (excerpt): NCCL 2.25.1 on an RTX 5090.
+    f = found(report("test:259034:259124 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856\n"))
+    assert "2.26" in f["NCCL_CUDA_FAILED"]["remedy"]
+    # NVIDIA/nccl#1905 (excerpt): the communicator marked failed, beside the fatal event that caused it.
+    rep = report("[2025-11-09 07:39:30] h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL WARN communicator encountered a "
+                 "fatal error (detected in ncclIbTest)\n[2025-11-09 07:39:30] h100-28:238:1219 [0] transport/net_ib.cc:180 "
+                 "NCCL WARN NET/IB : mlx5_ib0:1 async fatal event on QP (0x7f69f01519a8): local access violation work queue "
+                 "error\n")
+    assert not any(f["code"] == "LOG_ERROR_UNKNOWN" for c in rep["checks"] for f in c["findings"])
+    assert {f["subject"] for c in rep["checks"] for f in c["findings"] if f["code"] == "NCCL_IB_ASYNC_FATAL"} >= {"communicator"}

@@ -527,6 +527,17 @@ def _gdr_pair(groups: dict[str, str]) -> dict[str, str]:
     return {"gpu_text": groups.get("gpu") or "?", "hca_text": groups.get("net") or "?"}
 
 
+def _magic_text(groups: dict[str, str]) -> dict[str, str]:
+    """The bytes NCCL read as a magic number, as text when they are (little-endian: `GET /met`)."""
+    got = groups.get("got") or ""
+    try:
+        raw = bytes.fromhex(got.rjust(16, "0"))[::-1].rstrip(b"\0")
+    except ValueError:
+        return {"text_note": ""}
+    text = raw.decode("ascii", "replace")
+    return {"text_note": f' read as text: "{text}"' if raw and text.isprintable() else f" {got}"}
+
+
 PATTERNS: tuple[Pattern, ...] = (
     # -- transport choice ------------------------------------------------------------------------
     Pattern(
@@ -994,6 +1005,44 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("user:16902:16954 [3] misc/socket.cc:441 NCCL WARN socketFinalizeAccept: wrong type 4 != 3",),
     ),
     Pattern(
+        id="nccl.socket_wrong_magic",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=WARNING,
+        needle="wrong magic",
+        regex=r"socketFinalizeAccept: wrong magic (?P<got>[0-9a-f]{1,16}) != (?P<want>[0-9a-f]{1,16})",
+        subject="listening port",
+        message="Something that is not NCCL connected to this rank's NCCL listening port (its first bytes{text_note}): "
+                "a scraper, health check or port scanner reaching the pod's ephemeral ports.",
+        meaning="NCCL drops that connection; a proxy thread kept waiting on it can stall the job.",
+        fix="Keep scrapers and probes off the ports NCCL listens on: a Prometheus scrape of every port (a PodMonitor "
+            "or `prometheus.io/port` aimed at a port range), a service-mesh sidecar or a load balancer health check; "
+            "scrape the metrics port only.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketFinalizeAccept `wrong magic %lx != %lx` (2.12-2.30); "
+            "https://github.com/NVIDIA/nccl/issues/1808",
+        examples=("2025-08-12 09:37:03.463948 worker-9 >> [2025-08-12 01:37:03] :166:1226 [0] misc/socket.cc:484 NCCL WARN "
+                  "socketFinalizeAccept: wrong magic 74656d2f20544547 != 7970663b906d70b9",),
+        derive=_magic_text,
+    ),
+    Pattern(
+        id="nccl.socket_connect_unreachable",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=WARNING,
+        needle="connect returned ",
+        regex=r"connect returned (?P<error>No route to host|Network is unreachable|Connection timed out), retrying "
+              r"\((?P<n>\d{1,4})/(?P<max>\d{1,4})\)",
+        subject="connect",
+        message="NCCL cannot reach a peer's socket (`{error}`, retry {n} of {max}): no route from the interface it uses "
+                "to the peer's address; when the retries run out, the communicator fails.",
+        meaning="Init stalls for the retries and then fails (NCCL_BOOTSTRAP_FAILED or a socket error) unless the route "
+                "appears.",
+        fix="Check the route and firewall between the two hosts on the interface NCCL uses (NCCL_SOCKET_IFNAME; "
+            "`ip route get <peer>` from the pod); a pod network policy or a security group may drop it.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketPollConnect `connect returned %s, retrying (%d/%d) after sleep for %d "
+            "msec` (2.20-2.30); https://github.com/hiyouga/LlamaFactory/issues/8045",
+        examples=("zgiot:1183664:1184669 [0] NCCL INFO socketPollConnect: connect returned No route to host, retrying "
+                  "(34/34) after sleep for 3400 msec",),
+    ),
+    Pattern(
         id="nccl.socket_create_family",
         code=NCCL_NO_SOCKET_INTERFACE.code,
         severity=ERROR,
@@ -1172,6 +1221,24 @@ PATTERNS: tuple[Pattern, ...] = (
             "node-4:71:140 [5] transport/net_ib.cc:95 NCCL WARN NET/IB : Got async event : CQ error",
         ),
         derive=_dev,
+    ),
+    Pattern(
+        id="nccl.ib_comm_fatal",
+        code=NCCL_IB_ASYNC_FATAL.code,
+        severity=ERROR,
+        needle="communicator encountered a fatal error",
+        regex=r"communicator encountered a fatal error \(detected in (?P<where>\w{1,64})\)",
+        subject="communicator",
+        message="NCCL's IB transport marked the communicator failed (seen in {where}): a fatal event of the HCA or a "
+                "queue pair came first, printed by NCCL's event thread near this line.",
+        meaning="Every operation on the communicator fails from here; the job aborts.",
+        fix="Read the async event or completion error printed beside it (`async fatal event`, `Got completion ... "
+            "status=`): that is the cause.",
+        ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbStatsCheckFatalCount `communicator encountered a fatal error "
+            "(detected in %s)` (2.24-2.30); https://github.com/NVIDIA/nccl/issues/1905",
+        examples=("2025-11-09 15:39:31.043 +08:00 [2025-11-09 07:39:30] h100-28:238:1313 [0] transport/net_ib.cc:139 NCCL "
+                  "WARN communicator encountered a fatal error (detected in ncclIbTest)",),
+        symptom=True,
     ),
     Pattern(
         id="nccl.ib_async_read_failed",
@@ -1766,6 +1833,22 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("::16674:17023 [0] graph/search.cc:703 NCCL WARN XML Import Channel : dev 1 not found.",),
         follows=("nccl.graph_file_set",),
         symptom_after=(NCCL_GRAPH_FILE.code,),
+    ),
+    Pattern(
+        id="nccl.max_shared_mem",
+        code=NCCL_CUDA_FAILED.code,
+        severity=ERROR,
+        needle="exceeds device/fn maxSharedMem",
+        regex=r"ncclMaxSharedMem (?P<need>\d{1,9}) exceeds device/fn maxSharedMem (?P<has>\d{1,9})",
+        subject="CUDA",
+        message="NCCL's kernels need {need} bytes of shared memory per block and this GPU allows {has}: this NCCL "
+                "cannot run its kernels on this GPU (NCCL 2.25 on consumer Blackwell GPUs such as the RTX 5090).",
+        meaning="Collectives fail or hang from the first one; the network is not involved.",
+        fix="Use an NCCL release that supports the GPU (2.26 or later for the RTX 50 series): a newer PyTorch wheel or "
+            "`pip install nvidia-nccl-cu12>=2.26`.",
+        ref="NVIDIA/nccl src/enqueue.cc ncclInitKernelsForDevice `ncclMaxSharedMem %d exceeds device/fn maxSharedMem %zu` "
+            "(2.19-2.30); https://github.com/tinygrad/open-gpu-kernel-modules/issues/29",
+        examples=("test:259034:259124 [0] NCCL INFO ncclMaxSharedMem 82240 exceeds device/fn maxSharedMem 79856",),
     ),
     Pattern(
         id="nccl.cuda_alloc_failed",
