@@ -1719,3 +1719,16 @@ def test_recent_nccl_messages_are_read() -> None:
                  "error\n")
     assert not any(f["code"] == "LOG_ERROR_UNKNOWN" for c in rep["checks"] for f in c["findings"])
     assert {f["subject"] for c in rep["checks"] for f in c["findings"] if f["code"] == "NCCL_IB_ASYNC_FATAL"} >= {"communicator"}
+
+
+def test_nccl_on_the_loopback_is_said_with_the_setting_that_left_it_there() -> None:
+    # aws/aws-ofi-nccl#803 (excerpt): `^docker0` excluded the only other interface of the container.
+    text = ("6f2d8a82d208:1287:1287 [0] NCCL INFO NCCL_SOCKET_IFNAME set by environment to ^docker0\n"
+            "6f2d8a82d208:1287:1287 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>\n"
+            "6f2d8a82d208:1287:1287 [0] NCCL INFO NCCL version 2.23.4+cuda12.4\n")
+    f = found(report(text))["NCCL_LOOPBACK"]
+    assert f["severity"] == "warning" and "^docker0" in f["message"] and f["data"]["setting"]["value"] == "^docker0"
+    assert f["remedy"].count("NCCL_SOCKET_IFNAME") == 1
+    # On one host (nNodes 1) it is information.
+    one = text + "6f2d8a82d208:1287:1287 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n"
+    assert "NCCL_LOOPBACK" not in found(report(one))

@@ -307,6 +307,9 @@ _SETTING_JOINS = (
      "likely cause (it does not exist in the pod, is down, has no address, or is not one the other hosts reach)",
      "List the pod's interfaces with `ip -br addr` and set NCCL_SOCKET_IFNAME to one that is UP with an address the "
      "other hosts reach (`=eth0` for an exact name, `net1` for a Multus network), or unset it."),
+    ("NCCL_SOCKET_IFNAME", ("NCCL_LOOPBACK",),
+     "NCCL_SOCKET_IFNAME is set to {value} ({where}) and left NCCL no interface but the loopback",
+     ""),  # (the row's own fix says what to set)
     ("NCCL_IB_HCA", ("NCCL_IB_NO_DEVICE",),
      "NCCL_IB_HCA is set to {value} ({where}), so NCCL only looks at those HCAs: the list is the likely cause (it names "
      "no device this pod sees with an ACTIVE port)",
@@ -1334,10 +1337,10 @@ class Diagnoser:
         """On a job whose ranks are all on one host, `NET/IB : No device found` and NCCL on sockets
         are information: (the findings without them, the NCCL_SINGLE_HOST finding or None)."""
         from rdmadoctor.logs.kb.gloo import GLOO_LOOPBACK
-        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_SINGLE_HOST
+        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_LOOPBACK, NCCL_SINGLE_HOST
 
         # (An image without libibverbs stays a finding: the next job with it on two nodes runs on TCP.)
-        quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code)]
+        quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code, NCCL_LOOPBACK.code)]
         on_sockets = self._socket_seen is not None or bool(self.facts.socket_channel_hosts)
         if not quiet and not on_sockets:
             return aggs, None
@@ -1348,6 +1351,7 @@ class Diagnoser:
         codes = {a.pattern.code for a in quiet}
         said = " and ".join(x for x in ("`NET/IB : No device found`" if NCCL_IB_NO_DEVICE.code in codes else "",
                                          "Gloo on the loopback address" if GLOO_LOOPBACK.code in codes else "",
+                                         "NCCL's sockets on the loopback" if NCCL_LOOPBACK.code in codes else "",
                                          f"NCCL on {self.facts.network() or 'sockets'}" if on_sockets else "") if x)
         f = Finding(NCCL_SINGLE_HOST.code, INFO, "NCCL", f"The job runs on one host ({nodes}): NCCL sends nothing over the "
                     f"network, so {said} {'are' if ' and ' in said else 'is'} information here, not an error.", NCCL_SINGLE_HOST.fix,

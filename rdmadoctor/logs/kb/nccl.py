@@ -342,6 +342,17 @@ NCCL_MIXED_LINK_LAYERS = Code(
     "the InfiniBand ones.",
     condition=CONFIG,
 )
+NCCL_LOOPBACK = Code(
+    "NCCL_LOOPBACK",
+    "NCCL's bootstrap or socket interface is the loopback",
+    "NCCL found no other interface it may use (NCCL_SOCKET_IFNAME excludes or names none that is up with "
+    "an address, or the container has only `lo`) and bound its bootstrap or socket transport to 127.0.0.1: "
+    "ranks on other hosts cannot connect to it, and a multi-node job fails at init or hangs. On one host it "
+    "is harmless.",
+    "Set NCCL_SOCKET_IFNAME to the interface the hosts share (`ip -br addr` in the pod: eth0, net1 for a "
+    "Multus network), or fix the one it names; a `^docker0`-style exclusion must still leave one up.",
+    condition=CONFIG,
+)
 NCCL_RANKS_MISMATCH = Code(
     "NCCL_RANKS_MISMATCH",
     "The ranks disagree about what they exchange",
@@ -375,7 +386,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
          NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, NCCL_PLUGIN_MISMATCH,
-         NCCL_MIXED_LINK_LAYERS, NCCL_RANKS_MISMATCH, LOG_ERROR_UNKNOWN)
+         NCCL_MIXED_LINK_LAYERS, NCCL_RANKS_MISMATCH, NCCL_LOOPBACK, LOG_ERROR_UNKNOWN)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -704,6 +715,25 @@ PATTERNS: tuple[Pattern, ...] = (
             "for Multus); unset NCCL_SOCKET_FAMILY if it excludes that address.",
         ref="NVIDIA/nccl src/transport/net_ib.cc ncclIbInit (2.5-2.28), src/transport/net_ib/init.cc (2.29-2.30)",
         examples=("gpu-node-4:2811:2811 [0] transport/net_ib.cc:610 NCCL WARN NET/IB : No IP interface found.",),
+    ),
+    Pattern(
+        id="nccl.bootstrap_loopback",
+        code=NCCL_LOOPBACK.code,
+        severity=WARNING,
+        needle="lo:127.",
+        regex=r"(?P<what>Bootstrap|NET/Socket) ?: Using (?:\[\d{1,3}\])?lo:127\.\d{1,3}\.\d{1,3}\.\d{1,3}<\d{1,5}>",
+        subject="{what}",
+        message="NCCL's {what_text} uses the loopback interface (lo, 127.0.0.1): no other interface was up with an "
+                "address, or NCCL_SOCKET_IFNAME left none; ranks on other hosts cannot reach it.",
+        meaning="On several hosts the communicator cannot be made (bootstrap timeouts, connect refused); on one host "
+                "nothing is wrong.",
+        fix="Set NCCL_SOCKET_IFNAME to the pod's shared interface (eth0, net1) and check it is up with an address "
+            "(`ip -br addr` in the pod).",
+        ref="NVIDIA/nccl src/misc/socket.cc ncclFindInterfaces (lo only as the last choice), src/bootstrap.cc "
+            "`Bootstrap : Using %s` (2.5-2.30); https://github.com/aws/aws-ofi-nccl/issues/803",
+        examples=("6f2d8a82d208:1287:1287 [0] NCCL INFO Bootstrap : Using lo:127.0.0.1<0>",
+                  "h:1:1 [0] NCCL INFO NET/Socket : Using [0]lo:127.0.0.1<0>"),
+        derive=lambda g: {"what_text": "bootstrap" if g.get("what") == "Bootstrap" else "socket transport"},
     ),
     Pattern(
         id="nccl.bootstrap_no_interface",
