@@ -1732,3 +1732,13 @@ def test_nccl_on_the_loopback_is_said_with_the_setting_that_left_it_there() -> N
     # On one host (nNodes 1) it is information.
     one = text + "6f2d8a82d208:1287:1287 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n"
     assert "NCCL_LOOPBACK" not in found(report(one))
+
+
+def test_an_expected_block_never_closed_hides_at_most_its_bound() -> None:
+    from rdmadoctor.logs.scan import _HYPOTHETICAL_LINES
+
+    text = "Expected:\n```\n" + "training step\n" * (_HYPOTHETICAL_LINES + 5) + (
+        "h:1:2 [0] transport/net_ib.cc:798 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out\n")
+    assert "NCCL_IB_MODIFY_QP_FAILED" in found(report(text))
+    inside = "Expected:\n```\n" + text.split("\n", 2)[2].replace("training step\n" * (_HYPOTHETICAL_LINES + 5), "")
+    assert "NCCL_IB_MODIFY_QP_FAILED" not in found(report(inside))

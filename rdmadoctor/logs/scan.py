@@ -83,6 +83,7 @@ _FACT_NEEDLES = (
 _HEAD_FACT_NEEDLES = ("] - NET/",
                       # A ticket's fences and its "Expected:" label (what the writer hoped to see; see _line).
                       "```", "xpected")
+_HYPOTHETICAL_LINES = 200  # the most lines an "Expected:" block hides
 # "Expected:", "### Expected behavior", "**Expected output**": a label alone on its line.
 _EXPECTED_LABEL = re.compile(r"(?i)^(?:#{1,6}\s*+)?[*_]{0,2}(?:expected|what (?:i|we) expected|should (?:see|be|look like))"
                              r"(?: (?:behaviou?r|output|result|log|lines?))?[*_]{0,2}:?[*_]{0,2}\s*+:?\s*+$")
@@ -618,7 +619,8 @@ class Diagnoser:
         self._socket_seen: tuple | None = None
         self._follow = 0  # lines still to read after a "Last error:" line
         # Markdown fences in a ticket, and the label that makes the next one hypothetical (_line).
-        self._fence = self._hypothetical = False
+        self._fence = False
+        self._hypothetical = 0  # the last line an "Expected:" block may hide (0: none open)
         self._expected_at: int | None = None
         self._channels = False  # the block being read holds channel lines
         self._socket_explicit = False  # (seq, evidence) of the first line showing NCCL on sockets
@@ -1000,11 +1002,13 @@ class Diagnoser:
             bare = raw.decode("utf-8", "replace").strip().lstrip("> \t")
             if bare.startswith("```"):
                 # A fenced block of a ticket: the one right after an "Expected:" label shows what the
-                # writer hoped to see, not what ran (nothing in it is evidence).
+                # writer hoped to see, not what ran (nothing in it is evidence), for at most
+                # _HYPOTHETICAL_LINES lines: a fence never closed does not hide the rest of the input.
                 self._fence = not self._fence
-                self._hypothetical = self._fence and self._expected_at is not None and 0 < lineno - self._expected_at <= 3
+                hoped = self._fence and self._expected_at is not None and 0 < lineno - self._expected_at <= 3
+                self._hypothetical = lineno + _HYPOTHETICAL_LINES if hoped else 0
                 return False
-            if self._hypothetical:
+            if lineno <= self._hypothetical:
                 return False
             if _EXPECTED_LABEL.match(bare) is not None:
                 self._expected_at = lineno
