@@ -240,8 +240,11 @@ def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  #
                          "unused on purpose, nothing to do.")
                  if f.code == IB_PORT_DOWN.code and f.data.get("phys_state") == "Disabled" else f for f in found]
     # Its ACTIVE RoCE ports as the RoCE check judges them: the active MTU, and the GID table where the output
-    # holds one (`ibv_devinfo -v`).
-    roce = tuple(RocePort(d, p, None, bool(p.gids)) for d, p in roce_ports(inv, expect) if p.state == "ACTIVE")
+    # holds one (`ibv_devinfo -v`), on a RoCE node only (no port of another link layer listed): beside an
+    # InfiniBand port an Ethernet one is the front-end NIC (an Azure accelerated-networking VF at MTU 1024),
+    # not the fabric the job trains over.
+    roce_node = all(p.link_layer == "Ethernet" for d in inv.devices for p in d.ports)
+    roce = tuple(RocePort(d, p, None, bool(p.gids)) for d, p in roce_ports(inv, expect) if p.state == "ACTIVE") if roce_node else ()
     return found + [f for f in judge_roce(RoceFacts(roce, seg.kind), expect) if f.code in _ROCE_CODES]
 
 

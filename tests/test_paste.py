@@ -1742,3 +1742,18 @@ def test_an_expected_block_never_closed_hides_at_most_its_bound() -> None:
     assert "NCCL_IB_MODIFY_QP_FAILED" in found(report(text))
     inside = "Expected:\n```\n" + text.split("\n", 2)[2].replace("training step\n" * (_HYPOTHETICAL_LINES + 5), "")
     assert "NCCL_IB_MODIFY_QP_FAILED" not in found(report(inside))
+
+
+def test_an_ethernet_port_beside_active_infiniband_ones_is_the_front_end_nic() -> None:
+    # Azure/azhpc-images#44 (excerpt): HBv2's accelerated-networking VF (Ethernet, MTU 1024) beside its IB HCA.
+    text = ("$ ibv_devinfo\nhca_id: mlx5_0\n        transport:                      InfiniBand (0)\n"
+            "        phys_port_cnt:                  1\n                port:   1\n"
+            "                        state:                  PORT_ACTIVE (4)\n"
+            "                        active_mtu:             4096 (5)\n                        link_layer:             InfiniBand\n\n"
+            "hca_id: rdmaP23800p0s2\n        transport:                      InfiniBand (0)\n"
+            "        phys_port_cnt:                  1\n                port:   1\n"
+            "                        state:                  PORT_ACTIVE (4)\n"
+            "                        active_mtu:             1024 (3)\n                        link_layer:             Ethernet\n")
+    assert "NET_MTU_LOW" not in found(report(text))
+    rdma = text.split("\n\n", 1)[1]
+    assert "NET_MTU_LOW" in found(report("$ ibv_devinfo\n" + rdma))
