@@ -1757,3 +1757,22 @@ def test_an_ethernet_port_beside_active_infiniband_ones_is_the_front_end_nic() -
     assert "NET_MTU_LOW" not in found(report(text))
     rdma = text.split("\n\n", 1)[1]
     assert "NET_MTU_LOW" in found(report("$ ibv_devinfo\n" + rdma))
+
+
+def test_aws_ofi_nccl_on_libfabrics_tcp_provider_is_tcp() -> None:
+    # aws/aws-ofi-nccl#803 (excerpt): no EFA device in the container, so the plugin took the tcp provider.
+    text = ("6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.12.1-aws\n"
+            "6f2d8a82d208:1287:1328 [0] NCCL INFO NET/OFI Selected Provider is tcp (found 1 nics)\n"
+            "6f2d8a82d208:1287:1328 [0] NCCL INFO Using network AWS Libfabric\n")
+    rep = report(text)
+    f = found(rep)["NCCL_SOCKET_FALLBACK"]
+    assert "libfabric's tcp provider" in f["message"] and "vpc.amazonaws.com/efa" in f["remedy"]
+    assert f["data"]["evidence"][0]["line"] == 2
+    from rdmadoctor.logs import transport_line
+
+    assert transport_line(rep["nccl"]).startswith("WARNING:")
+    # The efa provider is RDMA: nothing said.
+    assert "NCCL_SOCKET_FALLBACK" not in found(report(text.replace("is tcp (found 1 nics)", "is efa (found 4 nics)")))
+    # One host (nNodes 1): information, as for NCCL's own sockets.
+    one = text + "6f2d8a82d208:1287:1328 [0] NCCL INFO comm 0x1 rank 0 nRanks 8 nNodes 1 localRanks 8 localRank 0 MNNVL 0\n"
+    assert "NCCL_SOCKET_FALLBACK" not in found(report(one))

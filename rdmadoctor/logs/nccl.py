@@ -456,6 +456,15 @@ def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:
     return found
 
 
+# libfabric providers that move data over TCP or UDP sockets, not RDMA (aws-ofi-nccl on them is TCP).
+_SOCKET_PROVIDERS = frozenset({"tcp", "sockets", "udp"})
+
+
+def tcp_fabric(fabric: str | None) -> bool:
+    """aws-ofi-nccl's libfabric provider is a socket one ("tcp", "tcp;ofi_rxm", "sockets (tcp)")."""
+    return bool(fabric) and re.split(r"[\s;(]", fabric.strip(), maxsplit=1)[0].lower() in _SOCKET_PROVIDERS  # type: ignore[union-attr]
+
+
 def is_socket(network: str | None, plugin: str | None) -> bool:
     """NCCL's socket transport, or a socket-based plugin (FastSocket)."""
     for name in (network, plugin):
@@ -488,6 +497,9 @@ def transport_line(nccl: dict | None) -> str | None:
         ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "an unnamed interface"
         return (f"WARNING: {who} uses NET/{net} over {ifaces}: inter-node traffic goes over TCP, not RDMA; "
                 "expect a fraction of the fabric's bandwidth")
+    if tcp_fabric(nccl.get("fabric")):
+        return (f"WARNING: {who} uses NET/{net} on libfabric provider {nccl['fabric']}: inter-node traffic goes over "
+                "TCP, not RDMA (EFA's provider is efa); expect a fraction of the fabric's bandwidth")
     devs = nccl.get("net_devices") or []
     on = f" on {_device_list(devs)}" if devs else ""
     if not devs and nccl.get("fabric"):

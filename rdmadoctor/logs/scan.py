@@ -51,7 +51,7 @@ from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.core.record import field, record
 from rdmadoctor.core.words import count
 from rdmadoctor.logs import kb, prefix
-from rdmadoctor.logs.nccl import NcclFacts, is_socket, transport_line
+from rdmadoctor.logs.nccl import NcclFacts, is_socket, tcp_fabric, transport_line
 from rdmadoctor.logs.rx import trie as _trie
 
 TYPE_CHECKING = False
@@ -1121,6 +1121,9 @@ class Diagnoser:
                 if explicit or self._socket_seen is None and self.facts._implied():
                     self._socket_explicit = explicit
                     self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
+            if self._socket_seen is None and "NET/OFI Selected" in body and tcp_fabric(self.facts.fabric):
+                # aws-ofi-nccl on libfabric's tcp provider: the line that shows NCCL's traffic on TCP.
+                self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
             if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
                 self._fire()
         error = self._error_line(text, body, meta, lineno)
@@ -1716,9 +1719,11 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         return None
     hosts = nccl.get("socket_hosts")
     socket_net = [n for n in {**facts._implied(), **facts.networks}.values() if is_socket(n, None)]
-    if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin"))):
+    ofi_tcp = tcp_fabric(facts.fabric)
+    if not (socket_net or facts.socket_channel_hosts or is_socket(None, nccl.get("plugin")) or ofi_tcp):
         return None
-    name = socket_net[0] if socket_net else (nccl.get("plugin") or "Socket")
+    name = (socket_net[0] if socket_net else f"libfabric's {facts.fabric} provider" if ofi_tcp and not facts.socket_channel_hosts
+            else (nccl.get("plugin") or "Socket"))
     ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "the interface NCCL picked"
     where = ""
     all_hosts = nccl.get("hosts") or []
@@ -1751,8 +1756,13 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
         data["follows"] = follows
     from rdmadoctor.logs.kb.nccl import NCCL_SOCKET_FALLBACK
 
+    fix = NCCL_SOCKET_FALLBACK.fix
+    if ofi_tcp and not socket_net:
+        fix = ("aws-ofi-nccl took libfabric's tcp provider because it found no EFA device: give the pod the EFA "
+               "devices (the `vpc.amazonaws.com/efa` resource of the EFA device plugin, /dev/infiniband/uverbs* in the "
+               "container) and unset FI_PROVIDER if it says tcp; `fi_info -p efa` in the pod must list them.")
     return Finding(NCCL_SOCKET_FALLBACK.code, WARNING if one else ERROR, ", ".join(hosts[:8]) if hosts else "NCCL", message,
-                   NCCL_SOCKET_FALLBACK.fix, data=data, cause=cause)
+                   fix, data=data, cause=cause)
 
 
 # Codes that explain a fallback to sockets when the log shows them (rows of the knowledge base
