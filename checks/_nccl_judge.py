@@ -326,6 +326,24 @@ def _judge_iwarp(facts: NcclFacts) -> list[Finding]:
     ]
 
 
+def gid_index_problem(subject: str, gids, idx: int) -> tuple[str | None, int | None]:  # noqa: ANN001
+    """GID ``idx`` of a RoCE port (``subject``, its ``gids``) as NCCL_IB_GID_INDEX would use it: what is wrong
+    with it (None: a routable RoCE v2 GID), and the index of the port's RoCE v2 IPv4 GID (None: it has none).
+    The node check and a log's setting against a pasted GID table (checks/logs.py) judge it alike."""
+    gid = next((g for g in gids if g.index == idx), None)
+    v4 = [g.index for g in gids if g.type == ROCE_V2 and g.ipv4]
+    hint = f"; its RoCE v2 IPv4 GID is index {v4[0]}" if v4 else "; it has no RoCE v2 IPv4 GID"
+    if gid is None:
+        problem: str | None = f"{subject} has no GID {idx}{hint}"
+    elif gid.type != ROCE_V2:
+        problem = f"GID {idx} of {subject} is {gid.type or 'of unknown type'} ({gid.gid}){hint}"
+    elif gid.gid.lower().startswith("fe80"):
+        problem = f"GID {idx} of {subject} is link-local ({gid.gid}), not routable{hint}"
+    else:
+        problem = None
+    return problem, (v4[0] if v4 else None)
+
+
 def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
     subj = "NCCL_IB_GID_INDEX"
     raw = facts.settings.get(subj)
@@ -360,16 +378,11 @@ def _judge_gid_index(facts: NcclFacts) -> list[Finding]:
         if not p.gids_known:
             unknown.append(p.subject)
             continue
-        gid = next((g for g in p.gids if g.index == idx), None)
-        v4 = [g.index for g in p.gids if g.type == ROCE_V2 and g.ipv4]
-        good_idx.update(v4[:1])
-        hint = f"; its RoCE v2 IPv4 GID is index {v4[0]}" if v4 else "; it has no RoCE v2 IPv4 GID"
-        if gid is None:
-            bad.append(f"{p.subject} has no GID {idx}{hint}")
-        elif gid.type != ROCE_V2:
-            bad.append(f"GID {idx} of {p.subject} is {gid.type or 'of unknown type'} ({gid.gid}){hint}")
-        elif gid.gid.lower().startswith("fe80"):
-            bad.append(f"GID {idx} of {p.subject} is link-local ({gid.gid}), not routable{hint}")
+        problem, v4 = gid_index_problem(p.subject, p.gids, idx)
+        if v4 is not None:
+            good_idx.add(v4)
+        if problem is not None:
+            bad.append(problem)
     out = []
     if bad:
         if len(good_idx) == 1:

@@ -326,25 +326,25 @@ def judge_topology(topo: GpuTopology, expect: dict) -> list[Finding]:
         return out
     severity = ERROR if expect.get("gpudirect_required") else WARNING
 
-    def near(g_i: int) -> str | None:
-        """The nearest RDMA device of GPU g_i within the limit."""
+    def ranked_of(g_i: int) -> list[tuple[int, str]]:
+        """(relation rank, RDMA device) of GPU g_i's known relations to the wanted devices."""
         row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
-        ranked = [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
-        best = min(ranked) if ranked else None
-        return best[1] if best is not None and best[0] <= limit_rank else None
+        return [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
 
+    bests = [min(ranked) if (ranked := ranked_of(g_i)) else None for g_i in range(len(topo.gpus))]
+    # Each GPU's nearest RDMA device within the limit (None: none that near).
+    near = [b[1] if b is not None and b[0] <= limit_rank else None for b in bests]
     via: list[str] = []  # GPUs that reach a near RDMA device through an NVLink peer
     for g_i, gpu in enumerate(topo.gpus):
         row = topo.gpu_nic[g_i] if g_i < len(topo.gpu_nic) else ()
-        ranked = [(r, topo.nics[n]) for n in nic_idx if n < len(row) and (r := relation_rank(row[n])) is not None]
         unknown = [topo.nics[n] for n in nic_idx if n >= len(row) or relation_rank(row[n]) is None]
-        best = min(ranked) if ranked else None
-        if near(g_i) is None:
+        best = bests[g_i]
+        if near[g_i] is None:
             # NVLink to a GPU beside a NIC: NCCL's PXN (2.12+, on by default) moves this GPU's data over
             # NVLink to that GPU, which sends it with GPUDirect RDMA: it never crosses the CPU.
-            peer = next((h for h in (topo.nvlink[g_i] if g_i < len(topo.nvlink) else ()) if near(h) is not None), None)
+            peer = next((h for h in (topo.nvlink[g_i] if g_i < len(topo.nvlink) else ()) if h < len(near) and near[h]), None)
             if peer is not None:
-                via.append(f"{gpu.name} (over NVLink to {topo.gpus[peer].name}, beside {near(peer)})")
+                via.append(f"{gpu.name} (over NVLink to {topo.gpus[peer].name}, beside {near[peer]})")
                 continue
         node_rank = RELATION_ORDER.index("NODE")
         # An unknown relation is between different host bridges: NODE or SYS, never nearer.

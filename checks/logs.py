@@ -23,6 +23,7 @@ import re
 
 from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
 from rdmadoctor.checks import ib as ib_checks
+from rdmadoctor.checks._nccl_judge import gid_index_problem
 from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, gid_of, ignored, port_subject, probe_inventory
 from rdmadoctor.checks.ib import (
     IB_LINK_LAYER_MISMATCH,
@@ -400,9 +401,7 @@ def _link_layers(diag) -> dict[str, str]:  # noqa: ANN001
 def _netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
     IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
-    from rdmadoctor.parsers.netdev import parse_ibdev2netdev
-
-    rows = parse_ibdev2netdev(seg.text).value
+    rows = _parse_links(seg.text)
     links = [x for x in rows if _roce_netdev(x.device, x.netdev, layers)]
     up = [x for x in links if x.up]
     ib = any(_roce_netdev(x.device, x.netdev, layers) is False for x in rows)
@@ -587,18 +586,12 @@ def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
     for (dev, port), (gids, seg) in sorted(tables.items(), key=lambda kv: kv[0]):
         if used and dev not in used:
             continue
-        gid = next((g for g in gids if g.index == idx), None)
-        v4 = [g.index for g in gids if g.type == "RoCE v2" and g.ipv4 and not g.gid.lower().startswith("fe80")]
-        good.update(v4[:1])
-        hint = f" (its RoCE v2 IPv4 GID is index {v4[0]})" if v4 else " (it has no RoCE v2 IPv4 GID)"
-        if gid is None:
-            bad.append(f"{dev}/{port} has no GID {idx}{hint}")
-        elif gid.type != "RoCE v2":
-            bad.append(f"GID {idx} of {dev}/{port} is {gid.type or 'of unknown type'}{hint}")
-        elif gid.gid.lower().startswith("fe80"):
-            bad.append(f"GID {idx} of {dev}/{port} is link-local ({gid.gid}), not routable{hint}")
-        else:
+        problem, v4 = gid_index_problem(f"{dev}/{port}", gids, idx)
+        if v4 is not None:
+            good.add(v4)
+        if problem is None:
             continue
+        bad.append(problem)
         lines = seg.text.split("\n")
         at = next((i for i, x in enumerate(lines) if re.match(rf"\s*{re.escape(dev)}\s+{port}\s+{idx}\s", x)), 0)
         rows.append({"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None})
