@@ -13,6 +13,7 @@ import json
 
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, PROBLEM, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.quarantine import EXPECT as QUARANTINE_EXPECT
 from rdmadoctor.core.record import record
 from rdmadoctor.core.words import count
 
@@ -179,6 +180,9 @@ CHECKS = [
         codes=(NODE_LABEL_MISSING, NODE_LABEL_STALE, NODE_OBJECT_UNREADABLE, LABEL_INVALID, NODE_LABELS),
         # logs.diagnose also runs after every other check: the labels compared are the whole report's.
         after=("*", "logs.diagnose"),
+        # The guardrails of what acts on the verdict (slurm health and prolog, agent --quarantine):
+        # declared here, beside the labels the same verdict sets, so config, pools and --set type them.
+        defaults=QUARANTINE_EXPECT,
         description="The labels this node should carry (feature.node.kubernetes.io/network-rdma.capable, "
         "rdmadoctor.io/{ready,link-layer,active-ports,min-rate-gbps,gpudirect,gpu-nic}), compared with the "
         "Node object when the bundle has cmd/node.json.",
