@@ -95,13 +95,18 @@ def test_every_code_is_declared_with_its_kind_and_used_with_its_severity(module)
 
 
 def _emitted_anywhere() -> set:
+    import importlib
+    import pkgutil
+
     from rdmadoctor.logs import scan
 
     out = {p.code for p in kb.patterns()}
     for m in MODULES:
         out |= {code for code, _, _ in _finding_calls(m)}
-    # The scanner names a row's code through the row (p.code), and a few codes by their object.
-    for node in ast.walk(ast.parse(inspect.getsource(scan))):
+    # The scanner (a package: its router and its parts) names a row's code through the row (p.code),
+    # and a few codes by their object.
+    parts = [scan] + [importlib.import_module(f"{scan.__name__}.{m.name}") for m in pkgutil.iter_modules(scan.__path__)]
+    for node in (node for part in parts for node in ast.walk(ast.parse(inspect.getsource(part)))):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
             arg = node.args[0]
             if isinstance(arg, ast.Attribute) and arg.attr == "code" and isinstance(arg.value, ast.Name) and arg.value.id.isupper():

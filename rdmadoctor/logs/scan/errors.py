@@ -1,0 +1,216 @@
+"""Errors: lines that say something failed, whatever their words.
+
+An NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL result name, NCCL's error trace
+(``misc/socket.cc:505 -> 2`` up to the API) and a Python traceback's last line are errors even when
+no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR_UNKNOWN. The lines
+after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
+``_follow`` and ``_tb``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from rdmadoctor.core.model import ERROR
+from rdmadoctor.logs import kb, prefix
+from rdmadoctor.logs.scan.matching import MAX_EVIDENCE
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from rdmadoctor.logs.scan.matching import _Agg
+
+# Lines that carry an error whatever its words: a needle with no rare character to anchor it
+# ("async", "onnect to ") is found on these (NCCL prints every error as a WARN line, modprobe
+# says ERROR, PyTorch quotes NCCL's last error on the lines after "Last error:").
+_CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure",
+                    "Failed to open", "Count not open", "ProcessGroupNCCL",
+                    # Error lines read even when no row knows them (see _ERROR_LINE).
+                    # A traceback is found by its first frame (`  File "train.py", line 9`): "Traceback"
+                    # would add a first character to the scan that crowds other needles out of it.
+                    'File "', "ncclInternalError", "ncclInvalidUsage",
+                    "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError",
+                    # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): its source files
+                    # (a trace line in a header, `include/net.h:21 -> 2`, is always between two of these).
+                    ".cc:", ".c:", ".cu:")
+LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
+
+# The error lines read even when no row knows them (issue 15: an error the knowledge base does not
+# know is still an error): NCCL's results as PyTorch names them, and the last line of a traceback.
+_NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
+                          r"|RemoteError))\b")
+_RESULT_AT = re.compile(r"(?:^\W{0,8}|:\s{0,4}|\b(?:[Ee]rror|returned|result)\W{0,4})n\Z")
+_EXC_LINE = re.compile(r"([A-Za-z_][\w.]{0,200})(?::[ \t]|:$|$)")
+# NCCL's error trace: every NCCLCHECK that sees a call fail prints `%s:%d -> %d` (2.19+: `-> %d (%s)`
+# with the errno's text) as an INFO line, from the call that failed up to the API (src/include/
+# checks.h). A log may hold only these (NCCL_DEBUG=INFO cut before the WARN, a WARN NCCL never
+# printed): they are an error all the same. 7 (ncclInProgress) is not one.
+_NCCL_TRACE = re.compile(r"(?P<file>[\w./+-]{1,200}\.(?:cc|c|cu|cpp|h)):(?P<line>\d{1,6}) -> (?P<rc>[1-6])\b"
+                         r"(?: \((?P<why>[^()\n]{1,200})\))?")
+# A trace is an error when it reaches the API (the caller gets the result): NCCL also traces failures it
+# steps over, a net plugin that is disabled (`net.cc:79 -> 3` after NCCL_IBEXT_DISABLE=1) among them.
+_API_FILES = frozenset({"init.cc", "init.cu", "group.cc", "enqueue.cc", "enqueue.cu", "collectives.cc"})
+TRACE_GAP = 64  # lines: a thread's trace lines further apart than this are two traces
+_TRACE_AFTER_WARN = 3  # lines: a trace this close after a process's explained WARN passes that error up
+_NCCL_RESULTS = {"1": "ncclUnhandledCudaError", "2": "ncclSystemError", "3": "ncclInternalError",
+                 "4": "ncclInvalidArgument", "5": "ncclInvalidUsage", "6": "ncclRemoteError"}
+# Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
+_WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
+MAX_TRACEBACK_LINES = 400  # a traceback longer than this is not followed to its end
+_NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: one finding for all
+
+
+def _unknown_row(symptom: bool) -> kb.Pattern:
+    from rdmadoctor.logs.kb.nccl import LOG_ERROR_UNKNOWN
+
+    return kb.Pattern(
+        id="log.unknown_error_symptom" if symptom else "log.unknown_error", code=LOG_ERROR_UNKNOWN.code, severity=ERROR,
+        needle="", regex="", subject="{label}",
+        message='{what}, and no row of the knowledge base explains it: "{quoted}"',
+        meaning=LOG_ERROR_UNKNOWN.meaning, fix=LOG_ERROR_UNKNOWN.fix,
+        ref="rdmadoctor.logs.scan: an NCCL WARN, a `Last error:` quote, an NCCL result or a traceback's last line "
+            "that no row matched", symptom=symptom)
+
+
+# An NCCL WARN or the error PyTorch quotes is a root candidate; an NCCL result name and a
+# traceback's last line are what the failure became (linked to the error before them, if any).
+_UNKNOWN = _unknown_row(False)
+_UNKNOWN_SYMPTOM = _unknown_row(True)
+
+
+class Errors:
+    """Owns what is being followed: the lines still to read after "Last error:" (``_follow``,
+    ``_quote_next``), the traceback being read (``_tb``), each thread's NCCL error trace
+    (``_trace_start``, ``_trace_origin``) and each process's last explained WARN (``_known_warn``)."""
+
+    if TYPE_CHECKING:
+        def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict: ...
+        def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set,
+                 key: tuple | None = None) -> None: ...
+
+    def _start_errors(self) -> None:
+        self._follow = 0  # lines still to read after a "Last error:" line
+        self._tb: dict | None = None  # the Python traceback being read: whose it is, lines left
+        self._traceback_seen = False
+        self._quote_next = False  # the line after "Last error:" quotes NCCL's error
+        self._trace_start: dict[tuple, dict] = {}  # (host, pid) -> the first line of its NCCL error trace
+        self._known_warn: dict[tuple, tuple] = {}  # (host, pid) -> (line, finding) of its last WARN a row explained
+        self._trace_origin: dict = {}
+
+    def _unknown(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
+        """An error line no row explained: a finding of its own (LOG_ERROR_UNKNOWN)."""
+        label, quoted, symptom = error
+        pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
+        key = ("unknown", _NORMAL.sub("N", quoted[:300]))
+        if label == "trace":
+            # One finding per result for all of NCCL's traces, quoted from where one began (_trace).
+            o = self._trace_origin
+            label, api, began = o["result"], o["api"], o["began"]
+            what = (f"NCCL returned {label} to its caller from {api}" if began == api else
+                    f"NCCL returned {label} to its caller ({api}), passed up from {began}{o['why']}")
+            groups = {"label": label, "quoted": o["body"][:300], "what": what}
+            self._hit(pattern, groups, o["text"], o["line"], o["meta"], hit, key=("trace", label))
+            return
+        else:
+            what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
+                label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
+        groups = {"label": label, "quoted": quoted[:300], "what": what}
+        self._hit(pattern, groups, text, lineno, meta, hit, key=key)
+
+    def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
+        """A WARN a row explained: a trace of the same process right after it passes that error up."""
+        if p is not _UNKNOWN and p is not _UNKNOWN_SYMPTOM and len(self._known_warn) < 1024:
+            self._known_warn[(meta.host, meta.pid)] = (lineno, agg)
+
+    def _error_line(self, text: str, body: str, meta: prefix.Meta, lineno: int = 0) -> tuple[str, str, bool] | None:
+        """(label, the quoted error, symptom?) when ``text`` is an error line, whatever its words:
+        an NCCL WARN, the line PyTorch quotes after "Last error:", an NCCL result name, the last line
+        of a traceback. Also follows the traceback being read."""
+        found = None
+        if self._tb is not None:
+            exc = self._traceback_line(text, body, meta)
+            if exc is not None:
+                found = (exc.rsplit(".", 1)[-1], body, True)
+        if self._tb is None and (body.startswith('File "') and ", line " in body
+                                 or "Traceback (most recent call last)" in body):
+            # From its header when that line was read, else from its first frame.
+            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES}
+            self._traceback_seen = True
+            return None
+        if self._quote_next:
+            # The line right after "Last error:" holds NCCL's last error; blank, NCCL had none to give
+            # (then C++'s "Exception raised from ..." follows, which is not the error).
+            self._quote_next = False
+            if body and not body.startswith("Exception raised from"):
+                return found or ("Last error", body, False)
+            return found
+        if "Last error" in body:
+            tail = body.split("Last error", 1)[1].lstrip(": \t")
+            if not tail:
+                self._quote_next = True
+                return found
+            return found or ("Last error", tail, False)
+        if found is not None:
+            return found
+        if meta.level == "WARN":
+            return ("NCCL WARN", body, False)
+        if meta.level == "INFO" and " -> " in body:
+            t = _NCCL_TRACE.match(body)
+            if t is not None:
+                return self._trace(t, text, meta, lineno)
+        if "nccl" in body:
+            m = _NCCL_RESULT.search(body)
+            # As a program prints it: the line's first word, or after a colon or "error" / "returned"
+            # ("NCCL error: ncclSystemError"), not late in a sentence someone wrote about it.
+            if m is not None and _RESULT_AT.search(body, 0, m.start() + 1) is not None:
+                return (m.group(1), body, True)
+        return found
+
+    def _trace(self, t: re.Match, text: str, meta: prefix.Meta, lineno: int) -> tuple[str, str, bool] | None:
+        """One line of NCCL's error trace (_NCCL_TRACE): an error once the trace reaches the API,
+        quoted from the line where it began (the same thread's first trace line, TRACE_GAP)."""
+        who = (meta.host, meta.pid)
+        start = self._trace_start.get(who)
+        if start is None or lineno - start["last"] > TRACE_GAP:
+            # Where the trace began, read once: the file and line that failed, and errno's text. A trace
+            # that begins right after a WARN a row explained (the same process) passes that error up: the
+            # result it reaches the API with is that finding's, not an unknown one.
+            why = f" ({t.group('why')})" if t.group("why") else ""
+            warned = self._known_warn.get(who)
+            start = {"text": text, "line": lineno, "meta": meta, "last": lineno, "body": t.string,
+                     "began": f"{t.group('file')}:{t.group('line')}", "why": why,
+                     "explains": warned[1] if warned is not None and 0 < lineno - warned[0] <= _TRACE_AFTER_WARN else None}
+            if len(self._trace_start) < 1024:
+                self._trace_start[who] = start
+        start["last"] = lineno
+        if start.get("said") or t.group("file").rsplit("/", 1)[-1] not in _API_FILES:
+            return None  # said once per trace (init.cc, then group.cc, pass the same result up)
+        start["said"] = True
+        agg = start["explains"]
+        if agg is not None:  # the explained WARN's error, returned: its finding quotes where it surfaced
+            if len(agg.evidence) < MAX_EVIDENCE:
+                agg.evidence.append(self._evidence(text, lineno, meta))
+            return None
+        self._trace_origin = {**start, "result": _NCCL_RESULTS[t.group("rc")], "api": f"{t.group('file')}:{t.group('line')}"}
+        return ("trace", text, True)
+
+    def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
+        """Follow a traceback: its exception's name when ``text`` is its last line (the first line
+        of its stream that is not indented), else None."""
+        tb = self._tb
+        assert tb is not None
+        tb["left"] -= 1
+        if tb["left"] <= 0:
+            self._tb = None
+            return None
+        if meta.level is not None or (meta.pod, meta.rank) != tb["who"] or not body:
+            return None  # NCCL's own line, or another rank's, printed in between
+        head = text[: len(text) - len(body)] if text.endswith(body) else ""
+        if head.endswith(("  ", "\t")) or (head and not head.strip()):
+            return None  # a frame: `  File "train.py", line 9` and the code under it
+        if body.startswith(("Traceback", "During handling", "The above exception")):
+            return None
+        self._tb = None
+        m = _EXC_LINE.match(body)
+        if m is None or m.group(1).rsplit(".", 1)[-1] in _WRAPPER_EXCEPTIONS:
+            return None
+        return m.group(1)
