@@ -552,6 +552,9 @@ class _Gather:
         m = Joined(p.sock, msg, p.addr, local)
         self.joined[rank] = m
         self.sel.modify(p.sock, selectors.EVENT_READ, m)
+        n, of = len(self.joined), self.size - 1
+        if n <= 16 or n == of or n % 64 == 0:  # a gang of thousands: not a line each
+            self.log(f"rank {rank} joined from {p.addr} ({n} of {of})")
 
     def _watch(self, m: Joined) -> None:
         """A member's connection became readable before rank 0 asked anything: it closed (or sent
