@@ -381,9 +381,10 @@ def test_a_second_join_does_not_displace_a_live_member():
     rank0 = run_rank0(3, srv, lines)
     first, nonce = raw_join(port, 1, size=3)
     wait_for(lambda: any(ln.startswith("rank 1 joined") for ln in lines))
-    impostor, _ = raw_join(port, 1, size=3, member=good_member("stale-pod"))
+    impostor, impostor_nonce = raw_join(port, 1, size=3, member=good_member("stale-pod"))
     answer = reply(impostor)
     assert answer["type"] == "refused" and "rank 1 is already a member" in answer["reason"]
+    assert P.signed(TOKEN, impostor_nonce, answer)  # it proved the token: the refusal is rank 0's word
     third, nonce3 = raw_join(port, 2, size=3)
     gang = rank0.result()
     assert gang["verdict"] == "go" and [m["host"] for m in gang["members"]] == ["node-0", "node-1", "node-2"]

@@ -119,8 +119,9 @@ GANG_MEMBER_UNKNOWN = Code(
     "Read that member's log; `rdmadoctor explain` the codes it names.", kind="unknown")
 GANG_MEMBER_MISSING = Code(
     "GANG_MEMBER_MISSING", "A gang member never arrived",
-    "Rank 0 waited --gang-timeout for every member; this one never connected. NCCL would wait for it at init "
-    "until its own timeout.",
+    "Rank 0 waited --gang-timeout for every member; this one never connected, or it joined and its connection "
+    "closed before the verdict (the pod died or was killed). NCCL would wait for it at init until its own "
+    "timeout.",
     "Is that rank's pod running (`kubectl get pods -o wide`)? Does it run `rdmadoctor preflight --gang` with "
     "the same --gang-port? A NetworkPolicy may drop the gang port. Raise --gang-timeout if pods start slowly.")
 GANG_MEMBER_SLOW = Code(
@@ -143,9 +144,13 @@ GANG_REFUSED = Code(
     "earlier job should be deleted.")
 GANG_PROTOCOL = Code(
     "GANG_PROTOCOL", "A gang message could not be read",
-    "A peer sent something that is not a gang message (too big, not JSON, another protocol), or closed the "
-    "connection mid-message: nothing was decided from it.",
-    "Is something else listening on --gang-port? Use the same rdmadoctor version on every member.",
+    "A peer sent something that is not a gang message (too big, nested too deep, not JSON, another protocol "
+    "version), or closed the connection mid-message; or rank 0 sent an instruction this member does not act "
+    "on: not signed with the job's token (another job's rank 0, or anyone answering on the master's address), "
+    "or a bandwidth round it never agreed to (started without --bandwidth, a peer outside the gang, longer "
+    "than its own settings allow). Nothing was decided or run from it.",
+    "Is something else listening on --gang-port? Use the same rdmadoctor version, --gang-token and --bandwidth "
+    "on every member.",
     kind="unknown")
 GANG_BANDWIDTH_UNMEASURED = Code(
     "GANG_BANDWIDTH_UNMEASURED", "The --bandwidth test could not measure a pair",

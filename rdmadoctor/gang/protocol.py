@@ -17,8 +17,9 @@ nested deeper than MAX_DEPTH, or holding NaN or Infinity, is refused (:func:`dec
 
 Every message rank 0 sends after the challenge carries ``mac`` = HMAC-SHA256(token, the member's
 nonce + the message): a member acts on nothing (a bandwidth round, a verdict) that a rank 0
-without the token could have written. A ``refused`` cannot be signed (rank 0 refuses because the
-tokens differ) and makes the member do nothing but stop.
+without the token could have written. A ``refused`` is signed when rank 0 can (the member proved
+the token); one for another job's token cannot be, and the member says so. Either way it makes
+the member do nothing but stop.
 
 Rank 0 reads every connection in one ``selectors`` loop (:func:`gather`), the way the agent's
 metrics server does: an idle or hostile connection costs a file descriptor, never a thread; at
@@ -526,11 +527,13 @@ class _Gather:
         if not isinstance(given, str) or not want or not hmac.compare_digest(given, want):
             return self._refuse(p, "another job's token (a stale pod, or another job on the same master address): "
                                    "--gang-token / the job id differ")
+        # From here the member knows the token: a refusal is signed for it, when its nonce allows.
+        nonce = msg.get("nonce") if isinstance(msg.get("nonce"), str) and HEX_RE.fullmatch(msg["nonce"]) else None
         why = join_problem(msg, self.size)
         if why:
             rank = msg.get("rank")
             who = f"rank {rank}" if _is_int(rank) else "a member"
-            return self._refuse(p, f"{who}: {why}")
+            return self._refuse(p, f"{who}: {why}", nonce)
         rank = msg["rank"]
         old = self.joined.get(rank)
         if old is not None:
@@ -538,7 +541,7 @@ class _Gather:
             if dead is None:
                 return self._refuse(p, f"rank {rank} is already a member, joined from {old.addr} and still connected: "
                                        "a second pod claims its rank (a stale pod of an earlier run, or two pods "
-                                       "given the same rank)")
+                                       "given the same rank)", nonce)
             self.log(f"rank {rank} joined again from {p.addr}; its earlier connection from {old.addr} {dead}")
             self.sel.unregister(old.sock)
             old.sock.close()
@@ -583,11 +586,12 @@ class _Gather:
         self._note(f"dropped a connection from {p.addr}: {why}")
         self._close(p)
 
-    def _refuse(self, p: _Pending, reason: str) -> None:
+    def _refuse(self, p: _Pending, reason: str, nonce: str | None = None) -> None:
         self._remember(f"{p.addr}: {reason}")
         self._note(f"refused {p.addr}: {reason}")
+        msg = {"type": "refused", "reason": reason}
         try:  # best effort, never waited for: the refusal is short and the socket's buffer empty
-            p.sock.send(frame({"type": "refused", "reason": reason}, MAX_FROM_MASTER))
+            p.sock.send(frame(sign(self.token, nonce, msg) if nonce else msg, MAX_FROM_MASTER))
         except (OSError, ProtocolError):
             pass
         self._close(p)
@@ -711,7 +715,10 @@ def join(
         while True:
             msg = recv(sock, deadline, MAX_FROM_MASTER)
             if msg["type"] == "refused":
-                raise Refused(printable(msg.get("reason")))
+                # Rank 0 cannot sign a refusal for another job's token; a signed one is its word.
+                note = "" if signed(token, nonce, msg) else (
+                    " (not signed with this job's token: another job's rank 0, or something else on the gang port)")
+                raise Refused(printable(msg.get("reason")) + note)
             if not signed(token, nonce, msg):
                 raise ProtocolError(f"rank 0 sent a {printable(msg['type'], 40)!r} message not signed with this job's "
                                     "token; nothing was done with it (another job's rank 0, or something else "
