@@ -312,11 +312,13 @@ def test_bad_members_are_named_and_refused_and_the_gang_goes_on(capfd):
     json.dumps(gang, allow_nan=False)
 
 
-def test_idle_connections_cost_no_thread_and_cannot_lock_a_member_out(monkeypatch):
+@pytest.mark.parametrize("cap,idle", [(8, 40), (None, 300)], ids=["cap 8, 40 idle", "default cap, 300 idle"])
+def test_idle_connections_cost_no_thread_and_cannot_lock_a_member_out(monkeypatch, cap, idle):
     """Connections that never join, more than rank 0 lets wait, reopened as they are closed, while
     a real member joins: rank 0 stays one thread, closes the oldest, and the member gets in
     (joining again if its own connection is the one closed)."""
-    monkeypatch.setattr(P, "MAX_PENDING", 8)
+    if cap is not None:
+        monkeypatch.setattr(P, "MAX_PENDING", cap)
     srv = server()
     port = srv.getsockname()[1]
     lines: list[str] = []
@@ -327,18 +329,19 @@ def test_idle_connections_cost_no_thread_and_cannot_lock_a_member_out(monkeypatc
     threads_seen: list[int] = []
 
     def flood() -> None:
-        while not stop.is_set() and len(held) < 400:
+        while not stop.is_set() and len(held) < idle + 200:
             try:
                 held.append(socket.create_connection(("127.0.0.1", port), timeout=5))
             except OSError:
                 pass
             threads_seen.append(threading.active_count())
-            stop.wait(0.02)
+            if len(held) >= idle:  # then one more now and then, as rank 0 closes the oldest
+                stop.wait(0.02)
 
     attacker = Box(flood)
     try:
         deadline = time.monotonic() + WAIT_S
-        while len(held) < 40 and time.monotonic() < deadline:  # well over the cap before the member comes
+        while len(held) < idle and time.monotonic() < deadline:  # over the cap before the member comes
             time.sleep(0.05)
         member = session.run_member(rank=1, size=2, host="127.0.0.1", port=port, token=TOKEN,
                                     member=good_member(), rails=[], timeout=WAIT_S)
@@ -351,7 +354,7 @@ def test_idle_connections_cost_no_thread_and_cannot_lock_a_member_out(monkeypatc
     assert member["verdict"] == gang["verdict"] == "go", (member, lines[-5:])
     # rank 0's thread, the attacker's, this one: never one per connection.
     assert max(threads_seen) <= before + 2, max(threads_seen)
-    assert any("at the cap of 8 connections" in ln for ln in lines)
+    assert any(f"at the cap of {cap or P.MAX_PENDING} connections" in ln for ln in lines)
 
 
 def test_a_member_whose_connection_is_closed_before_the_challenge_joins_again():
