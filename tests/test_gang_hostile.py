@@ -522,3 +522,16 @@ def test_the_examples_gang_token_names_the_run_not_only_the_job(example):
                           .get("fieldPath", "")]
                 assert f"$({var})" in value and names.index(var) < names.index("RDMADOCTOR_GANG_TOKEN")
     assert len(tokens) == 2
+
+
+def test_rank_0_with_bandwidth_never_asks_a_member_that_did_not_agree():
+    srv = server()
+    port = srv.getsockname()[1]
+    lines: list[str] = []
+    rank0 = run_rank0(2, srv, lines, bandwidth=True, seconds=0.2)
+    member = session.run_member(rank=1, size=2, host="127.0.0.1", port=port, token=TOKEN, member=good_member(),
+                                rails=[], timeout=WAIT_S)
+    gang = rank0.result()
+    assert member["verdict"] == gang["verdict"] == "unknown" and gang["bandwidth"] is None
+    (p,) = gang["problems"]
+    assert p["code"] == "GANG_BANDWIDTH_UNMEASURED" and "started without --bandwidth" in p["message"]

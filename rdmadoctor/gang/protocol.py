@@ -49,7 +49,7 @@ from rdmadoctor.core.words import count
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, TypeGuard
 
 # 2: the join's proof covers the join, rank 0's messages are signed, bw may be null.
 VERSION = 2
@@ -221,7 +221,7 @@ def proof(token: str, challenge: str, join: dict[str, Any]) -> str:
     return _mac(token, b"join", challenge.encode(), canonical(dict(body, v=VERSION)))
 
 
-def _is_int(v: Any) -> bool:
+def _is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
