@@ -61,7 +61,7 @@ MAX_PENDING = 256  # connections waiting to join at once; at the cap the oldest 
 LOGGED_DROPS = 20  # connections dropped or refused, one log line each; then only counted
 
 GO, NO_GO, UNKNOWN_VERDICT = "go", "no-go", "unknown"  # compare's words (not imported: no cycle)
-CODE_RE = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+CODE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")  # a plugin's code is not checked by the core
 FACT_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 RAIL_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}")
 HEX_RE = re.compile(r"[0-9a-f]{16,128}")
@@ -233,8 +233,8 @@ def _fact_problem(key: Any, value: Any) -> str | None:
     if isinstance(value, float):
         return None if math.isfinite(value) else f"member.facts.{key} is {value!r}, expected a finite number"
     if isinstance(value, str):
-        if len(value) > 200:
-            return f"member.facts.{key} is a string of {len(value)} characters, expected at most 200"
+        if len(value) > 4096:  # rank 0 keeps 200 of them
+            return f"member.facts.{key} is a string of {len(value)} characters, expected at most 4096"
         return None
     return f"member.facts.{key} is {_kind(value)}, expected a string, number, boolean or null"
 
