@@ -33,7 +33,7 @@ if rank == 0:
     out = session.run_rank0(size=size, port=port, token="t", member=member, rails=[], timeout=300, bandwidth=bw)
 else:
     out = session.run_member(rank=rank, size=size, host="127.0.0.1", port=port, token="t", member=member, rails=[],
-                             timeout=300)
+                             timeout=300, bandwidth=bw)
 print(json.dumps({"verdict": out["verdict"], "members": len(out["members"]), "slow": out["slow"],
                   "median": (out.get("bandwidth") or {}).get("median_gbps")}))
 """

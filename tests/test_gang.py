@@ -264,10 +264,10 @@ def test_rank_0_refuses_an_oversized_message_unread_and_another_version():
     a, b = socket.socketpair()
     with a, b:
         P.send(b, {"type": "x"}, P.MAX_TO_MASTER)
-        body = b'{"v":2,"type":"join"}'
+        body = b'{"v":1,"type":"join"}'
         b.sendall(len(body).to_bytes(4, "big") + body)
         assert P.recv(a, time.monotonic() + 5, P.MAX_TO_MASTER)["type"] == "x"
-        with pytest.raises(P.ProtocolError, match="version 2"):
+        with pytest.raises(P.ProtocolError, match="version 1"):
             P.recv(a, time.monotonic() + 5, P.MAX_TO_MASTER)
         with pytest.raises(P.ProtocolError, match="over the cap"):
             P.send(b, {"type": "x", "pad": "x" * P.MAX_TO_MASTER}, P.MAX_TO_MASTER)
@@ -479,7 +479,7 @@ BW_MEMBER = textwrap.dedent("""
                                 seconds=0.3)
     else:
         out = session.run_member(rank=1, size=2, host="127.0.0.1", port=port, token="t", member=member, rails=[],
-                                 timeout=60)
+                                 timeout=60, bandwidth=True)
     print(json.dumps(out))
 """)
 

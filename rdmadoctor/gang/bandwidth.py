@@ -125,11 +125,15 @@ def _send(addr: str, port: int, key: bytes, seconds: float) -> str | None:
     return None
 
 
-def tcp_round(ep: Endpoint, me: int, instr: dict[str, Any]) -> list[dict[str, Any]]:
+def tcp_round(ep: Endpoint, me: int, instr: dict[str, Any], *, until: float | None = None) -> list[dict[str, Any]]:
     """One round of the TCP stream test for this member: send to one peer while receiving from
-    another; returns the pair this member received (the receiver measures)."""
+    another; returns the pair this member received (the receiver measures). ``until``: the
+    member's own deadline, which no round outlasts."""
     seconds = float(instr.get("seconds") or ROUND_SECONDS)
     deadline = time.monotonic() + seconds + 15.0
+    if until is not None:
+        deadline = min(deadline, until)
+        seconds = max(min(seconds, until - time.monotonic() - 1.0), 0.0)
     box: dict[str, Any] = {}
     recv_from = instr.get("recv_from")
     thread = None

@@ -6,6 +6,9 @@ What is compared, and what a difference does to NCCL, is one table (:data:`FIELD
 
 from __future__ import annotations
 
+import json
+import re
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -116,8 +119,9 @@ GANG_MEMBER_UNKNOWN = Code(
     "Read that member's log; `rdmadoctor explain` the codes it names.", kind="unknown")
 GANG_MEMBER_MISSING = Code(
     "GANG_MEMBER_MISSING", "A gang member never arrived",
-    "Rank 0 waited --gang-timeout for every member; this one never connected. NCCL would wait for it at init "
-    "until its own timeout.",
+    "Rank 0 waited --gang-timeout for every member; this one never connected, or it joined and its connection "
+    "closed before the verdict (the pod died or was killed). NCCL would wait for it at init until its own "
+    "timeout.",
     "Is that rank's pod running (`kubectl get pods -o wide`)? Does it run `rdmadoctor preflight --gang` with "
     "the same --gang-port? A NetworkPolicy may drop the gang port. Raise --gang-timeout if pods start slowly.")
 GANG_MEMBER_SLOW = Code(
@@ -140,9 +144,13 @@ GANG_REFUSED = Code(
     "earlier job should be deleted.")
 GANG_PROTOCOL = Code(
     "GANG_PROTOCOL", "A gang message could not be read",
-    "A peer sent something that is not a gang message (too big, not JSON, another protocol), or closed the "
-    "connection mid-message: nothing was decided from it.",
-    "Is something else listening on --gang-port? Use the same rdmadoctor version on every member.",
+    "A peer sent something that is not a gang message (too big, nested too deep, not JSON, another protocol "
+    "version), or closed the connection mid-message; or rank 0 sent an instruction this member does not act "
+    "on: not signed with the job's token (another job's rank 0, or anyone answering on the master's address), "
+    "or a bandwidth round it never agreed to (started without --bandwidth, a peer outside the gang, longer "
+    "than its own settings allow). Nothing was decided or run from it.",
+    "Is something else listening on --gang-port? Use the same rdmadoctor version, --gang-token and --bandwidth "
+    "on every member.",
     kind="unknown")
 GANG_BANDWIDTH_UNMEASURED = Code(
     "GANG_BANDWIDTH_UNMEASURED", "The --bandwidth test could not measure a pair",
@@ -156,6 +164,23 @@ def gang_codes() -> tuple[Code, ...]:
             GANG_MEMBER_SLOW, GANG_UNREACHABLE, GANG_REFUSED, GANG_PROTOCOL, GANG_BANDWIDTH_UNMEASURED)
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?")
+# YAML 1.1 reads these plain words as booleans or null, and a number as a number.
+_YAML_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null", "~"}
+
+
+def display(text: Any) -> str:
+    """A name or value a member sent, for a line of text: as it is when it is printable, else in
+    JSON quotes with every control character escaped (a newline cannot start a forged line)."""
+    s = str(text)
+    return s if s.isprintable() else json.dumps(s)
+
+
+def plain_name(name: str) -> bool:
+    """A host name that YAML, a shell and Slurm all read as itself, unquoted."""
+    return bool(_PLAIN_NAME.fullmatch(name))
+
+
 def shown(value: Any, field: Field | None = None) -> str:
     if value is None:
         return "unset" if field is not None and field.unset_is_value else "unknown"
@@ -163,11 +188,11 @@ def shown(value: Any, field: Field | None = None) -> str:
         return "yes"
     if value is False:
         return "no"
-    return str(value)
+    return display(value)
 
 
 def _who(m: dict[str, Any]) -> str:
-    return f"rank {m['rank']} on {m.get('host') or '?'}"
+    return f"rank {m['rank']} on {display(m.get('host') or '?')}"
 
 
 def mismatches(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -176,8 +201,6 @@ def mismatches(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     The majority is the most common value; a tie goes to the value of the lowest rank (rank 0's side
     is the one the others met). ``members`` lists the odd ones, lowest rank first.
     """
-    import json
-
     out = []
     ordered = sorted(members, key=lambda m: m["rank"])
     for f in FIELDS:
@@ -209,7 +232,21 @@ def exclusion(hosts: list[str | None]) -> str:
     names = sorted({h for h in hosts if h})
     if not names:
         return ""
-    values = ", ".join(names)
+
+    def yaml_value(name: str) -> str:
+        # Plain when YAML reads it back as this string; else a double-quoted scalar (JSON's
+        # escapes are YAML's): a name cannot close the list or add a matchExpression.
+        if plain_name(name) and name.lower() not in _YAML_WORDS and not _number(name):
+            return name
+        return json.dumps(name)
+
+    values = ", ".join(yaml_value(n) for n in names)
+    shell = [n for n in names if plain_name(n)]
+    odd = len(names) - len(shell)
+    slurm = f"(Slurm: --exclude={','.join(shell)})" if shell else "(Slurm: --exclude=NODE)"
+    if odd:
+        slurm += (f"; {count(odd, 'name')} left out of the shell line: not a plain host name "
+                  "(letters, digits, '.', '-', '_')")
     return (
         f"Exclude {'the node' if len(names) == 1 else f'these {len(names)} nodes'} from the job: in the pod template\n"
         "affinity:\n"
@@ -218,8 +255,16 @@ def exclusion(hosts: list[str | None]) -> str:
         "      nodeSelectorTerms:\n"
         "      - matchExpressions:\n"
         f"        - {{key: kubernetes.io/hostname, operator: NotIn, values: [{values}]}}\n"
-        f"(Slurm: --exclude={','.join(names)})"
+        + slurm
     )
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _finding(code: Code, severity: str, subject: str, message: str, remedy: str) -> dict[str, Any]:
@@ -234,10 +279,12 @@ def judge(
     slow: list[dict[str, Any]] | None = None,
     unmeasured: list[dict[str, Any]] | None = None,
     strict: bool = False,
+    left: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """The gang's verdict from the members that arrived (``size`` expected): the ``gang`` JSON section.
 
     A member's ``verdict`` is its own preflight's; its ``problems`` the codes of its own problems.
+    ``left``: the members that joined and then died before the verdict (why, by rank): missing.
     """
     arrived = sorted(members, key=lambda m: m["rank"])
     ranks = {m["rank"] for m in arrived}
@@ -246,10 +293,12 @@ def judge(
     problems: list[dict[str, Any]] = []
     total = len(arrived)
     for r in missing:
-        came = ", ".join(f"{m['rank']} {m.get('host') or '?'}" for m in arrived) or "none"
+        came = ", ".join(f"{m['rank']} {display(m.get('host') or '?')}" for m in arrived) or "none"
+        what = (f"{left[r]} (the pod died or was killed)" if left and r in left else
+                f"rank {r} never joined the gang")
         problems.append(_finding(
             GANG_MEMBER_MISSING, "error", f"rank {r}",
-            f"rank {r} never joined the gang ({total} of {size} arrived; the ranks and hosts that did: {came}); "
+            f"{what} ({total} of {size} arrived; the ranks and hosts that did: {came}); "
             f"expected all {size} before NCCL starts.",
             GANG_MEMBER_MISSING.fix))
     for mm in found:
@@ -280,7 +329,7 @@ def judge(
     for s in slow or []:
         problems.append(_finding(
             GANG_MEMBER_SLOW, "error", _who(s),
-            f"{_who(s)}: at best {s['gbps']:.3g} Gb/s{' on ' + s['rail'] if s.get('rail') else ''} "
+            f"{_who(s)}: at best {s['gbps']:.3g} Gb/s{' on ' + display(s['rail']) if s.get('rail') else ''} "
             f"({s.get('direction', 'send')}, in both rounds, with two peers) against a gang median of "
             f"{s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
             f"{GANG_MEMBER_SLOW.fix}\n{exclusion([s.get('host')])}"))

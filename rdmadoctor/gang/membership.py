@@ -23,7 +23,7 @@ MAX_GANG = 4096
 # Where a job's identity is, in the order they are read: a value every member of one job shares
 # and another job (an earlier run of the same name included) does not.
 TOKEN_ENV = (
-    "RDMADOCTOR_GANG_TOKEN",  # the deploy/ examples set it from the job's UID
+    "RDMADOCTOR_GANG_TOKEN",  # the deploy/ examples set it per run (a generated job name; Volcano's job UID)
     "SLURM_JOB_ID",
     "PMIX_NAMESPACE",  # Open MPI 5 / PRRTE: one namespace per mpirun
     "OMPI_MCA_ess_base_jobid",  # Open MPI 4

@@ -27,6 +27,84 @@ def _failed(code: Any, severity: str, subject: str, message: str, base: dict[str
                            "message": message, "remedy": code.fix, "pod_fix": None}])
 
 
+def _ip(text: Any) -> bool:
+    import ipaddress
+
+    if not isinstance(text, str):
+        return False
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return not (ip.is_unspecified or ip.is_multicast or (ip.version == 4 and text == "255.255.255.255"))
+
+
+def _key(v: Any) -> bool:
+    return isinstance(v, str) and len(v) == 2 * B.KEY_LEN and all(c in "0123456789abcdef" for c in v)
+
+
+def _rank(v: Any, size: int, me: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < size and v != me
+
+
+class Policy:
+    """What this member agreed to run for rank 0, from its own settings: a bandwidth round only
+    with --bandwidth, with peers of the gang, at most ``seconds`` a round, at most ``rounds``."""
+
+    def __init__(self, *, rank: int, size: int, master: str, bandwidth: bool, seconds: float, rails: list[str]):
+        self.rank = rank
+        self.size = size
+        self.master = master  # rank 0's address as this member reached it
+        self.bandwidth = bandwidth
+        self.seconds = seconds
+        self.rails = rails
+        self.next_round = 0
+
+    def check(self, msg: dict[str, Any]) -> str | None:
+        """Why this member refuses a bandwidth round (the message is signed already), or None."""
+        if not self.bandwidth:
+            return "this member was started without --bandwidth: it runs no bandwidth test"
+        idx = msg.get("round")
+        rounds = len(B.schedule(list(range(self.size))))
+        if idx != self.next_round or not isinstance(idx, int) or idx >= rounds:
+            return f"round {P.printable(idx, 20)!r} out of order (expected round {self.next_round} of {rounds})"
+        tool = msg.get("tool")
+        if tool not in ("tcp", "ib_write_bw"):
+            return f"tool {P.printable(tool, 40)!r} is not tcp or ib_write_bw"
+        secs = msg.get("seconds")
+        if not isinstance(secs, (int, float)) or isinstance(secs, bool) or not math.isfinite(secs) or secs <= 0:
+            return f"seconds {P.printable(secs, 20)!r} is not a positive number"
+        if secs > self.seconds:
+            return (f"rank 0 asks for {secs:g} s a round; this member's own settings allow at most "
+                    f"{self.seconds:g} s")
+        send_to, recv_from = msg.get("send_to"), msg.get("recv_from")
+        if send_to is None and recv_from is None:
+            return "a round with no peer"
+        if send_to is not None:
+            if not isinstance(send_to, dict) or not _rank(send_to.get("rank"), self.size, self.rank):
+                return f"send_to names no other member of this gang of {self.size}"
+            addr = send_to.get("addr")
+            if not _ip(addr):
+                return f"send_to's address {P.printable(addr, 60)!r} is not a member's IP address"
+            if send_to["rank"] == 0 and addr != self.master:
+                return f"send_to rank 0 at {P.printable(addr, 60)}, but rank 0 is {self.master}"
+            port = send_to.get("port")
+            if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+                return f"send_to's port {P.printable(port, 20)!r} is not a port number"
+            if not _key(send_to.get("key")):
+                return "send_to's key is not a round key"
+            if not isinstance(send_to.get("rails"), list):
+                return "send_to's rails are not a list"
+        if recv_from is not None:
+            if not isinstance(recv_from, dict) or not _rank(recv_from.get("rank"), self.size, self.rank):
+                return f"recv_from names no other member of this gang of {self.size}"
+            if not _key(recv_from.get("key")):
+                return "recv_from's key is not a round key"
+            if not isinstance(recv_from.get("rails"), list):
+                return "recv_from's rails are not a list"
+        return None
+
+
 def run_member(
     *,
     rank: int,
@@ -39,49 +117,82 @@ def run_member(
     timeout: float,
     log: Callable[[str], None] = lambda _m: None,
     resolve: Callable[[str, int, float], list[tuple]] | None = None,
+    bandwidth: bool = False,
+    seconds: float = B.ROUND_SECONDS,
 ) -> dict[str, Any]:
-    """A member (rank 1 and up): connect to rank 0, join, answer bandwidth rounds, get the verdict."""
+    """A member (rank 1 and up): connect to rank 0, join, answer bandwidth rounds, get the verdict.
+
+    ``bandwidth``: whether this member runs bandwidth rounds at all (--bandwidth), each at most
+    ``seconds``. A connection closed before the verdict (rank 0 at its cap of waiting connections,
+    a restart) is joined again, with backoff, until ``timeout``.
+    """
+    import random
+
     endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     base = {"role": "member", "rank": rank, "size": size, "master": endpoint}
     start = time.monotonic()
-    try:
-        sock = P.connect(host, port, start + timeout, resolve=resolve, log=log)
-    except TimeoutError as e:
-        return _failed(C.GANG_UNREACHABLE, "error", endpoint,
-                       f"rank 0's gang port {endpoint} never accepted a connection within {timeout:g} s ({e}); "
-                       "expected rank 0 to run `rdmadoctor preflight --gang` (or `run --gang`) there.", base)
-    ep = None
-    try:
-        ep = B.Endpoint(sock.getsockname()[0])
-        log(f"joined the gang at {endpoint} as rank {rank} of {size}; waiting for the verdict")
+    join_by, verdict_by = start + timeout, start + timeout + VERDICT_GRACE_S
+    delay, attempt = 0.2, 0
+    while True:
+        attempt += 1
+        try:
+            sock = P.connect(host, port, join_by, resolve=resolve, log=log)
+        except TimeoutError as e:
+            return _failed(C.GANG_UNREACHABLE, "error", endpoint,
+                           f"rank 0's gang port {endpoint} never accepted a connection within {timeout:g} s ({e}); "
+                           "expected rank 0 to run `rdmadoctor preflight --gang` (or `run --gang`) there.", base)
+        ep = None
+        try:
+            master = P._peer(sock.getpeername())
+            policy = Policy(rank=rank, size=size, master=master, bandwidth=bandwidth, seconds=seconds, rails=rails)
+            if bandwidth:
+                ep = B.Endpoint(sock.getsockname()[0])
+            log(f"joined the gang at {endpoint} as rank {rank} of {size}; waiting for the verdict")
 
-        def on_message(msg: dict[str, Any]) -> dict[str, Any] | None:
-            if msg["type"] != "bw_round":
-                return None
-            if msg.get("tool") == "ib_write_bw":
-                pairs = B.ib_round(rank, msg, rails)
-            else:
-                pairs = B.tcp_round(ep, rank, msg)
-            return {"type": "bw_done", "round": msg.get("round"), "pairs": pairs}
+            def on_message(msg: dict[str, Any], policy: Policy = policy, ep: B.Endpoint | None = ep) -> dict[str, Any] | None:
+                if msg["type"] != "bw_round":
+                    return None
+                why = policy.check(msg)
+                if why or ep is None:
+                    raise P.ProtocolError(f"refused rank 0's bandwidth round, nothing run: {why}")
+                policy.next_round += 1
+                until = min(verdict_by, time.monotonic() + policy.seconds + 15.0)
+                if msg["tool"] == "ib_write_bw":
+                    pairs = B.ib_round(rank, msg, rails)
+                else:
+                    pairs = B.tcp_round(ep, rank, msg, until=until)
+                return {"type": "bw_done", "round": msg["round"], "pairs": pairs}
 
-        gang = P.join(sock, rank, size, token, member, {"port": ep.port, "rails": rails},
-                      time.monotonic() + timeout + VERDICT_GRACE_S, on_message=on_message)
-    except P.Refused as e:
-        return _failed(C.GANG_REFUSED, "error", endpoint, f"rank 0 at {endpoint} refused this member: {e}.", base)
-    except (P.ProtocolError, ValueError, KeyError, TypeError) as e:
-        return _failed(C.GANG_PROTOCOL, "unknown", endpoint, f"the exchange with {endpoint} failed: {e}.", base)
-    except (OSError, TimeoutError) as e:
-        return _failed(C.GANG_PROTOCOL, "unknown", endpoint,
-                       f"no verdict from rank 0 at {endpoint}: {e or type(e).__name__} (rank 0 stopped, or its "
-                       "deadline passed).", base)
-    finally:
-        if ep is not None:
-            ep.close()
-    return dict(base, **gang)
+            bw = {"port": ep.port, "rails": rails} if ep is not None else None
+            gang = P.join(sock, rank, size, token, member, bw, verdict_by, on_message=on_message)
+        except P.Refused as e:
+            return _failed(C.GANG_REFUSED, "error", endpoint, f"rank 0 at {endpoint} refused this member: {e}.", base)
+        except (P.Dropped, ConnectionError) as e:
+            now = time.monotonic()
+            if now < join_by:
+                if attempt == 1 or attempt % 10 == 0:
+                    log(f"the connection to rank 0 closed before the verdict ({e}); joining again")
+                time.sleep(min(delay * random.uniform(0.8, 1.2), max(join_by - now, 0)))
+                delay = min(delay * 2, 3.0)
+                continue
+            return _failed(C.GANG_PROTOCOL, "unknown", endpoint,
+                           f"no verdict from rank 0 at {endpoint}: {e} ({count(attempt, 'attempt')}; rank 0 stopped, "
+                           "or its deadline passed).", base)
+        except (P.ProtocolError, ValueError, KeyError, TypeError) as e:
+            return _failed(C.GANG_PROTOCOL, "unknown", endpoint,
+                           f"the exchange with {endpoint} failed: {P.printable(e)}.", base)
+        except (OSError, TimeoutError) as e:
+            return _failed(C.GANG_PROTOCOL, "unknown", endpoint,
+                           f"no verdict from rank 0 at {endpoint}: {e or type(e).__name__} (rank 0 stopped, or its "
+                           "deadline passed).", base)
+        finally:
+            if ep is not None:
+                ep.close()
+        return dict(base, **gang)
 
 
 def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: str, seconds: float,
-                      log: Callable[[str], None]) -> list[dict[str, Any]]:
+                      log: Callable[[str], None], token: str = "") -> list[dict[str, Any]]:
     import threading
 
     ranks = [0] + sorted(joined)
@@ -89,7 +200,8 @@ def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: s
     ep0 = B.Endpoint(local)
     where = {0: (local, ep0.port, own_rails)}
     for r, m in joined.items():
-        where[r] = (m.addr, int(m.bw.get("port") or 0), [str(x) for x in m.bw.get("rails") or []][:64])
+        bw = m.bw or {}
+        where[r] = (m.addr, int(bw.get("port") or 0), [str(x) for x in bw.get("rails") or []][:64])
     pairs: list[dict[str, Any]] = []
     try:
         for idx, ring in enumerate(B.schedule(ranks)):
@@ -110,7 +222,7 @@ def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: s
             t.start()
             for r, m in joined.items():
                 try:
-                    P.send(m.sock, instr[r], P.MAX_FROM_MASTER)
+                    P.instruct(m, token, instr[r])
                 except (OSError, P.ProtocolError) as e:
                     pairs.append({"round": idx, "sender": r, "receiver": instr[r]["send_to"]["rank"], "rail": None,
                                   "gbps": None, "error": f"rank {r} unreachable: {e}"})
@@ -119,16 +231,17 @@ def _bandwidth_rounds(joined: dict[int, P.Joined], own_rails: list[str], tool: s
                 try:
                     reply = P.recv(m.sock, deadline, P.MAX_TO_MASTER)
                     got = reply.get("pairs") if reply.get("type") == "bw_done" else None
-                    for p in (got or [])[:256]:
-                        # Only a pair this member was part of, with a finite rate.
+                    for p in (got if isinstance(got, list) else [])[:256]:
+                        # Only a pair of two members this member was part of, with a finite rate.
                         if isinstance(p, dict) and r in (p.get("sender"), p.get("receiver")) and \
-                                isinstance(p.get("sender"), int) and isinstance(p.get("receiver"), int):
+                                p.get("sender") in where and p.get("receiver") in where and \
+                                not isinstance(p.get("sender"), bool) and not isinstance(p.get("receiver"), bool):
                             g: Any = p.get("gbps")  # a number when ok (mypy does not narrow through ok)
                             ok = isinstance(g, (int, float)) and not isinstance(g, bool) and math.isfinite(g) and g >= 0
                             pairs.append({"round": idx, "sender": p["sender"], "receiver": p["receiver"],
-                                          "rail": p["rail"][:64] if isinstance(p.get("rail"), str) else None,
+                                          "rail": p["rail"] if isinstance(p.get("rail"), str) and P.RAIL_RE.fullmatch(p["rail"]) else None,
                                           "gbps": float(g) if ok else None,
-                                          "error": str(p.get("error"))[:500] if p.get("error") else None})
+                                          "error": P.printable(p.get("error")) if p.get("error") else None})
                 except (OSError, TimeoutError, P.ProtocolError) as e:
                     pairs.append({"round": idx, "sender": instr[r]["recv_from"]["rank"], "receiver": r, "rail": None,
                                   "gbps": None, "error": f"rank {r} did not report: {e}"})
@@ -164,36 +277,50 @@ def run_rank0(
         joined, refused = P.gather(server, size, token, time.monotonic() + timeout, log=log)
     finally:
         server.close()
+    slow: list[dict[str, Any]] = []
+    unmeasured: list[dict[str, Any]] = []
+    bw_json = None
+    if bandwidth and joined and len(joined) == size - 1:
+        without = sorted(r for r, m in joined.items() if m.bw is None)
+        if without:
+            log(f"bandwidth not measured: rank {', '.join(map(str, without))} started without --bandwidth")
+            unmeasured = [{"pair": f"rank {r}", "error": "that member was started without --bandwidth (give every "
+                                                        "member --bandwidth, or none)"} for r in without]
+    # The liveness check before any verdict or round: a member killed after joining is not a member.
+    left = P.prune(joined, log)
     members = [dict(member, rank=0)] + [m.member for m in joined.values()]
     for m in members:
-        # What a member sent is data from the network: plain values only, each kept short.
+        # What a member sent was checked against the schema (protocol.join_problem); rank 0's own
+        # member is made the same way: plain values only, each kept short, numbers finite.
         facts = m.get("facts")
         facts = facts if isinstance(facts, dict) else {}
-        m["facts"] = {str(k)[:64]: (v[:200] if isinstance(v, str) else v) for k, v in list(facts.items())[:64]
-                      if v is None or isinstance(v, (str, int, float, bool))}
+        m["facts"] = {str(k)[:64]: (v[:200] if isinstance(v, str) else
+                                    None if isinstance(v, float) and not math.isfinite(v) else v)
+                      for k, v in list(facts.items())[:64] if v is None or isinstance(v, (str, int, float, bool))}
         m["verdict"] = m.get("verdict") if m.get("verdict") in (C.GO, C.NO_GO, C.UNKNOWN_VERDICT) else C.UNKNOWN_VERDICT
         m["digest"] = str(m.get("digest") or "")[:64] or None
         m["problems"] = [str(c) for c in (m.get("problems") or [])][:50]
         m["host"] = str(m.get("host") or m.get("address") or "?")[:253]
     hosts = {m["rank"]: m["host"] for m in members}
-    slow: list[dict[str, Any]] = []
-    unmeasured: list[dict[str, Any]] = []
-    bw_json = None
-    if bandwidth and joined and len(joined) == size - 1:
+    if bandwidth and not unmeasured and joined and len(joined) == size - 1:
         rdma = sum(1 for m in members if m["facts"].get("transport") == "rdma")
         tool = "ib_write_bw" if rdma * 2 > len(members) else "tcp"
-        pairs = _bandwidth_rounds(joined, rails, tool, seconds, log)
+        pairs = _bandwidth_rounds(joined, rails, tool, seconds, log, token)
         rounds = len(B.schedule(sorted(hosts)))
         slow, unmeasured, median = B.judge(pairs, rounds, hosts, share)
         bw_json = {"tool": tool, "rounds": rounds, "seconds": seconds, "share": share,
                    "median_gbps": None if median is None else round(median, 3),
                    "pairs": [{k: p.get(k) for k in ("round", "sender", "receiver", "rail", "gbps", "error")}
                              for p in pairs]}
-    elif bandwidth:
+        # The rounds took seconds: a member may have died meanwhile.
+        later = P.prune(joined, log)
+        if later:
+            left.update(later)
+            members = [m for m in members if m["rank"] not in later]
+    elif bandwidth and not unmeasured:
         log("bandwidth not measured: not every member arrived")
-    gang = C.judge(members, size, slow=slow, unmeasured=unmeasured, strict=strict)
+    gang = C.judge(members, size, slow=slow, unmeasured=unmeasured, strict=strict, left=left)
     gang["bandwidth"] = bw_json
-    gang["refused"] = refused
-    answer = dict(gang)
-    P.answer(joined, token, answer)
+    gang["refused"] = (refused + list(left.values()))[:100]
+    P.answer(joined, token, dict(gang))
     return dict(base, **gang)

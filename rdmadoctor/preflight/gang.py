@@ -163,7 +163,8 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
     else:
         assert plan.host is not None, "plan() gives every member but rank 0 rank 0's address"
         section = session.run_member(rank=ms.rank, size=ms.size, host=plan.host, port=plan.port, token=ms.token,
-                                     member=member, rails=rails, timeout=plan.timeout, log=log, resolve=resolve)
+                                     member=member, rails=rails, timeout=plan.timeout, log=log, resolve=resolve,
+                                     bandwidth=plan.bandwidth)
     section["membership"] = dict(ms.to_json(), master_source=plan.host_source, port=plan.port)
     for p in section.get("problems") or []:
         item = dict(p, pod_fix=None)
@@ -183,11 +184,12 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
 def gang_text(section: dict[str, Any]) -> list[str]:
     """The gang's part of the text verdict: the same lines in every member's log."""
     from rdmadoctor.core.words import count
+    from rdmadoctor.gang.compare import FIELD, display, shown
 
     members = section.get("members") or []
     size = section.get("size")
     verdict = VERDICT_TEXT.get(str(section.get("verdict")), "UNKNOWN")
-    where = section.get("master") or "?"
+    where = display(section.get("master") or "?")
     out = [f"gang: {verdict} - {len(members)} of {count(size or 0, 'member')} met (this pod is rank {section.get('rank')}; "
            f"rank 0: {where})"]
     odd = {m["rank"] for mm in section.get("mismatches") or [] for m in mm["members"]}
@@ -196,24 +198,22 @@ def gang_text(section: dict[str, Any]) -> list[str]:
     for m in members:
         if many and m.get("verdict") == GO and m["rank"] not in odd:
             continue
-        out.append(f"  rank {m['rank']:<4} {VERDICT_TEXT.get(m.get('verdict'), '?'):<7} {m.get('fingerprint') or '-':<16}  "
-                   f"{m.get('host') or '?'}")
+        out.append(f"  rank {m['rank']:<4} {VERDICT_TEXT.get(m.get('verdict'), '?'):<7} {display(m.get('fingerprint') or '-'):<16}  "
+                   f"{display(m.get('host') or '?')}")
     if many:
         alike = sum(1 for m in members if m.get('verdict') == GO and m['rank'] not in odd)
         out.append(f"  (the other {count(alike, 'member')}: GO, alike)")
-    from rdmadoctor.gang.compare import FIELD, shown
-
     for mm in section.get("mismatches") or []:
         f = FIELD.get(mm["field"])
         vals = ", ".join(f"rank {m['rank']} {shown(m['value'], f)}" for m in mm["members"])
         out.append(f"  differs: {mm['field']}: majority {shown(mm['majority'], f)}; {vals}")
     for s in section.get("slow") or []:
-        out.append(f"  slow: rank {s['rank']} on {s.get('host')}: {s['gbps']:g} Gb/s, gang median {s['median_gbps']:g} Gb/s")
+        out.append(f"  slow: rank {s['rank']} on {display(s.get('host'))}: {s['gbps']:g} Gb/s, gang median {s['median_gbps']:g} Gb/s")
     bw = section.get("bandwidth")
     if bw:
         out.append(f"  bandwidth: {bw['tool']}, {count(bw['rounds'], 'round')}, median {bw.get('median_gbps')} Gb/s")
     if section.get("missing"):
         out.append(f"  missing: rank {', '.join(str(r) for r in section['missing'])}")
     for r in section.get("refused") or []:
-        out.append(f"  refused: {r}")
+        out.append(f"  refused: {display(r)}")
     return out
