@@ -124,7 +124,7 @@ JobCompType=jobcomp/none
 MpiDefault=none
 ReturnToService=2
 SlurmctldTimeout=30
-SlurmdTimeout=60
+SlurmdTimeout=20
 MessageTimeout=20
 InactiveLimit=0
 MinJobAge=600
@@ -206,6 +206,9 @@ PartitionName={PARTITION} Nodes=n[1-5] Default=YES MaxTime=INFINITE State=UP
 
     def state(self, name: str) -> str:
         return self.node(name).get("State", "")
+
+    def drained(self, name: str) -> bool:
+        return "DRAIN" in self.state(name).split("+")
 
     def reason(self, name: str) -> str:
         """The drain reason without Slurm's ``[user@time]`` tail."""
