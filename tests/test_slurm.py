@@ -194,7 +194,7 @@ def test_health_dry_run_prints_the_drain_and_changes_nothing(fake, tmp_path):
     assert r.returncode == 1, r.stderr
     assert "dry-run, would run: scontrol update nodename=n1 state=drain 'reason=rdmadoctor: IB_PORT_DOWN" in r.stdout
     assert fake.node("n1")["State"] == "IDLE"
-    assert not [c for c in fake.db()["calls"] if c[0] == "update"]
+    assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
     doc = json.loads((tmp_path / "h.json").read_text())
     assert doc["schema"] == "rdmadoctor.slurm-health/v1" and doc["action"] == "hold" and doc["dry_run"]
     assert doc["report"]["status"] == "fail" and doc["pool"]["size"] == 4
@@ -256,7 +256,7 @@ def test_usage_errors_change_nothing(fake, tmp_path):
     assert r.returncode == 2
     r = fake.run("health", "--example", "broken-pod", "--state-dir", str(fake.state), node="n9")
     assert r.returncode == 2 and "knows no node 'n9'" in r.stderr
-    assert not [c for c in fake.db()["calls"] if c[0] == "update"]
+    assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
 
 
 def test_prolog_without_gang_drains_its_own_node_with_the_job(fake):
@@ -292,3 +292,19 @@ def test_scontrol_errors_are_said_not_raised(tmp_path):
     dry = Scontrol(str(bad), dry_run=True, echo=echoed.append)
     dry.drain("n1", "rdmadoctor: X y")
     assert echoed == ["scontrol update nodename=n1 state=drain 'reason=rdmadoctor: X y'"]
+
+
+def test_prolog_gang_port_held_by_another_job_drains_nobody(fake):
+    """Nodes shared between jobs: another job's Prolog holds the gang port. No fault of this node."""
+    import socket
+
+    held = socket.create_server(("", 0))
+    try:
+        port = held.getsockname()[1]
+        r = fake.run("prolog", "--gang", "--gang-port", str(port), "--gang-timeout", "5", "--example", "hgx-h100-ib",
+                     node="n1", env={"SLURM_NODELIST": "n[1-2]", "SLURM_JOB_ID": "9"})
+    finally:
+        held.close()
+    assert r.returncode == 0 and "gang: not run" in r.stdout and "cannot listen" in r.stdout, r.stdout + r.stderr
+    assert r.stdout.startswith("rdmadoctor slurm prolog: GO")
+    assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]

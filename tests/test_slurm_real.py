@@ -9,7 +9,6 @@ installed (scripts/test.sh installs it as root)."""
 from __future__ import annotations
 
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,10 @@ WHY = unavailable()
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     if WHY:
         pytest.skip(WHY)
-    base = Path(tempfile.mkdtemp(prefix="rdmadoctor-slurm-"))
+    base = tmp_path_factory.mktemp("slurm")
     base.chmod(0o755)
     c = SlurmCluster(base)
     (gang_port,) = free_ports(1)
@@ -107,28 +106,63 @@ def test_budget_and_storm_count_the_partition(cluster):
     c.reset()
 
 
-def test_prolog_gang_drains_only_the_odd_node_and_the_job_runs_on_the_others(cluster):
+def test_health_features_follow_the_checks(cluster):
     c = cluster
-    c.reset()
-    c.set_facts("n3", "roce-node")  # Ethernet among InfiniBand: the odd member
-    result = c.base / "gang-job.out"
-    script = c.base / "gang-job.sh"
+    c.reset("n1")
+    assert health(c, "n1", "hgx-h100-ib", "--features", state="features").returncode == 0
+    assert set(c.node("n1")["ActiveFeatures"].split(",")) == {"rdma", "ib", "rdma_ready"}, c.node("n1")
+    health(c, "n1", "roce-node", "--features", state="features")
+    assert set(c.node("n1")["ActiveFeatures"].split(",")) == {"rdma", "roce", "rdma_ready"}, c.node("n1")
+    r = health(c, "n1", "broken-pod", "--features", "--set", "quarantine_budget=0", state="features")
+    assert "rdma_ready" not in c.node("n1")["ActiveFeatures"] and not c.drained("n1"), r.stdout
+    c.reset("n1")
+
+
+def _job(c: SlurmCluster, name: str, *sbatch: str) -> tuple[str, Path]:
+    """Submit a four-node batch job with --requeue whose step must reach all four nodes; the
+    file it returns gets one line from the run that got that far."""
+    result = c.base / f"{name}.out"
+    script = c.base / f"{name}.sh"
     script.write_text(f"""#!/bin/sh
 set -e
 srun -N4 true
 echo "$SLURM_JOB_NODELIST restarts=${{SLURM_RESTART_COUNT:-0}}" >> {result}
 """)
-    r = c.run(["sbatch", "--requeue", "-N4", "-o", str(c.base / "gang-job.%j.log"), str(script)])
-    job = r.stdout.split()[-1]
+    r = c.run(["sbatch", "--requeue", "-N4", *sbatch, "-o", str(c.base / f"{name}.%j.log"), str(script)])
+    return r.stdout.split()[-1], result
 
+
+def _wait_done(c: SlurmCluster, job: str, result: Path, timeout: float) -> None:
     def finished():
         text = c.run(["scontrol", "show", "job", job]).stdout
         return "JobState=COMPLETED" in text and result.exists() and result.read_text().strip()
 
     try:
-        wait_for(finished, timeout=240, interval=1, what=f"job {job} to complete after its requeue")
+        wait_for(finished, timeout=timeout, interval=1, what=f"job {job} to complete")
     except AssertionError as e:
         raise AssertionError(f"{e}\n{c.run(['scontrol', 'show', 'job', job]).stdout}\n{c.logs()}") from None
+
+
+def test_prolog_gang_split_two_two_drains_nobody(cluster):
+    c = cluster
+    c.reset()
+    c.set_facts("n3", "roce-node")
+    c.set_facts("n4", "roce-node")
+    job, result = _job(c, "split", "--nodelist=n[1-4]")
+    _wait_done(c, job, result, 120)
+    assert [n for n in ("n1", "n2", "n3", "n4", "n5") if c.drained(n)] == []
+    assert result.read_text().split() == ["n[1-4]", "restarts=0"]
+    log = (c.base / "log" / "prolog.n1.log").read_text()
+    assert "no member to blame" in log and "GANG_MISMATCH_HANG" in log, log[-2000:]
+    c.reset()
+
+
+def test_prolog_gang_drains_only_the_odd_node_and_the_job_runs_on_the_others(cluster):
+    c = cluster
+    c.reset()
+    c.set_facts("n3", "roce-node")  # Ethernet among InfiniBand: the odd member
+    job, result = _job(c, "gang-job")
+    _wait_done(c, job, result, 240)
     assert c.reason("n3") == f"rdmadoctor: GANG_MISMATCH_HANG link_layer Ethernet, the other 3 InfiniBand (job {job})"
     assert c.drained("n3")
     for n in ("n1", "n2", "n4", "n5"):

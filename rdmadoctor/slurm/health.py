@@ -218,7 +218,8 @@ def run_health(diagnosis: Any, *, name: str, sc: Scontrol, state_dir: str, unkno
         "partitions": partitions(me),
     }
     try:
-        save_state(path, state)
+        if not sc.dry_run:  # a dry run shows what this run would do; it does not count as a run
+            save_state(path, state)
     except OSError as e:
         failed = failed or f"cannot write the state file {path}: {e.strerror or e}"
     if verdict == Q.UNDECIDED:

@@ -140,6 +140,7 @@ def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[
     plan = None
     section = None
     rank = 0
+    gang_error = ""
     if gang:
         from rdmadoctor.preflight import gang as G
         from rdmadoctor.preflight.errors import PreflightError
@@ -157,7 +158,13 @@ def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[
             plan = G.prepare(env, rank=rank, size=len(nodes), master=master, port=gang_port, timeout=gang_timeout,
                              token=token, bandwidth=bandwidth, share=share)
         except PreflightError as e:
-            raise SlurmError(str(e), e.hint) from None
+            if rank == 0 and "cannot listen" in str(e):
+                # Another job's Prolog on this node holds the port (nodes shared between jobs): the
+                # gang cannot meet, which is no fault of this node; its members find no rank 0
+                # (GANG_UNREACHABLE) and nobody is blamed.
+                gang_error = f"{e} ({e.hint})" if e.hint else str(e)
+            else:
+                raise SlurmError(str(e), e.hint) from None
     try:
         g = node_gate(strict=strict, **gate_args)
         own = g.verdict
@@ -171,7 +178,13 @@ def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[
     finally:
         if plan is not None:
             plan.close()
-    say(render_text(g, g.verdict, colour=False, gang=section).rstrip("\n"))
+    if gang_error:
+        section = {"role": "rank0", "rank": 0, "size": None, "verdict": "unknown", "members": [], "mismatches": [],
+                   "slow": [], "missing": [], "error": gang_error}
+    text = render_text(g, g.verdict, colour=False, gang=None if gang_error else section).rstrip("\n")
+    say(text.replace("rdmadoctor preflight:", "rdmadoctor slurm prolog:", 1))
+    if gang_error:
+        say(f"gang: not run: {gang_error}")
     blamed = ""
     if section is None:
         blamed = own_text if own == NO_GO else ""
