@@ -139,6 +139,8 @@ STANDIN = textwrap.dedent('''\
         n = db["nodes"][kv["nodename"]]
         if kv.get("state") == "drain":
             n["State"] = n["State"].split("+")[0] + "+DRAIN"; n["Reason"] = kv["reason"]
+            for other, why in db.pop("on_drain", {{}}).items():  # another node drains at the same moment
+                db["nodes"][other]["State"] += "+DRAIN"; db["nodes"][other]["Reason"] = why
         elif kv.get("state") == "resume":
             n["State"] = n["State"].split("+")[0]; n.pop("Reason", None)
         if "availablefeatures" in kv:
@@ -228,6 +230,21 @@ def test_health_resumes_only_its_own_drain(fake):
     fake.set("n3", State="IDLE+DRAIN", Reason="rdmadoctor: IB_PORT_DOWN mlx5_0/1")
     fake.health("hgx-h100-ib", node="n3")
     assert fake.node("n3")["State"] == "IDLE" and "Reason" not in fake.node("n3")
+
+
+def test_health_stands_back_when_others_drained_at_the_same_moment(fake, tmp_path):
+    data = fake.db()
+    data["on_drain"] = {"n1": "rdmadoctor: IB_PORT_DOWN mlx5_0/1"}
+    (tmp_path / "slurm.json").write_text(json.dumps(data))
+    r = fake.health("broken-pod", "--set", "quarantine_budget=1", node="n3")
+    assert "drained, then resumed" in r.stdout and "at most 1" in r.stdout, r.stdout
+    assert fake.node("n3")["State"] == "IDLE" and fake.node("n1")["State"] == "IDLE+DRAIN"
+    # With room in the budget both stay.
+    data = fake.db()
+    data["on_drain"] = {"n2": "rdmadoctor: IB_PORT_DOWN mlx5_0/1"}
+    (tmp_path / "slurm.json").write_text(json.dumps(data))
+    fake.health("broken-pod", "--set", "quarantine_budget=3", "--set", "storm_share=1", node="n4")
+    assert fake.node("n4")["State"] == "IDLE+DRAIN"
 
 
 def test_health_features_follow_the_labels_and_keep_the_others(fake):

@@ -115,6 +115,26 @@ def pool_names(pool: list[dict[str, str]]) -> list[str]:
     return [n.get("NodeName", "") for n in pool]
 
 
+def over_budget(sc: Scontrol, me: dict[str, str], guard: Q.Guardrails, size: int) -> str:
+    """After a drain: did other nodes of the partition drain at the same moment, past the budget?
+    Every node that drained ranks the partition's rdmadoctor drains the same way (oldest first,
+    then by name) and the ones past the budget resume themselves, so concurrent health checks
+    never leave more drained than the budget. Returns why this node stands back, or ""."""
+    name = me.get("NodeName", "")
+    mine = set(partitions(me))
+    held = sorted(
+        ((n.get("ReasonTime", ""), n.get("NodeName", "")) for n in sc.nodes()
+         if mine & set(partitions(n)) and is_drained(n) and R.is_ours(n.get("Reason"))),
+    )
+    limit = Q.budget_limit(guard.quarantine_budget, size)
+    place = next((i for i, (_t, n) in enumerate(held) if n == name), None)
+    if place is None or place < limit:
+        return ""
+    return (f"the partition's budget is spent: {len(held)} of {size} nodes drained by rdmadoctor at once, at most "
+            f"{limit} (quarantine_budget {guard.quarantine_budget}); nodes that drained at the same moment keep the "
+            "oldest drains, this node waits for a place")
+
+
 def features_of(report: dict[str, Any], verdict: str) -> list[str]:
     """The Slurm features the labels call for: rdma (an ACTIVE RDMA port), ib / roce (the link
     layer), rdma_ready (healthy, every check passed)."""
@@ -190,6 +210,13 @@ def run_health(diagnosis: Any, *, name: str, sc: Scontrol, state_dir: str, unkno
                 text = R.node_reason(report, root, strict=strict, unknown=as_unknown)
                 sc.drain(name, text)
                 done = f"drained: {text}"
+                if not sc.dry_run:
+                    late = over_budget(sc, me, guard, pool.size)
+                    if late:
+                        sc.resume(name)
+                        action, why = Q.DEFER_BUDGET, late
+                        new_history = replace(new_history, held=False, held_code="")
+                        done = "drained, then resumed: " + late
         elif action == Q.RELEASE:
             if ours:
                 sc.resume(name)

@@ -17,7 +17,9 @@ class HostlistError(ValueError):
 
 def _split_top(text: str) -> list[str]:
     """Split at the commas outside brackets."""
-    out, depth, cur = [], 0, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth = 0
     for ch in text:
         if ch == "[":
             if depth:

@@ -71,14 +71,14 @@ def is_drained(node: dict[str, str]) -> bool:
 def find(path: str | None, env: dict[str, str] | None = None) -> str:
     """The scontrol to run: ``--scontrol PATH``, else the one on PATH (the Prolog's PATH is empty:
     the usual places then)."""
-    env = os.environ if env is None else env
+    found_in = (os.environ.get("PATH") if env is None else env.get("PATH")) or FALLBACK_PATH
     if path is not None:
         if not path.strip():
             raise SlurmError("--scontrol is empty", "give the path of scontrol, e.g. --scontrol /usr/bin/scontrol")
         if not (os.path.isfile(path) and os.access(path, os.X_OK)):
             raise SlurmError(f"--scontrol {path}: not an executable file", "give the path of scontrol, e.g. --scontrol /usr/bin/scontrol")
         return path
-    found = shutil.which("scontrol", path=env.get("PATH") or FALLBACK_PATH)
+    found = shutil.which("scontrol", path=found_in)
     if not found:
         raise SlurmError("scontrol not found on PATH (is this a Slurm node?)",
                          "install Slurm's client tools, or give --scontrol PATH")
