@@ -325,3 +325,30 @@ def test_prolog_gang_port_held_by_another_job_drains_nobody(fake):
     assert r.returncode == 0 and "gang: not run" in r.stdout and "cannot listen" in r.stdout, r.stdout + r.stderr
     assert r.stdout.startswith("rdmadoctor slurm prolog: GO")
     assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
+
+
+def test_prolog_strict_requeues_a_gang_nobody_can_be_blamed_for(fake, tmp_path, monkeypatch):
+    """The exchange itself is preflight's (tests/test_gang.py); here rank 0 gets a two-two split."""
+    from rdmadoctor.preflight import gang as G
+    from rdmadoctor.slurm.prolog import run_prolog
+
+    split = dict(_section(["InfiniBand", "InfiniBand", "Ethernet", "Ethernet"]), role="rank0", rank=0, master="this pod, port 1")
+
+    class Plan:
+        def close(self):
+            pass
+
+    monkeypatch.setattr(G, "prepare", lambda env, **kw: Plan())
+    monkeypatch.setattr(G, "meet", lambda plan, g, env, **kw: (setattr(g, "verdict", "no-go"), split)[1])
+    env = {"SLURM_NODELIST": "n[1-4]", "SLURM_JOB_ID": "42", "SLURM_CLUSTER_NAME": "c"}
+    lines: list[str] = []
+    sc_env = dict(os.environ, FAKE_SLURM=str(tmp_path / "slurm.json"))
+    for strict, requeued in ((False, None), (True, "42")):
+        sc = Scontrol(str(fake.path), env=sc_env)
+        gate_args = dict(root=None, bundle=None, example="hgx-h100-ib", profile="generic", config=None, pool=None,
+                         sets=[], only=[], skip=[], timeout=None)
+        code = run_prolog(gate_args=gate_args, name="n1", sc=sc, env=env, gang=True, strict=strict, say=lines.append)
+        assert code == 0 and fake.db().get("requeued") == requeued, lines
+        assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
+    assert any("no node drained, the job starts (--strict requeues it)" in x for x in lines)
+    assert any("--strict: job 42 requeued, no node drained" in x for x in lines)
