@@ -14,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(ibsim-utils libumad2sim0 opensm infiniband-diags hwloc iproute2 python3-venv
-              podman runc mmdebstrap prometheus)
+              podman runc mmdebstrap prometheus slurmctld slurmd slurm-client munge)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()

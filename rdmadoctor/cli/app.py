@@ -180,9 +180,9 @@ def topo(
 # The Kubernetes-side commands each live in one module that registers its own command(s):
 # label (publish labels), agent (the DaemonSet loop), preflight (the pre-job gate), diagnose (logs).
 def _register_more() -> None:
-    from rdmadoctor.cli import agent, diagnose, fleet, label, preflight, run
+    from rdmadoctor.cli import agent, diagnose, fleet, label, preflight, run, slurm
 
-    for mod in (label, agent, preflight, diagnose, run, fleet):
+    for mod in (label, agent, preflight, diagnose, run, fleet, slurm):
         mod.register(app)
 
 

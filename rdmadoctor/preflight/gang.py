@@ -181,16 +181,23 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
     return section
 
 
-def gang_text(section: dict[str, Any]) -> list[str]:
-    """The gang's part of the text verdict: the same lines in every member's log."""
+def member_word(env: dict[str, str]) -> str:
+    """What a member is called in the text: "this pod" in Kubernetes, "this node" elsewhere (a
+    Slurm job step, `srun rdmadoctor run --gang`, a Prolog)."""
+    return "this pod" if env.get("KUBERNETES_SERVICE_HOST") else "this node"
+
+
+def gang_text(section: dict[str, Any], this: str = "this pod") -> list[str]:
+    """The gang's part of the text verdict: the same lines in every member's log. ``this``: how
+    the text names this member (:func:`member_word`)."""
     from rdmadoctor.core.words import count
     from rdmadoctor.gang.compare import FIELD, display, shown
 
     members = section.get("members") or []
     size = section.get("size")
     verdict = VERDICT_TEXT.get(str(section.get("verdict")), "UNKNOWN")
-    where = display(section.get("master") or "?")
-    out = [f"gang: {verdict} - {len(members)} of {count(size or 0, 'member')} met (this pod is rank {section.get('rank')}; "
+    where = display(section.get("master") or "?").replace("this pod", this)
+    out = [f"gang: {verdict} - {len(members)} of {count(size or 0, 'member')} met ({this} is rank {section.get('rank')}; "
            f"rank 0: {where})"]
     odd = {m["rank"] for mm in section.get("mismatches") or [] for m in mm["members"]}
     odd |= {s["rank"] for s in section.get("slow") or []}

@@ -109,10 +109,12 @@ def render_text(
         if master_note:
             out.append(f"  {master_note}")
     if gang is not None and gang.get("role") != "none":
-        from rdmadoctor.preflight.gang import gang_text
+        import os
+
+        from rdmadoctor.preflight.gang import gang_text, member_word
 
         out.append("")
-        out.extend(gang_text(gang))
+        out.extend(gang_text(gang, member_word(dict(os.environ))))
     if g is not None and (g.problems or g.unknown):
         codes = sorted({p["code"] for p in g.problems + g.unknown if p["check"] != "master" and p["code"] != "UNKNOWN"})
         if codes:
