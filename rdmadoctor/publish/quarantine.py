@@ -164,6 +164,7 @@ class KubeQuarantine:
         self.history = Q.History()
         self.last_read: float | None = None
         self.last_action: str | None = None  # of the last decided cycle
+        self.last_deferral: str | None = None  # DEFER_BUDGET or DEFER_STORM while one lasts
         self.state: dict = {}
         # For the agent's metrics: actions taken since start, and the storm seen now.
         self.actions: Counter = Counter()
@@ -257,22 +258,22 @@ class KubeQuarantine:
 
     # -- hold: under the pool's Lease, count then taint -------------------------------------------
     def _hold(self, verdict: str, code: str, guard: Q.Guardrails, quiet: bool, node: dict | None) -> Q.Decision:
-        waiting = replace(self.history, problem_streak=self.history.problem_streak + 1, healthy_streak=0)
-        taken = None
-        if not self.dry_run:
-            taken = self._acquire()
-            if isinstance(taken, str):
-                return Q.Decision(Q.WAIT, taken, waiting, code)
+        """Count the pool; a storm or a spent budget defers without the Lease. A hold counts again
+        under the pool's Lease (another node may have taken the last place meanwhile), then taints."""
+        decision = Q.decide(verdict, code, self.history, self._count(verdict, code), guard, counters_quiet=quiet)
+        if decision.action != Q.HOLD or self.dry_run:
+            return decision
+        taken = self._acquire()
+        if isinstance(taken, str):
+            waiting = replace(self.history, problem_streak=self.history.problem_streak + 1, healthy_streak=0)
+            return Q.Decision(Q.WAIT, taken, waiting, code)
         try:
-            pool = self._count(verdict, code)
-            decision = Q.decide(verdict, code, self.history, pool, guard, counters_quiet=quiet)
-            if decision.action == Q.HOLD and not self.dry_run:
-                if not self._write_taint(add=taint_for(code)):
-                    return Q.Decision(Q.NONE, "rdmadoctor's taint was already on the node", replace(decision.history), code)
+            decision = Q.decide(verdict, code, self.history, self._count(verdict, code), guard, counters_quiet=quiet)
+            if decision.action == Q.HOLD and not self._write_taint(add=taint_for(code)):
+                return Q.Decision(Q.KEEP, "rdmadoctor's taint was already on the node", decision.history, code)
             return decision
         finally:
-            if taken is not None:
-                self._release_lease(taken)
+            self._release_lease(taken)
 
     def _count(self, verdict: str, code: str) -> Q.Pool:
         size = held = failing = 0
@@ -434,7 +435,13 @@ class KubeQuarantine:
     # -- what others see: Events, the condition, the log -----------------------------------------
     def _announce(self, d: Q.Decision, node: dict | None) -> None:
         reason = REASONS.get(d.action)
-        changed = d.action != self.last_action
+        # A deferral is announced once, when it starts or changes kind; a cycle that waited for
+        # the Lease in between does not start it again.
+        changed = d.action != self.last_deferral
+        if d.action in (Q.DEFER_BUDGET, Q.DEFER_STORM):
+            self.last_deferral = d.action
+        elif d.action != Q.WAIT:
+            self.last_deferral = None
         if d.action in (Q.HOLD, Q.RELEASE) or (reason and changed):
             key = ("would-" if self.dry_run and d.action in (Q.HOLD, Q.RELEASE) else "") + d.action
             self.actions[key] += 1
