@@ -180,3 +180,12 @@ def test_quarantine_overlay_runs_the_agent_with_taint_and_grants_no_more() -> No
     (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"] == "rdmadoctor-quarantine-lease"]
     assert role["metadata"]["namespace"] == D.one(docs, "ServiceAccount", "rdmadoctor")["metadata"]["namespace"]
     assert role["rules"] == [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "update"]}]
+
+
+@pytest.mark.parametrize("build", sorted(D.BUILDS))
+def test_the_agent_tolerates_its_own_taint(build: str) -> None:
+    """A held node keeps its agent, through restarts and rollouts: otherwise nothing releases it."""
+    pod = D.daemonset(build)["spec"]["template"]["spec"]
+    assert {"key": "rdmadoctor.io/unhealthy", "operator": "Exists", "effect": "NoSchedule"} in pod["tolerations"]
+    # ... and only its NoSchedule: never a toleration that would keep it through an eviction it did not make.
+    assert not [t for t in pod["tolerations"] if t.get("key") == "rdmadoctor.io/unhealthy" and t.get("effect") != "NoSchedule"]
