@@ -18,6 +18,13 @@ so this server implements exactly, and only, the calls rdmadoctor's node publish
   than the server, because a client that omits them is broken: ``type`` must be Normal or
   Warning, ``involvedObject`` needs kind and name. Created events are kept in ``.events``.
 
+With ``allow_taints = True`` (agent --quarantine, issue 28), also: a node merge patch touching
+``spec.taints`` (only that in spec, with ``metadata.resourceVersion``: the list is replaced whole;
+taints validated, 409 on a stale version); ``GET /api/v1/nodes?labelSelector=k=v,...`` (equality
+terms); ``GET``/``PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME`` and ``POST
+.../leases`` (409 AlreadyExists, 409 Conflict on a stale resourceVersion; MicroTime checked),
+kept in ``.leases``. ``set_taints()`` is an administrator's write.
+
 It is strict where the real server would be, and stricter where a silent success would hide a
 client bug: another method gives 405, another path 404, another Content-Type 415, a body that is
 not a JSON object 400, a missing or wrong bearer token 401, a ``metadata.resourceVersion`` in a

@@ -330,3 +330,13 @@ def test_cli_agent_once_taints_with_a_window_of_one(api, tmp_path: Path) -> None
     assert rep["quarantine"]["held"] and rep["quarantine"]["action"] == "hold" and rep["quarantine"]["pool"] == "default"
     assert rep["labels"]["rdmadoctor.io/pool"] == "default" and rep["labels"]["rdmadoctor.io/problem"] == "IB_PORT_DOWN"
     assert api.labels("gpu-01")["rdmadoctor.io/problem"] == "IB_PORT_DOWN"
+
+
+def test_a_refused_taint_names_the_policy_and_frees_the_lease(api, tmp_path: Path) -> None:
+    q = _one(api, tmp_path)
+    api.fail_next(1, 403, methods=("PATCH",))
+    state = q.cycle(FAIL, G1)
+    assert state["action"] == "error" and "admission policy" in state["reason"] and not state["held"]
+    assert not api.taints("gpu-01")
+    assert not api.lease(NAMESPACE, lease_name("default"))["spec"].get("holderIdentity")
+    assert q.cycle(FAIL, G1)["action"] == Q.HOLD  # the next cycle, allowed, holds

@@ -29,6 +29,8 @@ Publishing (--publish):
 - node: patch the Node's labels directly (RBAC: nodes get/patch; nodes/status patch with --conditions); node name from --node or $NODE_NAME.
 - stdout: print the labels when they change (what --dry-run shows for the others); with --conditions, the NodeConditions too, as `# condition` lines.
 
+Quarantine (--quarantine, with --publish node; default off): taint adds the NoSchedule taint rdmadoctor.io/unhealthy=<ROOT_CODE> to this Node after quarantine_after problem cycles and removes it after release_after healthy ones; at most quarantine_budget nodes of the pool (--pool, label rdmadoctor.io/pool) at once, none new when more than storm_share of the pool fails; never NoExecute, a cordon or another taint. dry-run only logs and sends Events. docs/kubernetes-quarantine.md.
+
 On --metrics-port (default 9470; 0 = off):
 - /metrics: rdmadoctor_check_ok{check}, rdmadoctor_finding{code,severity}, rdmadoctor_check_duration_seconds{check}, rdmadoctor_last_run_timestamp_seconds, rdmadoctor_node_updates_total{target}, rdmadoctor_api_errors_total, rdmadoctor_build_info{version}.
 - /healthz: 200 "ok" while the checks keep running (the last cycle finished within 3 intervals + 10 s); 503 and the reason when the last cycle failed or is stuck.

@@ -316,11 +316,18 @@ class KubeQuarantine:
             )
             return next(state["chunks"], None)
 
-        chunk = self.api._call(first, f"GET /api/v1/nodes?labelSelector={selector}")
-        while chunk is not None:
-            for item in chunk[1]:
-                yield _as_dict(item)
-            chunk = self.api._call(lambda c: next(state["chunks"], None), "GET /api/v1/nodes (next page)")
+        try:
+            chunk = self.api._call(first, f"GET /api/v1/nodes?labelSelector={selector}")
+            while chunk is not None:
+                for item in chunk[1]:
+                    yield _as_dict(item)
+                chunk = self.api._call(lambda c: next(state["chunks"], None), "GET /api/v1/nodes (next page)")
+        except _Refused as e:
+            raise PublishError(
+                f"listing pool {self.pool}'s Nodes (labelSelector {selector}): HTTP {e.code} ({e.reason}); the agent's "
+                "ServiceAccount needs list on nodes to count its pool: the ClusterRole of deploy/overlays/direct-quarantine",
+                transient=False,
+            ) from None
 
     # -- the taint: read, change our one entry, write with the resourceVersion --------------------
     def _write_taint(self, add: dict | None) -> bool:
@@ -340,6 +347,15 @@ class KubeQuarantine:
             try:
                 self.api.patch_node(self.node, patch)
                 return True
+            except _Refused as e:
+                if e.code != 403:
+                    raise
+                raise PublishError(
+                    f"{'adding' if add is not None else 'removing'} the taint {TAINT_KEY} on node {self.node}: HTTP 403 ({e.reason}). "
+                    "The agent's ServiceAccount needs patch on nodes, and the admission policy rdmadoctor-own-node-labels must "
+                    "admit the taint: apply deploy/overlays/direct of this version (an older policy refuses any change of spec)",
+                    transient=False,
+                ) from None
             except _Retry as e:
                 if not e.why.startswith("HTTP 409") or attempt == CONFLICT_RETRIES:
                     raise
