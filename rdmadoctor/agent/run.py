@@ -86,6 +86,9 @@ def run_agent(
         if quarantine != "off":
             from rdmadoctor.publish.quarantine import KubeQuarantine
 
+            from rdmadoctor.publish.kube import NodePublisher
+
+            assert isinstance(publisher, NodePublisher)  # --publish node, checked above
             actuator = KubeQuarantine(
                 api=publisher.api, node=publisher.node, mode=quarantine, pool=opts.pool, prefix=prefix, log=log, cancel=stop,
             )

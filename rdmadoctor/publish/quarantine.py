@@ -380,9 +380,9 @@ class KubeQuarantine:
         if method == "get":
             got = self.api._call(lambda c: c.get(RawLease, name=name, namespace=ns), f"GET {path}/{name}", "Lease")
         elif method == "create":
-            got = self.api._call(lambda c: c.create(RawLease(body), namespace=ns), f"POST {path}", "Lease")  # type: ignore[call-overload]
+            got = self.api._call(lambda c: c.create(RawLease(body), namespace=ns), f"POST {path}", "Lease")  # type: ignore[arg-type]
         else:
-            got = self.api._call(lambda c: c.replace(RawLease(body), namespace=ns), f"PUT {path}/{name}", "Lease")  # type: ignore[call-overload]
+            got = self.api._call(lambda c: c.replace(RawLease(body), namespace=ns), f"PUT {path}/{name}", "Lease")  # type: ignore[arg-type]
         out = got.to_dict() if hasattr(got, "to_dict") else got
         return out if isinstance(out, dict) else {}
 
