@@ -84,9 +84,8 @@ def run_agent(
         )
         actuator = None
         if quarantine != "off":
-            from rdmadoctor.publish.quarantine import KubeQuarantine
-
             from rdmadoctor.publish.kube import NodePublisher
+            from rdmadoctor.publish.quarantine import KubeQuarantine
 
             assert isinstance(publisher, NodePublisher)  # --publish node, checked above
             actuator = KubeQuarantine(
