@@ -4,7 +4,7 @@
 #   kubectl apply -f https://github.com/OWNER/rdmadoctor/releases/download/vX.Y.Z/rdmadoctor.yaml
 # works without a clone:
 #   rdmadoctor.yaml                    deploy/base (NFD mode)
-#   rdmadoctor-<overlay>.yaml          deploy/overlays/<overlay> (direct, direct-conditions, nfd-cleanup)
+#   rdmadoctor-<overlay>.yaml          deploy/overlays/<overlay> (direct, direct-conditions, direct-quarantine, nfd-cleanup)
 #   rdmadoctor-npd.yaml                deploy/npd
 #   rdmadoctor-monitoring.yaml         deploy/monitoring (prometheus-operator)
 #   rdmadoctor-monitoring-networkpolicy.yaml  deploy/monitoring/networkpolicy (optional)

@@ -18,6 +18,13 @@ so this server implements exactly, and only, the calls rdmadoctor's node publish
   than the server, because a client that omits them is broken: ``type`` must be Normal or
   Warning, ``involvedObject`` needs kind and name. Created events are kept in ``.events``.
 
+With ``allow_taints = True`` (agent --quarantine, issue 28), also: a node merge patch touching
+``spec.taints`` (only that in spec, with ``metadata.resourceVersion``: the list is replaced whole;
+taints validated, 409 on a stale version); ``GET /api/v1/nodes?labelSelector=k=v,...`` (equality
+terms); ``GET``/``PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME`` and ``POST
+.../leases`` (409 AlreadyExists, 409 Conflict on a stale resourceVersion; MicroTime checked),
+kept in ``.leases``. ``set_taints()`` is an administrator's write.
+
 It is strict where the real server would be, and stricter where a silent success would hide a
 client bug: another method gives 405, another path 404, another Content-Type 415, a body that is
 not a JSON object 400, a missing or wrong bearer token 401, a ``metadata.resourceVersion`` in a
@@ -240,6 +247,10 @@ class FakeKubeAPI:
         self.drips: list[dict] = []  # per dripped answer: sent, total, hung_up, finished
         self.endless: list[dict] = []  # per endless answer: sent (body bytes), hung_up
         self._stopping = threading.Event()  # down(): dripping handlers stop
+        # Quarantine (issue 28): taints on Nodes, Leases, label-selector lists (see the section
+        # "quarantine" below). Off, a node patch touching spec is refused as before.
+        self.allow_taints = False
+        self.leases: dict[tuple[str, str], dict] = {}  # (namespace, name) -> the stored Lease
 
     # -- lifecycle -------------------------------------------------------------------------
     def __enter__(self) -> "FakeKubeAPI":
@@ -391,6 +402,69 @@ class FakeKubeAPI:
                     return f
         return None
 
+    # -- quarantine (issue 28): taints, Leases ----------------------------------------------
+    def taints(self, name: str) -> list[dict]:
+        with self._lock:
+            return copy.deepcopy((self.nodes[name].get("spec") or {}).get("taints") or [])
+
+    def set_taints(self, name: str, taints: list[dict]) -> None:
+        """An administrator's write of the whole taint list (a new resourceVersion, as any write)."""
+        with self._lock:
+            self._rv += 1
+            self.nodes[name].setdefault("spec", {})["taints"] = copy.deepcopy(taints)
+            self.nodes[name]["metadata"]["resourceVersion"] = str(self._rv)
+
+    def lease(self, namespace: str, name: str) -> dict | None:
+        with self._lock:
+            got = self.leases.get((namespace, name))
+            return copy.deepcopy(got) if got is not None else None
+
+    def _lease(self, method: str, parts: list[str], ctype: str | None, body: Any, bad_json: bool) -> tuple[int, dict]:
+        """``GET``/``PUT /apis/coordination.k8s.io/v1/namespaces/NS/leases/NAME`` and ``POST
+        .../leases``: create refuses an existing name (409 AlreadyExists), update needs the
+        current ``metadata.resourceVersion`` (409 Conflict otherwise; stricter than the server,
+        which takes an update without one unconditionally: a lock taken that way is no lock)."""
+        if len(parts) not in (6, 7) or parts[3] != "namespaces" or parts[5] != "leases":
+            return _status(404, "the server could not find the requested resource", "NotFound")
+        namespace, name = parts[4], (parts[6] if len(parts) == 7 else None)
+        allowed = ("GET", "PUT") if name else ("POST",)
+        if method not in allowed:
+            return _status(405, f"method {method} not allowed here (FakeKubeAPI: leases get, create, update)", "MethodNotAllowed")
+        with self._lock:
+            if namespace not in self.namespaces:
+                return _status(404, f'namespaces "{namespace}" not found', "NotFound")
+            if method == "GET":
+                got = self.leases.get((namespace, name or ""))
+                if got is None:
+                    return _status(404, f'leases.coordination.k8s.io "{name}" not found', "NotFound")
+                return 200, copy.deepcopy(got)
+            if ctype != "application/json":
+                return _status(415, "the body of the request was in an unknown format - accepted media types include: application/json", "UnsupportedMediaType")
+            if bad_json or not isinstance(body, dict):
+                return _status(400, "the body is not a JSON object", "BadRequest")
+            meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+            errs = _lease_errors(body)
+            if errs:
+                return _status(422, "Lease is invalid: " + "; ".join(errs), "Invalid")
+            key = (namespace, meta.get("name") or "")
+            if method == "POST":
+                if key in self.leases:
+                    return _status(409, f'leases.coordination.k8s.io "{key[1]}" already exists', "AlreadyExists")
+            else:
+                if meta.get("name") != name:
+                    return _status(400, "the name of the object does not match the name on the URL", "BadRequest")
+                old = self.leases.get(key)
+                if old is None:
+                    return _status(404, f'leases.coordination.k8s.io "{name}" not found', "NotFound")
+                if meta.get("resourceVersion") != old["metadata"]["resourceVersion"]:
+                    return _status(409, f'Operation cannot be fulfilled on leases.coordination.k8s.io "{name}": the object has been modified; please apply your changes to the latest version and try again', "Conflict")
+            self._rv += 1
+            stored = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": copy.deepcopy(body.get("spec") or {}),
+                      "metadata": {"name": key[1], "namespace": namespace, "resourceVersion": str(self._rv),
+                                   "uid": (self.leases.get(key) or {}).get("metadata", {}).get("uid") or str(uuid.uuid4())}}
+            self.leases[key] = stored
+            return (201 if method == "POST" else 200), copy.deepcopy(stored)
+
     # -- the API ---------------------------------------------------------------------------
     def _handle(self, method: str, raw_path: str, headers, body: bytes) -> tuple[int, dict]:
         split = urlsplit(raw_path)
@@ -418,6 +492,8 @@ class FakeKubeAPI:
             return _status(401, "Unauthorized")
 
         parts = path.strip("/").split("/")
+        if parts[:3] == ["apis", "coordination.k8s.io", "v1"]:
+            return self._lease(method, parts, ctype_base, parsed, bad_json)
         if parts == ["api", "v1", "nodes"] and method == "GET":
             return self._list_nodes(query)
         if _is_events_path(path):
@@ -443,6 +519,11 @@ class FakeKubeAPI:
                 extra = set(parsed) - {"status"}
             else:
                 extra = set(parsed) & {"status", "spec"}
+                if extra == {"spec"} and self.allow_taints:
+                    bad = _taint_patch_errors(parsed)
+                    if bad:
+                        return _status(422, f"{path}: {bad}", "Invalid")
+                    extra = set()
             if extra:
                 return _status(422, f"{path}: this patch may not touch {sorted(extra)}", "Invalid")
             want_rv = (parsed.get("metadata") or {}).get("resourceVersion") if isinstance(parsed.get("metadata"), dict) else None
@@ -477,6 +558,12 @@ class FakeKubeAPI:
             return _status(400, "bad limit or continue", "BadRequest")
         with self._lock:
             names = sorted(self.nodes)
+            selector = (query.get("labelSelector") or [""])[0]
+            if selector:  # quarantine: the pool's nodes
+                try:
+                    names = [n for n in names if _selects(selector, self.nodes[n]["metadata"].get("labels") or {})]
+                except ValueError as e:
+                    return _status(400, f"unable to parse requirement: {e}", "BadRequest")
             end = len(names) if limit <= 0 else min(len(names), start + limit)
             items = [copy.deepcopy(self.nodes[n]) for n in names[start:end]]
             self.list_pages += 1
@@ -518,6 +605,87 @@ class FakeKubeAPI:
             stored = {**copy.deepcopy(ev), "apiVersion": "v1", "kind": "Event", "metadata": meta}
             self.events.append(stored)
             return 201, copy.deepcopy(stored)
+
+
+# ---- quarantine (issue 28) -----------------------------------------------------------------------
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+def _taint_patch_errors(patch: dict) -> str:
+    """Why a node patch touching spec is refused ('' when it is a taint write FakeKubeAPI
+    takes): only ``spec.taints``, a list of valid taints (unique key and effect, as the server
+    checks), sent with ``metadata.resourceVersion`` (stricter: the taint list is replaced whole,
+    so a write without that precondition can drop another writer's taint)."""
+    spec = patch.get("spec")
+    if not isinstance(spec, dict) or set(spec) != {"taints"}:
+        return "FakeKubeAPI takes only spec.taints in spec"
+    meta = patch.get("metadata")
+    if not isinstance(meta, dict) or not meta.get("resourceVersion"):
+        return "a write of spec.taints without metadata.resourceVersion (FakeKubeAPI: the list is replaced whole)"
+    taints = spec["taints"]
+    if taints is None:
+        return ""
+    if not isinstance(taints, list):
+        return "spec.taints: must be a list"
+    seen = set()
+    for t in taints:
+        if not isinstance(t, dict) or not isinstance(t.get("key"), str) or not _QUALIFIED_NAME.fullmatch(t["key"]):
+            return f"spec.taints: invalid taint {t!r}"
+        if t.get("effect") not in _EFFECTS:
+            return f"spec.taints[{t['key']}].effect: Unsupported value: {t.get('effect')!r}"
+        if not isinstance(t.get("value", ""), str):
+            return f"spec.taints[{t['key']}].value: must be a string"
+        if (t["key"], t["effect"]) in seen:
+            return f"spec.taints: Duplicate value: {t['key']}:{t['effect']}"
+        seen.add((t["key"], t["effect"]))
+    return ""
+
+
+def _selects(selector: str, labels: dict) -> bool:
+    """A label selector of equality terms (``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``), ANDed."""
+    for term in (t.strip() for t in selector.split(",")):
+        if not term:
+            raise ValueError("an empty term")
+        if "!=" in term:
+            k, v = term.split("!=", 1)
+            if labels.get(k.strip()) == v.strip():
+                return False
+        elif "=" in term:
+            k, v = term.replace("==", "=").split("=", 1)
+            if labels.get(k.strip()) != v.strip():
+                return False
+        elif term.startswith("!"):
+            if term[1:].strip() in labels:
+                return False
+        elif term not in labels:
+            return False
+    return True
+
+
+def _lease_errors(body: dict) -> list[str]:
+    errs = []
+    if body.get("kind", "Lease") != "Lease" or body.get("apiVersion", "coordination.k8s.io/v1") != "coordination.k8s.io/v1":
+        errs.append("kind/apiVersion: expected Lease, coordination.k8s.io/v1")
+    meta = body.get("metadata")
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not _DNS1123_SUBDOMAIN.fullmatch(meta["name"]):
+        errs.append("metadata.name: a DNS subdomain is required")
+    spec = body.get("spec")
+    if not isinstance(spec, dict):
+        return errs + ["spec: must be an object"]
+    holder = spec.get("holderIdentity")
+    if holder is not None and not isinstance(holder, str):
+        errs.append("spec.holderIdentity: must be a string")
+    secs = spec.get("leaseDurationSeconds")
+    if secs is not None and (not isinstance(secs, int) or isinstance(secs, bool) or secs <= 0):
+        errs.append("spec.leaseDurationSeconds: must be greater than 0")
+    for field in ("acquireTime", "renewTime"):
+        v = spec.get(field)
+        if v is not None and not (isinstance(v, str) and _RFC3339_MICRO.fullmatch(v)):
+            errs.append(f'spec.{field}: parsing time {v!r} as "2006-01-02T15:04:05.000000Z07:00"')
+    n = spec.get("leaseTransitions")
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+        errs.append("spec.leaseTransitions: must be greater than or equal to 0")
+    return errs
 
 
 def _is_events_path(path: str) -> bool:

@@ -23,7 +23,8 @@ yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
-BUILDS = {"base": DEPLOY / "base", "direct": DEPLOY / "overlays" / "direct", "direct-conditions": DEPLOY / "overlays" / "direct-conditions"}
+BUILDS = {"base": DEPLOY / "base", "direct": DEPLOY / "overlays" / "direct", "direct-conditions": DEPLOY / "overlays" / "direct-conditions",
+          "direct-quarantine": DEPLOY / "overlays" / "direct-quarantine"}
 EXAMPLES = DEPLOY / "examples"
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 # The relay's own directory in it, the only host path a container of the NFD-mode pod writes
@@ -312,7 +313,7 @@ def test_direct_overlay_least_privilege() -> None:
     assert "--conditions" not in agent(pod)["args"]
 
 
-@pytest.mark.parametrize("build", ["direct", "direct-conditions"])
+@pytest.mark.parametrize("build", ["direct", "direct-conditions", "direct-quarantine"])
 def test_admission_policy_names_the_agent(build: str) -> None:
     docs = rendered(build)
     sa = one(docs, "ServiceAccount", "rdmadoctor")

@@ -299,6 +299,13 @@ def _exposition() -> tuple[str, dict[str, set[str]]]:
     m.update(diag.results, report=diag.report)
     m.record_updates(["nfd"])
     m.record_api_error()
+    # agent --quarantine's series (issue 28): a node whose hold a storm deferred.
+    from collections import Counter
+    from types import SimpleNamespace
+
+    m.enable_quarantine()
+    m.record_quarantine(SimpleNamespace(actions=Counter({"defer-storm": 1}), history=SimpleNamespace(held=False),
+                                        storm=("default", "IB_PORT_DOWN")))
     text = render(m.registry()).decode()
     names: dict[str, set[str]] = {}
     for fam in text_string_to_metric_families(text):

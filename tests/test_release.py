@@ -174,8 +174,8 @@ def test_every_kustomization_is_released(released: dict[str, list[dict]]) -> Non
 def _daemonsets(released: dict[str, list[dict]]) -> list[tuple[str, dict]]:
     found = [(f"{name}: {d['metadata']['name']}", d["spec"]["template"]["spec"])
              for name, docs in released.items() for d in docs if d["kind"] == "DaemonSet"]
-    # The agent in NFD mode, direct mode, conditions and cleanup, and the NPD plugin.
-    assert len(found) == 5, [w for w, _ in found]
+    # The agent in NFD mode, direct mode, conditions, quarantine and cleanup, and the NPD plugin.
+    assert len(found) == 6, [w for w, _ in found]
     return found
 
 

@@ -88,6 +88,7 @@ class Agent:
         clock: Callable[[], float] = time.monotonic,
         rng: random.Random | None = None,
         diagnose_fn: Callable[..., Any] = diagnose,
+        quarantine: Any = None,
     ):
         self.opts = opts
         if getattr(opts, "counters", None) is None:
@@ -103,6 +104,8 @@ class Agent:
         self.clock = clock
         self.rng = rng or random.Random()
         self.diagnose = diagnose_fn
+        # --quarantine dry-run|taint: rdmadoctor.publish.quarantine.KubeQuarantine, run after each publish.
+        self.quarantine = quarantine
         self.cycles = 0
         # health
         self.last_finished: float | None = None  # monotonic time of the last cycle that ran the checks
@@ -156,13 +159,58 @@ class Agent:
             self.log.info("checks run again", previous_error=self.last_error)
         self.last_error = None
         report = diag.report
+        if self.quarantine is not None:
+            guard = self._guardrails(diag, strict)
+            if guard is None:
+                return None
+            # The pool, and the root code while failing: what the pool's budget and storm count.
+            report.setdefault("labels", {}).update(self.quarantine.labels(report))
         self.last_report = report
         self.metrics.update(diag.results, report=report)
         self._log_changes(report)
-        self._write_report(report)
-        self.publish(report)
+        if self.quarantine is None:
+            self._write_report(report)
+            self.publish(report)
+        else:
+            # The labels first (the pool counts them), then the action, then the report that says it.
+            self.publish(report)
+            self._quarantine(report, guard)
+            self._write_report(report)
         self.last_finished = self.clock()
         return report
+
+    def _guardrails(self, diag: Any, strict: bool) -> Any:
+        from rdmadoctor.core.quarantine import GuardError, Guardrails
+
+        try:
+            return Guardrails.from_expect(getattr(getattr(diag, "ctx", None), "expect", None) or {})
+        except (GuardError, TypeError, ValueError) as e:
+            if strict:
+                raise UsageError(str(e), "set quarantine_budget to a count (2) or a percentage ('10%') in --config or --set") from e
+            why = f"the quarantine guardrails: {e}"
+            if why != self.last_error:
+                self.log.error("checks could not run", error=why)
+            self.last_error = why
+            return None
+
+    def _quarantine(self, report: dict, guard: Any) -> None:
+        q = self.quarantine
+        before = (q.state or {}).get("action"), (q.state or {}).get("held")
+        try:
+            state = q.cycle(report, guard)
+        except Exception as e:  # noqa: BLE001 - a bug in the actuator must not end the agent
+            state = {"mode": q.mode, "pool": q.pool, "held": q.history.held, "action": "error",
+                     "reason": f"internal error {type(e).__name__}: {e}", "code": None}
+            q.errors = [state["reason"]]
+        report["quarantine"] = state
+        for why in q.errors:
+            self.metrics.record_api_error()
+            self.log.warning("quarantine: a request failed", error=why)
+        record = getattr(self.metrics, "record_quarantine", None)
+        if record is not None:
+            record(q)
+        if (state.get("action"), state.get("held")) != before and state.get("action") in ("wait", "none", "keep"):
+            self.log.info("quarantine", action=state.get("action"), held=state.get("held"), reason=state.get("reason"))
 
     def _log_changes(self, report: dict) -> None:
         status, problems = report["status"], problems_of(report)

@@ -40,6 +40,7 @@ def run_agent(
     report_file: str | None,
     log_format: str,
     once: bool,
+    quarantine: str = "off",
 ) -> int:
     """The body of `rdmadoctor agent`; returns the exit code.
 
@@ -62,6 +63,18 @@ def run_agent(
     if report_file and not os.path.isdir(os.path.dirname(os.path.abspath(report_file))):
         raise UsageError(f"--report-file {report_file}: its directory does not exist", "mount a writable emptyDir there, or give another path")
 
+    from rdmadoctor.publish.quarantine import MODES as QUARANTINE_MODES
+
+    if quarantine not in QUARANTINE_MODES:
+        raise UsageError(f"--quarantine must be one of {', '.join(QUARANTINE_MODES)}, got {quarantine!r}")
+    if quarantine != "off" and publish_mode != "node":
+        raise UsageError(
+            f"--quarantine {quarantine} needs --publish node: it taints the agent's own Node through the API",
+            "run the agent with --publish node (deploy/overlays/direct-quarantine), or leave --quarantine off",
+        )
+    if quarantine == "taint" and dry_run:
+        raise UsageError("--dry-run with --quarantine taint would still taint the node", "use --quarantine dry-run with --dry-run")
+
     stop = threading.Event()
     try:
         publisher = publish_mod.make_publisher(
@@ -69,6 +82,15 @@ def run_agent(
             prefix=prefix, conditions=conditions, dry_run=dry_run, out=sys.stdout,
             cancel=stop,  # SIGTERM cuts the publisher's own retry sleeps short
         )
+        actuator = None
+        if quarantine != "off":
+            from rdmadoctor.publish.kube import NodePublisher
+            from rdmadoctor.publish.quarantine import KubeQuarantine
+
+            assert isinstance(publisher, NodePublisher)  # --publish node, checked above
+            actuator = KubeQuarantine(
+                api=publisher.api, node=publisher.node, mode=quarantine, pool=opts.pool, prefix=prefix, log=log, cancel=stop,
+            )
     except UsageError:
         raise
     except (publish_mod.PublishError, ValueError) as e:
@@ -81,9 +103,11 @@ def run_agent(
     if conditions and publish_mode in ("nfd", "node"):
         targets.append("node-status")
     metrics = AgentMetrics(__version__, () if dry_run else tuple(targets))
+    if actuator is not None:
+        metrics.enable_quarantine(dry_run=quarantine == "dry-run")
     settings = Settings(interval=interval, report_file=report_file, conditions=conditions)
     settings.resync = resync_seconds(publish_mode, conditions, expiry)
-    agent = Agent(opts, publisher, metrics, log, settings, stop=stop)
+    agent = Agent(opts, publisher, metrics, log, settings, stop=stop, quarantine=actuator)
 
     if once:
         try:
@@ -121,6 +145,7 @@ def run_agent(
         source=opts.root or opts.bundle or (f"example:{opts.example}" if opts.example else "/"),
         profile=opts.profile,
         publish=publish_mode + (" (dry run)" if dry_run else ""),
+        quarantine=quarantine if actuator is None else f"{quarantine} (pool {actuator.pool})",
         interval=f"{interval:g}s",
         metrics=f"{server.address}:{server.port}" if server else "off",
         report_file=report_file or "-",

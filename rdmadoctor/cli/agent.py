@@ -29,6 +29,8 @@ Publishing (--publish):
 - node: patch the Node's labels directly (RBAC: nodes get/patch; nodes/status patch with --conditions); node name from --node or $NODE_NAME.
 - stdout: print the labels when they change (what --dry-run shows for the others); with --conditions, the NodeConditions too, as `# condition` lines.
 
+Quarantine (--quarantine, with --publish node; default off): taint adds the NoSchedule taint rdmadoctor.io/unhealthy=<ROOT_CODE> to this Node after quarantine_after problem cycles and removes it after release_after healthy ones; at most quarantine_budget nodes of the pool (--pool, label rdmadoctor.io/pool) at once, none new when more than storm_share of the pool fails; never NoExecute, a cordon or another taint. dry-run only logs and sends Events. docs/kubernetes-quarantine.md.
+
 On --metrics-port (default 9470; 0 = off):
 - /metrics: rdmadoctor_check_ok{check}, rdmadoctor_finding{code,severity}, rdmadoctor_check_duration_seconds{check}, rdmadoctor_last_run_timestamp_seconds, rdmadoctor_node_updates_total{target}, rdmadoctor_api_errors_total, rdmadoctor_build_info{version}.
 - /healthz: 200 "ok" while the checks keep running (the last cycle finished within 3 intervals + 10 s); 503 and the reason when the last cycle failed or is stuck.
@@ -62,6 +64,8 @@ def register(app) -> None:
         metrics_address: str = typer.Option("0.0.0.0", "--metrics-address", metavar="ADDR", help="Address to serve metrics on (127.0.0.1 keeps them inside the node; :: for IPv6)."),
         report_file: Optional[str] = typer.Option(None, "--report-file", metavar="FILE", help="Write the last report (JSON, schema rdmadoctor.report/v1) here after every cycle, atomically: a reader sees the old or the new report, never a part."),
         log_format: str = typer.Option("text", "--log-format", metavar="text|json", help="Log lines on stderr as text, or as one JSON object a line (ts, level, msg, fields) for log pipelines."),
+        quarantine: str = typer.Option("off", "--quarantine", metavar="off|dry-run|taint", help="With --publish node: after quarantine_after problem cycles add the NoSchedule taint rdmadoctor.io/unhealthy=<ROOT_CODE> to this Node, remove it after release_after healthy ones; within the pool's quarantine_budget, never in a storm (storm_share); dry-run only logs and emits Events. See docs/kubernetes-quarantine.md."),
+        sets: Optional[list[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set quarantine_budget=2 (repeatable)."),
         once: bool = typer.Option(False, "--once", help="Run one cycle (check, publish, report file) and exit with check's codes: 0 healthy, 1 a problem, 2 unknown or the publish failed."),
     ) -> None:
         from rdmadoctor.cli import errors as E
@@ -91,7 +95,7 @@ def register(app) -> None:
         from rdmadoctor.agent import run_agent
         from rdmadoctor.runner import Options, UsageError
 
-        opts = Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node")
+        opts = Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node", sets=list(sets or []))
         try:
             code = run_agent(
                 opts,
@@ -109,6 +113,7 @@ def register(app) -> None:
                 report_file=report_file,
                 log_format=log_format,
                 once=once,
+                quarantine=quarantine,
             )
         except UsageError as e:
             code = fail_usage(str(e), e.hint)

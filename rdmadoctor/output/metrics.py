@@ -48,6 +48,16 @@ HELP = {
         "timeouts, expired token; or the NFD file could not be written). The agent keeps retrying with backoff."
     ),
     "rdmadoctor_build_info": "Always 1; the version label says which rdmadoctor runs.",
+    "rdmadoctor_quarantine_actions": (
+        "Quarantine actions of the agent (--quarantine): hold (taint added), release (taint removed), "
+        "defer-budget and defer-storm (a hold deferred: counted once each time a deferral starts); with "
+        "--quarantine dry-run, would-hold and would-release."
+    ),
+    "rdmadoctor_quarantined": "1 while rdmadoctor's NoSchedule taint (rdmadoctor.io/unhealthy) holds this node out of new work (dry run: would).",
+    "rdmadoctor_quarantine_storm": (
+        "1 while this node's hold is deferred because more than storm_share of its pool fails at once (a shared "
+        "cause: a switch, the subnet manager, a configuration push); code is the pool's most common root code."
+    ),
     "rdmadoctor_port_active": (
         "1 when the RDMA port's state is ACTIVE, else 0 (DOWN, INIT, ARMED), per device and port, from the "
         "last run; ports excluded with ignore_ports have no series."
@@ -145,6 +155,8 @@ class AgentMetrics:
         # Targets this publish mode can write start at 0, so rate() works from the first write.
         self._updates: dict[str, int] = {t: 0 for t in targets}
         self._api_errors = 0
+        # --quarantine: None (off, no series) or (actions by kind, quarantined, storm (pool, code) or None).
+        self._quarantine: tuple[dict[str, int], float, tuple[str, str] | None] | None = None
 
     # -- writers (the agent) ---------------------------------------------------------------
     def update(self, results: list, finished_at: float | None = None, report: dict | None = None) -> None:
@@ -156,6 +168,19 @@ class AgentMetrics:
         with self._lock:
             for t in targets:
                 self._updates[t] = self._updates.get(t, 0) + 1
+
+    def enable_quarantine(self, dry_run: bool = False) -> None:
+        """Export the quarantine series, their actions starting at 0 (rate() from the first one)."""
+        kinds = ("would-hold", "would-release") if dry_run else ("hold", "release")
+        with self._lock:
+            self._quarantine = ({k: 0 for k in kinds + ("defer-budget", "defer-storm")}, 0.0, None)
+
+    def record_quarantine(self, q) -> None:
+        """The state of a rdmadoctor.publish.quarantine.KubeQuarantine after its cycle."""
+        with self._lock:
+            base = self._quarantine[0] if self._quarantine is not None else {}
+            actions = {**base, **{k: int(v) for k, v in q.actions.items()}}
+            self._quarantine = (actions, 1.0 if q.history.held else 0.0, q.storm)
 
     def record_api_error(self) -> None:
         with self._lock:
@@ -181,7 +206,7 @@ class AgentMetrics:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         with self._lock:
-            snap, updates, api_errors = self._snap, dict(self._updates), self._api_errors
+            snap, updates, api_errors, quarantine = self._snap, dict(self._updates), self._api_errors, self._quarantine
 
         ok = GaugeMetricFamily("rdmadoctor_check_ok", HELP["rdmadoctor_check_ok"], labels=["check"])
         for check, v in sorted(snap.check_ok.items()):
@@ -226,6 +251,18 @@ class AgentMetrics:
         yield upd
 
         yield CounterMetricFamily("rdmadoctor_api_errors", HELP["rdmadoctor_api_errors"], value=api_errors)
+
+        if quarantine is not None:
+            actions, held, storm = quarantine
+            act = CounterMetricFamily("rdmadoctor_quarantine_actions", HELP["rdmadoctor_quarantine_actions"], labels=["action"])
+            for kind, n in sorted(actions.items()):
+                act.add_metric([kind], n)
+            yield act
+            yield GaugeMetricFamily("rdmadoctor_quarantined", HELP["rdmadoctor_quarantined"], value=held)
+            st = GaugeMetricFamily("rdmadoctor_quarantine_storm", HELP["rdmadoctor_quarantine_storm"], labels=["pool", "code"])
+            if storm is not None:
+                st.add_metric([storm[0], storm[1] or "UNKNOWN_PROBLEM"], 1)
+            yield st
 
         yield from fleet_metrics.families(snap.fingerprint)
 

@@ -362,6 +362,13 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
         out.append((0, [("Node labels:", "bold")], False))
         for k, v in rep["labels"].items():
             out.append((2, [(f"{k}={v}", "")], True))
+    q = rep.get("quarantine")
+    if isinstance(q, dict):  # agent --quarantine: what it did with the node, and why
+        held = q.get("taint") or "no taint"
+        mode = " (dry run)" if q.get("mode") == "dry-run" else ""
+        out.append((0, [], False))
+        out.append((0, [(f"Quarantine{mode}, pool {q.get('pool')}:", "bold"), (f" {q.get('action')}, {held}", "")], False))
+        out.append((2, [(str(q.get("reason") or ""), "")], False, 2))
     if rep["summary"]["errors"] or rep["summary"]["warnings"]:
         out.append((0, [], False))
         out.append((0, [("`rdmadoctor explain CODE` tells more about any code above.", "dim")], False))
