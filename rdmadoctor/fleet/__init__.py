@@ -11,6 +11,10 @@ from __future__ import annotations
 from rdmadoctor.fleet import sources
 from rdmadoctor.fleet.compare import Fleet
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
+
 # Nodes per page of the Node list (the API server's limit/continue); 2,000 Nodes are 4 pages.
 KUBE_PAGE = 500
 # Seconds one Prometheus query (all of it: connect, TLS, headers, body) or one page of Nodes may take.
@@ -42,6 +46,7 @@ def read_fleet(*, paths: list[str], kube: bool = False, kubeconfig: str | None =
     (named in ``notes`` and ``set_aside``); a document that is not a node's report is skipped with
     a note; an input that cannot be read is named in ``errors``."""
     fleet = Fleet()
+    entries: Iterator[sources.Entry | sources.Skipped | sources.SourceError]
     if kube:
         entries = sources.from_nodes(_list_nodes(kubeconfig), group_by)
     elif prometheus is not None:
