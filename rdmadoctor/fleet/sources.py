@@ -272,7 +272,7 @@ def _regular(path: str) -> os.stat_result:
     if not stat.S_ISREG(st.st_mode):
         kind = ("a character device" if stat.S_ISCHR(st.st_mode) else "a block device" if stat.S_ISBLK(st.st_mode)
                 else "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file")
-        raise SourceError(f"{path}: {kind}, not a regular file: not read")
+        raise SourceError(f"{path}: {kind}, not a regular file (never opened)")
     return st
 
 
