@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from rdmadoctor.checks._rdma import IB_CLASS, ROCE, ignored, is_rnic, port_subject, probe_inventory, transport_of
 from rdmadoctor.checks.ib import HAS_DEVICES
-from rdmadoctor.core.counters import RESET
+from rdmadoctor.core.counters import RESET, WRAP64, saturated
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     COULD_NOT_DECIDE,
@@ -79,9 +79,20 @@ ROCE_ACK_TIMEOUTS = Code(
 PORT_COUNTERS_RESET = Code(
     "PORT_COUNTERS_RESET",
     "Port counters were reset",
-    "Information: a counter went back to a lower value that is not a 32-bit wrap: the driver was "
+    "Information: a counter went back to a lower value that is not a wrap (a 32-bit hw_counter near its top, or a 64-bit one): the driver was "
     "reloaded, the HCA reset or the node rebooted. Growth is counted again from the reset.",
     "Nothing to fix. If it was not planned, look at `dmesg` for an mlx5 reset or a firmware fatal error.",
+    kind=INFORMATION,
+)
+PORT_COUNTERS_SATURATED = Code(
+    "PORT_COUNTERS_SATURATED",
+    "A port counter stopped at its top value",
+    "Information: an InfiniBand error counter (link_downed and link_error_recovery are 8 bits wide, "
+    "symbol_error and port_rcv_errors 16) reached the top of its field and, as the InfiniBand spec makes "
+    "these counters do, stopped there: growth since is not seen, so this check cannot see new flaps or "
+    "errors on the port until the counter is cleared.",
+    "Clear the port's counters: `perfquery -R <lid> <port>` (infiniband-diags; `perfquery -R` alone for "
+    "the local port), or reload the driver at the next maintenance. The check sees growth again from there.",
     kind=INFORMATION,
 )
 PORT_COUNTERS_UNREADABLE = Code(
@@ -137,10 +148,11 @@ class CounterFacts:
 
 
 def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
+    """A counter's value: a non-negative integer under 2**64 (no counter is wider), else None."""
+    if text is None or not text.isdigit() or len(text) > 20:
         return None
+    v = int(text)
+    return v if v < WRAP64 else None
 
 
 def read_counters(host, inv, expect: dict | None = None) -> tuple[dict[str, dict[str, int]], list[str], dict[str, str | None]]:
@@ -161,8 +173,9 @@ def read_counters(host, inv, expect: dict | None = None) -> tuple[dict[str, dict
                 present = set(host.listdir(f"{base}/{folder}"))
                 for name in names:
                     if name in present:
-                        v = _int(host.read_value(f"{base}/{folder}/{name}"))
-                        if v is not None and v >= 0:
+                        # Fresh: `check --sample` reads the same files several times in one run.
+                        v = _int(host.read_value(f"{base}/{folder}/{name}", fresh=True))
+                        if v is not None:
                             got[name] = v
             if got:
                 values[subject] = got
@@ -263,8 +276,14 @@ def judge_counters(f: CounterFacts, expect: dict) -> list[Finding]:
         recent = [t for t in p.resets if f.now - t <= window]
         if recent:
             out.append(Finding(PORT_COUNTERS_RESET.code, INFO, p.subject,
-                               f"counters went back {_ago(f.now - recent[-1])} ago (not a 32-bit wrap): a driver reload, HCA reset or reboot; "
+                               f"counters went back {_ago(f.now - recent[-1])} ago (not a wrap of the counter's width): a driver reload, HCA reset or reboot; "
                                "growth is counted again from there.", PORT_COUNTERS_RESET.fix))
+        stuck = sorted(name for name, v in p.values.items() if saturated(name, v))
+        if stuck:
+            out.append(Finding(PORT_COUNTERS_SATURATED.code, INFO, p.subject,
+                               ", ".join(f"{name} is {p.values[name]}" for name in stuck) + ": the top of the counter's field, where it "
+                               "stops; growth since is not seen (expected a value under the top: clear the counters to see it again).",
+                               PORT_COUNTERS_SATURATED.fix, data={"counters": stuck}))
     return out
 
 
@@ -280,12 +299,12 @@ CHECKS = [
         title="RDMA port error counters over time",
         probe=probe_counters,
         judge=judge_counters,
-        codes=(IB_LINK_FLAP, IB_SYMBOL_ERRORS, ROCE_ACK_TIMEOUTS, PORT_COUNTERS_RESET, PORT_COUNTERS_UNREADABLE),
+        codes=(IB_LINK_FLAP, IB_SYMBOL_ERRORS, ROCE_ACK_TIMEOUTS, PORT_COUNTERS_RESET, PORT_COUNTERS_SATURATED, PORT_COUNTERS_UNREADABLE),
         needs=(HAS_DEVICES, HAS_HISTORY),
         defaults=dict(DEFAULTS),
         inventory=_inventory,
         description="Each port's error counters (counters/, hw_counters/) across the agent's cycles or `check --sample`: "
-        "link flaps, symbol errors, RoCE local ACK timeouts, with hysteresis and 32-bit wrap / reset handling.",
+        "link flaps, symbol errors, RoCE local ACK timeouts, with hysteresis, saturated PMA counters, 32/64-bit wraps and resets.",
     ),
 ]
 

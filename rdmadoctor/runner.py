@@ -180,20 +180,36 @@ def node_name(host: Host) -> str | None:
         return None
 
 
-def _first_sample(host: Host, expect: dict, seconds: float):
-    """A counter history holding one read of every port's counters, ``seconds`` ago: the second
-    read is ib.counters' own (`check --sample SECONDS`)."""
+# `check --sample`'s reads: one every SAMPLE_EVERY seconds (or fewer, for a long sample, within
+# the history's MAX_SAMPLES), so a reset and the flaps after it, or a counter that wraps more than
+# once, are each seen between two reads.
+SAMPLE_EVERY = 1.0
+
+
+def _first_sample(host: Host, expect: dict, seconds: float, sleep=None):
+    """A counter history of the ports' counters read every SAMPLE_EVERY seconds over ``seconds``
+    (each read fresh from the host, never the run's cached files): ib.counters adds the last read
+    (`check --sample SECONDS`)."""
     import time
 
     from rdmadoctor.checks._rdma import probe_inventory
     from rdmadoctor.checks.counters import read_counters
-    from rdmadoctor.core.counters import CounterHistory
+    from rdmadoctor.core.counters import MAX_SAMPLES, CounterHistory
 
+    sleep = sleep or time.sleep
     history = CounterHistory()
     ctx = engine.Context(host=host, expect=expect)
-    history.add(read_counters(host, ctx.get(probe_inventory), expect)[0])
-    time.sleep(seconds)
-    return history
+    inv = ctx.get(probe_inventory)
+    every = max(SAMPLE_EVERY, seconds / (MAX_SAMPLES - 2))
+    end = time.monotonic() + seconds
+    while True:
+        history.add(read_counters(host, inv, expect)[0])
+        left = end - time.monotonic()
+        if left <= 0:
+            return history
+        sleep(min(every, left))
+        if time.monotonic() >= end:
+            return history  # the last read is ib.counters' own
 
 
 _NOTHING_SELECTED_HINT = "--skip wins over --only; `rdmadoctor list-checks` lists the checks"

@@ -44,6 +44,10 @@ got and whether the client hung up first; ``respond_next(n, status, body, header
 exactly those bytes and headers (no Content-Type unless given), for answers no API server sends;
 ``endless_next(n, framing, gzip=...)`` answers with a body that never ends (a 1 TB Content-Length,
 or chunks for ever; gzip-compressed if asked) and records in ``.endless`` how much was sent.
+The Node list (issue 33): ``add_node(..., status=...)`` adds fields to a Node's status (a real
+Node's images and addresses make it ~12 KB: ``realistic_status(i)``); ``list_fault = "repeat"``
+answers every page with the same continue token, ``"endless"`` with a new one for ever (the Nodes
+again and again); ``.list_limits`` records the ``limit`` of each page asked.
 
     with FakeKubeAPI() as api:
         api.add_node("gpu-1", labels={"team": "ml"})
@@ -244,6 +248,8 @@ class FakeKubeAPI:
         self._port = 0
         self._rv = 1000
         self.list_pages = 0  # pages of GET /api/v1/nodes served (rdmadoctor fleet --kube)
+        self.list_limits: list[int] = []  # the limit each page asked for
+        self.list_fault: str | None = None  # None, "repeat" or "endless" (see the module docstring)
         self.drips: list[dict] = []  # per dripped answer: sent, total, hung_up, finished
         self.endless: list[dict] = []  # per endless answer: sent (body bytes), hung_up
         self._stopping = threading.Event()  # down(): dripping handlers stop
@@ -306,7 +312,8 @@ class FakeKubeAPI:
         return str(path)
 
     # -- state -----------------------------------------------------------------------------
-    def add_node(self, name: str, labels: dict | None = None, annotations: dict | None = None, conditions: list | None = None) -> dict:
+    def add_node(self, name: str, labels: dict | None = None, annotations: dict | None = None, conditions: list | None = None,
+                 status: dict | None = None) -> dict:
         with self._lock:
             self._rv += 1
             node = {
@@ -321,7 +328,7 @@ class FakeKubeAPI:
                     "annotations": dict(annotations or {}),
                 },
                 "spec": {},
-                "status": {"conditions": copy.deepcopy(conditions or [])},
+                "status": {"conditions": copy.deepcopy(conditions or []), **copy.deepcopy(status or {})},
             }
             self.nodes[name] = node
             return node
@@ -553,7 +560,7 @@ class FakeKubeAPI:
         continue token is opaque to the client (here: the next index)."""
         try:
             limit = int((query.get("limit") or ["0"])[0])
-            start = int((query.get("continue") or ["0"])[0])
+            start = int((query.get("continue") or ["0"])[0].split(".")[0].replace("c2FtZQ", "0"))
         except ValueError:
             return _status(400, "bad limit or continue", "BadRequest")
         with self._lock:
@@ -564,11 +571,20 @@ class FakeKubeAPI:
                     names = [n for n in names if _selects(selector, self.nodes[n]["metadata"].get("labels") or {})]
                 except ValueError as e:
                     return _status(400, f"unable to parse requirement: {e}", "BadRequest")
+            fault = self.list_fault
+            if fault == "endless":
+                start %= max(len(names), 1)
             end = len(names) if limit <= 0 else min(len(names), start + limit)
             items = [copy.deepcopy(self.nodes[n]) for n in names[start:end]]
             self.list_pages += 1
+            self.list_limits.append(limit)
+            pages = self.list_pages
         meta = {"resourceVersion": str(self._rv)}
-        if end < len(names):
+        if fault == "repeat":
+            meta["continue"] = "c2FtZQ"  # the same token, whatever was asked
+        elif fault == "endless":
+            meta["continue"] = f"{end}.{pages}"  # new each time; int() of it fails: see below
+        elif end < len(names):
             meta["continue"] = str(end)
         return 200, {"kind": "NodeList", "apiVersion": "v1", "metadata": meta, "items": items}
 
@@ -805,3 +821,23 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet
         pass
+
+
+def realistic_status(i: int) -> dict:
+    """What a real GPU Node's status holds besides its conditions (~12 KB: the kubelet lists up to
+    50 images, each with its digest and tag): a page of 500 of them is about 6 MB."""
+    images = [
+        {"names": [f"nvcr.io/nvidia/pytorch@sha256:{(i * 50 + k):064x}", f"nvcr.io/nvidia/pytorch:24.{k % 12 + 1:02d}-py3"],
+         "sizeBytes": 9_000_000_000 + k}
+        for k in range(50)
+    ]
+    return {
+        "addresses": [{"type": "InternalIP", "address": f"10.{i // 65536 % 256}.{i // 256 % 256}.{i % 256}"},
+                      {"type": "Hostname", "address": f"gpu-{i:04d}"}],
+        "capacity": {"cpu": "224", "memory": "2113389860Ki", "nvidia.com/gpu": "8", "rdma/ib": "8", "pods": "110"},
+        "allocatable": {"cpu": "223", "memory": "2100000000Ki", "nvidia.com/gpu": "8", "rdma/ib": "8", "pods": "110"},
+        "nodeInfo": {"kernelVersion": "5.15.0-1063-nvidia", "osImage": "Ubuntu 22.04.4 LTS", "containerRuntimeVersion": "containerd://1.7.12",
+                     "kubeletVersion": "v1.29.4", "kubeProxyVersion": "v1.29.4", "operatingSystem": "linux", "architecture": "amd64",
+                     "machineID": f"{i:032x}", "systemUUID": f"{i:08x}-0000-0000-0000-000000000000", "bootID": f"{i:036x}"},
+        "images": images,
+    }

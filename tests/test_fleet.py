@@ -139,9 +139,11 @@ def test_compact_fingerprints_and_reports_compare_alike(tmp_path):
 def test_bundles_are_checked_and_fingerprinted(tmp_path):
     from rdmadoctor.examples import example_path
 
-    res = read_fleet(paths=[example_path("hgx-h100-ib"), example_path("hgx-h100-ib"), example_path("roce-node")])
+    res = read_fleet(paths=[example_path("hgx-h100-ib"), example_path("roce-node"), example_path("roce-node")])
     assert res["errors"] == []
-    assert {o["node"] for o in res["outliers"]} == {"roce-node-03"}
+    # The same node twice is one node (issue 32): two nodes, every differing field a tie.
+    assert res["pools"][0]["nodes"] == 2 and res["outliers"] == [] and res["pools"][0]["undecided"]
+    assert [s["node"] for s in res["set_aside"]] == ["roce-node-03"]
 
 
 def test_what_cannot_be_read_is_named_and_undecided(tmp_path):

@@ -132,3 +132,68 @@ def test_fleet_kube_waits_what_retry_after_asks_and_gives_up_after_three_starts(
         api.fail_next(5, 403)  # a refusal is not an outage: no second start
         code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc])
         assert code == 2 and "403" in err and waits == []
+
+
+# ---- issue 33, item 3: real pages, and servers that page for ever -------------------------------
+def _realistic_fleet(api, n: int) -> None:
+    from tests.kubeapi import realistic_status
+
+    text = F.compact_text(F.compact(check_json(["--example", "hgx-h100-ib", "--scope", "node"])[1]["fingerprint"]))
+    for i in range(n):
+        api.add_node(f"gpu-{i:04d}", labels={"rdmadoctor.io/pool": "hgx"}, annotations={ANNOTATION: text},
+                     status=realistic_status(i))
+
+
+def test_fleet_kube_reads_a_page_of_500_realistic_nodes_past_the_one_object_cap(tmp_path):
+    from rdmadoctor.publish.kube import MAX_ANSWER_BYTES
+
+    with FakeKubeAPI() as api:
+        _realistic_fleet(api, 500)
+        page = json.dumps({"items": list(api.nodes.values())})
+        assert len(page) > MAX_ANSWER_BYTES  # what failed: one page over the 4 MiB meant for one Node
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc"), "--json",
+                                  "--group-by", "rdmadoctor.io/pool"])
+        assert code == 0, err
+        res = json.loads(out)
+        assert [(p["pool"], p["nodes"]) for p in res["pools"]] == [("hgx", 500)] and res["errors"] == []
+        assert api.list_limits == [500]
+
+
+def test_fleet_kube_asks_smaller_pages_when_a_page_is_over_its_cap(tmp_path, monkeypatch):
+    import rdmadoctor.publish.kube as K
+
+    monkeypatch.setattr(K, "MAX_PAGE_BYTES", 2 << 20)  # 500 realistic Nodes are ~6 MB: 125 fit
+    with FakeKubeAPI() as api:
+        _realistic_fleet(api, 600)
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc"), "--json",
+                                  "--group-by", "rdmadoctor.io/pool"])
+        assert code == 0, err
+        assert [(p["pool"], p["nodes"]) for p in json.loads(out)["pools"]] == [("hgx", 600)]
+        assert api.list_limits[:3] == [500, 250, 125] and set(api.list_limits[3:]) == {125}
+        # Each smaller page was asked at the same place: every Node once, none skipped.
+        assert sum(1 for r in api.requests if r.method == "GET") == len(api.list_limits)
+
+
+def test_fleet_kube_stops_at_a_continue_token_it_has_seen(tmp_path):
+    with FakeKubeAPI() as api:
+        _fleet_of(api, 30)
+        api.list_fault = "repeat"
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", api.kubeconfig(tmp_path / "kc")])
+        assert code == 2 and "continue token it had already given" in err and "Traceback" not in err, err
+        assert api.list_pages == 2  # the first page, and the one that repeated its token
+
+
+def test_fleet_kube_bounds_the_pages_and_nodes_of_a_listing_that_never_ends(tmp_path, monkeypatch):
+    import rdmadoctor.publish.kube as K
+
+    monkeypatch.setattr(K, "MAX_LIST_PAGES", 40)
+    with FakeKubeAPI() as api:
+        _fleet_of(api, 3)
+        api.list_fault = "endless"  # a new token every page, the same Nodes again
+        kc = api.kubeconfig(tmp_path / "kc")
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc])
+        assert code == 2 and "40 pages" in err and api.list_pages == 40, (err, api.list_pages)
+        monkeypatch.setattr(K, "MAX_LIST_PAGES", 2000)
+        monkeypatch.setattr(K, "MAX_LIST_NODES", 100)
+        code, out, err = run_cli(["fleet", "--kube", "--kubeconfig", kc])
+        assert code == 2 and "more than 100 Nodes" in err and api.list_pages <= 40 + 35, (err, api.list_pages)

@@ -406,3 +406,56 @@ def test_port_rate_is_in_bytes_per_second():
     # node_exporter's node_infiniband_rate_bytes_per_second for "400 Gb/sec (4X NDR)": 5e10.
     assert rates == {"1": 50e9, "2": 312.5e6}
     assert not [k for k in s if "gbps" in k[0]]
+
+
+# ---- clients that pipeline and never read (issue 33, item 7) ----------------------------------------
+def test_healthz_is_answered_while_connections_pipeline_requests_and_never_read(serve):
+    """200 loopback connections (the audit used 1,000) each send pipelined requests as fast as
+    the server takes them and never read an answer, reopened as the server closes them (under the
+    server's cap, as the audit's 1,000 were under the default 1,024). Every /healthz probe
+    meanwhile is answered and the non-readers are closed."""
+    logs = LogLines()
+    s = serve(log=logs.log, max_connections=256)
+    burst = b"GET /healthz HTTP/1.1\r\n\r\n" * 2000
+    stop = threading.Event()
+    opened = [0]
+
+    def flood() -> None:
+        socks: list[socket.socket] = []
+        try:
+            while not stop.is_set():
+                while len(socks) < 200 and not stop.is_set():
+                    try:
+                        c = socket.create_connection(("127.0.0.1", s.port), timeout=5)
+                    except OSError:
+                        break
+                    c.setblocking(False)
+                    socks.append(c)
+                    opened[0] += 1
+                for c in list(socks):
+                    try:
+                        c.send(burst)
+                    except (BlockingIOError, InterruptedError):
+                        pass
+                    except OSError:  # closed by the server: open another
+                        socks.remove(c)
+                        c.close()
+                time.sleep(0.01)
+        finally:
+            for c in socks:
+                c.close()
+
+    t = threading.Thread(target=flood, daemon=True)
+    t.start()
+    try:
+        _until("the server closes connections that do not read", lambda: s.unread >= 50, timeout=120)
+        answered = [get(s.port, "/healthz", timeout=60)[0] for _ in range(10)]
+        assert answered == [200] * 10
+        assert s.connections <= 256
+    finally:
+        stop.set()
+        t.join(60)
+    assert opened[0] > 200 and s.unread >= 50, (opened[0], s.unread, s.evicted)
+    _until("the flood's connections are gone", lambda: s.connections == 0 or get(s.port, "/healthz")[0] == 200)
+    warned = [x for x in logs.lines() if "does not read" in x["msg"]]
+    assert 1 <= len(warned) <= 2 and "Traceback" not in logs.buf.getvalue()

@@ -15,6 +15,12 @@ kubelet restarted the agent in a loop). So:
   ``workers`` threads with at most ``queue`` scrapes waiting for them; a scrape beyond that, or
   one that waits past its deadline, gets 503 with ``Retry-After``.
 - A request head is at most MAX_HEAD bytes; a request with a body is refused (431/400/413).
+- What one connection queues is bounded (issue 33: 1,000 connections pipelining thousands of
+  requests each and never reading made every /healthz fail): the kernel's send buffer is
+  SEND_BUFFER, at most PIPELINE_TURN of its requests are answered before every other connection
+  has had its turn (nothing more is read from it meanwhile), and a connection that has more than
+  MAX_PIPELINE requests answered back to back, or whose answer cannot be sent while it has sent
+  more requests, does not read what it asks for: it is closed.
 - The listen backlog is LISTEN_BACKLOG (the kernel caps it at net.core.somaxconn).
 - Errors are one line each in the agent's log format (``--log-format``), at most one line a
   minute per kind with a count, never a traceback: a peer that misbehaves cannot fill the log.
@@ -40,6 +46,9 @@ LISTEN_BACKLOG = 1024
 MAX_HEAD = 16 * 1024  # request line and headers; Prometheus sends about 300 bytes
 TIMEOUT = 10.0  # seconds a connection may take to send its request and take the answer
 MAX_CONNECTIONS = 1024
+SEND_BUFFER = 64 * 1024  # SO_SNDBUF of a connection (the kernel doubles it): a /metrics answer is sent in a few turns
+PIPELINE_TURN = 16  # requests of one connection answered before the others' turn
+MAX_PIPELINE = 1000  # requests answered back to back (its buffer never empty): more is a flood, not a client
 WORKERS = 2  # threads rendering /metrics at once (a render takes milliseconds)
 QUEUE = 8  # scrapes waiting for a worker before the next gets 503
 LOG_EVERY = 60.0  # seconds between two log lines of the same kind
@@ -87,17 +96,21 @@ def exposition(registry: Any, accept: str, accept_encoding: str, query: str) -> 
 
 
 class _Conn:
-    __slots__ = ("sock", "fd", "inbuf", "out", "state", "deadline", "close_after", "job")
+    __slots__ = ("sock", "fd", "inbuf", "out", "state", "deadline", "close_after", "job", "pipelined", "flooded")
 
     def __init__(self, sock: socket.socket, deadline: float):
         self.sock = sock
         self.fd = sock.fileno()
         self.inbuf = bytearray()
         self.out = b""
-        self.state = "read"  # read -> (busy ->) write -> read (keep-alive) or closed
+        # read -> (busy ->) write -> read (keep-alive) or closed; "more": pipelined requests wait
+        # for the connection's next turn (not read from meanwhile).
+        self.state = "read"
         self.deadline = deadline
         self.close_after = False
         self.job: _Job | None = None
+        self.pipelined = 0  # requests answered since its buffer was last empty
+        self.flooded = False  # it has pipelined past PIPELINE_TURN: the first to close at the cap
 
 
 class _Job:
@@ -185,6 +198,7 @@ class MetricsServer:
         self._conns: collections.OrderedDict[int, _Conn] = collections.OrderedDict()  # oldest activity first
         self._jobs: queue.Queue[_Job | None] = queue.Queue()
         self._done: collections.deque[_Job] = collections.deque()
+        self._turns: collections.deque[_Conn] = collections.deque()  # connections in state "more"
         self._pending = 0  # scrapes queued or rendering
         self._accept_paused_until = 0.0
         self._stopping = threading.Event()
@@ -193,6 +207,7 @@ class MetricsServer:
         # What the tests read: connections closed at the cap, scrapes refused with 503.
         self.evicted = 0
         self.refused = 0
+        self.unread = 0  # connections closed for asking without reading the answers
 
     # -- life ---------------------------------------------------------------------------------
     def start(self) -> "MetricsServer":
@@ -237,7 +252,7 @@ class MetricsServer:
         next_sweep = 0.0
         while not self._stopping.is_set():
             try:
-                events = self._sel.select(timeout=_SWEEP_EVERY)
+                events = self._sel.select(timeout=0 if self._turns else _SWEEP_EVERY)
             except (OSError, ValueError) as e:
                 self._note("error", "select", "metrics server: waiting for connections failed", error=_why(e))
                 time.sleep(_SWEEP_EVERY)
@@ -258,6 +273,7 @@ class MetricsServer:
                     if isinstance(key.data, _Conn):
                         self._close(key.data)
             self._finish_jobs()
+            self._next_turns()
             now = time.monotonic()
             if now >= next_sweep:
                 next_sweep = now + _SWEEP_EVERY
@@ -291,6 +307,7 @@ class MetricsServer:
             sock.setblocking(False)
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SEND_BUFFER)
             except OSError:
                 pass
             c = _Conn(sock, time.monotonic() + self.timeout)
@@ -306,15 +323,22 @@ class MetricsServer:
         self._accept_paused_until = time.monotonic() + 0.1
 
     def _evict_one(self) -> bool:
-        """Close the connection that has waited longest without a complete request."""
-        for c in self._conns.values():
-            if c.state == "read":
-                self._close(c)
-                self.evicted += 1
-                self._note("warning", "evict", f"metrics server: {self.max_connections} connections open, the most it keeps; "
-                           "closed the one idle longest", connections=self.max_connections)
-                return True
-        return False
+        """Close, oldest first, a connection whose pipelined requests wait (a flood), else the one
+        that has waited longest without a complete request, else any but one whose scrape a
+        worker is rendering. A connection just accepted is the youngest: a probe gets in."""
+        conns = self._conns.values()
+        victim = next((c for c in conns if c.flooded and c.state != "busy"), None)  # has pipelined
+        if victim is None:
+            victim = next((c for c in conns if c.state == "read" and not c.inbuf), None)
+        if victim is None:
+            victim = next((c for c in conns if c.state != "busy"), None)
+        if victim is None:
+            return False
+        self._close(victim)
+        self.evicted += 1
+        self._note("warning", "evict", f"metrics server: {self.max_connections} connections open, the most it keeps; "
+                   "closed the one idle longest", connections=self.max_connections)
+        return True
 
     def _drain_wake(self) -> None:
         try:
@@ -379,10 +403,45 @@ class MetricsServer:
 
     def _drain(self, c: _Conn) -> None:
         """Answer the requests in the connection's buffer while it is free to take one (a loop,
-        not recursion: a client may pipeline thousands of small requests in one packet)."""
+        not recursion: a client may pipeline thousands of small requests in one packet), at most
+        PIPELINE_TURN before the other connections' turn."""
+        answered = 0
         while c.state == "read" and c.inbuf and self._conns.get(c.fd) is c:
+            if answered >= PIPELINE_TURN:
+                c.flooded = True
+                c.state = "more"  # the rest at its next turn; nothing more is read from it meanwhile
+                try:
+                    self._sel.unregister(c.sock)
+                except (KeyError, ValueError):
+                    pass
+                self._turns.append(c)
+                return
             if not self._parse(c):
                 return
+            answered += 1
+            if not c.inbuf:
+                c.pipelined = 0
+                continue
+            c.pipelined += 1
+            if c.pipelined > MAX_PIPELINE and self._conns.get(c.fd) is c:
+                self._unread(c, f"more than {MAX_PIPELINE} requests sent without waiting for an answer")
+                return
+
+    def _next_turns(self) -> None:
+        """One more turn for each connection whose pipelined requests wait."""
+        for _ in range(len(self._turns)):
+            c = self._turns.popleft()
+            if self._conns.get(c.fd) is not c or c.state != "more":
+                continue
+            c.state = "read"
+            self._sel.register(c.sock, selectors.EVENT_READ, c)
+            self._drain(c)
+
+    def _unread(self, c: _Conn, why: str) -> None:
+        """Close a connection that asks and does not read what it asked for."""
+        self.unread += 1
+        self._note("warning", "unread", "metrics server: closed a connection that does not read its answers", why=why)
+        self._close(c)
 
     def _parse(self, c: _Conn) -> bool:
         """Take one request from the buffer and answer it or hand it on; False: incomplete."""
@@ -514,6 +573,10 @@ class MetricsServer:
                 sent = c.sock.send(c.out)
                 c.out = c.out[sent:]
         except (BlockingIOError, InterruptedError):
+            if c.inbuf and (b"\n\n" in c.inbuf or b"\r\n\r\n" in c.inbuf):
+                # The answers it asked for fill the buffers and it asks more: it does not read.
+                self._unread(c, "its answers are not taken while it sends more requests")
+                return
             if not registered:
                 self._sel.register(c.sock, selectors.EVENT_WRITE, c)
             return

@@ -27,6 +27,12 @@ def main(argv: list[str] | None = None) -> None:
         code = _dispatch(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as e:
         code = e.code
+    except KeyboardInterrupt:  # Ctrl-C (during `check --sample`, a long read): one line, no traceback
+        try:
+            sys.stderr.write("\nrdmadoctor: interrupted (Ctrl-C); nothing was reported\n")
+        except (OSError, ValueError):
+            pass
+        raise SystemExit(130) from None
     except OutputError as e:
         raise SystemExit(output_failed(e)) from None
     try:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 SEE_HELP = "see `rdmadoctor check --help`"
 TIMEOUT_HINT = "seconds a tool may run before it is killed, e.g. --timeout 10 (default 5, at most an hour)"
-SAMPLE_HINT = "seconds between the two reads of the ports' counters, e.g. --sample 10 (at most an hour)"
+SAMPLE_HINT = "seconds over which the ports' counters are read, e.g. --sample 10 (at most an hour)"
 SAMPLE_MAX = 3600.0
 # --format: text (default; rich on a terminal), json (as --json), npd (one line for Node Problem
 # Detector's custom plugin monitor: rdmadoctor/output/npd.py, deploy/npd/).
@@ -60,6 +60,9 @@ def check_command(args: Any) -> int:
                 _npd_line(f"--timeout {timeout!r}: {TIMEOUT_HINT}")
             return bad
     try:
+        if args.sample:  # progress on stderr: the report waits for the sample
+            sys.stderr.write(f"rdmadoctor: reading the ports' counters for {args.sample:g} s (--sample); Ctrl-C stops\n")
+            sys.stderr.flush()
         diag = diagnose(opts)
     except UsageError as e:
         return _usage(fmt, str(e), e.hint or SEE_HELP)

@@ -138,8 +138,8 @@ OPTIONS: tuple[Option, ...] = (
            "Problem Detector's custom plugin monitor (deploy/npd/).",
            metavar="text|json|npd", commands=CHECK),
     Option("--sample", "sample", "float",
-           "Read every RDMA port's error counters, wait SECONDS, read them again and judge the growth (ib.counters: flaps, "
-           "symbol errors, RoCE ACK timeouts). Default: no sample, ib.counters is skipped.",
+           "Read every RDMA port's error counters each second for SECONDS and judge the growth (ib.counters: flaps, "
+           "symbol errors, RoCE ACK timeouts; wraps and resets told apart). Default: no sample, ib.counters is skipped.",
            metavar="SECONDS", commands=CHECK),
     # The pre-job gate: `rdmadoctor preflight` and `rdmadoctor run`.
     Option("--set", "sets", "list", "Override one expectation, e.g. --set shm_min_bytes=8589934592 (repeatable).",

@@ -118,9 +118,9 @@ class TracingHost(Host):
         super().__init__(*a, **kw)
         self.ops: list[tuple[str, str]] = []
 
-    def read_bytes(self, path: str, limit: int = 4 * 1024 * 1024) -> bytes | None:
+    def read_bytes(self, path: str, limit: int = 4 * 1024 * 1024, *, fresh: bool = False) -> bytes | None:
         self.ops.append(("read", path))
-        return super().read_bytes(path, limit)
+        return super().read_bytes(path, limit, fresh=fresh)
 
     def _names(self, path: str) -> list[str]:  # under listdir and glob alike
         self.ops.append(("list", path))

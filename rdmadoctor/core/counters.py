@@ -5,11 +5,24 @@ with two samples); the ``ib.counters`` check adds the sample it reads and judges
 history holds numbers only (time, port, counter, value): ``MAX_SAMPLES`` samples, so a node's
 memory does not grow with its uptime.
 
-Counters go backwards two ways: a 32-bit counter wraps (mlx5's hw_counters are 32-bit firmware
-counters; the sysfs PMA counters are 16/32-bit), and a counter resets to 0 when the driver reloads
-or the node reboots. A drop from the top half of the 32-bit range to a small value is a wrap
-(the delta is ``new + 2**32 - old``); any other drop is a reset, whose delta is the new value (what
-was counted since it, a lower bound) and which is reported, so rates across it are read as such.
+Counters go backwards three ways, and each is told by what the counter is
+(Documentation/ABI/stable/sysfs-class-infiniband; drivers/infiniband/core/sysfs.c):
+
+- The PMA error counters under ``ports/N/counters/`` are the PortCounters attribute's fields,
+  4 to 16 bits wide (``link_downed`` and ``link_error_recovery`` 8, ``symbol_error`` 16), and the
+  InfiniBand spec makes them saturate: they stop at their top value, they never wrap. A drop is
+  a reset; a counter at its top value can no longer show growth (:func:`saturated`).
+- mlx5's ``hw_counters`` are firmware counters: the Q counters (``out_of_sequence``,
+  ``local_ack_timeout_err``, ...) are 32 bits and wrap, the congestion ones (``np_cnp_sent``,
+  ``rp_cnp_handled``) 64 bits. A drop from near the top of the width to a small value is a
+  wrap (the delta is ``new + 2**bits - old``).
+- Any counter resets to 0 when the driver reloads, the HCA resets or the node reboots: the
+  delta is the new value (what was counted since, a lower bound), the event is reported, and
+  the counter's window starts again there (growth before and after a reset is never summed).
+
+A counter the driver reports wider than its PMA field (a value over the field's top) is read as
+a wrapping one, 32 or 64 bits by its value. Values at or beyond 2**64 are not counters and are
+not read (rdmadoctor.checks.counters).
 """
 
 from __future__ import annotations
@@ -25,16 +38,44 @@ if TYPE_CHECKING:
 # recovery window need.
 MAX_SAMPLES = 256
 WRAP = 2**32
+WRAP64 = 2**64
 
 OK, WRAPPED, RESET = "ok", "wrap", "reset"
 
+# The PortCounters fields' widths (bits); the spec makes these saturate, not wrap.
+SATURATING = {
+    "symbol_error": 16, "link_error_recovery": 8, "link_downed": 8, "port_rcv_errors": 16,
+    "port_rcv_remote_physical_errors": 16, "port_rcv_switch_relay_errors": 16, "port_xmit_discards": 16,
+    "port_xmit_constraint_errors": 8, "port_rcv_constraint_errors": 8, "local_link_integrity_errors": 4,
+    "excessive_buffer_overrun_errors": 4, "VL15_dropped": 16,
+}
+# mlx5's congestion counters are 64-bit (query_cong_statistics); its Q counters 32-bit.
+WIDE = frozenset({"np_cnp_sent", "rp_cnp_handled", "rp_cnp_ignored", "np_ecn_marked_roce_packets"})
 
-def delta(old: int, new: int) -> tuple[int, str]:
-    """(how much the counter grew, how): ok, wrap (32-bit) or reset (driver reload, reboot)."""
+
+def saturated(counter: str, value: int) -> bool:
+    """A PMA error counter at the top of its field: it stopped, growth since is invisible."""
+    bits = SATURATING.get(counter)
+    return bits is not None and value == 2**bits - 1
+
+
+def _width(counter: str | None, old: int) -> int:
+    if counter in WIDE or old >= WRAP:
+        return WRAP64
+    return WRAP
+
+
+def delta(old: int, new: int, counter: str | None = None) -> tuple[int, str]:
+    """(how much the counter grew, how): ok, wrap or reset (driver reload, reboot), by what
+    ``counter`` is (module docstring); an unnamed counter wraps at 32 bits, or 64 when above."""
     if new >= old:
         return new - old, OK
-    if WRAP // 2 <= old < WRAP and new + WRAP - old < WRAP // 2:
-        return new + WRAP - old, WRAPPED
+    bits = SATURATING.get(counter or "")
+    if bits is not None and old < 2**bits:
+        return new, RESET  # a saturating counter never wraps: it was cleared
+    top = _width(counter, old)
+    if old < top and new + top - old < top // 2:
+        return new + top - old, WRAPPED
     return new, RESET
 
 
@@ -57,7 +98,8 @@ class CounterHistory:
 
     def series(self, subject: str, counter: str) -> tuple[list[float], list[int], list[tuple[float, str]]]:
         """(times, cumulative growth since the first sample, [(time, "wrap" | "reset")]) of one
-        counter of one port, over the samples that have it."""
+        counter of one port, over the samples that have it. A reset starts the series again at
+        the sample before it (cumulative 0), so the window never spans the reset."""
         times: list[float] = []
         cum: list[int] = []
         events: list[tuple[float, str]] = []
@@ -68,7 +110,9 @@ class CounterHistory:
             if v is None:
                 continue
             if prev is not None:
-                d, how = delta(prev, v)
+                d, how = delta(prev, v, counter)
+                if how == RESET:
+                    times, cum, total = times[-1:], [0], 0
                 total += d
                 if how != OK:
                     events.append((t, how))

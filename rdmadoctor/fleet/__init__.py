@@ -2,6 +2,7 @@
 
 - :mod:`.compare`: the pool majorities and the outliers (pure).
 - :mod:`.sources`: reports, bundles, folders, stdin, the Nodes' annotations, Prometheus.
+- :mod:`.prometheus`: the query of `fleet --prometheus`, its credentials and bounds.
 - :func:`read_fleet`: one call from the command's options to the ``rdmadoctor.fleet/v1`` result.
 """
 
@@ -10,9 +11,13 @@ from __future__ import annotations
 from rdmadoctor.fleet import sources
 from rdmadoctor.fleet.compare import Fleet
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
+
 # Nodes per page of the Node list (the API server's limit/continue); 2,000 Nodes are 4 pages.
 KUBE_PAGE = 500
-# Seconds one Prometheus query or one page of Nodes may take.
+# Seconds one Prometheus query (all of it: connect, TLS, headers, body) or one page of Nodes may take.
 TIMEOUT = 30.0
 # A listing of the Nodes cut by an outage (refused, timed out, 5xx, 429, an expired continue token)
 # is started again this many times in all, after KUBE_BACKOFF seconds, then twice that (or what the
@@ -29,22 +34,64 @@ class FleetError(Exception):
         self.hint = hint
 
 
+# The most "not read" lines a result names; the rest are counted in one more line.
+MAX_ERRORS = 50
+
+
 def read_fleet(*, paths: list[str], kube: bool = False, kubeconfig: str | None = None, prometheus: str | None = None,
-               group_by: str | None = None, stdin=None) -> dict:
+               group_by: str | None = None, stdin=None, http_config: str | None = None,
+               bearer_token_file: str | None = None) -> dict:
+    """The ``rdmadoctor.fleet/v1`` result of one source. Each node is counted once: of several
+    reports of one node the newest (by its ``time``) is compared and the others are set aside
+    (named in ``notes`` and ``set_aside``); a document that is not a node's report is skipped with
+    a note; an input that cannot be read is named in ``errors``."""
     fleet = Fleet()
+    entries: Iterator[sources.Entry | sources.Skipped | sources.SourceError]
     if kube:
         entries = sources.from_nodes(_list_nodes(kubeconfig), group_by)
     elif prometheus is not None:
-        entries = sources.from_prometheus_series(_query_prometheus(prometheus), group_by)
+        entries = sources.from_prometheus_series(_query_prometheus(prometheus, http_config, bearer_token_file), group_by)
     else:
         entries = sources.from_paths(paths, group_by, stdin=stdin)
+    kept: dict[str, sources.Entry] = {}
+    notes: list[str] = []
+    set_aside: list[dict] = []
+    errors = 0
     for e in entries:
         if isinstance(e, sources.SourceError):
-            fleet.errors.append(str(e))
+            errors += 1
+            if errors <= MAX_ERRORS:
+                fleet.errors.append(str(e))
             continue
-        node, pool, _labels, flat, signature = e
-        fleet.add(node, pool, flat, signature)
+        if isinstance(e, sources.Skipped):
+            if len(notes) < MAX_ERRORS:
+                notes.append(e.note)
+            continue
+        node = e[0]
+        old = kept.get(node)
+        if old is None:
+            kept[node] = e
+            continue
+        newer = e[5] is not None and (old[5] is None or e[5] > old[5])
+        keep, drop = (e, old) if newer else (old, e)
+        if newer:
+            kept.pop(node)  # the node keeps the place of its newest report
+        kept[node] = keep
+        set_aside.append({"node": node, "input": drop.where, "kept": keep.where})
+    if errors > MAX_ERRORS:
+        fleet.errors.append(f"... and {errors - MAX_ERRORS} more inputs could not be read")
+    for node, e in kept.items():
+        fleet.add(node, e[1], e[3], e[4])
+    for s in set_aside[:MAX_ERRORS]:
+        notes.append(f"{s['input']}: another report of node {s['node']}; {s['kept']} is newer (or came first) and is "
+                     "the one compared: set aside")
+    if len(set_aside) > MAX_ERRORS:
+        notes.append(f"... and {len(set_aside) - MAX_ERRORS} more reports of nodes already read: set aside")
     result = fleet.result()
+    if notes:
+        result["notes"] = notes
+    if set_aside:
+        result["set_aside"] = set_aside
     if not fleet.pools and not fleet.errors:
         where = "the Nodes (none has the rdmadoctor.io/fingerprint annotation: is the agent in direct mode?)" if kube else (
             "Prometheus (no rdmadoctor_node_info series)" if prometheus is not None else "the inputs"
@@ -107,21 +154,12 @@ def _list_nodes(kubeconfig: str | None):
                 api.close()
 
 
-def _query_prometheus(url: str) -> list[dict]:
-    import json
-    import urllib.error
-    import urllib.parse
-    import urllib.request
-
+def _query_prometheus(url: str, http_config: str | None = None, bearer_token_file: str | None = None) -> list[dict]:
+    from rdmadoctor.fleet.prometheus import PrometheusError, auth_from, query
     from rdmadoctor.output.fleet_metrics import HCA_INFO, NODE_INFO
 
-    query = f'{{__name__=~"{NODE_INFO}|{HCA_INFO}"}}'
-    full = url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": query})
     try:
-        with urllib.request.urlopen(full, timeout=TIMEOUT) as r:  # noqa: S310 - the user's own URL
-            body = json.loads(r.read(256 * 1024 * 1024))
-    except (urllib.error.URLError, OSError, ValueError) as e:
-        raise FleetError(f"Prometheus at {url}: {getattr(e, 'reason', None) or e}", "is the URL the server's (http://HOST:9090)?") from None
-    if not isinstance(body, dict) or body.get("status") != "success":
-        raise FleetError(f"Prometheus at {url} answered {str(body)[:200]}")
-    return list((body.get("data") or {}).get("result") or [])
+        auth = auth_from(http_config, bearer_token_file)
+        return query(url, f'{{__name__=~"{NODE_INFO}|{HCA_INFO}"}}', auth, TIMEOUT)
+    except PrometheusError as e:
+        raise FleetError(e.message, e.hint) from None

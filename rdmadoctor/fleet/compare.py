@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
-from rdmadoctor.core.words import count
+from rdmadoctor.core.words import count, printable
 
 SCHEMA = "rdmadoctor.fleet/v1"
 # How many node names a text line lists before "and N more".
@@ -145,7 +145,7 @@ def exit_code(result: dict) -> int:
 
 
 def _names(nodes: list[str]) -> str:
-    shown = ", ".join(nodes[:SHOW_NODES])
+    shown = ", ".join(printable(n, 253) for n in nodes[:SHOW_NODES])
     return shown + (f" and {len(nodes) - SHOW_NODES} more" if len(nodes) > SHOW_NODES else "")
 
 
@@ -159,17 +159,19 @@ def _split(field: str) -> tuple[str, str]:
 
 def lines(result: dict) -> list[str]:
     """The text: one block per pool, one line per (field, value, nodes), ports that drift together
-    on one line ("fw_ver 28.39.1002 on 3/512 nodes (...) at mlx5_0/1, mlx5_1/1; pool majority ...")."""
+    on one line ("fw_ver 28.39.1002 on 3/512 nodes (...) at mlx5_0/1, mlx5_1/1; pool majority ...").
+    Every name and value from the inputs is escaped (rdmadoctor.core.words.printable): a newline
+    in a value cannot forge a line, an escape sequence or a bidi control is shown, not obeyed."""
     out: list[str] = []
     by_pool: dict[str, list[dict]] = {}
     for o in result["outliers"]:
         by_pool.setdefault(o["pool"], []).append(o)
     for p in result["pools"]:
-        name = p["pool"]
+        name = printable(p["pool"], 253)
         if not p["compared"]:
             out.append(f"pool {name}: 1 node, nothing to compare it with (a pool of one is never drift)")
             continue
-        rows = by_pool.get(name, [])
+        rows = by_pool.get(p["pool"], [])
         head = f"pool {name}: {p['nodes']} nodes, {p['fields']} fields compared"
         if rows:
             differ = "differs" if p["drifted_fields"] == 1 else "differ"
@@ -189,15 +191,17 @@ def lines(result: dict) -> list[str]:
             gkey = (field, value, majority, mcount, total, tuple(nodes))
             groups.setdefault(gkey, {}).setdefault("subjects", []).append(subject)
         for (field, value, majority, mcount, total, nodes), g in groups.items():
-            subjects = [s for s in g["subjects"] if s]
+            subjects = [printable(s, 253) for s in g["subjects"] if s]
             at = f" at {', '.join(subjects)}" if subjects else ""
             out.append(
-                f"  {field} {value} on {len(nodes)}/{total} nodes ({_names(list(nodes))}){at}; "
-                f"pool majority {majority} ({mcount} nodes)"
+                f"  {printable(field, 253)} {printable(value)} on {len(nodes)}/{total} nodes ({_names(list(nodes))}){at}; "
+                f"pool majority {printable(majority)} ({mcount} nodes)"
             )
         for u in p["undecided"]:
-            values = ", ".join(f"{v} on {c}" for v, c in u["values"].items())
-            out.append(f"  {u['field']}: no majority ({values} of {u['total']} nodes): undecided")
+            values = ", ".join(f"{printable(v)} on {c}" for v, c in u["values"].items())
+            out.append(f"  {printable(u['field'], 253)}: no majority ({values} of {u['total']} nodes): undecided")
+    for note in result.get("notes") or ():
+        out.append(f"note: {printable(note, 2000)}")
     for e in result["errors"]:
-        out.append(f"not read: {e}")
+        out.append(f"not read: {printable(e, 2000)}")
     return out

@@ -241,10 +241,13 @@ class Host:
         return cur
 
     # ---- reads ----------------------------------------------------------------------------
-    def read_bytes(self, path: str, limit: int = MAX_READ) -> bytes | None:
-        """File content, or None when missing, unreadable, a directory or a broken link."""
+    def read_bytes(self, path: str, limit: int = MAX_READ, *, fresh: bool = False) -> bytes | None:
+        """File content, or None when missing, unreadable, a directory or a broken link.
+
+        ``fresh``: read the file again even if this run read it already (a port's counters,
+        read several times by `check --sample`); the cache then holds the newest read."""
         key = (path, limit)
-        if key in self._reads:
+        if not fresh and key in self._reads:
             return self._reads[key]
         self.trace.append(path)
         data: bytes | None = None
@@ -261,13 +264,14 @@ class Host:
         self._reads[key] = data
         return data
 
-    def read_text(self, path: str, limit: int = MAX_READ) -> str | None:
-        data = self.read_bytes(path, limit)
+    def read_text(self, path: str, limit: int = MAX_READ, *, fresh: bool = False) -> str | None:
+        data = self.read_bytes(path, limit, fresh=fresh)
         return None if data is None else data.decode("utf-8", "replace")
 
-    def read_value(self, path: str) -> str | None:
-        """A one-value sysfs attribute, stripped; None when missing or empty."""
-        t = self.read_text(path, 65536)
+    def read_value(self, path: str, *, fresh: bool = False) -> str | None:
+        """A one-value sysfs attribute, stripped; None when missing or empty. ``fresh``: read it
+        again, not the value this run read before (a counter)."""
+        t = self.read_text(path, 65536, fresh=fresh)
         if t is None:
             return None
         t = t.strip().replace("\x00", "")

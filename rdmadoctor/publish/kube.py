@@ -74,6 +74,15 @@ MAX_BACKOFF = 8.0
 # Status, Event and patch answers are smaller. A server streaming more (by Content-Length or
 # chunked) is refused while it is read: it drove the agent to GBs (its memory limit is 128 MiB).
 MAX_ANSWER_BYTES = 4 << 20
+# A page of the Node list (`fleet --kube`) holds many Nodes: 500 realistic ones are about 6 MB
+# (their images and conditions), over the one-object cap. A page is capped at MAX_PAGE_BYTES, and
+# a page over it is asked again, at the same continue token, for half as many Nodes (down to one:
+# a Node is at most 1.5 MiB). A listing reads at most MAX_LIST_PAGES pages and MAX_LIST_NODES
+# Nodes (Kubernetes supports 5,000 Nodes a cluster), and a continue token seen before ends it:
+# a server or proxy that answers the same page for ever looped 90,000 requests in 90 s.
+MAX_PAGE_BYTES = 32 << 20
+MAX_LIST_PAGES = 2000
+MAX_LIST_NODES = 100_000
 
 
 # The node's compact fingerprint (rdmadoctor.engine.fingerprint), which `rdmadoctor fleet --kube`
@@ -125,22 +134,24 @@ class _TooLarge(Exception):
     """An answer refused while it was read: larger than MAX_ANSWER_BYTES, or compressed."""
 
 
-def _bound_answers(client, httpx) -> None:
+def _bound_answers(client, httpx, limit: Callable[[], int] = lambda: MAX_ANSWER_BYTES) -> None:
     """Refuse, while reading, an answer larger than MAX_ANSWER_BYTES (by its Content-Length, or
     as it streams), and any compressed answer (we ask for none: a gzip body a thousand times its
     size on the wire would pass a cap on the wire bytes). Through httpx's event hooks: the
-    response hook runs before the body is read, and swaps its stream for a counting one."""
+    response hook runs before the body is read, and swaps its stream for a counting one.
+    ``limit()`` is read at each answer: a page of the Node list may hold more than one object."""
 
     class Capped(httpx.SyncByteStream):
-        def __init__(self, inner):
+        def __init__(self, inner, cap: int):
             self.inner = inner
+            self.cap = cap
 
         def __iter__(self):
             seen = 0
             for chunk in self.inner:
                 seen += len(chunk)
-                if seen > MAX_ANSWER_BYTES:
-                    raise _TooLarge(f"the answer passed {MAX_ANSWER_BYTES >> 20} MiB and is still coming; refused")
+                if seen > self.cap:
+                    raise _TooLarge(f"the answer passed {self.cap >> 20} MiB and is still coming; refused")
                 yield chunk
 
         def close(self) -> None:
@@ -155,11 +166,13 @@ def _bound_answers(client, httpx) -> None:
         encoding = response.headers.get("Content-Encoding", "").strip().lower()
         if encoding not in ("", "identity"):
             raise _TooLarge(f"the answer is compressed (Content-Encoding: {_short(encoding, 40)}) though none was asked for; refused")
+        cap = limit()
         length = response.headers.get("Content-Length", "").strip()
-        if length.isdigit() and int(length) > MAX_ANSWER_BYTES:
+        if length.isdigit() and int(length) > cap:
+            what = "a page of Nodes is asked to be" if cap > MAX_ANSWER_BYTES else "any Kubernetes object can be"
             raise _TooLarge(f"the answer says it holds {int(length):,} bytes (Content-Length), more than the "
-                            f"{MAX_ANSWER_BYTES >> 20} MiB any Kubernetes object can be; refused")
-        response.stream = Capped(response.stream)
+                            f"{cap >> 20} MiB {what}; refused")
+        response.stream = Capped(response.stream, cap)
 
     client.event_hooks = {"request": [on_request], "response": [on_response]}
 
@@ -411,6 +424,7 @@ class NodeAPI:
         self.timeout = timeout
         self.cancel = cancel
         self._client = None
+        self.max_answer = MAX_ANSWER_BYTES  # what one answer may hold (list_nodes raises it for a page)
         try:
             import lightkube  # noqa: F401
 
@@ -435,7 +449,7 @@ class NodeAPI:
             # of its own; tests/test_harden_bounded.py fails if a new lightkube moves it).
             inner = getattr(getattr(self._client, "_client", None), "_client", None)
             if isinstance(inner, httpx.Client):
-                _bound_answers(inner, httpx)
+                _bound_answers(inner, httpx, lambda: self.max_answer)
         return self._client
 
     def _config(self):
@@ -589,20 +603,77 @@ class NodeAPI:
 
     def list_nodes(self, page: int = 500):
         """Every Node, ``page`` at a time (the API's limit/continue; `rdmadoctor fleet --kube`).
-        Each page is one request under the deadline."""
+        Each page is one request under the deadline, capped at MAX_PAGE_BYTES: a page over it is
+        asked again for half as many Nodes. A continue token seen before, more than MAX_LIST_PAGES
+        pages or MAX_LIST_NODES Nodes end the listing (PublishError, not retried)."""
+        import hashlib
+
         from lightkube.resources.core_v1 import Node
 
-        state: dict = {}
+        seen_tokens: set[bytes] = set()
+        token: str | None = None
+        pages = nodes = 0
+        limit = max(1, page)
+        self.max_answer = MAX_PAGE_BYTES
+        try:
+            while True:
+                if pages >= MAX_LIST_PAGES:
+                    raise PublishError(
+                        f"{MAX_LIST_PAGES} pages ({nodes:,} Nodes) and the API server still says there "
+                        "are more; stopped (a server or proxy that pages for ever?)", transient=False)
+                params: dict = {"limit": limit}
+                if token is not None:
+                    params["continue"] = token
 
-        def first(c):
-            state["chunks"] = c._client.list_chunks(c._client.prepare_request("list", res=Node, params={"limit": page}))
-            return next(state["chunks"], None)
+                def one(c, params=params):
+                    br = c._client.prepare_request("list", res=Node, params=params)
+                    try:
+                        resp = c._client.send(c._client.build_adapter_request(br))
+                        c._client.raise_for_status(resp)
+                        body = resp.content
+                    except Exception as e:  # noqa: BLE001 - a page over the cap is asked again smaller
+                        if isinstance(e, _TooLarge) or any(isinstance(x, _TooLarge) for x in _causes(e)):
+                            return None
+                        raise
+                    # Plain JSON, not lightkube's typed Node: one Node the model refuses (a field
+                    # missing) would fail the whole page; the fleet names what it cannot read.
+                    doc = json.loads(body)
+                    meta = doc.get("metadata") if isinstance(doc, dict) else None
+                    items = doc.get("items") if isinstance(doc, dict) else None
+                    if not isinstance(meta, dict) or not isinstance(items, list):
+                        raise ValueError("not a NodeList (no metadata object and items list)")
+                    cont = meta.get("continue")
+                    return (cont if isinstance(cont, str) and cont else None), items
 
-        chunk = self._call(first, "GET /api/v1/nodes")
-        while chunk is not None:
-            for item in chunk[1]:
-                yield _as_dict(item)
-            chunk = self._call(lambda c: next(state["chunks"], None), "GET /api/v1/nodes (next page)")
+                what = "GET /api/v1/nodes" + (" (next page)" if token is not None else "")
+                got = self._call(one, what)
+                pages += 1
+                if got is None:
+                    if limit == 1:
+                        raise PublishError(
+                            f"one Node is over {MAX_PAGE_BYTES >> 20} MiB (a Node is at most 1.5 MiB); "
+                            "the answer is not the Kubernetes API's", transient=False)
+                    limit = max(1, limit // 2)  # the same continue token, fewer Nodes
+                    continue
+                nxt, items = got
+                for item in items:
+                    nodes += 1
+                    if nodes > MAX_LIST_NODES:
+                        raise PublishError(
+                            f"more than {MAX_LIST_NODES:,} Nodes; stopped (Kubernetes supports 5,000 "
+                            "a cluster: a server or proxy that pages for ever?)", transient=False)
+                    yield item
+                if not nxt:
+                    return
+                key = hashlib.sha256(str(nxt).encode("utf-8", "replace")).digest()
+                if key in seen_tokens:
+                    raise PublishError(
+                        f"the API server answered a continue token it had already given "
+                        f"(page {pages}, {nodes:,} Nodes read): the listing would never end; stopped", transient=False)
+                seen_tokens.add(key)
+                token = str(nxt)
+        finally:
+            self.max_answer = MAX_ANSWER_BYTES
 
     def patch_node(self, name: str, patch: dict) -> None:
         from lightkube.resources.core_v1 import Node
