@@ -44,7 +44,7 @@ def _banner(sources: str) -> str:
 
 def _cell(text: Any) -> str:
     """Text that fits in one Markdown table cell."""
-    return str(text).replace("|", "\\|").replace("\n", " ").strip()
+    return _prose(str(text).replace("|", "\\|").replace("\n", " ").strip())
 
 
 def _code(text: Any) -> str:
@@ -52,6 +52,12 @@ def _code(text: Any) -> str:
     fence = "``" if "`" in s else "`"
     pad = " " if fence == "``" else ""
     return f"{fence}{pad}{s}{pad}{fence}"
+
+
+def _prose(text: str) -> str:
+    """Text from the code as Markdown prose: a ``<name>`` outside backquotes is not an HTML tag."""
+    parts = re.split(r"(`+[^`]*`+)", text)
+    return "".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts))
 
 
 def _first_paragraph(doc: str | None) -> str:
@@ -290,7 +296,7 @@ def configuration() -> str:
         out.append(f"| [`{name}`](#profile-{name}) | {_cell(p.get('_description', ''))} |")
     out.append("")
     for name, p in profiles.items():
-        out += [f'<a id="profile-{name}"></a>', "", f"### {name}", "", p.get("_description", ""), ""]
+        out += [f'<a id="profile-{name}"></a>', "", f"### {name}", "", _prose(p.get("_description", "")), ""]
         values = {k: v for k, v in p.items() if not k.startswith("_")}
         if not values:
             out += ["Sets nothing: every key keeps its default.", ""]
@@ -317,7 +323,7 @@ def configuration() -> str:
     for key, s in spec.items():
         out += [f"### {key}", ""]
         if s.doc:
-            out += [s.doc, ""]
+            out += [_prose(s.doc), ""]
         rows = [("Type", f"`{s.type}`: {_type_words(s)}")]
         if s.unit:
             rows.append(("Unit", s.unit))
@@ -578,7 +584,7 @@ def metrics() -> str:
         out += [f"## {module}", "", f"{_first_paragraph(mod.__doc__)} (`{path}`)", ""]
         for f in fams:
             labels = ", ".join(f"`{x}`" for x in f["labels"]) if isinstance(f["labels"], tuple) else "set by the data"
-            out += [f"### {f['name']}", "", f"**{f['type']}**; labels: {labels or 'none'}.", "", _help(f), ""]
+            out += [f"### {f['name']}", "", f"**{f['type']}**; labels: {labels or 'none'}.", "", _prose(_help(f)), ""]
         if module in process:
             out += ["The same registry also serves prometheus-client's `process_*` series (ProcessCollector).", ""]
 
@@ -628,7 +634,7 @@ def _module_text(name: str) -> str:
 
 def _clean(text: str) -> str:
     """Help as typer's rich markup writes it (``\\[pools.NAME]``), without the escapes."""
-    return text.replace("\\[", "[").strip()
+    return _prose(text.replace("\\[", "[").strip())
 
 
 _EXIT = re.compile(r"[^.!?\n]*\bexit(?:s| code| codes| status| statuses)?\b[^.!?\n]*(?:[.!?]|$)", re.IGNORECASE)
