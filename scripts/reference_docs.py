@@ -62,6 +62,7 @@ def _prose(text: str) -> str:
 
 def _first_paragraph(doc: str | None) -> str:
     text = inspect.cleandoc(doc or "")
+    text = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", text).replace("``", "`")  # reStructuredText roles, literals
     return " ".join(text.split("\n\n")[0].split())
 
 
@@ -303,8 +304,8 @@ def configuration() -> str:
             continue
         out += ["| Key | Value | Default |", "|---|---|---|"]
         for k, v in values.items():
-            s = spec.get(k)
-            out.append(f"| [`{k}`](#{k}) | {_cell(_code(_value(v, s)))} | {_cell(_code(_value(s.default, s))) if s else ''} |")
+            ks = spec.get(k)
+            out.append(f"| [`{k}`](#{k}) | {_cell(_code(_value(v, ks)))} | {_cell(_code(_value(ks.default, ks))) if ks else ''} |")
         out.append("")
 
     out += [
@@ -346,27 +347,28 @@ def configuration() -> str:
             rows.append(("Profiles", ", ".join(in_profiles)))
         rows.append(("Declared by", f"`{declared_by.get(key, '')}`"))
         readers = read_by.get(key, [])
-        also = [c for c in named_by.get(key, []) if c not in readers and c != declared_by.get(key)]
-        if readers or also:
-            rows.append(("Read by checks", ", ".join(f"`{c}`" for c in sorted(set(readers) | set(also)))))
+        naming = [c for c in named_by.get(key, []) if c not in readers and c != declared_by.get(key)]
+        if readers or naming:
+            rows.append(("Read by checks", ", ".join(f"`{c}`" for c in sorted(set(readers) | set(naming)))))
         if elsewhere.get(key):
-            outside = [m for m in elsewhere[key] if not m.startswith("rdmadoctor.checks")]
-            if outside:
-                rows.append(("Also read by", ", ".join(f"`{m}`" for m in outside)))
+            modules = [m for m in elsewhere[key] if not m.startswith("rdmadoctor.checks")]
+            if modules:
+                rows.append(("Also read by", ", ".join(f"`{m}`" for m in modules)))
         out += ["| | |", "|---|---|", *(f"| {a} | {_cell(b)} |" for a, b in rows), ""]
     outside = _outside_keys(spec)
     if outside:
         out += [
             "## Keys outside the checks",
             "",
-            "Checked like the keys above, but read by a command rather than a check, and taken only from `--set`",
-            "(not from a profile or a config file):",
+            "Checked like the keys above, but declared outside the checks and validated where a command reads them",
+            "(from `--set`): a profile or a config file does not know them, and `rdmadoctor list-checks` does not list them.",
             "",
             "| Key | Type | Default | Range | Declared in | Read by | What it is |",
             "|---|---|---|---|---|---|---|",
         ]
-        for key, (s, where, reader) in sorted(outside.items()):
-            out.append(f"| `{key}` | {s.type} | {_cell(_code(_value(s.default, s)))} | {_cell(s.range_text())} | `{where}` | `{reader}` | {_cell(s.doc)} |")
+        for key, (exp, where, reader) in sorted(outside.items()):
+            out.append(f"| `{key}` | {exp.type} | {_cell(_code(_value(exp.default, exp)))} | {_cell(exp.range_text())} | `{where}` "
+                       f"| `{reader}` | {_cell(exp.doc)} |")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
