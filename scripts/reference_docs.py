@@ -137,6 +137,10 @@ def _reads_from(roots: list[Any], keys: set[str]) -> set[str]:
                     target = getattr(mod, node.attr, None)
             if isinstance(target, types.FunctionType):
                 stack.append(target)
+            elif isinstance(target, (dict, list, tuple)) and len(target) < 1000:
+                # a dispatch table of functions (logs' _JUDGES: a paste's kind -> its judge)
+                items = target.values() if isinstance(target, dict) else target
+                stack.extend(v for v in items if isinstance(v, types.FunctionType))
     return out
 
 
