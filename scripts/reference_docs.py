@@ -613,9 +613,10 @@ def metrics() -> str:
                 facts = [f"severity `{lab.get('severity', '')}`"] if lab.get("severity") else []
                 if r.get("for"):
                     facts.append(f"for `{r['for']}`")
-                for key in ("runbook", "runbook_url"):
-                    if ann.get(key):
-                        facts.append(f"{key}: `{ann[key]}`")
+                if ann.get("runbook"):
+                    facts.append(f"runbook: `{ann['runbook']}`")
+                if ann.get("runbook_url"):
+                    facts.append(f"runbook_url: {_runbook_link(str(ann['runbook_url']))}")
                 out += ["; ".join(facts) + ".", "", "```promql", str(r.get("expr", "")).strip(), "```", ""]
         if doc.get("inhibit_rules"):
             out += [f"### `{rel}`: inhibit rules", "", "```yaml"]
@@ -624,6 +625,19 @@ def metrics() -> str:
             out += yaml.safe_dump(doc["inhibit_rules"], sort_keys=False).rstrip().split("\n")
             out += ["```", ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _runbook_link(url: str) -> str:
+    """A runbook URL into this repository's docs/ as a link to the page here: the same page
+    whatever release the URL is pinned to (scripts/bump-version.sh moves the pin)."""
+    m = re.search(r"/blob/[^/]+/docs/(.+)$", url)
+    if not m:
+        return f"`{url}`"
+    target = m.group(1)
+    if "{{" in target:  # a template (the code's anchor): the page, and the anchor as written
+        page, _, anchor = target.partition("#")
+        return f"[{page}]({page}) `#{anchor}`" if anchor else f"`{target}`"
+    return f"[{target}]({target})"
 
 
 def _module_text(name: str) -> str:
