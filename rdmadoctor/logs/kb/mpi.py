@@ -56,6 +56,45 @@ _SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connec
         "mpi.orted_missing")
 
 
+def _ofi_row(what: str, needle: str, examples: tuple[str, ...], seen: str) -> Pattern:
+    """MPICH's CH4 error stack (Intel MPI 2019+ is CH4 over OFI): `func(line)...: OFI <call> failed
+    (file:line:func:error)`, a bare `OFI fi_getinfo() failure` in newer MPICH; not aws-ofi-nccl's `NET/OFI`. One
+    row per call, so each needle has a rare character for the scan to look for (`OFI ` alone has none)."""
+    return Pattern(
+        id=f"mpi.ofi_{what}",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle=needle,
+        regex=r": OFI (?P<call>[a-z][\w() ]{0,40}?) (?:failed|failure)(?: \([\w.]{1,60}:\d{1,6}:(?P<func>\w{1,80}):"
+              r"(?P<error>[^)\n]{1,120})\))?",
+        subject="MPI OFI",
+        message="The MPI library (Intel MPI or MPICH over libfabric) failed its OFI call `{call}`{error_note}: it could "
+                "not use a libfabric provider here.",
+        meaning="MPI_Init aborts on this rank (or, after init, the operation fails): the job stops before NCCL, or with it.",
+        fix="Run `fi_info` in the job's environment: `No data available` means no provider fits (FI_PROVIDER / "
+            "I_MPI_OFI_PROVIDER naming one that is not there, no NIC given to the pod); use the provider the fabric "
+            "has (mlx or verbs on InfiniBand, efa on AWS), or FI_PROVIDER=tcp to confirm.",
+        ref="pmodels/mpich src/mpid/ch4/netmod/ofi/ofi_init.c, ofi_rma.h (MPIDI_OFI_CALL's `OFI %s failed`); " + seen,
+        examples=examples,
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+        follows=("mpi.psm_open",),
+    )
+
+
+_OFI_ROWS = (
+    _ofi_row("getinfo", "_getinfo() fail", (
+        "find_provider(2683)..........: OFI fi_getinfo() failed (ofi_init.c:2683:find_provider:No data available)",
+        "find_provider(170).........: OFI fi_getinfo() failure",
+    ), "https://github.com/pmodels/mpich/issues/6336, https://github.com/pmodels/mpich/issues/6612"),
+    _ofi_row("addrinfo", "OFI addrinfo() failed", (
+        "MPIDI_NM_mpi_init_hook(689): OFI addrinfo() failed (ofi_init.h:689:MPIDI_NM_mpi_init_hook:No data available)",
+    ), "https://github.com/QMCPACK/qmcpack/issues/1158 (Intel MPI 2019.1)"),
+    _ofi_row("rma", "OFI rdma write immediate failed", (
+        "MPIDI_OFI_do_put(436): OFI rdma write immediate failed (ofi_rma.h:436:MPIDI_OFI_do_put:Invalid argument)",
+    ), "https://github.com/easybuilders/easybuild-easyconfigs/issues/21715 (Intel MPI 2021, MPI_Put)"),
+)
+
+
 PATTERNS: tuple[Pattern, ...] = (
     # -- ssh, under mpirun and the launchers that use it ------------------------------------------
     Pattern(
@@ -380,41 +419,12 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     # -- the MPI libraries' own transports: Open MPI's PML / BTL / MTL, Intel MPI and MPICH over OFI, PSM2/PSM3,
     #    MVAPICH2 (issue 30) ------------------------------------------------------------------------------------
-    Pattern(
-        id="mpi.ofi_call_failed",
-        code=MPI_TRANSPORT_FAILED.code,
-        severity=ERROR,
-        needle=": OFI ",
-        # MPICH's CH4 error stack (Intel MPI 2019+ is CH4 over OFI): `func(line)...: OFI <call> failed
-        # (file:line:func:error)`; a bare `OFI fi_getinfo() failure` in newer MPICH. Not aws-ofi-nccl's `NET/OFI`.
-        regex=r": OFI (?P<call>[a-z][\w() ]{0,40}?) (?:failed|failure)(?: \([\w.]{1,60}:\d{1,6}:(?P<func>\w{1,80}):"
-              r"(?P<error>[^)\n]{1,120})\))?",
-        subject="MPI OFI",
-        message="The MPI library (Intel MPI or MPICH over libfabric) failed its OFI call `{call}`{error_note}: it could "
-                "not use a libfabric provider here.",
-        meaning="MPI_Init aborts on this rank (or, after init, the operation fails): the job stops before NCCL, or with it.",
-        fix="Run `fi_info` in the job's environment: `No data available` means no provider fits (FI_PROVIDER / "
-            "I_MPI_OFI_PROVIDER naming one that is not there, no NIC given to the pod); use the provider the fabric "
-            "has (mlx or verbs on InfiniBand, efa on AWS), or FI_PROVIDER=tcp to confirm.",
-        ref="pmodels/mpich src/mpid/ch4/netmod/ofi/ofi_init.c (`OFI addrinfo() failed`, `OFI fi_getinfo() failed`, "
-            "`OFI endpoint open failed`), ofi_rma.h (`OFI rdma write immediate failed`); "
-            "https://github.com/QMCPACK/qmcpack/issues/1158, https://github.com/pmodels/mpich/issues/6336, "
-            "https://github.com/uxlfoundation/oneDAL/pull/3741, https://github.com/easybuilders/easybuild-easyconfigs/issues/21715",
-        examples=(
-            "MPIDI_NM_mpi_init_hook(689): OFI addrinfo() failed (ofi_init.h:689:MPIDI_NM_mpi_init_hook:No data available)",
-            "find_provider(2683)..........: OFI fi_getinfo() failed (ofi_init.c:2683:find_provider:No data available)",
-            "create_vni_context(2253).....: OFI endpoint open failed (ofi_init.c:2253:create_vni_context:Invalid argument)",
-            "find_provider(170).........: OFI fi_getinfo() failure",
-            "MPIDI_OFI_do_put(436): OFI rdma write immediate failed (ofi_rma.h:436:MPIDI_OFI_do_put:Invalid argument)",
-        ),
-        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
-        follows=("mpi.psm_open",),
-    ),
+    *_OFI_ROWS,
     Pattern(
         id="mpi.intel_fabric_unavailable",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
-        needle="fabric is not available",
+        needle="MPI startup(): ",
         regex=r"MPI startup\(\): (?P<fabric>\w{1,16}) fabric is not available and fallback fabric is not enabled",
         subject="MPI {fabric}",
         message="Intel MPI could not start its {fabric} fabric and was told not to fall back (I_MPI_FALLBACK=0): "
@@ -455,7 +465,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.openib_device_error",
         code=MPI_TRANSPORT_FAILED.code,
         severity=WARNING,
-        needle="error initializing an OpenFabrics device",
+        needle="OpenFabrics ",
         regex=r"There was an error initializing an OpenFabrics device",
         subject="btl openib",
         message="Open MPI's openib BTL could not initialize an RDMA device: that BTL does not use it (Open MPI goes on "
@@ -471,7 +481,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.openib_no_cpc",
         code=MPI_TRANSPORT_FAILED.code,
         severity=WARNING,
-        needle="No OpenFabrics connection schemes reported",
+        needle="OpenFabrics ",
         regex=r"No OpenFabrics connection schemes reported that they were able to be\s{0,4}(?:used)?",
         subject="btl openib",
         message="Open MPI's openib BTL found no way to connect on a port (neither rdmacm nor udcm): it disables itself "
@@ -499,23 +509,6 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("No components were able to be opened in the pml framework.",),
     ),
     Pattern(
-        id="mpi.pml_ucx_unselected",
-        code=MPI_TRANSPORT_FAILED.code,
-        severity=ERROR,
-        needle="PML ucx cannot be selected",
-        regex=r"PML ucx cannot be selected",
-        subject="pml ucx",
-        message="Open MPI was told to use UCX (`-mca pml ucx`) and UCX could not start: no usable transport or device.",
-        meaning="MPI_Init aborts on this rank.",
-        fix="`ucx_info -d` in the job's environment lists the devices UCX can use; check UCX_NET_DEVICES / UCX_TLS, "
-            "/dev/infiniband in the pod and `ulimit -l`.",
-        ref="open-mpi/ompi ompi/mca/pml/base/pml_base_select.c `PML %s cannot be selected`; "
-            "https://github.com/open-mpi/ompi/issues/11669",
-        examples=("[cn557:1724353] PML ucx cannot be selected",),
-        follows=(UCX_IB_RESOURCE_FAILED,),
-        symptom_after=(UCX_IB_RESOURCE_FAILED,),
-    ),
-    Pattern(
         id="mpi.pml_ucx_error",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
@@ -540,7 +533,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.btl_unreachable",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
-        needle="are unable to reach each other for",
+        needle="At least one pair of MPI processes",
         regex=r"At least one pair of MPI processes are unable to reach each other for",
         subject="btl",
         message="Open MPI found no transport (BTL) that connects two of its processes: the job aborts.",

@@ -1978,7 +1978,7 @@ PATTERNS = PATTERNS + (
         id="nccl.socket_poll_failed",
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
-        needle="poll() failed with error",
+        needle="socketPollConnect poll() ",
         # The `... to %s failed with error` forms (2.27-2.30) are nccl.socket_connect_failed's.
         regex=r"socketPollConnect poll\(\) failed with error (?P<error>[^\n]{1,200}?)\s*$",
         subject="connect",
@@ -1995,7 +1995,7 @@ PATTERNS = PATTERNS + (
         id="nccl.socket_poll_no_pollout",
         code=NCCL_SOCKET_ERROR.code,
         severity=ERROR,
-        needle="no POLLOUT events",
+        needle="socketPollConnect poll() ",
         regex=r"socketPollConnect poll\(\) returned (?P<ret>-?\d{1,6}), no POLLOUT events",
         subject="connect",
         message="NCCL's connect to a peer ended with an error on the socket instead of the connection (poll() returned "
@@ -2075,8 +2075,8 @@ PATTERNS = PATTERNS + (
         id="nccl.gcp_fastsocket",
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
-        needle="FastSocket",
-        regex=r"NET/(?:Plugin ?: Loaded net plugin FastSocket|FastSocket (?::|plugin initialized))",
+        needle="NET/FastSocket",
+        regex=r"NET/FastSocket (?::|plugin initialized)",
         subject="FastSocket",
         message="NCCL uses GCP's FastSocket plugin: the inter-node transport Google Cloud's GPU VMs without RDMA NICs "
                 "are built for (many TCP flows over gVNIC), not a fallback from RDMA; its NICs' `GPU Direct RDMA "
@@ -2087,7 +2087,6 @@ PATTERNS = PATTERNS + (
             "https://github.com/NVIDIA/nccl/issues/651, https://github.com/NVIDIA/nccl/issues/1519",
         examples=(
             "a100-4-4-0-train0:1:439 [0] NCCL INFO NET/FastSocket plugin initialized",
-            "nathan-h100-1:14492:14492 [0] NCCL INFO NET/Plugin: Loaded net plugin FastSocket (v6)",
             "nathan-h100-1:13878:13953 [0] NCCL INFO NET/FastSocket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
         ),
     ),
