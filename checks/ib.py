@@ -257,7 +257,7 @@ def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding]
             data_.pop("follows", None)
             data_.pop("symptom", None)
             mine.append(replace(f, data=data_, cause=None))
-    unknown = []
+    unknown: list[tuple[str, int, str]] = []
     for n, raw in enumerate(data.split(b"\n"), 1):
         text = raw.decode("utf-8", "replace").strip() if _VERBS_LINE in raw else ""
         if text and text[:400] not in known and len(unknown) < MAX_MESSAGE_LINES:

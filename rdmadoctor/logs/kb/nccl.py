@@ -1970,7 +1970,7 @@ NCCL_GCP_NET_PLUGIN = Code(
     "(NCCL_GPUDIRECTTCPX_SOCKET_IFNAME / NCCL_FASTRAK_IFNAME) rather than FastSocket, as Google's GKE guide sets it up.",
     kind=INFORMATION,
 )
-CODES = CODES + (NCCL_NET_COUNT_MISMATCH, NCCL_GCP_NET_PLUGIN)
+CODES = CODES + (NCCL_NET_COUNT_MISMATCH, NCCL_GCP_NET_PLUGIN)  # type: ignore[assignment]  # a longer tuple
 
 
 PATTERNS = PATTERNS + (
