@@ -59,7 +59,8 @@ _SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connec
 def _ofi_row(what: str, needle: str, examples: tuple[str, ...], seen: str) -> Pattern:
     """MPICH's CH4 error stack (Intel MPI 2019+ is CH4 over OFI): `func(line)...: OFI <call> failed
     (file:line:func:error)`, a bare `OFI fi_getinfo() failure` in newer MPICH; not aws-ofi-nccl's `NET/OFI`. One
-    row per call, so each needle has a rare character for the scan to look for (`OFI ` alone has none)."""
+    row per needle, each starting at a rare character followed by lower case: `OFI ` alone has no anchor, and an
+    anchor of capitals then a space ("OFI a") nearly matches `NCCL INFO` on every line of a dense log."""
     return Pattern(
         id=f"mpi.ofi_{what}",
         code=MPI_TRANSPORT_FAILED.code,
@@ -86,10 +87,10 @@ _OFI_ROWS = (
         "find_provider(2683)..........: OFI fi_getinfo() failed (ofi_init.c:2683:find_provider:No data available)",
         "find_provider(170).........: OFI fi_getinfo() failure",
     ), "https://github.com/pmodels/mpich/issues/6336, https://github.com/pmodels/mpich/issues/6612"),
-    _ofi_row("addrinfo", "OFI addrinfo() failed", (
+    _ofi_row("addrinfo", "_mpi_init_hook(", (
         "MPIDI_NM_mpi_init_hook(689): OFI addrinfo() failed (ofi_init.h:689:MPIDI_NM_mpi_init_hook:No data available)",
     ), "https://github.com/QMCPACK/qmcpack/issues/1158 (Intel MPI 2019.1)"),
-    _ofi_row("rma", "OFI rdma write immediate failed", (
+    _ofi_row("rma", "_do_put(", (
         "MPIDI_OFI_do_put(436): OFI rdma write immediate failed (ofi_rma.h:436:MPIDI_OFI_do_put:Invalid argument)",
     ), "https://github.com/easybuilders/easybuild-easyconfigs/issues/21715 (Intel MPI 2021, MPI_Put)"),
 )

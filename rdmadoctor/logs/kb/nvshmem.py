@@ -134,10 +134,9 @@ PATTERNS: tuple[Pattern, ...] = (
         id="nvshmem.ibgda_devx_resource",
         code=NVSHMEM_IBGDA_RESOURCE_FAILED.code,
         severity=ERROR,
-        needle="NULL value ",
+        needle="Unable to create ",
         # NVSHMEM prints `<file>:<line>: NULL value <msg>` for a call that returned no object (nvshmemx_error.h).
-        regex=r"ibgda\.cpp:\d{1,6}: NULL value (?P<what>cannot allocate mlx5dv_devx_uar|Unable to create (?:CQ|QP for "
-              r"EP|ah)\.)",
+        regex=r"ibgda\.cpp:\d{1,6}: NULL value (?P<what>Unable to create (?:CQ|QP for EP|ah))\.",
         subject="IBGDA",
         message="NVSHMEM's IBGDA transport could not create a device-level resource on the NIC (`{what}`): its "
                 "GPU-initiated queues are not set up.",
@@ -145,13 +144,13 @@ PATTERNS: tuple[Pattern, ...] = (
                 "cannot run on this node.",
         fix="Raise memlock (`ulimit -l unlimited`), load nvidia_peermem or use DMA-BUF, run fewer PEs or QPs per NIC "
             "(NVSHMEM_IBGDA_NUM_RC_PER_PE); `Unable to create ah`: check the RoCE GID (NVSHMEM_IB_GID_INDEX).",
-        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp (ibgda_create_cq `cannot allocate mlx5dv_devx_uar`, "
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp (ibgda_create_cq "
             "`Unable to create CQ.`; ibgda_create_qp `Unable to create QP for EP.`; ibgda_create_dct_shared_objects "
             "`Unable to create ah.`); https://github.com/NVIDIA/nvshmem/issues/33 (B300 + CX8)",
         examples=(
             "/dvs/p4/build/sw/rel/gpgpu/toolkit/r12.9/main_nvshmem/src/modules/transport/ibgda/ibgda.cpp:2234: NULL value "
             "Unable to create ah.",
-            "/root/nvshmem_src/src/modules/transport/ibgda/ibgda.cpp:1525: NULL value cannot allocate mlx5dv_devx_uar",
+            "/root/nvshmem_src/src/modules/transport/ibgda/ibgda.cpp:2236: NULL value Unable to create QP for EP.",
         ),
     ),
 )
