@@ -32,6 +32,7 @@ from rdmadoctor.core.model import (
 )
 from rdmadoctor.core.record import record, replace
 from rdmadoctor.core.words import count
+from rdmadoctor.logs.kb.ibtools import VERBS_NO_DEVICES
 
 RDMA_NOT_REQUIRED = Code(
     "RDMA_NOT_REQUIRED",
@@ -201,29 +202,67 @@ def _has_devices(ctx) -> str | None:
 HAS_DEVICES = Need("rdma devices", _has_devices)
 
 
-# ---- what libibverbs said in the recorded tool outputs --------------------------------------
+# ---- what libibverbs and the device tools said in the recorded tool outputs ------------------
 
 # A line a tool printed that libibverbs (rdma-core libibverbs/init.c, dynamic_driver.c) wrote:
 # "libibverbs: Warning: couldn't load driver ...", "... no userspace device-specific driver found
 # for ...", "... Driver mlx5 does not support the kernel ABI of ...".
 _VERBS_LINE = b"libibverbs:"  # its own prefix: "libibverbs: Warning: ..." (a package list only names it)
+# What ibv_devinfo / ibv_devices say of the device list besides listing it (rdma-core
+# libibverbs/examples/devinfo.c): the same knowledge-base rows read these lines in a pasted log.
+# The list's own rows -> ib.devices (why it is empty); a device it could not open -> verbs.userspace.
+_LISTING_ROWS = frozenset({"ibtools.no_devices", "ibtools.list_zero", "ibtools.device_list_failed"})
+_OPEN_ROWS = frozenset({"ibtools.open_device_failed"})
+_TOOL_LINES = (b"No IB devices found", b"HCAs found:", b"Failed to get IB devices list", b"Failed to open device")
 # Package lists name libibverbs in every other line; none of it is libibverbs speaking.
 _PACKAGE_LISTS = ("dpkg-l.txt", "rpm-qa.txt", "ofed_info.txt")
-MAX_MESSAGE_LINES = 64  # per file: a tool that repeats one warning per device says it 64 times at most
+MAX_MESSAGE_LINES = 64  # per file and row: a tool that repeats one warning per device says it 64 times at most
 
 
 @record
 class ToolMessages:
-    """What libibverbs printed into the bundle's recorded tool outputs (``cmd/*.txt``), judged by
-    the knowledge base's verbs rows (rdmadoctor.logs.kb.verbs): the same rows that judge a job's
-    log. verbs.userspace reports the findings; ib.devices the lines no row knows."""
+    """What libibverbs and the device tools printed into the bundle's recorded tool outputs
+    (``cmd/*.txt``), read by the knowledge base over the whole output, as ``diagnose`` reads the same
+    output pasted into a log (rdmadoctor.logs.kb.verbs, kb.ibtools): one reading for both.
+    verbs.userspace reports ``findings``; ib.devices the lines no row knows and, for an empty device
+    list, ``listing`` (why the tool listed nothing: "No IB devices found" after libibverbs skipped
+    every device for want of a provider is that problem, not a node without devices)."""
 
     findings: tuple[Finding, ...] = ()
-    unknown: tuple[tuple[str, int, str], ...] = ()  # (file, line, text) of lines no row knows
+    unknown: tuple[tuple[str, int, str], ...] = ()  # (file, line, text) of libibverbs lines no row knows
+    listing: tuple[Finding, ...] = ()  # the device list's own words (VERBS_NO_DEVICES), with their cause
 
 
 def _is_verbs_row(f: Finding) -> bool:
     return str(f.data.get("pattern", "")).startswith("verbs.")
+
+
+def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding], list[tuple[str, int, str]]]:
+    """(verbs.userspace's findings, the list's own, libibverbs lines no row knows) of one recorded output."""
+    from rdmadoctor.logs import diagnose_bytes
+
+    mine, listing = [], []
+    known: set[str] = set()  # the text of every line a row read (a row quotes 3 of its lines: the rest repeat them)
+    for f in diagnose_bytes(data, name=file).findings:
+        row = str(f.data.get("pattern", ""))
+        if not (row.startswith("verbs.") or row in _LISTING_ROWS or row in _OPEN_ROWS):
+            continue
+        ev = [{k: e.get(k) for k in ("file", "line", "text", "host", "rank")} for e in f.data.get("evidence") or ()]
+        known.update(str(e.get("text") or "").strip() for e in ev)
+        data_ = {**f.data, "evidence": ev[:3]}
+        if row in _LISTING_ROWS:
+            listing.append(replace(f, data=data_))
+        else:
+            # The node's own userspace problems: each is a root here, whatever line came before it.
+            data_.pop("follows", None)
+            data_.pop("symptom", None)
+            mine.append(replace(f, data=data_, cause=None))
+    unknown: list[tuple[str, int, str]] = []
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        text = raw.decode("utf-8", "replace").strip() if _VERBS_LINE in raw else ""
+        if text and text[:400] not in known and len(unknown) < MAX_MESSAGE_LINES:
+            unknown.append((file, n, text))
+    return mine, listing, unknown
 
 
 def probe_tool_messages(ctx) -> ToolMessages:
@@ -231,40 +270,24 @@ def probe_tool_messages(ctx) -> ToolMessages:
     if host.live_process:
         # A live host's tools are not recorded; verbs.userspace judges its files themselves.
         return ToolMessages()
-    lines: list[tuple[str, int, str]] = []
+    merged: dict[tuple[str, str], Finding] = {}
+    listing: list[Finding] = []
+    unknown: list[tuple[str, int, str]] = []
     for name in host.listdir("/cmd"):
         data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") and name not in _PACKAGE_LISTS else None
-        if not data or _VERBS_LINE not in data:
+        if not data or not (_VERBS_LINE in data or any(t in data for t in _TOOL_LINES)):
             continue
-        found = 0
-        for n, raw in enumerate(data.split(b"\n"), 1):
-            if _VERBS_LINE in raw and found < MAX_MESSAGE_LINES:
-                found += 1
-                lines.append((f"cmd/{name}", n, raw.decode("utf-8", "replace").strip()))
-    if not lines:
-        return ToolMessages()
-    from rdmadoctor.logs import diagnose_bytes
-
-    merged: dict[tuple[str, str], Finding] = {}
-    unknown = []
-    for file, n, text in lines:
-        # One line at a time: each finding quotes the file and line it came from.
-        got = [f for f in diagnose_bytes(text.encode(), name=file).findings if _is_verbs_row(f)]
-        if not got:
-            unknown.append((file, n, text))
-            continue
-        for f in got:
-            ev = {"file": file, "line": n, "text": text[:400], "host": None, "rank": None}
+        mine, listed, odd = _read_messages(f"cmd/{name}", data)
+        listing += listed
+        unknown += odd
+        for f in mine:
             have = merged.get((f.code, f.subject))
             if have is None:
-                data = {**f.data, "evidence": [ev], "count": 1}
-                data.pop("follows", None)
-                merged[(f.code, f.subject)] = replace(f, data=data, cause=None)
+                merged[(f.code, f.subject)] = f
             else:
-                have.data["count"] = have.data.get("count", 1) + 1
-                if len(have.data["evidence"]) < 3:
-                    have.data["evidence"].append(ev)
-    return ToolMessages(tuple(merged.values()), tuple(unknown))
+                have.data["count"] = have.data.get("count", 1) + f.data.get("count", 1)
+                have.data["evidence"] = (have.data["evidence"] + f.data["evidence"])[:3]
+    return ToolMessages(tuple(merged.values()), tuple(unknown), tuple(listing))
 
 
 def _verbs_warning(w: str) -> bool:
@@ -321,6 +344,13 @@ def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | Non
                     "transport; nccl.env judges the interface.",
                 )
             ]
+        told = next((f for f in (messages.listing if messages is not None else ()) if f.cause), None)
+        if told is not None and inv.source != "sysfs":
+            # The tool said why its list is empty, after libibverbs skipped the devices it has (no
+            # provider, a kernel ABI it does not speak): the devices exist and userspace cannot see
+            # them. The knowledge base's reading, the one `diagnose` gives the same output pasted
+            # into a log: VERBS_NO_DEVICES, following that problem; not a node without devices.
+            return out + [told]
         cause = verbs[0].code if verbs and inv.source != "sysfs" else None
         if cause:
             where += f", after libibverbs said: {verbs[0].message}"
@@ -612,7 +642,7 @@ CHECKS = [
         title="RDMA devices",
         probe=probe_devices,
         judge=lambda f, expect: judge_devices(f.inv, expect, f.messages),
-        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING, RDMA_NOT_REQUIRED),
+        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING, RDMA_NOT_REQUIRED, VERBS_NO_DEVICES),
         inventory=lambda f: _inventory_json(f.inv),
         description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
     ),

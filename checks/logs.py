@@ -77,6 +77,7 @@ from rdmadoctor.logs.kb.nccl import (
 )
 from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
 from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
+from rdmadoctor.parsers.outputs import CMD_OF_KIND, ROWS_ONLY_KINDS, filtered
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -211,8 +212,8 @@ _ROCE_CODES = {NET_MTU_LOW.code, ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
 _PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW, IB_LINK_LAYER_MISMATCH)}
 
 
-# The pasted outputs that list ports -> the cmd/<name>.txt their parser reads.
-_PORT_FILES = {"ibstat": "ibstat", "ibstatus": "ibstat", "ibv_devinfo": "ibv_devinfo", "rdma_link": "rdma-link"}
+# The pasted outputs that list ports -> the cmd/<name>.txt their parser reads (the file a bundle records them as).
+_PORT_FILES = {kind: CMD_OF_KIND[kind] for kind in ("ibstat", "ibstatus", "ibv_devinfo", "rdma_link")}
 
 
 @functools.lru_cache(maxsize=32)
@@ -287,7 +288,7 @@ def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]: 
 
 
 def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
-    paste = _Paste({"/cmd/df-shm.txt": seg.text}, expect)
+    paste = _Paste({f"/cmd/{CMD_OF_KIND['df']}.txt": seg.text}, expect)
     facts = probe_shm(paste)
     if facts.size is None:
         return []  # a `df` without a /dev/shm row says nothing about it
@@ -430,8 +431,9 @@ _JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_li
 _JUDGED_ROWS = {"ibdev2netdev": lambda seg, layers: any(_roce_netdev(x.device, x.netdev, layers) for x in _parse_links(seg.text)),
                 "nvidia-smi": lambda seg, layers: _matrix(seg) is not None}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
-# `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output.
-_ROWS_ONLY = {"df", "ulimit", "limits"}
+# `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output
+# (a bundle's transcript reads them by the same rule).
+_ROWS_ONLY = ROWS_ONLY_KINDS
 # What to quote as the evidence of a finding from a paste: the line that shows it.
 _QUOTE = {
     MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",
@@ -480,13 +482,9 @@ def _shown(seg) -> str:  # noqa: ANN001
     return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband", "nvidia-smi": "nvidia-smi topo -m"}.get(seg.kind, seg.kind)
 
 
-# Commands a pipe may pass an output through without dropping a row of it (`ibdev2netdev | column -t`).
-_WHOLE_PIPES = frozenset({"column", "cat", "tee", "less", "more", "sort", "expand", "nl"})
-
-
 def _filtered(command: str) -> bool:
     """A command whose output was filtered (`ibstat | grep State`): what it lacks proves nothing missing."""
-    return any((stage.split() or [""])[0] not in _WHOLE_PIPES for stage in command.split("|")[1:])
+    return filtered(command)
 
 
 def _parse_links(text: str) -> list:

@@ -34,6 +34,7 @@ Each row of EXPECTED was written by reading the log, not by running rdmadoctor:
   mlx5_0:1/IB", Ring lines, a bootstrap "NET/Socket : Using" printed even when IB carries the
   traffic); older than the 2.5-2.30 the issue promises, kept because people still paste it.
 - ``note`` (optional): why a row says what it says, where a reader could doubt it.
+- ``xfail`` (optional): the change to the scan the row waits on; the row is a strict xfail until then.
 
 Codes named here that the knowledge base did not have when the table was written (the lead
 reconciles the names): NCCL_IB_NO_DEVICE, NCCL_SYSTEM_ERROR, NCCL_SOCKET_CONNECT_FAILED,
@@ -442,4 +443,46 @@ EXPECTED: list[dict] = [
      "codes": {"LOGS_NOTHING_TO_JUDGE"}, "absent": {"NCCL_TIMEOUT", "NCCL_SOCKET_FALLBACK"}, "root": None, "nccl": None,
      "note": "TensorFlow start-up only: no NCCL line, no error, no tool output: nothing to judge, never a pass "
              "(issue 15 item 2)."},
+
+    # --- issue 30: other stacks' own transports, NVSHMEM's device level, NCCL's sockets, GCP (found texts) ---
+    {"file": "qmcpack-1158-intel-mpi-ofi-addrinfo.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None,
+     "subjects": {"MPI_TRANSPORT_FAILED": ["OFI"]}},
+    {"file": "mpich-6336-ofi-getinfo-nodata.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None},
+    {"file": "easybuild-21715-intel-mpi-ofi-rdma-write.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None,
+     "note": "A failure after init (MPI_Put): the OFI call in MPICH's error stack is the same row."},
+    {"file": "mlsl-25-intel-mpi-psm2-no-fallback.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None,
+     "subjects": {"MPI_TRANSPORT_FAILED": ["PSM2"]},
+     "note": "PSM2 cannot open the hfi unit; 'ofi fabric is not available' follows from it."},
+    {"file": "ompi-6300-openib-ucx-create-cq-enomem.log",
+     "codes": {"UCX_IB_RESOURCE_FAILED", "MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "UCX_IB_RESOURCE_FAILED",
+     "nccl": None, "note": "pml_ucx's 'Failed to create UCP worker' follows UCX's ibv_create_cq ENOMEM."},
+    {"file": "ompi-11669-pml-none-opened.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None},
+    {"file": "ompi-10601-psm2-cannot-open-hfi.log",
+     "codes": {"MPI_TRANSPORT_FAILED"}, "absent": set(), "root": "MPI_TRANSPORT_FAILED", "nccl": None},
+    {"file": "nccl-1618-socket-poll-no-pollout.log",
+     "codes": {"NCCL_SOCKET_ERROR"}, "absent": set(), "root": "NCCL_SOCKET_ERROR", "nccl": None,
+     "note": "A site's own prefix ([rank/size][time] [file:line] [host:pid=N]) before NCCL WARN."},
+    {"file": "nvshmem-33-ibgda-create-ah-dct.log",
+     "codes": {"NVSHMEM_IBGDA_RESOURCE_FAILED"}, "absent": set(), "root": "NVSHMEM_IBGDA_RESOURCE_FAILED", "nccl": None},
+    {"file": "ntbcxl-90-ibv-devinfo-failed-to-open.log",
+     "codes": {"DEV_UVERBS_MISSING"}, "absent": {"VERBS_NO_DEVICES"}, "root": "DEV_UVERBS_MISSING", "nccl": None},
+    # healthy ones: the designed transport of GCP VMs, and docker's own shm mounts
+    {"file": "nccl-1519-fastsocket-gdr-per-nic.log",
+     "codes": {"NCCL_GCP_NET_PLUGIN"}, "absent": {"NCCL_GDR_DISABLED"}, "root": None,
+     "nccl": {"plugin": "FastSocket"},
+     "note": "Eight `NET/FastSocket : GPU Direct RDMA Disabled for HCA N 'ethN'` lines: TCP NICs, nothing to warn of.",
+     "xfail": "scan change: the NCCL_SOCKET_FALLBACK that rdmadoctor/logs/scan.py derives from `Loaded net plugin "
+              "FastSocket` quotes no line (and should not fire for GCP's plugins at all)"},
+    {"file": "nccl-651-fastsocket-init-healthy.log",
+     "codes": {"NCCL_GCP_NET_PLUGIN"}, "absent": {"NCCL_GDR_DISABLED", "NCCL_NET_PLUGIN_LOAD_FAILED"}, "root": None,
+     "nccl": None, "note": "NCCL's facts read `NET/FastSocket : Using` as network Socket and no plugin (see "
+                          "tests/test_diagnose_corpus.py::test_gcp_plugins_are_the_designed_transport)."},
+    {"file": "tpotce-800-df-docker-shm-mounts.log",
+     "codes": set(), "absent": {"SHM_TOO_SMALL", "SHM_NEARLY_FULL"}, "root": None, "nccl": None,
+     "note": "64M shm mounts of other containers, not /dev/shm."},
 ]

@@ -19,7 +19,7 @@ ROWS = {row["file"]: row for row in EXPECTED}
 CODE = re.compile(r"^[A-Z][A-Z0-9_]+$")
 ISSUE_URL = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull)/\d+( \(.+\))?$")
 FILE_URL = re.compile(r"^https://github\.com/[\w.-]+/[\w.-]+/blob/[0-9a-f]{40}/\S+?(#L\d+(-L\d+)?)?( \(.+\))?$")
-ROW_KEYS = {"file", "codes", "absent", "root", "nccl", "subjects", "pre25", "note"}
+ROW_KEYS = {"file", "codes", "absent", "root", "nccl", "subjects", "pre25", "note", "xfail"}
 NCCL_KEYS = {"version", "cuda", "network", "plugin", "net_devices", "socket_ifaces", "gdr", "channels",
              "ranks", "hosts", "socket_hosts", "nodes", "fabric", "fabric_nics", "net_bw_gbs"}
 MAX_LINES = 400

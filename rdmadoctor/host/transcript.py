@@ -53,14 +53,6 @@ _WORDS = "|".join(re.escape(w) for w in sorted(_NAMES, key=len, reverse=True))
 # line it is on must be a prompt: only such a file is split.
 _TOOL_AFTER_PROMPT = re.compile(r"[$#%>][ \t]+(?:sudo[ \t]+(?:-\S+[ \t]+)*)?(?:" + _WORDS + r")(?![\w-])")
 _AFTER_PROMPT = re.compile(r"[$#%>]\s+(?:sudo\s+(?:-\S+\s+)*)?([\w.-]+)(.*)$")
-# A pipe filters the output (`ibstat | grep State`, `lsmod | grep mlx`): the part is not the
-# tool's whole output and would read as missing ports or modules. These pipes keep it whole.
-_WHOLE_PIPE = re.compile(r"^\s*(?:tee|cat|less|more)\b")
-# Outputs whose parser judges only what is there: `lspci -vvv | grep ACSCtl` is how people show
-# ACS, and every ACSCtl line it keeps is judged (parsers/lspci.py reads loose ACSCtl lines).
-_PARTIAL_OK = {"lspci"}
-
-
 @record
 class Part:
     """The output of one command of a transcript (or the text before its first prompt)."""
@@ -82,11 +74,13 @@ def name_of(command: str) -> str | None:
         target = target(args)
     if target is None:
         return None
-    for pipe in args.split("|")[1:]:
-        if target in _PARTIAL_OK:
-            break
-        if not _WHOLE_PIPE.match(pipe) and not pipe.startswith("&"):  # "|&" is 2>&1 |
-            return None
+    # A pipe that filters the output (`ibstat | grep State`, `lsmod | grep mlx`) leaves a part that would
+    # read as missing ports or modules, except for outputs judged row by row (`df -h | grep shm`): the
+    # rule diagnose applies to the same output pasted into a log (rdmadoctor.parsers.outputs).
+    from rdmadoctor.parsers.outputs import filtered, judged_filtered
+
+    if filtered(args) and not judged_filtered(target):
+        return None
     return target
 
 

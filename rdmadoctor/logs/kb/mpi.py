@@ -9,7 +9,7 @@ authfile.c), and the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 from rdmadoctor.logs.kb.pytorch import _crash  # the signal, and what a crash by it usually means
 
@@ -28,9 +28,25 @@ MPI_LAUNCH_FAILED = Code(
     condition=CONFIG,
 )
 
-CODES = (MPI_LAUNCH_FAILED,)
+MPI_TRANSPORT_FAILED = Code(
+    "MPI_TRANSPORT_FAILED",
+    "The MPI library could not start or use its network transport",
+    "Each MPI library reaches the fabric through its own layer: Open MPI through a PML (ucx, ob1 with its BTLs: "
+    "openib, tcp, vader) or an MTL (ofi, psm2); Intel MPI and MPICH through OFI (libfabric) providers (mlx, verbs, psm3, "
+    "tcp); MVAPICH2 through its own verbs channel. When that layer cannot open the NIC, finds no provider, or cannot "
+    "create its queues, MPI_Init aborts (or the library drops to a slower path), before or beside NCCL: Horovod, "
+    "DeepSpeed and MPIJob launchers use MPI for setup.",
+    "Read the lines before it for the device-level reason (a verbs or UCX error, `ulimit -l`, a missing "
+    "/dev/infiniband/uverbs*). Check the transport the library picks: `ucx_info -d` (Open MPI's UCX), `fi_info` "
+    "(Intel MPI, MPICH: FI_PROVIDER / I_MPI_OFI_PROVIDER), `ibv_devinfo` (an ACTIVE port). To confirm, run once over "
+    "TCP (`-mca pml ob1 -mca btl tcp,self,vader`, I_MPI_FABRICS=shm:ofi with FI_PROVIDER=tcp).",
+    condition=CONFIG,
+)
+
+CODES = (MPI_LAUNCH_FAILED, MPI_TRANSPORT_FAILED)
 
 # Codes that live with other sources, named by string.
+UCX_IB_RESOURCE_FAILED = "UCX_IB_RESOURCE_FAILED"
 JOB_KILLED = "JOB_KILLED"
 PROCESS_CRASHED = "PROCESS_CRASHED"
 JOB_FAILED = "JOB_FAILED"
@@ -38,6 +54,46 @@ JOB_FAILED = "JOB_FAILED"
 # What the launcher's own summary follows from: the ssh and daemon rows before it.
 _SSH = ("mpi.ssh_denied", "mpi.ssh_key_mode", "mpi.ssh_resolve", "mpi.ssh_connect", "mpi.ssh_exchange",
         "mpi.orted_missing")
+
+
+def _ofi_row(what: str, needle: str, examples: tuple[str, ...], seen: str) -> Pattern:
+    """MPICH's CH4 error stack (Intel MPI 2019+ is CH4 over OFI): `func(line)...: OFI <call> failed
+    (file:line:func:error)`, a bare `OFI fi_getinfo() failure` in newer MPICH; not aws-ofi-nccl's `NET/OFI`. One
+    row per needle, each starting at a rare character followed by lower case: `OFI ` alone has no anchor, and an
+    anchor of capitals then a space ("OFI a") nearly matches `NCCL INFO` on every line of a dense log."""
+    return Pattern(
+        id=f"mpi.ofi_{what}",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle=needle,
+        regex=r": OFI (?P<call>[a-z][\w() ]{0,40}?) (?:failed|failure)(?: \([\w.]{1,60}:\d{1,6}:(?P<func>\w{1,80}):"
+              r"(?P<error>[^)\n]{1,120})\))?",
+        subject="MPI OFI",
+        message="The MPI library (Intel MPI or MPICH over libfabric) failed its OFI call `{call}`{error_note}: it could "
+                "not use a libfabric provider here.",
+        meaning="MPI_Init aborts on this rank (or, after init, the operation fails): the job stops before NCCL, or with it.",
+        fix="Run `fi_info` in the job's environment: `No data available` means no provider fits (FI_PROVIDER / "
+            "I_MPI_OFI_PROVIDER naming one that is not there, no NIC given to the pod); use the provider the fabric "
+            "has (mlx or verbs on InfiniBand, efa on AWS), or FI_PROVIDER=tcp to confirm.",
+        ref="pmodels/mpich src/mpid/ch4/netmod/ofi/ofi_init.c, ofi_rma.h (MPIDI_OFI_CALL's `OFI %s failed`); " + seen,
+        examples=examples,
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+        follows=("mpi.psm_open",),
+    )
+
+
+_OFI_ROWS = (
+    _ofi_row("getinfo", "_getinfo() fail", (
+        "find_provider(2683)..........: OFI fi_getinfo() failed (ofi_init.c:2683:find_provider:No data available)",
+        "find_provider(170).........: OFI fi_getinfo() failure",
+    ), "https://github.com/pmodels/mpich/issues/6336, https://github.com/pmodels/mpich/issues/6612"),
+    _ofi_row("addrinfo", "_mpi_init_hook(", (
+        "MPIDI_NM_mpi_init_hook(689): OFI addrinfo() failed (ofi_init.h:689:MPIDI_NM_mpi_init_hook:No data available)",
+    ), "https://github.com/QMCPACK/qmcpack/issues/1158 (Intel MPI 2019.1)"),
+    _ofi_row("rma", "_do_put(", (
+        "MPIDI_OFI_do_put(436): OFI rdma write immediate failed (ofi_rma.h:436:MPIDI_OFI_do_put:Invalid argument)",
+    ), "https://github.com/easybuilders/easybuild-easyconfigs/issues/21715 (Intel MPI 2021, MPI_Put)"),
+)
 
 
 PATTERNS: tuple[Pattern, ...] = (
@@ -361,5 +417,147 @@ PATTERNS: tuple[Pattern, ...] = (
             "https://github.com/NVIDIA/deepops/issues/1179",
         examples=("slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: adas-ml [0]: pmixp_coll_ring.c:742: "
                   "0x14ce0c02cb20: collective timeout seq=0",),
+    ),
+    # -- the MPI libraries' own transports: Open MPI's PML / BTL / MTL, Intel MPI and MPICH over OFI, PSM2/PSM3,
+    #    MVAPICH2 (issue 30) ------------------------------------------------------------------------------------
+    *_OFI_ROWS,
+    Pattern(
+        id="mpi.intel_fabric_unavailable",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="MPI startup(): ",
+        regex=r"MPI startup\(\): (?P<fabric>\w{1,16}) fabric is not available and fallback fabric is not enabled",
+        subject="MPI {fabric}",
+        message="Intel MPI could not start its {fabric} fabric and was told not to fall back (I_MPI_FALLBACK=0): "
+                "MPI_Init aborts.",
+        meaning="The job does not start; the lines before it say why the provider failed (PSM2, verbs, a device).",
+        fix="Fix the provider the lines before name (`fi_info`, the NIC, `ulimit -l`), or allow the fallback "
+            "(I_MPI_FALLBACK=1, or I_MPI_FABRICS=shm:tcp to confirm).",
+        ref="Intel MPI 2018/2019 `MPI startup(): %s fabric is not available and fallback fabric is not enabled`; "
+            "https://github.com/intel/MLSL/issues/25",
+        examples=("[1] [1] MPI startup(): ofi fabric is not available and fallback fabric is not enabled",),
+        follows=("mpi.psm_open",),
+        symptom_after=("mpi.psm_open",),
+    ),
+    Pattern(
+        id="mpi.psm_open",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="can't open ",
+        regex=r"PSM(?P<v>[23]) can't open (?:hfi|nic) unit: (?P<unit>-?\d{1,4}) \(err=(?P<err>\d{1,4})\)",
+        subject="PSM{v}",
+        message="PSM{v} (Omni-Path / Intel Ethernet fabric, under Open MPI's MTL or libfabric's psm{v} provider) could "
+                "not open its NIC (unit {unit}, err={err}).",
+        meaning="MPI over PSM cannot start on this node: MPI_Init fails, or the library falls back to a slower path.",
+        fix="Check the NIC PSM needs (`ls /sys/class/infiniband`, hfi1 for Omni-Path, a RoCE NIC for PSM3), the "
+            "locked-memory limit (`ulimit -l unlimited`); on a node without one, exclude the provider (`-mca mtl ^psm2`, "
+            "FI_PROVIDER=tcp or mlx).",
+        ref="cornelisnetworks/opa-psm2 psm.c `PSM2 can't open hfi unit: %d (err=%d)`; intel/eth-psm3-fi `PSM3 can't "
+            "open nic unit: %d (err=%d)`; https://github.com/open-mpi/ompi/issues/10601, "
+            "https://github.com/intel/MLSL/issues/25, https://github.com/uxlfoundation/oneDAL/pull/3741",
+        examples=(
+            "bdw-0214.30734PSM2 can't open hfi unit: -1 (err=23)",
+            "unnervm76f27:rank1: PSM3 can't open nic unit: 0 (err=23)",
+        ),
+        follows=("ofi.psm3_cq_failed",),
+        symptom_after=("ofi.psm3_cq_failed",),
+    ),
+    Pattern(
+        id="mpi.openib_device_error",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=WARNING,
+        needle="OpenFabrics ",
+        regex=r"There was an error initializing an OpenFabrics device",
+        subject="btl openib",
+        message="Open MPI's openib BTL could not initialize an RDMA device: that BTL does not use it (Open MPI goes on "
+                "with UCX or TCP if it can).",
+        meaning="Usually harmless on Open MPI 4+ where UCX carries InfiniBand (`-mca btl ^openib` silences it); an error "
+                "when openib was the only path to the fabric.",
+        fix="Use UCX (`-mca pml ucx -mca btl ^openib`); if UCX also fails, the lines around it name the device problem.",
+        ref="open-mpi/ompi opal/mca/btl/openib/help-mpi-btl-openib.txt [init-fail-no-mem] (v1.x-4.1); "
+            "https://github.com/open-mpi/ompi/issues/6300, https://github.com/openucx/ucx/issues/8511",
+        examples=("WARNING: There was an error initializing an OpenFabrics device.",),
+    ),
+    Pattern(
+        id="mpi.openib_no_cpc",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=WARNING,
+        needle="OpenFabrics ",
+        regex=r"No OpenFabrics connection schemes reported that they were able to be\s{0,4}(?:used)?",
+        subject="btl openib",
+        message="Open MPI's openib BTL found no way to connect on a port (neither rdmacm nor udcm): it disables itself "
+                "for that port.",
+        meaning="openib is not used there; with UCX available nothing is lost, otherwise MPI falls back to TCP.",
+        fix="Use UCX (`-mca pml ucx -mca btl ^openib`); on RoCE, rdmacm needs an IP address on the port's netdev.",
+        ref="open-mpi/ompi opal/mca/btl/openib/help-mpi-btl-openib-cpc-base.txt [no cpcs for port] (v1.x-4.1); "
+            "https://github.com/openucx/ucx/issues/8440",
+        examples=("No OpenFabrics connection schemes reported that they were able to be",),
+    ),
+    Pattern(
+        id="mpi.pml_none",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="No components were able to be opened in the pml framework",
+        regex=r"No components were able to be opened in the pml framework",
+        subject="pml",
+        message="Open MPI could open none of its point-to-point layers (PML: ucx, ob1, cm): MPI_Init aborts.",
+        meaning="The job does not start. Often the PML asked for (`-mca pml ucx`) cannot load its library or open a "
+                "device.",
+        fix="`ompi_info | grep pml` shows what is installed; check that UCX is found (`ucx_info -v`, LD_LIBRARY_PATH) and "
+            "sees a device (`ucx_info -d`); `-mca pml ob1` confirms it is UCX.",
+        ref="open-mpi/ompi opal/mca/base/help-mca-base.txt [find-available:none found]; "
+            "https://github.com/open-mpi/ompi/issues/9838, https://github.com/open-mpi/ompi/issues/11669",
+        examples=("No components were able to be opened in the pml framework.",),
+    ),
+    Pattern(
+        id="mpi.pml_ucx_error",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="pml_ucx.c:",
+        regex=r"pml_ucx\.c:\d{1,6}\s{1,4}Error: (?P<what>Failed to create UCP worker|ucp_ep_create\(proc=\d{1,9}\) failed: "
+              r"[^\n]{1,80}?|Failed to receive UCX worker address: [^\n]{1,80}?)\s*$",
+        subject="pml ucx",
+        message="Open MPI's UCX layer failed: {what}.",
+        meaning="MPI cannot start (no UCP worker) or cannot reach a peer (an endpoint it could not create).",
+        fix="Read the UCX ERROR line before it (an ibv_create_cq `Cannot allocate memory` is `ulimit -l`); `ucx_info -d` "
+            "shows what UCX can open.",
+        ref="open-mpi/ompi ompi/mca/pml/ucx/pml_ucx.c (`Failed to create UCP worker`, `ucp_ep_create(proc=%d) failed`); "
+            "https://github.com/open-mpi/ompi/issues/6300, https://github.com/openucx/ucx/issues/2718",
+        examples=(
+            "[mpi11:04770] pml_ucx.c:212 Error: Failed to create UCP worker",
+            "[clx-hercules-007:20550] pml_ucx.c:296 Error: ucp_ep_create(proc=371) failed: Input/output error",
+        ),
+        follows=(UCX_IB_RESOURCE_FAILED,),
+        symptom_after=(UCX_IB_RESOURCE_FAILED,),
+    ),
+    Pattern(
+        id="mpi.btl_unreachable",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="At least one pair of MPI processes",
+        regex=r"At least one pair of MPI processes are unable to reach each other for",
+        subject="btl",
+        message="Open MPI found no transport (BTL) that connects two of its processes: the job aborts.",
+        meaning="Every BTL allowed (`-mca btl ...`) was unavailable between the two hosts: often `self` alone, or "
+                "openib/tcp excluded with nothing else left.",
+        fix="Allow a transport between hosts: `-mca pml ucx`, or `-mca btl tcp,self,vader` (with btl_tcp_if_include "
+            "naming the interface the hosts share).",
+        ref="open-mpi/ompi ompi/mca/bml/r2/help-mca-bml-r2.txt [unreachable proc]; https://github.com/open-mpi/ompi/issues/3573",
+        examples=("At least one pair of MPI processes are unable to reach each other for",),
+    ),
+    Pattern(
+        id="mpi.mvapich2_no_hca",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="No active HCAs found on the system",
+        regex=r"No active HCAs found on the system!{0,3}(?: (?P<n>\d{1,3}))?",
+        subject="MVAPICH2",
+        message="MVAPICH2 found no HCA with an ACTIVE port it may use: its verbs channel cannot start and MPI_Init aborts.",
+        meaning="The job does not start on this node.",
+        fix="`ibstat` on the node (a port ACTIVE, the device in the pod); MV2_IBA_HCA names the HCAs MVAPICH2 may use; "
+            "a node without RDMA needs an MVAPICH2 built for TCP (ch3:sock/nemesis).",
+        ref="MVAPICH2 src/mpid/ch3/channels/mrail/src/gen2/rdma_iba_priv.c rdma_open_hca `No active HCAs found on the "
+            "system!!!` (2.x)",
+        examples=("rdma_open_hca(1051)...............: No active HCAs found on the system!!! 0",),
     ),
 )

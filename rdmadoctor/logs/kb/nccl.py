@@ -1113,7 +1113,9 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
         # Not NET/Socket: its "HCA" is a socket interface ('lo'), where GPUDirect RDMA never applies.
-        regex=r"NET/(?!Socket )(?P<net>\S{1,64}+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
+        # Nor GCP's socket plugins (FastSocket, GPUDirectTCPX/FasTrak): nccl.gcp_net_plugin says it once.
+        regex=r"NET/(?!Socket |FastSocket |GPUDirectTCPX|FasTrak)(?P<net>[^\s:]{1,64}) : GPU Direct RDMA Disabled for HCA "
+              r"(?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
         message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
                 "through host memory; they should go straight to the HCA.",
@@ -1939,5 +1941,172 @@ PATTERNS: tuple[Pattern, ...] = (
         ref="NVIDIA/nccl src/init.cc ncclCommInitRankDev `Invalid rank requested : %d/%d` -> ncclInvalidArgument "
             "(2.5-2.30)",
         examples=("node-1:40:40 [0] init.cc:1612 NCCL WARN Invalid rank requested : 8/8",),
+    ),
+)
+
+
+# ---- Sockets (2.23-2.30), GCP's socket plugins, and NCCL 2.30's new WARNs (issue 30) ------------------
+# Kept apart from the rows above so that additions there and here do not touch the same lines.
+
+NCCL_NET_COUNT_MISMATCH = Code(
+    "NCCL_NET_COUNT_MISMATCH",
+    "The ranks' nodes see different numbers of NICs",
+    "NCCL 2.30 compares how many network devices each rank's node offers and refuses to build the communicator "
+    "when they differ (`Detected mixed local Net device counts across ranks`): a node that lost a NIC (a port down, "
+    "a device the pod was not given, NCCL_IB_HCA set differently) would otherwise slow every collective to its rails.",
+    "Find the node with fewer NICs (the INFO lines before the WARN name each rank's count: `Rank N has M local Net "
+    "devices`), and bring its NICs back (`ibstat`, the pod's RDMA resources, the same NCCL_IB_HCA everywhere). "
+    "NCCL_IGNORE_NET_MISMATCH=1 lets the job run on the unequal nodes, slower.",
+    condition=CONFIG,
+)
+NCCL_GCP_NET_PLUGIN = Code(
+    "NCCL_GCP_NET_PLUGIN",
+    "NCCL runs over GCP's own network plugin (FastSocket or GPUDirect-TCPX)",
+    "Information: on Google Cloud VMs without RDMA NICs (A2, A3 High/Mega, G2) NCCL's inter-node transport is a "
+    "Google plugin over TCP: FastSocket (many flows over gVNIC) or GPUDirect-TCPX/TCPXO (the NIC writes into GPU "
+    "memory over TCP). That is the transport those VMs are built for, not a fallback from InfiniBand; its NICs are "
+    "Ethernet interfaces, so NCCL's `GPU Direct RDMA Disabled for HCA` line for each of them says nothing wrong.",
+    "Nothing to fix. For the most bandwidth on A3 use GPUDirect-TCPX(O) with every GPU NIC "
+    "(NCCL_GPUDIRECTTCPX_SOCKET_IFNAME / NCCL_FASTRAK_IFNAME) rather than FastSocket, as Google's GKE guide sets it up.",
+    kind=INFORMATION,
+)
+CODES = CODES + (NCCL_NET_COUNT_MISMATCH, NCCL_GCP_NET_PLUGIN)  # type: ignore[assignment]  # a longer tuple
+
+
+PATTERNS = PATTERNS + (
+    Pattern(
+        id="nccl.socket_poll_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="socketPollConnect poll() ",
+        # The `... to %s failed with error` forms (2.27-2.30) are nccl.socket_connect_failed's.
+        regex=r"socketPollConnect poll\(\) failed with error (?P<error>[^\n]{1,200}?)\s*$",
+        subject="connect",
+        message="NCCL's connect to a peer failed while it waited for the socket (poll): {error}. The rank cannot "
+                "reach that peer's bootstrap or proxy socket.",
+        meaning="The communicator is not created; NCCL reports a system error (ncclSystemError) to the framework.",
+        fix="Check that the peer is reachable from this pod on the interface NCCL uses (NCCL_SOCKET_IFNAME; `nc -vz "
+            "<ip> <port>` between the pods), and that no NetworkPolicy or firewall drops its ephemeral ports.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketPollConnect `socketPollConnect poll() failed with error %s` (2.23-2.26)",
+        examples=("node-1:55:120 [1] misc/socket.cc:580 NCCL WARN socketPollConnect poll() failed with error Invalid "
+                  "argument",),
+    ),
+    Pattern(
+        id="nccl.socket_poll_no_pollout",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="socketPollConnect poll() ",
+        regex=r"socketPollConnect poll\(\) returned (?P<ret>-?\d{1,6}), no POLLOUT events",
+        subject="connect",
+        message="NCCL's connect to a peer ended with an error on the socket instead of the connection (poll() returned "
+                "{ret} without POLLOUT): the peer's host dropped or refused the TCP handshake.",
+        meaning="NCCL 2.23-2.26 gives up at once (no retry): init fails on this rank; the peer is not reachable over "
+                "TCP at that moment (SYN dropped, a firewall, a host that is not listening yet).",
+        fix="Check TCP between the two hosts on NCCL's interface (NCCL_SOCKET_IFNAME, `nc -vz`), the peer's firewall and "
+            "SYN backlog (net.core.somaxconn, net.ipv4.tcp_max_syn_backlog on large jobs); NCCL 2.27+ retries this case.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketPollConnect `socketPollConnect poll() returned %d%s` (2.23-2.26); "
+            "https://github.com/NVIDIA/nccl/pull/1618 (a 1024-rank job whose peer dropped TCP SYN packets)",
+        examples=("[0604/1024][2025-02-16 22:31:34,422] [misc/socket.cc:586] [s12gn3064:pid=3942408] NCCL WARN "
+                  "socketPollConnect poll() returned 1, no POLLOUT events",),
+    ),
+    Pattern(
+        id="nccl.socket_accept_failed",
+        code=NCCL_SOCKET_ERROR.code,
+        severity=ERROR,
+        needle="ocketTryAccept: ",
+        regex=r"(?:ncclOsS|s)ocketTryAccept: (?:Accept failed: (?P<error>[^\n]{1,200}?)|exceeded error retry count "
+              r"(?:\((?P<n>\d{1,6})\)|after (?P<n2>\d{1,6}) attempts), (?P<error2>[^\n]{1,200}?))\s*$",
+        subject="accept",
+        message="NCCL could not accept a peer's connection on its listening socket: {why}.",
+        meaning="A peer cannot connect to this rank; init fails or hangs. `Too many open files` is the process's file "
+                "limit (every NCCL connection is a socket).",
+        fix="`Too many open files`: raise the open-files limit of the job (`ulimit -n 1048576`, LimitNOFILE in the "
+            "runtime); otherwise the peer's connect error on the other side says more.",
+        ref="NVIDIA/nccl src/misc/socket.cc socketTryAccept (2.19-2.28), src/os/linux.cc ncclOsSocketTryAccept "
+            "`ncclOsSocketTryAccept: Accept failed: %s`, `... exceeded error retry count after %d attempts, %s` (2.29-2.30)",
+        examples=(
+            "node-1:55:120 [1] os/linux.cc:204 NCCL WARN ncclOsSocketTryAccept: Accept failed: Too many open files",
+            "node-1:55:120 [1] misc/socket.cc:442 NCCL WARN socketTryAccept: exceeded error retry count (30), Resource "
+            "temporarily unavailable",
+        ),
+        derive=lambda g: {"why": g.get("error") or f"{g.get('error2') or '?'} after "
+                          f"{g.get('n') or g.get('n2') or 'its'} retries"},
+    ),
+    Pattern(
+        id="nccl.net_count_mismatch",
+        code=NCCL_NET_COUNT_MISMATCH.code,
+        severity=ERROR,
+        needle="Detected mixed local Net device counts",
+        regex=r"Detected mixed local (?P<kind>Net|CollNet) device counts across ranks \(min (?P<min>\d{1,4}), max "
+              r"(?P<max>\d{1,4})\)\. Set",
+        subject="{kind} devices",
+        message="The ranks' nodes offer different numbers of {kind} devices (from {min} to {max}): NCCL 2.30 refuses to "
+                "build the communicator on unequal nodes.",
+        meaning="Init fails with a system error; a node has lost NICs (or was given fewer), which would slow every "
+                "collective to its rails.",
+        fix="Find the node with fewer devices (NCCL's `Rank N has M local Net devices` lines) and restore its NICs; "
+            "NCCL_IGNORE_NET_MISMATCH=1 runs on the unequal nodes anyway.",
+        ref="NVIDIA/nccl src/init.cc initTransportsRank `Detected mixed local Net device counts across ranks (min %d, "
+            "max %d). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.` (2.30)",
+        examples=("node-3:71:71 [0] init.cc:1339 NCCL WARN Detected mixed local Net device counts across ranks (min 7, "
+                  "max 8). Set NCCL_IGNORE_NET_MISMATCH=1 to continue.",),
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.ib_mlx5dv_create_qp",
+        code=NCCL_QP_CQ_CREATE_FAILED.code,
+        severity=ERROR,
+        needle="mlx5dv_create_qp failed to create QP",
+        regex=r"NET/IB: mlx5dv_create_qp failed to create QP: (?P<error>[^\n]{1,120}?)\s*$",
+        subject="mlx5dv_create_qp",
+        message="NCCL could not create a queue pair through mlx5's direct-verbs call (used for out-of-order receive): "
+                "{error}.",
+        meaning="The IB transport cannot connect: init fails (internal error). `Cannot allocate memory` is the "
+                "locked-memory limit or the HCA's resources; `Operation not supported` a NIC or firmware without it.",
+        fix="Raise memlock (`ulimit -l unlimited`, IPC_LOCK in a pod); on a NIC that lacks the feature set "
+            "NCCL_IB_OOO_RQ=0 so NCCL creates ordinary QPs.",
+        ref="NVIDIA/nccl src/transport/net_ib/connect.cc ncclIbCreateQpDv `NET/IB: mlx5dv_create_qp failed to create "
+            "QP: %m` (2.30)",
+        examples=("node-1:91:150 [0] transport/net_ib/connect.cc:372 NCCL WARN NET/IB: mlx5dv_create_qp failed to create "
+                  "QP: Cannot allocate memory",),
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.gcp_fastsocket",
+        code=NCCL_GCP_NET_PLUGIN.code,
+        severity=INFO,
+        needle="FastSocket ",  # its anchor is "Socket " (not "ET/FastSocket", a near match on every NET/IB line)
+        regex=r"NET/FastSocket (?::|plugin initialized)",
+        subject="FastSocket",
+        message="NCCL uses GCP's FastSocket plugin: the inter-node transport Google Cloud's GPU VMs without RDMA NICs "
+                "are built for (many TCP flows over gVNIC), not a fallback from RDMA; its NICs' `GPU Direct RDMA "
+                "Disabled` lines are expected.",
+        meaning="Bandwidth is what TCP over the VM's NICs gives; there is no InfiniBand to fall back from.",
+        fix="Nothing to fix; on A3 VMs GPUDirect-TCPX(O) gives more bandwidth than FastSocket.",
+        ref="google/nccl-fastsocket (`NET/FastSocket plugin initialized`, `NET/FastSocket : Using ...`); "
+            "https://github.com/NVIDIA/nccl/issues/651, https://github.com/NVIDIA/nccl/issues/1519",
+        examples=(
+            "a100-4-4-0-train0:1:439 [0] NCCL INFO NET/FastSocket plugin initialized",
+            "nathan-h100-1:13878:13953 [0] NCCL INFO NET/FastSocket : GPU Direct RDMA Disabled for HCA 0 'eth0'",
+        ),
+    ),
+    Pattern(
+        id="nccl.gcp_tcpx",
+        code=NCCL_GCP_NET_PLUGIN.code,
+        severity=INFO,
+        needle="DirectTCPX",
+        regex=r"NET/GPUDirectTCPX(?:_v\d{1,2})? (?::|ver\.)|Using network GPUDirectTCPX",
+        subject="GPUDirectTCPX",
+        message="NCCL uses GCP's GPUDirect-TCPX plugin: the transport A3 VMs are built for (the NIC writes into GPU "
+                "memory over TCP), not RDMA and not a fallback; its NICs' `GPU Direct RDMA Disabled` lines are expected.",
+        meaning="Inter-node traffic runs over the VM's GPU NICs as designed.",
+        fix="Nothing to fix; check that every GPU NIC is listed (NCCL_GPUDIRECTTCPX_SOCKET_IFNAME) for full bandwidth.",
+        ref="google/nccl-plugin-gpudirecttcpx src/net_tcpx.cc (`NET/GPUDirectTCPX ver. %s`, `NET/GPUDirectTCPX : ...`); "
+            "https://github.com/google/nccl-plugin-gpudirecttcpx/issues/1",
+        examples=(
+            "NCCL INFO NET/GPUDirectTCPX ver. 3.1.8.",
+            "NCCL INFO NET/GPUDirectTCPX : GPUDirectTCPX enable: 1",
+            "NCCL INFO Using network GPUDirectTCPX_v7",
+        ),
     ),
 )

@@ -24,7 +24,20 @@ NVSHMEM_IBGDA_UNAVAILABLE = Code(
     "use NVSHMEM's IBRC/UCX transport instead.",
     condition=CONFIG,
 )
-CODES = (NVSHMEM_IBGDA_UNAVAILABLE,)
+NVSHMEM_IBGDA_RESOURCE_FAILED = Code(
+    "NVSHMEM_IBGDA_RESOURCE_FAILED",
+    "NVSHMEM could not create its GPU-initiated queues on the NIC",
+    "IBGDA builds its queue pairs, completion queues and doorbells itself, through mlx5's device-level interface "
+    "(mlx5dv / DevX: `mlx5dv_devx_obj_create`, `mlx5dv_devx_alloc_uar`, registered umem), with their buffers in GPU "
+    "memory. When one of them cannot be made (the NIC's UAR pages or QPs are used up by many PEs per NIC, the locked-"
+    "memory limit, GPU memory the NIC cannot register, an address handle to a peer's GID that does not resolve), "
+    "NVSHMEM's setup fails and DeepEP's kernels never start.",
+    "Raise the locked-memory limit (`ulimit -l unlimited`, IPC_LOCK in a pod); load nvidia_peermem or use DMA-BUF; "
+    "run fewer PEs per NIC or fewer QPs (NVSHMEM_IBGDA_NUM_RC_PER_PE, NVSHMEM_IBGDA_NUM_DCI); for `Unable to create ah` "
+    "check the RoCE GID (NVSHMEM_IB_GID_INDEX) and that `ib_write_bw` works between the hosts.",
+    condition=CONFIG,
+)
+CODES = (NVSHMEM_IBGDA_UNAVAILABLE, NVSHMEM_IBGDA_RESOURCE_FAILED)
 IB_QP_CONNECT_FAILED = "IB_QP_CONNECT_FAILED"
 
 # The node check's code for the same fact (checks/kernel.py), named by string (the logs layer is below the checks).
@@ -115,6 +128,29 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=(
             "/home/nvshmem_src/src/modules/transport/ibrc/ibrc.cpp:nvshmemt_init:1851: neither nv_peer_mem, or "
             "nvidia_peermem detected. Skipping transport.",
+        ),
+    ),
+    Pattern(
+        id="nvshmem.ibgda_devx_resource",
+        code=NVSHMEM_IBGDA_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle="Unable to create ",
+        # NVSHMEM prints `<file>:<line>: NULL value <msg>` for a call that returned no object (nvshmemx_error.h).
+        regex=r"ibgda\.cpp:\d{1,6}: NULL value (?P<what>Unable to create (?:CQ|QP for EP|ah))\.",
+        subject="IBGDA",
+        message="NVSHMEM's IBGDA transport could not create a device-level resource on the NIC (`{what}`): its "
+                "GPU-initiated queues are not set up.",
+        meaning="NVSHMEM init fails (`nvshmem setup connections failed`): DeepEP's internode and low-latency kernels "
+                "cannot run on this node.",
+        fix="Raise memlock (`ulimit -l unlimited`), load nvidia_peermem or use DMA-BUF, run fewer PEs or QPs per NIC "
+            "(NVSHMEM_IBGDA_NUM_RC_PER_PE); `Unable to create ah`: check the RoCE GID (NVSHMEM_IB_GID_INDEX).",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp (ibgda_create_cq "
+            "`Unable to create CQ.`; ibgda_create_qp `Unable to create QP for EP.`; ibgda_create_dct_shared_objects "
+            "`Unable to create ah.`); https://github.com/NVIDIA/nvshmem/issues/33 (B300 + CX8)",
+        examples=(
+            "/dvs/p4/build/sw/rel/gpgpu/toolkit/r12.9/main_nvshmem/src/modules/transport/ibgda/ibgda.cpp:2234: NULL value "
+            "Unable to create ah.",
+            "/root/nvshmem_src/src/modules/transport/ibgda/ibgda.cpp:2236: NULL value Unable to create QP for EP.",
         ),
     ),
 )
