@@ -76,6 +76,15 @@ def judge_report(report: RasReport, *, hang: str | None = None, evidence: list[d
     def proc_key(r: RasRank) -> tuple:
         return (r.node, r.pid)
 
+    # The text report lists dead and missing processes without their ranks; a communicator's
+    # missing ranks name them (same node and process).
+    from rdmadoctor.core.record import replace
+
+    rank_of = {proc_key(r): r for c in report.comms for r in c.missing_ranks if r.pid is not None}
+    report = replace(report, dead=tuple(replace(rank_of[proc_key(r)], dead=True) if r.rank is None and proc_key(r) in rank_of
+                                        else r for r in report.dead),
+                     missing=tuple(rank_of.get(proc_key(r), r) if r.rank is None else r for r in report.missing))
+
     # Dead, then not answering: the processes first, then the ranks of each communicator.
     for code, sev, procs, n, what in (
         (NCCL_RAS_PROCESS_DEAD, ERROR, report.dead, report.dead_processes,
@@ -161,7 +170,7 @@ def _straggler(cid: str, op: str, behind: OpGroup, ahead: tuple[OpGroup, ...], g
     ranks = list(behind.ranks)
     op_name = "collective" if op == "collective" else op
     at = f"operation {behind.value}" if behind.value else "no operation yet"
-    lead = ", ".join(f"{g.count} at {g.value}" for g in ahead[:4])
+    lead = ", ".join(f"{g.count} rank{'s are' if g.count > 1 else ' is'} at {g.value}" for g in ahead[:4])
     if ranks:
         who = f"{_ranks(ranks)} {'is' if len(ranks) == 1 else 'are'} behind: launched {op_name} up to {at}, while {lead}"
     else:
