@@ -126,6 +126,8 @@ class RasReport:
 def looks_like(text: str) -> str | None:
     """"text" or "json" when ``text`` starts like a RAS report, else None."""
     head = text.lstrip()[:2048]
+    if head.startswith('"nccl_version"'):
+        head = "{" + head
     if head.startswith("{") and '"communicators' in head and '"nccl_version"' in head:
         return "json"
     if _VERSION.match(head.split("\n", 1)[0]) or "\nJob summary\n" in head or head.startswith("Job summary"):
@@ -344,6 +346,8 @@ def parse_json(text: str) -> RasReport | None:
     """The JSON report of NCCL 2.28.7+, or None when ``text`` is not one."""
     import json
 
+    if text.lstrip().startswith('"nccl_version"'):  # a paste that lost its first line, the opening brace
+        text = "{" + text
     start = text.find("{")
     if start < 0:
         return None
