@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -165,14 +166,15 @@ print("resumed", flush=True)
 """
 
 
-def run_until_asked(tmp_path: Path, server: RasStandin, root: str, hang_after: str, *lines: str) -> tuple[str, dict]:
+def run_until_asked(tmp_path: Path, server: RasStandin, root: str, hang_after: str, *lines: str, extra: tuple = (),
+                    during=None) -> tuple[str, dict]:
     script = tmp_path / "job.py"
     script.write_text(CHILD)
     go = tmp_path / "go"
     report = tmp_path / "run.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_")}
     env.update(NCCL_RAS_ADDR=f"127.0.0.1:{server.port}", RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD="1")
-    args = [PY, "-m", "rdmadoctor", "run", "--no-gate", "--set", f"hang_after_s={hang_after}", "--report-file", str(report)]
+    args = [PY, "-m", "rdmadoctor", "run", "--no-gate", "--set", f"hang_after_s={hang_after}", "--report-file", str(report), *extra]
     if root != "-":
         args += ["--root", root]
     p = subprocess.Popen([*args, "--", PY, str(script), root, str(go), *lines], env=env,
@@ -182,6 +184,8 @@ def run_until_asked(tmp_path: Path, server: RasStandin, root: str, hang_after: s
         while not server.queries:
             assert time.monotonic() < deadline and p.poll() is None, "RAS was never asked"
             time.sleep(0.05)
+        if during is not None:
+            during(p)
         go.write_text("go")  # the watcher finishes what it says before rdmadoctor exits (HangWatch.stop joins it)
         out, err = p.communicate(timeout=120)
     finally:
@@ -189,14 +193,29 @@ def run_until_asked(tmp_path: Path, server: RasStandin, root: str, hang_after: s
             p.kill()
             p.wait()
     assert p.returncode == 0, err
-    return err.decode(), json.loads(report.read_text())
+    return getattr(p, "early", b"").decode() + err.decode(), json.loads(report.read_text())
 
 
 def test_run_names_the_dead_rank_and_the_stragglers_with_this_nodes_ports(tmp_path, standin):
     root = tmp_path / "root"
     shutil.copytree(ROOT / "tests" / "fixtures" / "healthy-ib", root, symlinks=True)
     server = standin(hang_job())
-    err, report = run_until_asked(tmp_path, server, str(root), "1")
+    scraped = []
+
+    def scrape(p):
+        got = b""
+        while b"/metrics" not in got:  # the port is said on stderr before CMD starts
+            got += p.stderr.read1(4096)
+        port = int(got.split(b"metrics on :")[1].split(b"/")[0])
+        deadline = time.monotonic() + 60
+        while not any(x.startswith("rdmadoctor_job_hang{") and x.endswith(" 1.0") for x in scraped):
+            assert time.monotonic() < deadline, scraped
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                scraped[:] = r.read().decode().splitlines()
+        p.early = got
+
+    err, report = run_until_asked(tmp_path, server, str(root), "1", extra=("--metrics-port", "0"), during=scrape)
+    assert 'rdmadoctor_job_hang{blamed_node="10.0.0.2"} 1.0' in scraped and "rdmadoctor_job_hangs_total 1.0" in scraped
     assert server.queries[0] == "json"
     assert "rdmadoctor: the job looks hung (no output for" in err and "NCCL's RAS blames 10.0.0.2, 10.0.0.1" in err
     assert "ERROR NCCL_RAS_PROCESS_DEAD rank 5 on 10.0.0.2" in err

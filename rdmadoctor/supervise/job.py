@@ -104,6 +104,7 @@ def run_job(
     report_file: str | None = None,
     env: dict[str, str] | None = None,
     read_all: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     """The whole ``rdmadoctor run``; returns the exit code.
 
@@ -121,6 +122,8 @@ def run_job(
         check_report_path(report_file)
     env, notes = child_env(dict(os.environ if env is None else env), nccl_debug)
     hang_after = hang_after_s(gate_kwargs or {})
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise PreflightError(f"--metrics-port {metrics_port}: not a TCP port", "a port from 1 to 65535, or 0 for a free one (said on stderr)")
     started = time.time()
     report: dict[str, Any] = {"schema": SCHEMA, "command": list(argv), "gate": None, "child": None,
                               "exit_code": None, "transport": None, "nccl": None, "findings": [], "notes": [],
@@ -145,7 +148,7 @@ def run_job(
             pass
     try:
         return _run_child(argv, env, notes, report, report_file, started, read_all=read_all,
-                          hang_watch=_hang_watch(hang_after, env, gate_kwargs or {}, report))
+                          hang_watch=_hang_watch(hang_after, env, gate_kwargs or {}, report), metrics_port=metrics_port)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
@@ -185,7 +188,7 @@ def _hang_watch(hang_after: float | None, env: dict[str, str], gate_kwargs: dict
 
 
 def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: dict[str, Any],
-               report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None) -> int:
+               report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None, metrics_port: int | None = None) -> int:
     from rdmadoctor.logs import Diagnoser
 
     err = sys.stderr
@@ -219,14 +222,25 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         def on_data(data: bytes, name: str) -> None:
             feeds[name].push(data)
     child = Child(argv, env, out_sink, err_sink, on_data=on_data, on_eof=lambda name: feeds[name].close())
+    server = None
     if hang is not None:
         hang.start()
+        if metrics_port is not None:
+            from rdmadoctor.supervise.metrics import serve
+
+            try:
+                server = serve(metrics_port, hang)
+                err_sink.line(f"metrics on :{server.port}/metrics (rdmadoctor_job_hang)")
+            except OSError as e:
+                err_sink.line(f"warning: could not serve --metrics-port {metrics_port}: {e.strerror or e}; the job runs without it")
     try:
         try:
             result = child.run()
         finally:
             if hang is not None:
                 hang.stop()
+            if server is not None:
+                server.stop()
     except SpawnError as e:
         diagnosing.close()
         report["exit_code"] = e.code
