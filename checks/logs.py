@@ -49,6 +49,7 @@ from rdmadoctor.checks.limits import (
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
 from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce, roce_ports
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -64,7 +65,6 @@ from rdmadoctor.core.model import (
     Need,
     PodChange,
 )
-from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.record import field, record, replace
 from rdmadoctor.core.words import count, listing
 from rdmadoctor.logs import kb

@@ -59,8 +59,7 @@ def text_report(job: Job) -> str:
     dead = [r for r in job.ranks if r.rank in job.dead]
     nodes = sorted({r.node for r in job.ranks})
     per = len(job.ranks) // len(nodes)
-    cuda = job.version.replace(".", "")[:4]
-    out = [f"NCCL version {job.version} compiled with CUDA 12.9\n", f"CUDA runtime version 12090, driver version 12090\n\n",
+    out = [f"NCCL version {job.version} compiled with CUDA 12.9\n", "CUDA runtime version 12090, driver version 12090\n\n",
            "Job summary\n===========\n\n",
            "  Nodes  Processes         GPUs  Processes     GPUs\n(total)   per node  per process    (total)  (total)\n",
            f"{len(nodes):7d}  {per:9d}  {1:11d}  {len(job.ranks):9d}  {len(job.ranks):7d}\n",
@@ -104,7 +103,7 @@ def text_report(job: Job) -> str:
                                f"  Rank {r.rank} has launched up to operation {ops} -- GPU {r.gpu} managed by process "
                                f"{r.pid} on node {r.node}\n")
         out.append("\n")
-    del cuda
+
     return "".join(out)
 
 
@@ -189,6 +188,8 @@ class RasStandin:
                     data = conn.recv(4096)
                 except socket.timeout:
                     continue
+                except OSError:  # closed by stop()
+                    return
                 if not data:
                     return
                 buf += data

@@ -387,7 +387,7 @@ def parse_json(text: str) -> RasReport | None:
                              op_counts=ops, errors=errors))
     dead = tuple(r for r in missing_all.values() if r.dead)
     gone = tuple(r for r in missing_all.values() if not r.dead)
-    ras = doc.get("ras") if isinstance(doc.get("ras"), dict) else {}
+    ras = _dict(doc.get("ras"))
     return RasReport(format="json", nccl_version=str(doc.get("nccl_version"))[:40] if doc.get("nccl_version") else None,
                      nodes=len(nodes) or None, processes=len(pids) or None, gpus=gpus or None,
                      communicators=len(comms), comm_states=tuple(states), missing_processes=len(gone), missing=gone,
@@ -395,12 +395,16 @@ def parse_json(text: str) -> RasReport | None:
                      no_comms=not comms, complete=True)
 
 
+def _dict(v: object) -> dict:
+    return v if isinstance(v, dict) else {}
+
+
 def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _json_rank(r: dict, missing: bool = False) -> RasRank:
-    status = r.get("status") if isinstance(r.get("status"), dict) else {}
+    status = _dict(r.get("status"))
     cuda, nvml = _int(r.get("cuda_dev")), _int(r.get("nvml_dev"))
     gpu = None if cuda is None else (str(cuda) if nvml in (None, cuda) else f"{cuda} (NVML {nvml})")
     host = r.get("host")
@@ -433,7 +437,7 @@ def _json_ops(ranks: list[dict], listed: list[RasRank]) -> tuple[tuple[str, tupl
 def _json_errors(ranks: list[dict], listed: list[RasRank]) -> tuple[RankErrors, ...]:
     by: dict[tuple[str, str], list[RasRank]] = {}
     for r, rr in zip(ranks, listed):
-        status = r.get("status") if isinstance(r.get("status"), dict) else {}
+        status = _dict(r.get("status"))
         for kind, key in (("init", "init_state"), ("async", "async_error")):
             v = _int(status.get(key))
             if v is not None and v not in _STATUS_OK:
@@ -444,7 +448,7 @@ def _json_errors(ranks: list[dict], listed: list[RasRank]) -> tuple[RankErrors, 
 def _json_statuses(ranks: list[dict], listed: list[RasRank]) -> tuple[OpGroup, ...]:
     by: dict[str, list[RasRank]] = {}
     for r, rr in zip(ranks, listed):
-        st = r.get("status") if isinstance(r.get("status"), dict) else {}
+        st = _dict(r.get("status"))
         # As rasClientRunComms derives it: abort, then finalize (or destroy), then init state.
         s = ("ABORT" if st.get("abort_flag") is True else "FINALIZE" if st.get("finalize_called") is True or st.get("destroy_flag") is True
              else "RUNNING" if _int(st.get("init_state")) == 0 else "INIT")
@@ -461,5 +465,5 @@ def stragglers(groups: tuple[OpGroup, ...]) -> tuple[OpGroup | None, tuple[OpGro
     counted = [g for g in groups if isinstance(g.value, int)]
     if len(counted) < 2:
         return None, ()
-    low = min(counted, key=lambda g: g.value)  # type: ignore[arg-type, return-value]
+    low = min(counted, key=lambda g: int(g.value))
     return low, tuple(g for g in counted if g is not low)

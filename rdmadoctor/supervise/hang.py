@@ -88,7 +88,7 @@ class HangWatch:
         self.watchdog: str | None = None  # the watchdog line that said the job hangs
         self.hangs: list[dict] = []  # what the report carries
         self.failover: list[dict] = []
-        self.state = {"hang": 0, "blamed": None, "since": None}  # what --metrics-port serves
+        self.state: dict[str, Any] = {"hang": 0, "blamed": None, "since": None}  # what --metrics-port serves
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
