@@ -670,6 +670,7 @@ def _ras_reports(diag) -> list[Finding]:  # noqa: ANN001
         ev = (hang.data.get("evidence") or [{}])[0]
         said = f"PyTorch's watchdog reports a collective timeout on line {ev.get('line')} of {ev.get('file')}"
     out: list[Finding] = []
+    seen: dict[tuple[str, str], Finding] = {}
     for seg in diag.segments:
         if seg.kind != "ncclras" and not (seg.command or "").split()[:1] == ["ncclras"]:
             continue
@@ -679,8 +680,14 @@ def _ras_reports(diag) -> list[Finding]:  # noqa: ANN001
         ev = [{"file": seg.file, "line": seg.line, "text": seg.text.split("\n", 1)[0][:400], "host": None, "rank": None,
                "time": None}]
         for f in judge_report(report, hang=said, evidence=ev, source="the pasted NCCL RAS report"):
-            out.append(replace(f, data={**f.data, "pasted": "ncclras", "format": report.format,
-                                        "nccl_version": report.nccl_version}))
+            have = seen.get((f.code, f.subject))
+            if have is not None:  # the same job asked twice (text, then JSON): one finding, both places
+                if len(have.data["evidence"]) < 3:
+                    have.data["evidence"].append(ev[0])
+                continue
+            seen[(f.code, f.subject)] = replace(f, data={**f.data, "evidence": list(ev), "pasted": "ncclras",
+                                                         "format": report.format, "nccl_version": report.nccl_version})
+            out.append(seen[(f.code, f.subject)])
     return out
 
 

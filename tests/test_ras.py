@@ -272,3 +272,39 @@ def test_diagnose_reads_pasted_reports_and_failover_lines(tmp_path):
                    "communicator (comm=0x7f3a2c001230). No support for more than a single failed device.\n")
     code, out, err = run_cli(["diagnose", str(log)])
     assert code == 1 and "NCCL_IB_FAILOVER_FATAL" in out
+
+
+def test_a_prompted_paste_of_both_formats_is_one_set_of_findings(tmp_path):
+    paste = tmp_path / "ticket.txt"
+    paste.write_text("user@login:~$ ncclras\n" + text_report(hang_job()) + "user@login:~$ ncclras -f json\n" + json_report(hang_job()))
+    code, out, err = run_cli(["diagnose", str(paste)])
+    assert code == 1 and out.count("NCCL_RAS_PROCESS_DEAD rank 5 on 10.0.0.2") == 1 and out.count("NCCL_RAS_STRAGGLER") == 1
+
+
+def test_the_watch_asks_ras_at_a_bounded_rate_while_the_hang_lasts(monkeypatch):
+    """Silence from the start: the first question at once, then at most one per REPEAT_MIN_S (an
+    upper bound on the count: a loaded machine only asks less)."""
+    from rdmadoctor.supervise import hang
+
+    monkeypatch.setattr(hang, "TICK_S", 0.02)
+    monkeypatch.setattr(hang, "REPEAT_MIN_S", 0.3)
+    asked: list[float] = []
+    said: list[str] = []
+
+    def ask(host, port):
+        asked.append(time.monotonic())
+        return {"format": "text", "text": text_report(healthy_job())}
+
+    w = hang.HangWatch(0.05, said.append, env={}, ask=ask).start()
+    start = time.monotonic()
+    try:
+        deadline = start + 60
+        while len(asked) < 3:
+            assert time.monotonic() < deadline, said
+            time.sleep(0.02)
+    finally:
+        w.stop()
+    elapsed = time.monotonic() - start
+    assert len(asked) <= elapsed / 0.3 + 1
+    assert said[0].startswith("the job looks hung (no output for") and any(x.startswith("still hung") for x in said)
+    assert len(w.hangs) == 1 and w.hangs[0]["asked"] == len(asked) and w.state["hang"] == 1
