@@ -86,22 +86,22 @@ def judge_report(report: RasReport, *, hang: str | None = None, evidence: list[d
                      missing=tuple(rank_of.get(proc_key(r), r) if r.rank is None else r for r in report.missing))
 
     # Dead, then not answering: the processes first, then the ranks of each communicator.
-    for code, sev, procs, n, what in (
-        (NCCL_RAS_PROCESS_DEAD, ERROR, report.dead, report.dead_processes,
+    for code, procs, n, what in (
+        (NCCL_RAS_PROCESS_DEAD, report.dead, report.dead_processes,
          "is considered dead by NCCL's RAS (unreachable via the RAS network for a minute): its ranks will never enter a "
          "collective again, and every rank that needs them waits"),
-        (NCCL_RAS_RANK_MISSING, ERROR, report.missing, report.missing_processes,
+        (NCCL_RAS_RANK_MISSING, report.missing, report.missing_processes,
          "did not answer NCCL's RAS (its communicators' data is missing): it hangs, or the network to its node is broken"),
     ):
         for r in procs[:MAX_FINDINGS]:
             gone.setdefault(proc_key(r), code.code)
-            out.append(Finding(code.code, sev, _subject([r], "a process"), f"{r.where()} {what}.", code.fix,
-                               data=_data([r], evidence)))
+            out.append(_gone(code is NCCL_RAS_PROCESS_DEAD, _subject([r], "a process"), f"{r.where()} {what}.",
+                             _data([r], evidence)))
         if n > len(procs):
-            out.append(Finding(code.code, sev, f"{n - len(procs)} processes",
-                               f"{n - len(procs)} more job processes {what.split(':')[0].replace('is ', 'are ', 1)} "
-                               "(NCCL's text report lists them only when they are few; the JSON report of 2.28.7+ lists all).",
-                               code.fix, data=_data([], evidence, count=n - len(procs))))
+            out.append(_gone(code is NCCL_RAS_PROCESS_DEAD, f"{n - len(procs)} processes",
+                             f"{n - len(procs)} more job processes {what.split(':')[0].replace('is ', 'are ', 1)} "
+                             "(NCCL's text report lists them only when they are few; the JSON report of 2.28.7+ lists all).",
+                             _data([], evidence, count=n - len(procs))))
     for c in report.comms:
         listed = list(c.missing_ranks)
         new = [r for r in listed if proc_key(r) not in gone or r.pid is None]
@@ -113,11 +113,10 @@ def judge_report(report: RasReport, *, hang: str | None = None, evidence: list[d
             for r in ranks:
                 gone.setdefault(proc_key(r), code.code)
             said = "considered dead by NCCL's RAS" if code is NCCL_RAS_PROCESS_DEAD else "missing from NCCL's RAS report"
-            out.append(Finding(code.code, ERROR, _subject(ranks, f"communicator {c.id}"),
-                               f"{len(ranks)} rank{'s' if len(ranks) > 1 else ''} of communicator {c.id} "
-                               f"{'are' if len(ranks) > 1 else 'is'} {said}: {_ranks(ranks)}. The collectives of that "
-                               "communicator cannot complete without them.", code.fix,
-                               data=_data(ranks, evidence, communicator=c.id)))
+            out.append(_gone(code is NCCL_RAS_PROCESS_DEAD, _subject(ranks, f"communicator {c.id}"),
+                             f"{len(ranks)} rank{'s' if len(ranks) > 1 else ''} of communicator {c.id} "
+                             f"{'are' if len(ranks) > 1 else 'is'} {said}: {_ranks(ranks)}. The collectives of that "
+                             "communicator cannot complete without them.", _data(ranks, evidence, communicator=c.id)))
         if c.missing > len(listed) and not listed:
             out.append(Finding(NCCL_RAS_RANK_MISSING.code, ERROR, f"communicator {c.id}",
                                f"{c.missing} ranks of communicator {c.id} did not answer NCCL's RAS (the report does not "
@@ -163,6 +162,13 @@ def judge_report(report: RasReport, *, hang: str | None = None, evidence: list[d
     if out:
         return out[:MAX_FINDINGS]
     return [quiet(report, hang, evidence, source)]
+
+
+def _gone(dead: bool, subject: str, message: str, data: dict) -> Finding:
+    """A process or rank RAS considers dead, or one that did not answer."""
+    if dead:
+        return Finding(NCCL_RAS_PROCESS_DEAD.code, ERROR, subject, message, NCCL_RAS_PROCESS_DEAD.fix, data=data)
+    return Finding(NCCL_RAS_RANK_MISSING.code, ERROR, subject, message, NCCL_RAS_RANK_MISSING.fix, data=data)
 
 
 def _straggler(cid: str, op: str, behind: OpGroup, ahead: tuple[OpGroup, ...], gone: dict, hang: str | None,

@@ -272,6 +272,7 @@ class HangWatch:
     # -- what the job's end carries -----------------------------------------------------------
     def findings(self) -> list[dict]:
         """JOB_HANG (with the last RAS findings folded under it) for the final report."""
+        from rdmadoctor.core.model import ERROR, WARNING, Finding
         from rdmadoctor.logs.kb.nccl import JOB_HANG
 
         out = []
@@ -280,9 +281,8 @@ class HangWatch:
             resumed = h.get("resumed_after_s")
             msg = (f"the job hung ({h['reason']}) at {h['at']}" + (f" and resumed after {resumed} s" if resumed else "")
                    + (f"; NCCL's RAS blamed {', '.join(last['blamed_nodes'][:4])}" if last.get("blamed_nodes") else ""))
-            out.append({"code": JOB_HANG.code, "severity": "warning" if resumed else "error", "subject": "job",
-                        "message": msg + ".", "remedy": JOB_HANG.fix,
-                        "data": {"blamed_nodes": last.get("blamed_nodes"), "node": last.get("node", {}).get("lines")}})
+            out.append(Finding(JOB_HANG.code, WARNING if resumed else ERROR, "job", msg + ".", JOB_HANG.fix,
+                               data={"blamed_nodes": last.get("blamed_nodes"), "node": last.get("node", {}).get("lines")}).to_json())
             for f in last["findings"]:
                 out.append({**f, "cause": f.get("cause") or JOB_HANG.code})
         return out
