@@ -6,7 +6,7 @@ A :class:`Job` describes ranks (rank, node, pid, GPU, operation count) and which
 :func:`text_report` and :func:`json_report` write what NCCL would print for it (the text with the
 outlier rule of rasCountIsOutlier: groups of one always, of at most 10 and a quarter of the
 communicator otherwise). :class:`RasStandin` serves it: ``json=False`` answers ``SET FORMAT`` as
-NCCL < 2.28.7 does (``ERROR: Unknown command``), ``silent=True`` accepts and never answers.
+NCCL < 2.28.7 does (``ERROR: Unknown command``), ``silent=True`` accepts and never answers, ``hold`` (an Event) answers STATUS only once it is set.
 """
 
 from __future__ import annotations
@@ -130,8 +130,8 @@ def json_report(job: Job) -> str:
 class RasStandin:
     """A RAS socket on 127.0.0.1 (an ephemeral port): start(), .port, .queries, stop()."""
 
-    def __init__(self, job: Job, *, json: bool = True, silent: bool = False):
-        self.job, self.json, self.silent = job, json, silent
+    def __init__(self, job: Job, *, json: bool = True, silent: bool = False, hold: threading.Event | None = None):
+        self.job, self.json, self.silent, self.hold = job, json, silent, hold
         self.queries: list[str] = []  # the format of each STATUS answered
         self.commands: list[str] = []
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -209,6 +209,8 @@ class RasStandin:
                         conn.sendall(b"OK\n")
                     elif low in ("status", "verbose status"):
                         self.queries.append(fmt)
+                        if self.hold is not None:  # the test lets the answer go once it has set the scene
+                            self.hold.wait(120)
                         text = json_report(self.job) if fmt == "json" else text_report(self.job)
                         conn.sendall(text.encode())
                         return  # NCCL closes the connection after the report

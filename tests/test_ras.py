@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -151,14 +152,11 @@ def test_client_deadlines_and_refusals(standin):
 
 CHILD = """\
 import os, sys, time
-root, go = sys.argv[1], sys.argv[2]
+go = sys.argv[2]
 print("NCCL version 2.28.9+cuda12.9", flush=True)
 print("node1:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0+mlx5_1:1/IB ; OOB eth0:10.0.0.1<0>", flush=True)
 for line in sys.argv[3:]:
     print(line, flush=True)
-if root != "-":  # the port goes down while the job runs
-    with open(os.path.join(root, "sys/class/infiniband/mlx5_1/ports/1/state"), "w") as f:
-        f.write("1: DOWN\\n")
 deadline = time.monotonic() + 120
 while not os.path.exists(go) and time.monotonic() < deadline:
     time.sleep(0.05)
@@ -199,13 +197,17 @@ def run_until_asked(tmp_path: Path, server: RasStandin, root: str, hang_after: s
 def test_run_names_the_dead_rank_and_the_stragglers_with_this_nodes_ports(tmp_path, standin):
     root = tmp_path / "root"
     shutil.copytree(ROOT / "tests" / "fixtures" / "healthy-ib", root, symlinks=True)
-    server = standin(hang_job())
+    hold = threading.Event()
+    server = standin(hang_job(), hold=hold)
     scraped = []
 
     def scrape(p):
         got = b""
-        while b"/metrics" not in got:  # the port is said on stderr before CMD starts
+        while b"/metrics" not in got:  # said once the ports are read, before CMD starts
             got += p.stderr.read1(4096)
+        # RAS is being asked: the port goes down now, before the answer and the node's second reading.
+        (root / "sys/class/infiniband/mlx5_1/ports/1/state").write_text("1: DOWN\n")
+        hold.set()
         port = int(got.split(b"metrics on :")[1].split(b"/")[0])
         deadline = time.monotonic() + 60
         while not any(x.startswith("rdmadoctor_job_hang{") and x.endswith(" 1.0") for x in scraped):
