@@ -27,10 +27,12 @@ if ! "$PY" -c 'import torch, typer, rich, psutil, prometheus_client' 2>/dev/null
   echo "missing Python packages (torch, or rdmadoctor's: typer rich psutil prometheus_client): see $OUT/versions.txt" >&2
   exit 3
 fi
-if [ "$(nvidia-smi -L 2>/dev/null | wc -l)" -lt 2 ]; then
-  echo "needs 2 GPUs" >&2
+NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+if [ "$NGPU" -lt 1 ]; then
+  echo "no GPU" >&2
   exit 3
 fi
+NPROC=$(( NGPU >= 2 ? 2 : 1 ))
 
 cat > "$OUT/job.py" <<'PYEOF'
 import datetime, os, sys, time
@@ -43,8 +45,8 @@ for step in range(20):
     dist.all_reduce(x)
     torch.cuda.synchronize()
     print(f"rank {rank} step {step}", flush=True)
-if rank == 1:
-    print("rank 1 stops here on purpose (the straggler)", flush=True)
+if rank == dist.get_world_size() - 1:
+    print(f"rank {rank} stops here on purpose (the straggler)", flush=True)
     time.sleep(3600)
 dist.all_reduce(x)  # rank 0 waits here for rank 1
 torch.cuda.synchronize()
@@ -52,9 +54,9 @@ print("never printed", flush=True)
 PYEOF
 
 export NCCL_RAS_ENABLE=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,RAS
-echo "$PY -m rdmadoctor run --no-gate --set hang_after_s=20 --report-file $OUT/run.json --metrics-port 0 -- $PY -m torch.distributed.run --standalone --nproc_per_node=2 $OUT/job.py" > "$OUT/command.txt"
+echo "$PY -m rdmadoctor run --no-gate --set hang_after_s=20 --report-file $OUT/run.json --metrics-port 0 -- $PY -m torch.distributed.run --standalone --nproc_per_node=$NPROC $OUT/job.py" > "$OUT/command.txt"
 "$PY" -m rdmadoctor run --no-gate --set hang_after_s=20 --report-file "$OUT/run.json" --metrics-port 0 -- \
-  "$PY" -m torch.distributed.run --standalone --nproc_per_node=2 "$OUT/job.py" > "$OUT/job.out" 2> "$OUT/rdmadoctor.err" &
+  "$PY" -m torch.distributed.run --standalone --nproc_per_node="$NPROC" "$OUT/job.py" > "$OUT/job.out" 2> "$OUT/rdmadoctor.err" &
 RUN=$!
 
 # Wait (at most 240 s) for rdmadoctor to have asked RAS, then ask it ourselves in both formats.
