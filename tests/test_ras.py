@@ -103,6 +103,7 @@ def test_port_changes_name_the_port_that_went_down():
     before = {"mlx5_1/1": {"state": "ACTIVE", "phys_state": "LinkUp", "counters": {"link_downed": 0}}}
     now = {"mlx5_1/1": {"state": "DOWN", "phys_state": "Polling", "counters": {"link_downed": 2}}}
     assert port_changes(before, now) == ["mlx5_1/1 is DOWN (Polling) (ACTIVE when the job started)", "mlx5_1/1 link_downed +2"]
+    assert port_changes(before, now, {"mlx5_1/1": "10:41:07"})[0] == "mlx5_1/1 is DOWN (Polling) since 10:41:07 (ACTIVE when the job started)"
 
 
 # --- the client --------------------------------------------------------------------------------------
@@ -310,3 +311,24 @@ def test_the_watch_asks_ras_at_a_bounded_rate_while_the_hang_lasts(monkeypatch):
     assert len(asked) <= elapsed / 0.3 + 1
     assert said[0].startswith("the job looks hung (no output for") and any(x.startswith("still hung") for x in said)
     assert len(w.hangs) == 1 and w.hangs[0]["asked"] == len(asked) and w.state["hang"] == 1
+
+
+def test_the_watch_notes_when_a_port_left_active(tmp_path, monkeypatch):
+    from rdmadoctor.host import open_host
+    from rdmadoctor.supervise import hang
+
+    monkeypatch.setattr(hang, "TICK_S", 0.02)
+    monkeypatch.setattr(hang, "PORT_POLL_S", 0.05)
+    root = tmp_path / "root"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "healthy-ib", root, symlinks=True)
+    w = hang.HangWatch(3600, lambda line: None, env={}, host_factory=lambda: open_host(root=str(root))).start()
+    try:
+        (root / "sys/class/infiniband/mlx5_0/ports/1/state").write_text("1: DOWN\n")
+        deadline = time.monotonic() + 60
+        while "mlx5_0/1" not in w._left:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    finally:
+        w.stop()
+    (line,) = w._node()["lines"]
+    assert line.startswith(f"mlx5_0/1 is DOWN (LinkUp) since {w._left['mlx5_0/1']} (ACTIVE when the job started)")

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 TICK_S = 1.0
 REPEAT_MIN_S = 5.0
+PORT_POLL_S = 5.0  # the ports' states are read this often on the watcher's thread: when one left ACTIVE
 PORT_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors", "port_xmit_discards",
                  "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 MAX_PORTS = 64
@@ -56,15 +57,17 @@ def read_ports(host: Any) -> dict[str, dict]:
     return out
 
 
-def port_changes(before: dict[str, dict], now: dict[str, dict]) -> list[str]:
-    """What changed on this node's ports since the job started, worst first."""
+def port_changes(before: dict[str, dict], now: dict[str, dict], left: dict[str, str] | None = None) -> list[str]:
+    """What changed on this node's ports since the job started, worst first. ``left``: port ->
+    the time its state was first seen other than at the start (the watcher polls the states)."""
     down, grew = [], []
     for name, p in now.items():
         was = before.get(name) or {}
         if p.get("state") != "ACTIVE":
             since = f" ({was.get('state')} when the job started)" if was.get("state") and was.get("state") != p.get("state") else ""
+            at = f" since {left[name]}" if left and name in left and since else ""
             phys = f" ({p['phys_state']})" if p.get("phys_state") else ""
-            down.append(f"{name} is {p.get('state') or 'unreadable'}{phys}{since}")
+            down.append(f"{name} is {p.get('state') or 'unreadable'}{phys}{at}{since}")
         for c, v in (p.get("counters") or {}).items():
             old = (was.get("counters") or {}).get(c)
             if old is not None and v > old:
@@ -94,6 +97,7 @@ class HangWatch:
         self._stop = threading.Event()
         self._nics: list[list[str]] = []  # the merged NICs NCCL named
         self._ports_at_start: dict[str, dict] | None = None
+        self._left: dict[str, str] = {}  # port -> when its state was first seen changed
         self._thread = threading.Thread(target=self._run, name="rdmadoctor-hang", daemon=True)
 
     # -- the copy loop's side: cheap ----------------------------------------------------------
@@ -168,8 +172,26 @@ class HangWatch:
         self._wake.set()
         self._thread.join(timeout=30)
 
+    def _poll_ports(self) -> None:
+        """The ports' states now: the first time one differs from the start is kept (sysfs, a few
+        small reads on this thread, never the job's)."""
+        if self.host_factory is None or not self._ports_at_start:
+            return
+        try:
+            host = self.host_factory()
+            for name, was in self._ports_at_start.items():
+                if name in self._left:
+                    continue
+                dev, _, port = name.partition("/")
+                state = (host.read_value(f"/sys/class/infiniband/{dev}/ports/{port}/state") or "").split(":")[-1].strip()
+                if state and state != was.get("state"):
+                    self._left[name] = time.strftime("%H:%M:%S")
+        except Exception:  # noqa: BLE001 - read again at hang time, where a failure is said
+            return
+
     def _run(self) -> None:
         next_ask = 0.0
+        next_poll = time.monotonic() + PORT_POLL_S
         started: float | None = None
         while not self._stop.is_set():
             self._wake.wait(TICK_S)
@@ -177,6 +199,9 @@ class HangWatch:
             if self._stop.is_set():
                 return
             now = time.monotonic()
+            if now >= next_poll:
+                self._poll_ports()
+                next_poll = now + PORT_POLL_S
             silent = now - self.last
             hung = self.watchdog is not None or silent >= self.hang_after
             if not hung:
@@ -259,7 +284,7 @@ class HangWatch:
             except Exception as e:  # noqa: BLE001
                 lines.append(f"could not read its ports: {type(e).__name__}: {e}")
         if ports:
-            changed = port_changes(self._ports_at_start or {}, ports)
+            changed = port_changes(self._ports_at_start or {}, ports, self._left)
             lines += changed or [f"{len(ports)} ports, all ACTIVE, no error counter grew since the job started"
                                  if all(p.get("state") == "ACTIVE" for p in ports.values()) else
                                  f"{len(ports)} ports, as they were when the job started"]
