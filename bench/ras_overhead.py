@@ -10,7 +10,11 @@ writes its own steps per second when done. It runs under `rdmadoctor run --no-ga
        thread waking every second (no hang happens, so RAS is never asked);
   off: --set hang_after_s=null: no watch at all.
 
-The rounds alternate on/off so a machine's drift weighs on both. Reported: each side's median steps
+The rounds alternate on/off so a machine's drift weighs on both. On a shared machine the spread
+between rounds is far larger than the watch's cost, so the script also times what the watch adds
+to the copy loop itself, HangWatch.saw() on one batch (a 64 KiB batch of step lines, and one short
+line), in this process: the copy loop makes at most about 100 such calls a second (it reads every
+10 ms), so that figure times 100 is the watch's whole cost on the job's path, per second. Reported: each side's median steps
 per second and the ratio on/off (1.0: no difference; the spread says what noise the machine adds).
 Exit status 0 when the median ratio is at least 0.97 (the watch costs the job under 3%).
 """
@@ -68,6 +72,22 @@ def one(seconds: float, on: bool, tmp: Path, n: int) -> tuple[float, float]:
     return rate, total - child_cpu
 
 
+def saw_cost() -> dict[str, float]:
+    """Nanoseconds one HangWatch.saw() call takes, on a 64 KiB batch and on one short line."""
+    import timeit
+
+    from rdmadoctor.supervise.hang import HangWatch
+
+    w = HangWatch(300, lambda line: None, env={})  # never started: saw() alone
+    big = b"[rank0] step 12345 loss 2.345678 tokens/s 123456.7\n" * 1300
+    small = b"[rank0] step 12345 loss 2.345678 tokens/s 123456.7\n"
+    out = {}
+    for name, data in (("batch_64k", big), ("one_line", small)):
+        n = 20000
+        out[name] = min(timeit.repeat(lambda: w.saw(data), number=n, repeat=5)) / n * 1e9
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=5.0)
@@ -85,12 +105,15 @@ def main() -> int:
                 rates[side].append(rate)
                 cpu[side].append(used / rate)  # rdmadoctor's CPU seconds per step of the job
     on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+    saw = saw_cost()
     pairs = [x / y for x, y in zip(rates["on"], rates["off"])]
     out = {"seconds": a.seconds, "repeat": a.repeat, "steps_per_s_on": round(on, 1), "steps_per_s_off": round(off, 1),
            "ratio_on_off": round(on / off, 4), "ratio_per_round": [round(r, 4) for r in pairs],
            "runs_on": [round(r, 1) for r in rates["on"]], "runs_off": [round(r, 1) for r in rates["off"]],
            "rdmadoctor_cpu_us_per_step_on": round(statistics.median(cpu["on"]) * 1e6 / a.seconds, 3),
-           "rdmadoctor_cpu_us_per_step_off": round(statistics.median(cpu["off"]) * 1e6 / a.seconds, 3)}
+           "rdmadoctor_cpu_us_per_step_off": round(statistics.median(cpu["off"]) * 1e6 / a.seconds, 3),
+           "saw_ns_batch_64k": round(saw["batch_64k"], 1), "saw_ns_one_line": round(saw["one_line"], 1),
+           "saw_core_share_at_100_batches_per_s": round(saw["batch_64k"] * 100 / 1e9, 8)}
     if a.json:
         print(json.dumps(out, indent=2))
     else:
@@ -100,6 +123,8 @@ def main() -> int:
         print(f"  ratio on/off:   {on / off:.4f}   per round {out['ratio_per_round']}")
         print(f"  rdmadoctor's CPU per job step: on {out['rdmadoctor_cpu_us_per_step_on']} us, "
               f"off {out['rdmadoctor_cpu_us_per_step_off']} us (the rest of the machine's noise is in the spread)")
+        print(f"  HangWatch.saw() per batch: {out['saw_ns_batch_64k']:.0f} ns (64 KiB), {out['saw_ns_one_line']:.0f} ns (one line); "
+              f"at 100 batches/s {out['saw_core_share_at_100_batches_per_s'] * 100:.4f}% of a core")
     return 0 if on / off >= TARGET else 1
 
 

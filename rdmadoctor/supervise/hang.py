@@ -2,8 +2,9 @@
 this node's facts read again, all said on stderr and kept for the report.
 
 :class:`HangWatch` is off the job's hot path: the copy loop only calls :meth:`HangWatch.saw` with
-each batch it already holds (one clock read and three ``in`` tests in C); a thread of its own
-wakes at most every :data:`TICK_S` to compare the clock, and only when the job has been silent for
+each batch it already holds (a clock read and an append, by reference); a thread of its own wakes
+every :data:`TICK_S` to read those batches for PyTorch's watchdog and NCCL's failover lines and to
+compare the clock, and only when the job has been silent for
 ``hang_after_s`` (an expectation, default 300 s, below PyTorch's 10-minute watchdog) does it ask
 RAS (:mod:`rdmadoctor.supervise.ras`, at most once per max(hang_after_s, REPEAT_MIN_S) while the
 hang lasts) and read the node's ports and counters (:func:`read_ports`, sysfs through the Host).
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 TICK_S = 1.0
 REPEAT_MIN_S = 5.0
-PORT_POLL_S = 5.0  # the ports' states are read this often on the watcher's thread: when one left ACTIVE
+PORT_POLL_S = 5.0
+PENDING_BYTES = 8 << 20  # output waiting for the watcher's thread to read it  # the ports' states are read this often on the watcher's thread: when one left ACTIVE
 PORT_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors", "port_xmit_discards",
                  "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 MAX_PORTS = 64
@@ -98,18 +100,48 @@ class HangWatch:
         self._nics: list[list[str]] = []  # the merged NICs NCCL named
         self._ports_at_start: dict[str, dict] | None = None
         self._left: dict[str, str] = {}  # port -> when its state was first seen changed
+        from collections import deque
+
+        self._pending: deque[bytes] = deque()  # batches the copy loop handed over (append/popleft: thread-safe)
+        self._pending_bytes = 0
+        self.unread_bytes = 0
         self._thread = threading.Thread(target=self._run, name="rdmadoctor-hang", daemon=True)
 
     # -- the copy loop's side: cheap ----------------------------------------------------------
     def saw(self, data: bytes) -> None:
+        """The copy loop's call, per batch: the clock, and the batch kept by reference for the
+        watcher's thread to read (no search here: a search of a batch costs about a nanosecond a
+        byte, paid on the thread instead). At most PENDING_BYTES wait; beyond, the oldest go unread."""
         self.last = time.monotonic()
+        self._pending.append(data)
+        self._pending_bytes += len(data)
+        if self._pending_bytes > PENDING_BYTES:
+            self._shed()
         if self.state["hang"] and not self.watchdog:
             self._wake.set()  # output resumed: said on the thread
-        if b"atchdog" in data and any(w in data for w in WATCHDOG):
-            self._line_event(data, "watchdog")
-        if b"NET/IB" in data and (b"marked as failed" in data or b"has been recovered" in data or b"failed devices out of" in data
-                                  or b"NET/IB : Using [" in data):
-            self._line_event(data, "net")
+
+    def _shed(self) -> None:
+        while self._pending_bytes > PENDING_BYTES and len(self._pending) > 1:
+            try:
+                old = self._pending.popleft()
+            except IndexError:
+                return
+            self._pending_bytes -= len(old)
+            self.unread_bytes += len(old)
+
+    def _read_pending(self) -> None:
+        """On the watcher's thread: PyTorch's watchdog and NCCL's failover lines in what was copied."""
+        while True:
+            try:
+                data = self._pending.popleft()
+            except IndexError:
+                return
+            self._pending_bytes -= len(data)
+            if b"atchdog" in data and any(w in data for w in WATCHDOG):
+                self._line_event(data, "watchdog")
+            if b"NET/IB" in data and (b"marked as failed" in data or b"has been recovered" in data
+                                      or b"failed devices out of" in data or b"NET/IB : Using [" in data):
+                self._line_event(data, "net")
 
     def _line_event(self, data: bytes, kind: str) -> None:
         text = data[-(1 << 20):].decode("utf-8", "replace")
@@ -171,6 +203,8 @@ class HangWatch:
         self._stop.set()
         self._wake.set()
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():
+            self._read_pending()  # the last batches: a failover line just before the end
 
     def _poll_ports(self) -> None:
         """The ports' states now: the first time one differs from the start is kept (sysfs, a few
@@ -198,6 +232,7 @@ class HangWatch:
             self._wake.clear()
             if self._stop.is_set():
                 return
+            self._read_pending()
             now = time.monotonic()
             if now >= next_poll:
                 self._poll_ports()

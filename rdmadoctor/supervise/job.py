@@ -255,6 +255,9 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     diagnosis = diagnoser.finish()
     code = result.exit_code
     hang_findings = hang.findings() if hang is not None else []
+    if hang is not None and hang.unread_bytes:
+        notes = notes + [f"{hang.unread_bytes} bytes of output were not read for PyTorch's watchdog and NCCL's failover lines: "
+                         "the hang watch's thread fell behind (at most 8 MiB wait for it)"]
     report.update(child=result.to_json(), exit_code=code, nccl=diagnosis.nccl,
                   transport=shown[0] if shown else None,
                   findings=hang_findings + [f.to_json() for f in diagnosis.findings], notes=notes + list(diagnosis.notes),
