@@ -223,6 +223,8 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
             feeds[name].push(data)
     child = Child(argv, env, out_sink, err_sink, on_data=on_data, on_eof=lambda name: feeds[name].close())
     server = None
+    if hang is None and metrics_port is not None:
+        err_sink.line(f"note: --metrics-port {metrics_port} serves the hang watch, which hang_after_s=null turns off: no server")
     if hang is not None:
         hang.start()
         if metrics_port is not None:
