@@ -49,6 +49,7 @@ from rdmadoctor.checks.limits import (
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
 from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce, roce_ports
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
+from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
     COULD_NOT_DECIDE,
@@ -642,6 +643,52 @@ def _unused_nics(diag) -> list[Finding]:  # noqa: ANN001
                     NCCL_NICS_UNUSED.fix, data={"evidence": ev, "used": mine, "idle": idle})]
 
 
+# ---- NCCL's RAS report pasted into the log (the scan keeps it as an "ncclras" output) -------------
+
+EXPECT = {
+    "hang_after_s": Expect(
+        300.0, "number", "s", min=1, max=7 * 86400, null_means="off",
+        doc="`rdmadoctor run`: a job that prints nothing for this long (or whose PyTorch watchdog reports a timeout) "
+            "is hung: NCCL's RAS is asked and the node's ports are read. Below PyTorch's watchdog (10 min by default), "
+            "so the hang is named before the job is killed; null: no hang watch.",
+        example=120,
+    ),
+}
+
+
+def _ras_reports(diag) -> list[Finding]:  # noqa: ANN001
+    """Pasted RAS reports (text or JSON), judged as `rdmadoctor run` judges the one it asks for."""
+    from rdmadoctor.logs.kb.pytorch import NCCL_TIMEOUT
+    from rdmadoctor.logs.ras import judge_report
+    from rdmadoctor.parsers import ncclras
+
+    hang = next((f for f in diag.findings if f.code == NCCL_TIMEOUT.code), None)
+    said = None
+    if hang is not None:
+        ev = (hang.data.get("evidence") or [{}])[0]
+        said = f"PyTorch's watchdog reports a collective timeout on line {ev.get('line')} of {ev.get('file')}"
+    out: list[Finding] = []
+    seen: dict[tuple[str, str], Finding] = {}
+    for seg in diag.segments:
+        if seg.kind != "ncclras" and not (seg.command or "").split()[:1] == ["ncclras"]:
+            continue
+        report = ncclras.parse(seg.text)
+        if report is None:
+            continue
+        ev = [{"file": seg.file, "line": seg.line, "text": seg.text.split("\n", 1)[0][:400], "host": None, "rank": None,
+               "time": None}]
+        for f in judge_report(report, hang=said, evidence=ev, source="the pasted NCCL RAS report"):
+            have = seen.get((f.code, f.subject))
+            if have is not None:  # the same job asked twice (text, then JSON): one finding, both places
+                if len(have.data["evidence"]) < 3:
+                    have.data["evidence"].append(ev[0])
+                continue
+            seen[(f.code, f.subject)] = replace(f, data={**f.data, "evidence": list(ev), "pasted": "ncclras",
+                                                         "format": report.format, "nccl_version": report.nccl_version})
+            out.append(seen[(f.code, f.subject)])
+    return out
+
+
 def _test_tables(diag) -> list:  # noqa: ANN001
     """(segment, table) of every pasted nccl-tests result table, parsed once for the judges below."""
     from rdmadoctor.parsers.nccltests import parse_busbw
@@ -863,8 +910,8 @@ def probe_logs(ctx) -> LogFacts:
     node = _node_view(ctx)
     tables = _test_tables(diag)
     layers = _link_layers(diag) if diag.settings.get("NCCL_IB_GID_INDEX") else {}
-    return LogFacts(diag, tuple(_pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables) + _gid_index(diag, layers)
-                                + _unused_nics(diag)), node)
+    return LogFacts(diag, tuple(_ras_reports(diag) + _pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables)
+                                + _gid_index(diag, layers) + _unused_nics(diag)), node)
 
 
 def _size(n: int) -> str:
@@ -974,6 +1021,7 @@ CHECKS = [
         # After every other check: the join needs what the node checks found.
         after=("*",),
         inventory=_inventory,
+        defaults=EXPECT,
         description="The job's logs (`rdmadoctor diagnose LOG`, a bundle's logs/ from `collect --log`) through the "
         "knowledge base: root causes first, each with its evidence; tool outputs pasted in them judged by the node "
         "checks; NCCL's fallback to sockets joined with this node's ports and the reason the node checks found.",

@@ -166,7 +166,8 @@ def lines(regex: str, needle: str = "", examples: tuple[str, ...] = (), n: int =
 
 # The modules whose compiled patterns run on every line the scan looks at (or every line a tool
 # output parser reads): all their module-level patterns are checked, so a new one is covered.
-LINE_MODULES = ("rdmadoctor.logs.prefix", "rdmadoctor.logs.nccl", "rdmadoctor.logs.scan", "rdmadoctor.logs.reader")
+LINE_MODULES = ("rdmadoctor.logs.prefix", "rdmadoctor.logs.nccl", "rdmadoctor.logs.scan", "rdmadoctor.logs.reader",
+                "rdmadoctor.parsers.ncclras", "rdmadoctor.supervise.hang")
 
 
 def cases() -> list[tuple[str, re.Pattern, str, tuple[str, ...]]]:

@@ -111,6 +111,16 @@ def _emitted_anywhere() -> set:
             arg = node.args[0]
             if isinstance(arg, ast.Attribute) and arg.attr == "code" and isinstance(arg.value, ast.Name) and arg.value.id.isupper():
                 out.add(arg.value.id)
+    # NCCL's RAS report, judged whole (rdmadoctor.logs.ras), and the hang `run` sees (supervise.hang).
+    import rdmadoctor.logs.ras
+    import rdmadoctor.supervise.hang
+
+    for mod in (rdmadoctor.logs.ras, rdmadoctor.supervise.hang):
+        for node in ast.walk(ast.parse(inspect.getsource(mod))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Finding":
+                arg = node.args[0]
+                if isinstance(arg, ast.Attribute) and arg.attr == "code" and isinstance(arg.value, ast.Name):
+                    out.add(arg.value.id)
     # ... and the scanner's own rows: an error line no row knows (LOG_ERROR_UNKNOWN), run's kill.
     out |= {v.code for v in vars(scan).values() if isinstance(v, kb.Pattern)}
     return out

@@ -211,6 +211,11 @@ OPTIONS: tuple[Option, ...] = (
            "picks its transport), the last 16 MiB (where a job fails) and any NCCL line until the transport is known, and only "
            "counts the middle: reading all costs about 2% of a core more at 50k lines/s (passing through costs about 1.1%).",
            commands=("run",)),
+    Option("--metrics-port", "metrics_port", "int",
+           "Serve /metrics on this port while CMD runs (0: a free port, said on stderr): rdmadoctor_job_hang{blamed_node} is 1 "
+           "while the job is hung (no output for hang_after_s, default 300, or PyTorch's watchdog), naming the node NCCL's "
+           "RAS blames. Default: no server.",
+           metavar="PORT", commands=("run",)),
     Option("--report-file", "report_file", "str",
            "At exit, write one JSON document there (schema rdmadoctor.run/v1): the gate's verdict, how CMD ended, what NCCL "
            "did (the `nccl` section) and the findings from its output. Written even when the gate stops CMD.",

@@ -20,10 +20,12 @@ rdmadoctor run --expect-hcas 8 --wait-for-master -- torchrun --nproc_per_node=8 
 stdout belongs to CMD: its stdout and stderr pass through byte for byte, as they arrive (they are pipes: a program that buffers when not on a terminal prints in bursts; for Python, `python -u` or PYTHONUNBUFFERED=1). Everything rdmadoctor says goes to stderr: first the gate's verdict as `rdmadoctor preflight` prints it (text whose fix lines paste as they are, or with --json its JSON document, schema rdmadoctor.preflight/v1); then lines starting with `rdmadoctor: `: the moment NCCL's init lines show the transport, one line saying which (NET/IB on which HCAs, with or without GPUDirect RDMA), or a warning when NCCL fell back to TCP sockets; and, when CMD fails, the diagnosis of its output: root causes first, with the line that shows each and its fix.
 
 INT, TERM and HUP sent to rdmadoctor go to CMD's process group (a second Ctrl-C too: CMD decides); on a terminal CMD gets the terminal. CMD's environment is rdmadoctor's, unchanged unless --nccl-debug.
+
+A live hang: when CMD prints nothing for hang_after_s (default 300 s, below PyTorch's 10-minute watchdog; --set hang_after_s=N, null turns it off) or PyTorch's watchdog reports a timeout, rdmadoctor asks NCCL's RAS (NCCL 2.24+, NCCL_RAS_ADDR or localhost:28028) which ranks are dead, missing or behind, reads this node's ports and counters again, and says both on stderr, repeated while the hang lasts; the --report-file and --metrics-port carry it (docs/live-hangs.md).
 """
 
 # run's own options; the others are the gate's, passed to preflight as they are.
-OWN = ("no_gate", "nccl_debug", "read_all", "report_file", "as_json")
+OWN = ("no_gate", "nccl_debug", "read_all", "report_file", "as_json", "metrics_port")
 
 
 def parse_argv(args: list[str]) -> Any:
@@ -52,7 +54,8 @@ def run_command(args: Any) -> int:
         return bad
     try:
         return run_job(command, gate_kwargs=args.values("run", leave=OWN), no_gate=args.no_gate, as_json=args.as_json,
-                       nccl_debug=args.nccl_debug, report_file=args.report_file, read_all=args.read_all)
+                       nccl_debug=args.nccl_debug, report_file=args.report_file, read_all=args.read_all,
+                       metrics_port=args.metrics_port)
     except SpawnError as e:
         fail_usage(str(e), e.hint)
         return e.code

@@ -104,6 +104,7 @@ def run_job(
     report_file: str | None = None,
     env: dict[str, str] | None = None,
     read_all: bool = False,
+    metrics_port: int | None = None,
 ) -> int:
     """The whole ``rdmadoctor run``; returns the exit code.
 
@@ -120,9 +121,13 @@ def run_job(
     if report_file is not None:
         check_report_path(report_file)
     env, notes = child_env(dict(os.environ if env is None else env), nccl_debug)
+    hang_after = hang_after_s(gate_kwargs or {})
+    if metrics_port is not None and not 0 <= metrics_port <= 65535:
+        raise PreflightError(f"--metrics-port {metrics_port}: not a TCP port", "a port from 1 to 65535, or 0 for a free one (said on stderr)")
     started = time.time()
     report: dict[str, Any] = {"schema": SCHEMA, "command": list(argv), "gate": None, "child": None,
-                              "exit_code": None, "transport": None, "nccl": None, "findings": [], "notes": []}
+                              "exit_code": None, "transport": None, "nccl": None, "findings": [], "notes": [],
+                              "hang_after_s": hang_after, "hangs": [], "failover": []}
     err = sys.stderr
     if not no_gate:
         code, doc = run_gate(gate_kwargs or {}, as_json, err)
@@ -142,7 +147,8 @@ def run_job(
         except (OSError, ValueError):
             pass
     try:
-        return _run_child(argv, env, notes, report, report_file, started, read_all=read_all)
+        return _run_child(argv, env, notes, report, report_file, started, read_all=read_all,
+                          hang_watch=_hang_watch(hang_after, env, gate_kwargs or {}, report), metrics_port=metrics_port)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
@@ -150,8 +156,39 @@ def run_job(
         return 130
 
 
+def hang_after_s(gate_kwargs: dict[str, Any]) -> float | None:
+    """hang_after_s from the gate's --profile, --config, --pool and --set (checked before anything runs)."""
+    from rdmadoctor.engine.expectations import ConfigError, parse_set, resolve
+
+    try:
+        expect = resolve({}, gate_kwargs.get("profile") or "generic", gate_kwargs.get("config"), gate_kwargs.get("pool"),
+                         parse_set(list(gate_kwargs.get("sets") or [])))
+    except ConfigError as e:
+        raise PreflightError(str(e), getattr(e, "hint", "") or "rdmadoctor list-checks shows every expectation") from None
+    value = expect.get("hang_after_s")
+    return None if value is None else float(value)
+
+
+def _hang_watch(hang_after: float | None, env: dict[str, str], gate_kwargs: dict[str, Any], report: dict[str, Any]) -> Any:
+    """The hang watch (None with hang_after_s null), reading this node through the gate's --root/--bundle."""
+    if hang_after is None:
+        return None
+    from rdmadoctor.supervise.hang import HangWatch
+
+    root, bundle = gate_kwargs.get("root"), gate_kwargs.get("bundle")
+
+    def host() -> Any:
+        from rdmadoctor.host import open_host
+
+        return open_host(root=root, bundle=bundle)
+
+    gate = report.get("gate") or {}
+    found = [p for key in ("problems", "warnings") for p in gate.get(key) or () if isinstance(p, dict)]
+    return HangWatch(hang_after, lambda line: None, env=env, host_factory=host, gate_findings=found)
+
+
 def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: dict[str, Any],
-               report_file: str | None, started: float, read_all: bool = False) -> int:
+               report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None, metrics_port: int | None = None) -> int:
     from rdmadoctor.logs import Diagnoser
 
     err = sys.stderr
@@ -173,11 +210,39 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     diagnosing = Diagnosing(diagnoser)
     watch = Watch(diagnosing, source, read_all=read_all)
     feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
-    child = Child(argv, env, out_sink, err_sink,
-                  on_data=lambda data, name: feeds[name].push(data),
-                  on_eof=lambda name: feeds[name].close())
+    hang = hang_watch
+    if hang is not None:
+        hang.say = err_sink.line
+        saw = hang.saw
+
+        def on_data(data: bytes, name: str) -> None:
+            saw(data)
+            feeds[name].push(data)
+    else:
+        def on_data(data: bytes, name: str) -> None:
+            feeds[name].push(data)
+    child = Child(argv, env, out_sink, err_sink, on_data=on_data, on_eof=lambda name: feeds[name].close())
+    server = None
+    if hang is None and metrics_port is not None:
+        err_sink.line(f"note: --metrics-port {metrics_port} serves the hang watch, which hang_after_s=null turns off: no server")
+    if hang is not None:
+        hang.start()
+        if metrics_port is not None:
+            from rdmadoctor.supervise.metrics import serve
+
+            try:
+                server = serve(metrics_port, hang)
+                err_sink.line(f"metrics on :{server.port}/metrics (rdmadoctor_job_hang)")
+            except OSError as e:
+                err_sink.line(f"warning: could not serve --metrics-port {metrics_port}: {e.strerror or e}; the job runs without it")
     try:
-        result = child.run()
+        try:
+            result = child.run()
+        finally:
+            if hang is not None:
+                hang.stop()
+            if server is not None:
+                server.stop()
     except SpawnError as e:
         diagnosing.close()
         report["exit_code"] = e.code
@@ -191,9 +256,14 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         diagnoser.job_ended(result.signal, result.returncode, command_text(argv))
     diagnosis = diagnoser.finish()
     code = result.exit_code
+    hang_findings = hang.findings() if hang is not None else []
+    if hang is not None and hang.unread_bytes:
+        notes = notes + [f"{hang.unread_bytes} bytes of output were not read for PyTorch's watchdog and NCCL's failover lines: "
+                         "the hang watch's thread fell behind (at most 8 MiB wait for it)"]
     report.update(child=result.to_json(), exit_code=code, nccl=diagnosis.nccl,
                   transport=shown[0] if shown else None,
-                  findings=[f.to_json() for f in diagnosis.findings], notes=notes + list(diagnosis.notes))
+                  findings=hang_findings + [f.to_json() for f in diagnosis.findings], notes=notes + list(diagnosis.notes),
+                  hangs=hang.hangs if hang is not None else [], failover=hang.failover if hang is not None else [])
     if result.pid is None:  # a signal came before the job started
         err_sink.line(f"stopped by signal {result.signal} ({signal_name(result.signal or 0)}) before {command_text(argv)} started")
     elif result.failed:

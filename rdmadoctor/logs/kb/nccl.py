@@ -9,7 +9,7 @@ shared memory into ``src/os/linux.cc``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, GPUDIRECT, INFO, INFORMATION, LINK, WARNING, Code
+from rdmadoctor.core.model import CONFIG, COULD_NOT_DECIDE, ERROR, GPUDIRECT, INFO, INFORMATION, LINK, WARNING, Code
 from rdmadoctor.logs.kb import Pattern
 from rdmadoctor.logs.kb.kernel import NIC_LINK_DOWN
 
@@ -379,6 +379,111 @@ LOG_ERROR_UNKNOWN = Code(
     "(`rdmadoctor list-patterns` shows what is known).",
 )
 
+# -- NCCL's RAS (src/ras/, 2.24+) and IB port failover (src/transport/net_ib/p2p_resiliency*.cc, 2.29.7+) ----
+# Emitted by rdmadoctor.logs.ras (a RAS report: `rdmadoctor run` asks it when the job hangs,
+# `diagnose` reads a pasted one) and by the failover rows below.
+JOB_HANG = Code(
+    "JOB_HANG",
+    "The job stopped making progress while it ran",
+    "`rdmadoctor run` saw no output from the job for longer than hang_after_s (or PyTorch's watchdog said a "
+    "collective timed out) while the job was still running: a collective waits for a rank that will not come. "
+    "Left alone, PyTorch's watchdog kills the job at its timeout (10 minutes by default) and the GPUs idle until then.",
+    "Read the findings that follow it: the rank NCCL's RAS names (dead, not answering, behind the others) and "
+    "this node's ports and counters at that moment. Then look at that rank's node (`rdmadoctor check` there, "
+    "`dmesg | grep -i -e xid -e mlx5`). A job that is silent for long on purpose (a long evaluation, a checkpoint "
+    "upload) needs a larger hang_after_s (`--set hang_after_s=1800`).",
+)
+NCCL_RAS_PROCESS_DEAD = Code(
+    "NCCL_RAS_PROCESS_DEAD",
+    "NCCL's RAS considers a process of the job dead",
+    "The RAS threads of the other processes lost every connection to this one for more than a minute "
+    "(RAS_PEER_DEAD_TIMEOUT): it crashed, was killed (the OOM killer, a node that rebooted), or its node "
+    "left the network. Every collective that needs its ranks waits for ever.",
+    "Look at the named node: the process's exit (the job's log of that rank, `dmesg` for the OOM killer or a "
+    "GPU Xid), the node itself (`rdmadoctor check`), its network. Restart the job without that node if it is broken.",
+)
+NCCL_RAS_RANK_MISSING = Code(
+    "NCCL_RAS_RANK_MISSING",
+    "A process or rank of the job did not answer NCCL's RAS",
+    "RAS asked every process for its communicators and these did not answer in time: the process hangs (its "
+    "RAS thread is stuck, the host is overloaded), or the network to its node is broken. Not yet dead: RAS "
+    "waits a minute before it says so.",
+    "Look at the named node and process: is it alive (`ps`, `py-spy dump --pid PID`), is its node reachable, "
+    "does `rdmadoctor check` pass there. Ask RAS again in a minute: a process that stays missing becomes dead.",
+)
+NCCL_RAS_STRAGGLER = Code(
+    "NCCL_RAS_STRAGGLER",
+    "Ranks are behind the others in a communicator (stragglers)",
+    "NCCL's RAS found the ranks of a communicator at different operation counts: the ranks with the lowest "
+    "count have not launched the collective the others wait in. They are the stragglers: their process is "
+    "stuck before the collective (data loading, a CPU-side hang, an exception in one rank), or their GPU or "
+    "network is slow. The ranks ahead are only waiting for them.",
+    "Look at the ranks behind, not the ones ahead: their node's output, their stack (`py-spy dump --pid PID`), "
+    "their GPU (`nvidia-smi`), their node (`rdmadoctor check`). With many ranks NCCL's text report names only "
+    "the small groups: the JSON report (NCCL 2.28.7+, what `rdmadoctor run` asks for) names every rank.",
+)
+NCCL_RAS_RANK_ERROR = Code(
+    "NCCL_RAS_RANK_ERROR",
+    "A rank reported an NCCL error to RAS",
+    "A rank's communicator holds an error (an asynchronous error from the network or a peer, or a failed "
+    "initialisation): its collectives cannot complete, and the others wait for it. `Remote process error` "
+    "means its peer failed first: look for the rank whose error is of another kind.",
+    "Read that rank's own output for NCCL's WARN line (`rdmadoctor diagnose` on its log) and check its node "
+    "(`rdmadoctor check`): the error names the failing layer (network, CUDA, system).",
+)
+NCCL_RAS_QUIET = Code(
+    "NCCL_RAS_QUIET",
+    "NCCL's RAS sees nothing wrong",
+    "Every process answered RAS and every communicator is RUNNING with matching operation counts and no "
+    "error. Beside a hang or a watchdog timeout that does not clear the job: RAS sees collectives launched, "
+    "not completed, so a hang inside a collective (a network path that drops traffic, a GPU kernel that never "
+    "ends) looks healthy to it (NVIDIA/nccl#1730).",
+    "Nothing to fix in NCCL's view. For a hang, look at the network and the GPUs under the collective: the "
+    "node's ports and counters (`rdmadoctor check --sample 10`), `dmesg` for Xid and mlx5 errors, and the "
+    "flight recorder (TORCH_NCCL_TRACE_BUFFER_SIZE, TORCH_NCCL_DUMP_ON_TIMEOUT=1).",
+    kind=INFORMATION,
+)
+NCCL_RAS_UNAVAILABLE = Code(
+    "NCCL_RAS_UNAVAILABLE",
+    "NCCL's RAS could not be asked",
+    "rdmadoctor could not get a report from NCCL's RAS socket (by default localhost:28028, NCCL_RAS_ADDR): no "
+    "NCCL 2.24+ process listens there (RAS off with NCCL_RAS_ENABLE=0, an older NCCL, no communicator made "
+    "yet, another address), or it did not answer in time. Nothing is known about the ranks then; it is not "
+    "a sign that they are fine.",
+    "Run the job with NCCL 2.24 or later and RAS on (the default; NCCL_RAS_ENABLE=1); when NCCL_RAS_ADDR moves "
+    "it, `rdmadoctor run` reads the same variable. `ncclras` (shipped with NCCL) asks it by hand.",
+    kind=COULD_NOT_DECIDE,
+)
+NCCL_IB_PORT_FAILOVER = Code(
+    "NCCL_IB_PORT_FAILOVER",
+    "NCCL moved traffic off a failed IB device and runs on fewer",
+    "With NCCL_IB_RESILIENCY_PORT_FAILOVER=1 (2.29.7+), a work request that failed on one device of a merged "
+    "NIC is replayed on the others and that device is no longer used: the job goes on, with the bandwidth of "
+    "the devices left. In 2.30, with NCCL_IB_RESILIENCY_PORT_RECOVERY=1, NCCL may bring it back later; "
+    "otherwise it stays out until the job restarts. Nothing but this line says so.",
+    "Find why the device failed (`rdmadoctor check --sample 10` on the node: the port's state and its link_downed "
+    "and symbol_error counters; `dmesg | grep mlx5`) and fix the link (reseat or replace the cable or "
+    "transceiver). Until then the job runs slower; restart it once the port is back to use every device.",
+)
+NCCL_IB_PORT_RECOVERED = Code(
+    "NCCL_IB_PORT_RECOVERED",
+    "NCCL brought a failed IB device back into use",
+    "NCCL 2.30's port recovery (NCCL_IB_RESILIENCY_PORT_RECOVERY=1) found the device working again and "
+    "restored its queue pairs: the job runs on every device again.",
+    "Nothing to do for the job; the link flapped: watch the port's link_downed counter "
+    "(`rdmadoctor check --sample 10`) and replace a cable that flaps again.",
+    kind=INFORMATION,
+)
+NCCL_IB_FAILOVER_FATAL = Code(
+    "NCCL_IB_FAILOVER_FATAL",
+    "NCCL's port failover could not save the communicator",
+    "A second device failed (NCCL fails over one device per communicator), no device is left, or the "
+    "completion error is of a kind failover does not handle: the communicator fails with ncclRemoteError and "
+    "the job stops.",
+    "Check every port of the node (`rdmadoctor check --sample 10`): several failing at once points to the node "
+    "(the HCA, its firmware, a switch it shares), not one cable. Replace or drain the node before restarting.",
+)
+
 CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COMPLETION_ERROR, NCCL_SHM_FAILED,
          NCCL_QP_CQ_CREATE_FAILED, NCCL_REG_MR_FAILED,
          NCCL_NO_SOCKET_INTERFACE, NCCL_BOOTSTRAP_FAILED, NCCL_SOCKET_ERROR, NCCL_SYSTEM_ERROR,
@@ -386,7 +491,9 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_NET_PLUGIN_LOAD_FAILED, NCCL_NET_INIT_FAILED, NCCL_GDR_DISTANCE,
          NCCL_DUPLICATE_GPU, NCCL_INVALID_RANK, NCCL_SINGLE_HOST, NCCL_CUDA_FAILED, NCCL_GRAPH_SIMPLE_ORDER,
          NCCL_GRAPH_FILE, NCCL_TOPOLOGY_FAILED, RCCL_HOST_SETUP, NCCL_COLLNET_FAILED, NCCL_PLUGIN_MISMATCH,
-         NCCL_MIXED_LINK_LAYERS, NCCL_RANKS_MISMATCH, NCCL_LOOPBACK, LOG_ERROR_UNKNOWN)
+         NCCL_MIXED_LINK_LAYERS, NCCL_RANKS_MISMATCH, NCCL_LOOPBACK, LOG_ERROR_UNKNOWN,
+         JOB_HANG, NCCL_RAS_PROCESS_DEAD, NCCL_RAS_RANK_MISSING, NCCL_RAS_STRAGGLER, NCCL_RAS_RANK_ERROR, NCCL_RAS_QUIET,
+         NCCL_RAS_UNAVAILABLE, NCCL_IB_PORT_FAILOVER, NCCL_IB_PORT_RECOVERED, NCCL_IB_FAILOVER_FATAL)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/test_kb.py checks that each exists.
@@ -1903,6 +2010,88 @@ PATTERNS: tuple[Pattern, ...] = (
                   "node-1:77:90 [0] include/alloc.h:60 NCCL WARN Failed to CUDA host alloc 2097152 bytes"),
         follows=("nccl.cuda_failure",),
         symptom_after=("nccl.cuda_failure",),
+    ),
+    # -- IB port failover and recovery (2.29.7+, 2.30) ---------------------------------------------
+    Pattern(
+        id="nccl.ib_port_failover",
+        code=NCCL_IB_PORT_FAILOVER.code,
+        severity=WARNING,
+        needle="marked as failed",
+        regex=r"NET/IB: (?:\w{1,80}: )?Device (?P<dev>\d{1,3}) marked as failed\.(?: Initiating recovery\? "
+              r"(?P<recovery>Yes|No))? \((?P<side>send|recv) comm=(?P<comm>\w{1,20})",
+        subject="device {dev} of the {side} communicator",
+        message="NCCL marked device {dev} of a {side} communicator (comm={comm}) as failed and moved its traffic to the "
+                "other devices of that NIC{recovery_said}: the job runs on fewer devices from here on, at their bandwidth.",
+        meaning="The job did not stop, and nothing else says it slowed down: one device of a merged NIC carries no "
+                "traffic until NCCL recovers it (2.30, NCCL_IB_RESILIENCY_PORT_RECOVERY=1) or the job restarts.",
+        fix=NCCL_IB_PORT_FAILOVER.fix,
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc ncclIbResiliencyHandleDeviceFailure: `NET/IB: %s: Device "
+            "%d marked as failed. (%s comm=%p)` (2.29.7), `NET/IB: Device %d marked as failed. Initiating recovery? %s "
+            "(%s comm=%p, outstandingRecovery=%d)` (2.30)",
+        examples=(
+            "gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:312 NCCL WARN NET/IB: ncclIbResiliencyHandleDeviceFailure: "
+            "Device 1 marked as failed. (send comm=0x7f3a2c001230)",
+            "gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:376 NCCL WARN NET/IB: Device 1 marked as failed. "
+            "Initiating recovery? Yes (recv comm=0x7f3a2c004560, outstandingRecovery=0)",
+        ),
+        derive=lambda g: {"recovery_said": {"Yes": " (recovery is on: NCCL will try to bring it back)",
+                                            "No": " (recovery is off: it stays out until the job restarts)"}.get(g.get("recovery", ""), "")},
+        versions="NCCL 2.29.7+",
+    ),
+    Pattern(
+        id="nccl.ib_port_recovered",
+        code=NCCL_IB_PORT_RECOVERED.code,
+        severity=INFO,
+        needle="has been recovered",
+        regex=r"NET/IB: \w{1,80}: Device (?P<dev>\d{1,3}) has been recovered for resiliency context \((?P<side>send|recv) "
+              r"comm=(?P<comm>\w{1,20})",
+        subject="device {dev} of the {side} communicator",
+        message="NCCL recovered device {dev} of a {side} communicator (comm={comm}): it carries traffic again.",
+        meaning=NCCL_IB_PORT_RECOVERED.meaning,
+        fix=NCCL_IB_PORT_RECOVERED.fix,
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc (2.30) `NET/IB: %s: Device %d has been recovered for "
+            "resiliency context (%s comm=%p, outstandingRecovery=%d)` (INFO, NCCL_DEBUG_SUBSYS=NET)",
+        examples=("gpu-3:812:901 [2] NCCL INFO NET/IB: ncclIbResiliencyProgress: Device 1 has been recovered for resiliency "
+                  "context (send comm=0x7f3a2c001230, outstandingRecovery=0)",),
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.ib_failover_devices_lost",
+        code=NCCL_IB_FAILOVER_FATAL.code,
+        severity=ERROR,
+        needle="failed devices out of",
+        regex=r"Detected (?P<failed>\d{1,3}) failed devices out of (?P<total>\d{1,3}) devices on the (?P<side>send|recv) "
+              r"communicator",
+        subject="{side} communicator",
+        message="NCCL found {failed} of the {total} devices of a {side} communicator failed; its failover handles one: the "
+                "communicator fails (ncclRemoteError) and the job stops.",
+        meaning=NCCL_IB_FAILOVER_FATAL.meaning,
+        fix=NCCL_IB_FAILOVER_FATAL.fix,
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc ncclIbResiliencyCheckErrorNotFatal (2.30) `NET/IB: Fatal "
+            "error. Detected %d failed devices out of %d devices on the %s communicator (comm=%p). No support for more than "
+            "a single failed device.`",
+        examples=("gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:47 NCCL WARN NET/IB: Fatal error. Detected 2 failed "
+                  "devices out of 4 devices on the send communicator (comm=0x7f3a2c001230). No support for more than a "
+                  "single failed device.",),
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.ib_failover_fatal",
+        code=NCCL_IB_FAILOVER_FATAL.code,
+        severity=ERROR,
+        needle="The error is fatal (",
+        regex=r"NET/IB: (?:\w{1,80}: )?The error is fatal \((?P<why>No functional devices left|Fatal error status in work "
+              r"completion)\)\. Cannot continue",
+        subject="NET/IB failover",
+        message="NCCL's port failover gave up: {why}. The communicator fails and the job stops.",
+        meaning=NCCL_IB_FAILOVER_FATAL.meaning,
+        fix=NCCL_IB_FAILOVER_FATAL.fix,
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc ncclIbResiliencyCheckErrorNotFatal `NET/IB: %s: The error "
+            "is fatal (%s). Cannot continue.` (2.29.7), without the function name (2.30)",
+        examples=("gpu-3:812:901 [2] NCCL WARN NET/IB: The error is fatal (No functional devices left). Cannot continue.",
+                  "gpu-3:812:901 [2] NCCL WARN NET/IB: ncclIbResiliencyCheckErrorNotFatal: The error is fatal (Fatal error "
+                  "status in work completion). Cannot continue."),
+        versions="NCCL 2.29.7+",
     ),
     # -- how ranks were placed -------------------------------------------------------------------
     Pattern(

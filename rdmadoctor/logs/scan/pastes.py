@@ -34,6 +34,7 @@ _COMMANDS = {
     "ulimit": "ulimit", "df": "df", "lsmod": "lsmod", "dmesg": "dmesg", "journalctl": "dmesg",
     "ibdev2netdev": "ibdev2netdev", "show_gids": "show_gids", "nvidia-smi": "nvidia-smi",
     "cat": "cat", "ibv_devices": "ibv_devices", "ls": "ls",
+    "ncclras": "ncclras",  # NCCL's RAS report (checks/logs.py _ras_reports)
 }
 # The outputs judged whole (checks/logs.py _JUDGES, nccl-tests' table): a paste that holds only
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
@@ -64,6 +65,9 @@ _HEADERS = (
     # `ibdev2netdev` without its prompt: its first row ("mlx5_0 port 1 ==> ens1f0np0 (Up)"; -v puts the
     # PCI address and the card's name first).
     (r"^\s*\S+\s+(?:[^=]{0,200}?\s)?port\s+\d{1,3}\s+(?:\([A-Z_]+\)\s+)?==>\s+\S+\s+\((?:Up|Down)\)", "ibdev2netdev"),
+    # NCCL's RAS report without its prompt: the text's first line, the JSON's first key (src/ras/client_support.cc).
+    (r"^\s*NCCL version \S{1,40} compiled with CUDA \S{1,20}\s*$", "ncclras"),
+    (r'^\s*\{?\s*"nccl_version":\s*"', "ncclras"),
 )
 # Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command): a prompt line
 # is otherwise the start of a command's output, not a line to match.
@@ -71,7 +75,7 @@ _LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=", "NCCL_NET=")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:",
                    "PORT    INDEX", "PORT\tINDEX", " ==> ",
-                   "GPU0    GPU1", "GPU0\tGPU1", "GPU0    NIC0", "GPU0\tNIC0")
+                   "GPU0    GPU1", "GPU0\tGPU1", "GPU0    NIC0", "GPU0\tNIC0", "compiled with CUDA", '"nccl_version"')
 
 # Commands that run another on a pod, a container or a host (`kubectl exec POD -- ibstat`,
 # `docker exec -it ctr ibv_devinfo`, `ssh node-3 ibstat`): the output is the inner command's.
@@ -251,7 +255,7 @@ class Pastes:
         if seg["kind"] == "dev_infiniband" and not seg["prompted"]:
             # One directory of `ls DIR DIR...`: up to a blank line or the next directory's heading.
             return not text.strip(" │|") or text.rstrip(" │|").endswith(":")
-        if is_prompt(text):
+        if is_prompt(text) and not (seg["kind"] == "ncclras" and text.lstrip().startswith("#  in group")):  # RAS's table head
             return True
         if seg["blank"] >= 2 and text.strip():
             return True
