@@ -305,6 +305,33 @@ def test_ci_runs_the_readme_test_command() -> None:
     assert ci["permissions"] == {"contents": "read"}
 
 
+def test_ci_runs_every_python_pyproject_claims_and_debian_12_as_root() -> None:
+    """Issue 32 item 1: 3.10 to 3.13 (the floor is requires-python's), and Debian 12's own python3
+    in a debian:12 container, as root, so the real-tool tests run instead of skipping."""
+    ci = _workflow("ci.yml")
+    floor = re.search(r'requires-python = ">=3\.(\d+)"', (ROOT / "pyproject.toml").read_text()).group(1)
+    matrix = ci["jobs"]["test"]["strategy"]["matrix"]["python"]
+    assert matrix == [f"3.{m}" for m in range(int(floor), 14)] and matrix[0] == "3.10"
+    setup = next(s for s in ci["jobs"]["test"]["steps"] if s.get("uses", "").startswith("actions/setup-python@"))
+    assert setup["with"]["python-version"] == "${{ matrix.python }}"
+    deb = ci["jobs"]["debian-12-root"]
+    assert deb["container"]["image"] == "debian:12" and "--privileged" in deb["container"]["options"]
+    assert "user" not in deb["container"] and "sudo" not in str(deb["steps"])  # a container job runs as root
+    run = next(s for s in deb["steps"] if s.get("run", "").strip() == "scripts/test.sh")
+    assert run["env"]["PYTHON"] == "/usr/bin/python3"
+
+
+def test_every_action_is_pinned_by_commit() -> None:
+    """Issue 32 item 6: a tag can be moved, a commit cannot; the comment names the release."""
+    for name in ("ci.yml", "release.yml"):
+        for line in (WORKFLOWS / name).read_text().splitlines():
+            m = re.match(r"\s*(?:- )?uses: (\S+)(.*)$", line)
+            if not m or m.group(1).startswith("./"):
+                continue
+            assert re.fullmatch(r"[\w.-]+/[\w./-]+@[0-9a-f]{40}", m.group(1)), f"{name}: {line.strip()}"
+            assert re.fullmatch(r"\s+# v\d+(?:\.\d+)*", m.group(2)), f"{name}: {line.strip()} (name the release)"
+
+
 def test_release_builds_publishes_and_attaches() -> None:
     rel = _workflow("release.yml")
     assert list(rel["on"]) == ["push"] and rel["on"]["push"]["tags"]

@@ -1113,7 +1113,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="GPU Direct RDMA Disabled for HCA",
         # Not NET/Socket: its "HCA" is a socket interface ('lo'), where GPUDirect RDMA never applies.
-        regex=r"NET/(?!Socket )(?P<net>\S{1,64}+) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
+        regex=r"NET/(?!Socket )(?P<net>\S{1,64}) : GPU Direct RDMA Disabled for HCA (?P<index>\d+) '(?P<hca>[^']*)'(?P<why> \(no module\))?",
         subject="{hca}",
         message="NCCL says GPUDirect RDMA is disabled for HCA {index} '{hca}'{why}: transfers from GPU memory go "
                 "through host memory; they should go straight to the HCA.",
@@ -1319,7 +1319,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="async",
         regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
               r"|non-fatal async event: )(?!port error|local catastrophic error|CQ error|local work queue catastrophic"
-              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]{0,512}?[^(\s])\s*+(?:\(\d{1,9}\))?\s*$",
+              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]{0,512}?[^(\s])\s*(?!\s)(?:\(\d{1,9}\))?\s*$",
         subject="{device}",
         message="The HCA{dev_note} reported `{event_text}` while NCCL was running; a stable fabric reports none.",
         meaning="Not fatal by itself, but connections made before a LID, SM or P_Key change can fail afterwards.",
