@@ -55,6 +55,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /opt/rdmadoctor /opt/rdmadoctor
+# Apache-2.0 asks that the licence travel with the work: where Debian keeps every package's.
+COPY LICENSE /usr/share/doc/rdmadoctor/LICENSE
 
 # The root filesystem is read-only in the pods: no .pyc writes, unbuffered logs to stderr.
 ENV PYTHONDONTWRITEBYTECODE=1 \
