@@ -275,6 +275,8 @@ def test_bump_version_moves_every_copy(tmp_path: Path) -> None:
         text = path.read_text()
         assert f"rdmadoctor:{old}" not in text, path
     assert (tmp_path / "deploy" / "base" / "daemonset.yaml").read_text().count(f"{IMAGE}:{new}") == 3
+    rules = (tmp_path / "deploy" / "monitoring" / "rules.yaml").read_text()
+    assert f"/blob/v{old}/docs/" not in rules and rules.count(f"/blob/v{new}/docs/") >= 9
     sections = _changelog_sections((tmp_path / "CHANGELOG.md").read_text())
     assert sections[:2] == ["Unreleased", new]
     again = subprocess.run([str(script), new], capture_output=True, text=True, timeout=60)
