@@ -6,6 +6,9 @@
 # BASE: any Debian bookworm image with python3 and its venv module. The default is the usual
 # registry image; scripts/build-image.sh passes a bookworm root it made with mmdebstrap when that
 # registry cannot be reached. The same file both ways: what the tests run is what users build.
+# A release pins it by digest: .github/workflows/release.yml resolves the tag to its multi-arch
+# index digest once and passes BASE=...@sha256:..., so both architectures and the provenance
+# attestation name the same bytes.
 ARG BASE=docker.io/library/python:3.11-slim-bookworm
 
 # ---- build: rdmadoctor and its dependencies in a virtualenv at /opt/rdmadoctor ------------------
@@ -19,7 +22,10 @@ ARG PIP_TRUSTED_HOST=
 WORKDIR /src
 COPY . .
 # [k8s]: lightkube, for --publish node and --conditions (deploy/overlays/direct*); the /metrics
-# client (prometheus-client) is a base dependency. pip and setuptools are removed afterwards:
+# client (prometheus-client) is a base dependency. Every dependency, and the setuptools that builds
+# rdmadoctor, comes from image-requirements.txt with its sha256 (--require-hashes, wheels only):
+# a file that changed on the index, or a version nobody locked, fails the build. rdmadoctor itself
+# is then built from this context with no dependency resolution. pip and setuptools are removed afterwards:
 # nothing in the image installs Python packages at run time. pip compiles every module to .pyc
 # here, so the read-only root filesystem costs the agent no start-up time.
 RUN --mount=type=secret,id=pip-cert \
@@ -29,7 +35,10 @@ RUN --mount=type=secret,id=pip-cert \
     [ -n "$PIP_EXTRA_INDEX_URL" ] || unset PIP_EXTRA_INDEX_URL; \
     [ -n "$PIP_TRUSTED_HOST" ] || unset PIP_TRUSTED_HOST; \
     python3 -m venv /opt/rdmadoctor; \
-    /opt/rdmadoctor/bin/pip install --no-cache-dir --disable-pip-version-check ".[k8s]"; \
+    /opt/rdmadoctor/bin/pip install --no-cache-dir --disable-pip-version-check --require-hashes --only-binary=:all: \
+        -r image-requirements.txt; \
+    /opt/rdmadoctor/bin/pip install --no-cache-dir --disable-pip-version-check --no-deps --no-build-isolation ".[k8s]"; \
+    /opt/rdmadoctor/bin/pip check --disable-pip-version-check; \
     /opt/rdmadoctor/bin/pip uninstall -y --disable-pip-version-check pip setuptools; \
     /opt/rdmadoctor/bin/rdmadoctor --version
 
@@ -55,6 +64,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 COPY --from=build /opt/rdmadoctor /opt/rdmadoctor
+# Apache-2.0 asks that the licence travel with the work: where Debian keeps every package's.
+COPY LICENSE /usr/share/doc/rdmadoctor/LICENSE
 
 # The root filesystem is read-only in the pods: no .pyc writes, unbuffered logs to stderr.
 ENV PYTHONDONTWRITEBYTECODE=1 \

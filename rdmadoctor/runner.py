@@ -136,10 +136,17 @@ def diagnose(opts: Options, host: Host | None = None) -> Outcome:
     defaults: dict[str, Any] = dict(registry.PLUGINS_DEFAULTS)  # optional_plugins, whether or not one failed
     for c in checks:
         defaults.update(c.defaults)
+    pool, pool_why = opts.pool, ("given with --pool" if opts.pool else None)
     try:
-        expect = expectations.resolve(
-            defaults, opts.profile, opts.config, opts.pool, expectations.parse_set(opts.sets)
-        )
+        sets = expectations.parse_set(opts.sets)
+        rules = expectations.pool_rules(opts.config) if opts.config and not opts.pool else []
+        if rules:
+            # One DaemonSet for every pool: the node's own facts pick its table (issue 32 item 3).
+            base = expectations.resolve(defaults, opts.profile, opts.config, None, sets)
+            if host is None:
+                host = open_target(opts)
+            pool, pool_why = expectations.match_pool(rules, pool_facts(host, base))
+        expect = expectations.resolve(defaults, opts.profile, opts.config, pool, sets)
     except expectations.ConfigError as e:
         raise UsageError(str(e), e.hint) from e
     if host is None:
@@ -155,9 +162,24 @@ def diagnose(opts: Options, host: Host | None = None) -> Outcome:
         results, {c.id: c for c in checks}, host, expect, strict=opts.strict, plugin_errors=plugin_errors
     )
     rep["scope"] = opts.scope
-    rep["fingerprint"]["pool"] = opts.pool  # the fleet groups reports by the pool they were judged as
+    rep["fingerprint"]["pool"] = pool  # the fleet groups reports by the pool they were judged as
+    if pool_why is not None:
+        rep["pool"] = {"name": pool, "chosen_by": "--pool" if opts.pool else "match", "why": pool_why}
     rep["fingerprint"]["identity"]["node"] = node_name(host)
     return Outcome(rep, results, ctx)
+
+
+def pool_facts(host: Host, expect: dict) -> dict[str, Any]:
+    """The node facts a pool's `match` names, read as the checks read them (the RDMA inventory,
+    the GPU topology): GPU PCI IDs, RDMA devices without VFs, their ports' link layers."""
+    from rdmadoctor.checks._rdma import probe_inventory
+    from rdmadoctor.checks.gpu import probe_topology
+
+    ctx = engine.Context(host=host, expect=expect)
+    devices = [d for d in ctx.get(probe_inventory).devices if not d.is_vf]
+    layers = sorted({p.link_layer for d in devices for p in d.ports if p.link_layer})
+    gpus = [g.pci_id for g in ctx.get(probe_topology).gpus if g.pci_id]
+    return {"gpu_model": gpus, "hca_count": len(devices), "link_layer": layers}
 
 
 def node_name(host: Host) -> str | None:

@@ -5,6 +5,7 @@
 #   sdist and wheel, the image's /metrics build_info);
 # - the image tag: deploy/base/kustomization.yaml's images: newTag, and every
 #   ghcr.io/rdmadoctor/rdmadoctor:<old> in deploy/, README.md and the Dockerfile's comment;
+# - the alerts' runbook URLs (deploy/monitoring: .../blob/v<old>/docs/...);
 # - CHANGELOG.md: what is under [Unreleased] becomes the section [0.2.0] - today.
 # Then: review `git diff`, commit, `git tag v0.2.0`, push the tag (.github/workflows/release.yml
 # builds and publishes it). tests/test_release.py fails while any of these disagree.
@@ -31,6 +32,11 @@ sed -i "s/^\(    newTag: \)$oldre$/\1$new/" deploy/base/kustomization.yaml
 mapfile -t files < <(grep -rlE "rdmadoctor:$oldre([^0-9A-Za-z.]|$)" deploy README.md Dockerfile || true)
 for f in "${files[@]}"; do
     sed -i -E "s/(rdmadoctor:)$oldre([^0-9A-Za-z.]|$)/\1$new\2/g" "$f"
+done
+# The alerts' runbook URLs name the release's docs (deploy/monitoring: blob/vX.Y.Z/docs/...).
+mapfile -t pinned < <(grep -rlE "/blob/v$oldre/docs/" deploy || true)
+for f in "${pinned[@]}"; do
+    sed -i "s#/blob/v$oldre/docs/#/blob/v$new/docs/#g" "$f"
 done
 today=$(date -u +%Y-%m-%d)
 awk -v v="$new" -v d="$today" '

@@ -2,7 +2,8 @@
 # Sets up everything the test suite needs on a fresh Debian machine, then runs it:
 #   - as root: the Debian packages of the real-tool tests (ibsim, opensm, infiniband-diags,
 #     hwloc, iproute2; podman, runc and mmdebstrap for the image tests, which build the image once
-#     and reuse it while its inputs are unchanged; prometheus for promtool and a real server);
+#     and reuse it while its inputs are unchanged; prometheus for promtool and a real server;
+#     prometheus-alertmanager for the inhibit rules);
 #     without root those tests skip;
 #   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
 #   - lints: ruff (style, unused and undefined names, import order) and import-linter (the
@@ -14,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(ibsim-utils libumad2sim0 opensm infiniband-diags hwloc iproute2 python3-venv
-              podman runc mmdebstrap prometheus slurmctld slurmd slurm-client munge)
+              podman runc mmdebstrap prometheus prometheus-alertmanager slurmctld slurmd slurm-client munge)
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()

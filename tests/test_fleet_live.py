@@ -1,12 +1,15 @@
 """The fleet on a real Prometheus: twenty real agents on loopback ports, each on its own generated
 root, one of them on other HCA firmware; Debian's Prometheus scrapes them with fleet-rules.yaml
 loaded; RDMAFleetDrift fires for that node and no other, and `rdmadoctor fleet --prometheus`
-names the same node. Skipped where Prometheus is not installed."""
+names the same node. Then five agents, one with a port down, every shipped rule and a real
+Alertmanager with the shipped inhibit rule: one alert. Skipped where Prometheus (or Alertmanager)
+is not installed."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,14 +88,15 @@ def test_twenty_agents_one_on_other_firmware_the_alert_fires_for_it_alone(tmp_pa
 
         alerts = _until("RDMAFleetDrift firing", firing, timeout=300)
         odd = f"gpu-{ODD:03d}"
-        assert {a["labels"]["node"] for a in alerts} == {odd}
-        # Every HCA of the odd node has the other firmware: one alert per port, each naming it.
-        assert {(a["labels"]["device"], a["labels"]["field"], a["labels"]["value"], a["labels"]["majority"]) for a in alerts} == {
-            (f"mlx5_{d}", "fw_ver", NEW_FW, "28.39.2048") for d in range(4)
-        }
-        a = next(a for a in alerts if a["labels"]["device"] == "mlx5_0")
-        assert a["annotations"]["summary"] == f"{odd}: fw_ver of mlx5_0/1 is {NEW_FW}; pool roce-a majority 28.39.2048"
-        assert a["annotations"]["description"].startswith("19 of the pool's nodes have 28.39.2048.")
+        # Every HCA of the odd node has the other firmware: one alert for the node and the fact,
+        # naming its four ports.
+        (a,) = alerts
+        assert (a["labels"]["node"], a["labels"]["field"], a["labels"]["value"], a["labels"]["majority"]) == (
+            odd, "fw_ver", NEW_FW, "28.39.2048")
+        assert "device" not in a["labels"] and "port" not in a["labels"]
+        assert a["annotations"]["summary"] == f"{odd}: fw_ver is {NEW_FW}; pool roce-a majority 28.39.2048"
+        assert a["annotations"]["description"].startswith(
+            "19 of the pool's nodes have 28.39.2048 (ports: mlx5_0/1, mlx5_1/1, mlx5_2/1, mlx5_3/1).")
         rules = [r for g in _get(f"{base}/api/v1/rules")["data"]["groups"] for r in g["rules"]]
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
 
@@ -107,4 +111,93 @@ def test_twenty_agents_one_on_other_firmware_the_alert_fires_for_it_alone(tmp_pa
         if prom is not None:
             _stop(prom)
         for p in agents:
+            _stop(p)
+
+
+def test_one_port_down_on_one_of_five_agents_gives_one_alert(tmp_path: Path) -> None:
+    """Issue 32 item 4: five real agents in one pool, one of them with a port down; Debian's
+    Prometheus with rules.yaml and fleet-rules.yaml as shipped (every `for:` made 0s so the alerts
+    fire within the test) sends to Debian's Alertmanager with alertmanager.yaml as shipped. The
+    port's state, SM LID and rate are not fleet drift; Prometheus fires the port's alert and the
+    node's, and Alertmanager lets the node's through alone: one alert."""
+    import re
+
+    from rdmadoctor.fixturegen.nodes import _port_down, _small_ib
+
+    prometheus = _tool("prometheus")
+    alertmanager = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
+    if not alertmanager:
+        pytest.skip("Alertmanager is not installed (Debian: apt-get install prometheus-alertmanager)")
+    (tmp_path / "config.toml").write_text("[pools.ib-a]\n")
+    procs: list[subprocess.Popen] = []
+    ports = []
+    try:
+        for node in pool(5, _small_ib, odd={4: lambda n: setattr(n, "hcas", _port_down().hcas)}, hostname="ib-{:d}"):
+            root = tmp_path / node.hostname
+            write_dir(build(node), str(root))
+            port = _free_port()
+            ports.append(port)
+            procs.append(subprocess.Popen(
+                [str(RDMADOCTOR), "agent", "--root", str(root), "--config", str(tmp_path / "config.toml"), "--pool", "ib-a",
+                 "--publish", "stdout", "--metrics-address", "127.0.0.1", "--metrics-port", str(port), "--interval", "600"],
+                stdout=subprocess.DEVNULL, stderr=open(tmp_path / f"agent-{node.hostname}.log", "wb"),
+                env={**os.environ, "RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD": "1"},
+            ))
+        am_port = _free_port()
+        procs.append(subprocess.Popen(
+            [alertmanager, f"--config.file={MON / 'alertmanager.yaml'}", f"--storage.path={tmp_path / 'am'}",
+             f"--web.listen-address=127.0.0.1:{am_port}", "--cluster.listen-address="],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "alertmanager.log", "wb"),
+        ))
+        rule_files = []
+        for name in ("rules.yaml", "fleet-rules.yaml"):
+            text = re.sub(r"^(\s+for: )\d+[smh]$", r"\g<1>0s", (MON / name).read_text(), flags=re.M)
+            (tmp_path / name).write_text(text)
+            rule_files.append(str(tmp_path / name))
+        config = {
+            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+            "rule_files": rule_files,
+            "alerting": {"alertmanagers": [{"static_configs": [{"targets": [f"127.0.0.1:{am_port}"]}]}]},
+            "scrape_configs": [{
+                "job_name": "rdmadoctor",
+                "static_configs": [{"targets": [f"127.0.0.1:{p}"], "labels": {"node": f"ib-{i}", "namespace": "rdmadoctor", "pod": f"rdmadoctor-{i}"}}
+                                   for i, p in enumerate(ports)],
+            }],
+        }
+        (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(config))
+        prom_port = _free_port()
+        prom = subprocess.Popen(
+            [prometheus, f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "wb"),
+        )
+        procs.append(prom)
+        base = f"http://127.0.0.1:{prom_port}"
+        am = f"http://127.0.0.1:{am_port}/api/v2/alerts"
+
+        def settled() -> list:
+            if prom.poll() is not None:
+                raise AssertionError("prometheus exited: " + (tmp_path / "prometheus.log").read_text()[-2000:])
+            if len(_query(base, "rdmadoctor_node_info")) != 5 or len(_query(base, "rdmadoctor:fleet_value:nodes")) == 0:
+                return []
+            firing = [a for a in _get(f"{base}/api/v1/alerts")["data"]["alerts"] if a["state"] == "firing"]
+            received = _get(am)
+            names = {a["labels"]["alertname"] for a in received}
+            return firing if {"RDMAPortDown", "RDMANodeNotReady"} <= names else []
+
+        firing = _until("the port's and the node's alerts at Alertmanager", settled, timeout=300)
+        # Prometheus: the port and the node, nothing on the port's state, SM LID or rate as drift.
+        assert sorted((a["labels"]["alertname"], a["labels"]["node"]) for a in firing) == [
+            ("RDMANodeNotReady", "ib-4"), ("RDMAPortDown", "ib-4")]
+        rules = [r for g in _get(f"{base}/api/v1/rules")["data"]["groups"] for r in g["rules"]]
+        assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+        assert not [r for r in rules if r.get("name") == "RDMAFleetDrift" and r.get("alerts")]
+        # Alertmanager: one alert, the node's; the port's is inhibited by it.
+        (one,) = _get(am + "?inhibited=false&silenced=false")
+        assert one["labels"]["alertname"] == "RDMANodeNotReady" and one["labels"]["node"] == "ib-4"
+        assert "IB_PORT_DOWN" in one["annotations"]["summary"]
+        (port,) = _get(am + "?inhibited=true&active=false")
+        assert port["labels"]["alertname"] == "RDMAPortDown" and port["status"]["inhibitedBy"]
+    finally:
+        for p in procs:
             _stop(p)

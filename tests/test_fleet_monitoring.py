@@ -40,7 +40,8 @@ def test_fleet_unit_tests_one_outlier_halves_a_pool_of_one_a_node_that_stops() -
     proc = subprocess.run([_tool("promtool"), "test", "rules", "fleet-rules.test.yaml"], cwd=MON, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     names = [t["name"] for t in yaml.safe_load((MON / "fleet-rules.test.yaml").read_text())["tests"]]
-    assert names == ["one outlier in twenty", "two equal halves", "a pool of one", "a node that stops reporting"]
+    assert names == ["one outlier in twenty", "two equal halves", "a pool of one", "a node that stops reporting",
+                     "one port down, and one node on other firmware on both its HCAs"]
 
 
 def test_fleet_unit_tests_can_fail(tmp_path: Path) -> None:
@@ -98,3 +99,34 @@ def test_the_info_labels_read_back_as_the_flat_view() -> None:
     back = M.flat_of(nodes[0], ports)
     # Every fact the metrics carry reads back as the report's value (as text); rails and PCIe stay out.
     assert {k: str(v) for k, v in flat.items() if not k.startswith(("node.rails.", "node.pcie."))} == back
+
+
+def test_drift_is_configuration_one_alert_per_node_fact_and_value() -> None:
+    """Issue 32 item 4: the alert compares configuration, not the states the port alerts cover,
+    leaves out ports that are not ACTIVE, aggregates the ports away, and links its runbook page in
+    the release's docs."""
+    (alert,) = [r for r in _rules() if "alert" in r]
+    fields = set(re.search(r'field=~"([^"]+)"', alert["expr"]).group(1).split("|"))
+    assert {"fw_ver", "kernel", "rdma_driver", "active_mtu", "netdev_mtu", "gid_index"} <= fields
+    assert not fields & {"state", "rate_gbps", "width", "sm_lid", "subnet_prefix", "netdev"}
+    assert fields <= {M.FIELD_OF.get(k, k) for k in (*M.NODE_LABELS, *M.PORT_LABELS)}
+    assert alert["expr"].startswith("count by (pool, node, instance, field, value, majority) (")
+    assert 'unless on (pool, node, instance, device, port) rdmadoctor:fleet_field:info{field="state", value!="ACTIVE"}' in alert["expr"]
+    import rdmadoctor
+
+    assert alert["annotations"]["runbook_url"] == (
+        f"https://github.com/rdmadoctor/rdmadoctor/blob/v{rdmadoctor.__version__}/docs/alerts.md#rdmafleetdrift")
+
+
+def test_alertmanager_inhibit_rules_pass_amtool_and_the_node_inhibits_its_ports() -> None:
+    amtool = shutil.which("amtool")
+    if not amtool:
+        pytest.skip("amtool is not installed (Debian: apt-get install prometheus-alertmanager)")
+    path = MON / "alertmanager.yaml"
+    proc = subprocess.run([amtool, "check-config", str(path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (rule,) = yaml.safe_load(path.read_text())["inhibit_rules"]
+    assert rule == {"source_matchers": ['alertname="RDMANodeNotReady"'],
+                    "target_matchers": ['alertname=~"RDMAPortDown|RDMAPortRateLow"'], "equal": ["instance"]}
+    alerts = {r["alert"] for r in yaml.safe_load((MON / "rules.yaml").read_text())["groups"][0]["rules"] if "alert" in r}
+    assert {"RDMANodeNotReady", "RDMAPortDown", "RDMAPortRateLow"} <= alerts

@@ -195,7 +195,9 @@ def test_podmonitor_and_service_find_the_agents_metrics_port() -> None:
 
 CODES_DOC = ROOT / "docs" / "codes.md"
 ALERTS_DOC = ROOT / "docs" / "alerts.md"
-DOCS_URL = "https://github.com/rdmadoctor/rdmadoctor/blob/main/docs/"
+# Pinned to the release the rules ship with (scripts/bump-version.sh moves it): a page that the
+# next release rewrote cannot mislead an alert of this one.
+DOCS_URL = f"https://github.com/rdmadoctor/rdmadoctor/blob/v{__import__('rdmadoctor').__version__}/docs/"
 
 
 def test_alerts_name_the_node_and_the_code_and_say_what_to_run() -> None:

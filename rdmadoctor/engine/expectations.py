@@ -10,6 +10,10 @@ A config file is TOML or JSON::
     gpudirect_required = false
     shm_min_bytes = "8GiB"             # sizes: bytes, or "16Gi"/"16GiB" (binary), "16G" (decimal)
 
+    [pools.h100-ib]                    # or by the node's own facts, without --pool: the first
+    match = { gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand" }   # pool that fits
+    min_rate_gbps = 400
+
 Every key has a type, unit and range, declared once by the check that reads it (``Check.defaults``;
 SPEC is built from the built-in checks', ``describe()`` lists them). Each layer is checked
 as it is merged, and a value of the wrong type or out of range is a ConfigError (exit 2) that
@@ -374,6 +378,76 @@ def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]
             raise _bad_value(e, spec, where) from e
 
 
+# What a pool's `match` table may name: facts the agent reads from the node itself, so a pool is
+# chosen with no API access (NFD mode too). gpu_model: the GPUs' PCI vendor:device ("10de:2330",
+# as the fingerprint names it), one or a list; hca_count: RDMA devices without VFs; link_layer:
+# "InfiniBand" or "Ethernet", held by at least one RDMA port.
+MATCH_KEYS = ("gpu_model", "hca_count", "link_layer")
+_LINK_LAYERS = ("InfiniBand", "Ethernet")
+
+
+def _pool_table(table: Any) -> dict[str, Any]:
+    """A pool's expectations, without its `match` (checked by _check_match)."""
+    return {k: v for k, v in table.items() if k != "match"} if isinstance(table, dict) else table
+
+
+def _check_match(match: Any, where: str) -> dict[str, Any]:
+    example = 'match = { gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand" }'
+    if not isinstance(match, dict) or not match:
+        raise ConfigError(f"match {where}: {show(match)} is not a table of node facts", example, key="match",
+                          value=match, where=where)
+    for k, v in match.items():
+        if k == "gpu_model":
+            ok = isinstance(v, str) and v or (isinstance(v, list) and v and all(isinstance(x, str) and x for x in v))
+            expected = 'a GPU PCI ID "vendor:device" ("10de:2330") or a list of them'
+        elif k == "hca_count":
+            ok = isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 4096
+            expected = "a whole number of RDMA devices (VFs not counted), 0 to 4096"
+        elif k == "link_layer":
+            ok = v in _LINK_LAYERS
+            expected = '"InfiniBand" or "Ethernet"'
+        else:
+            raise ConfigError(f"match {where}: unknown node fact {k!r}; a match names {', '.join(MATCH_KEYS)}",
+                              example, key=f"match.{k}", value=v, where=where)
+        if not ok:
+            raise ConfigError(f"match.{k} {where}: {show(v)} is not {expected}", example, key=f"match.{k}", value=v,
+                              expected=expected, where=where)
+    return match
+
+
+def pool_rules(config: str) -> list[tuple[str, dict[str, Any]]]:
+    """(pool, match) for each pool of ``config`` that says which nodes it is for, in the file's order."""
+    pools = _load_file(config).get("pools", {})
+    if not isinstance(pools, dict):
+        return []
+    return [(name, _check_match(table["match"], f"in {config} [pools.{name}]"))
+            for name, table in pools.items() if isinstance(table, dict) and "match" in table]
+
+
+def _fits(key: str, want: Any, facts: dict[str, Any]) -> tuple[bool, str]:
+    have = facts.get(key)
+    if key == "gpu_model":
+        models = [m.lower() for m in have or ()]
+        wanted = [want] if isinstance(want, str) else list(want)
+        ok = bool(models) and all(m in {w.lower() for w in wanted} for m in models)
+        return ok, f"GPUs {', '.join(sorted(set(models))) or 'none'}"
+    if key == "hca_count":
+        return have == want, f"{have} RDMA devices"
+    return want in (have or ()), f"link layer {' and '.join(have or ()) or 'none'}"
+
+
+def match_pool(rules: list[tuple[str, dict[str, Any]]], facts: dict[str, Any]) -> tuple[str | None, str]:
+    """The first pool whose every `match` fact fits the node's ``facts`` (gpu_model: the GPUs' PCI
+    IDs; hca_count; link_layer: the ports' layers), and why; (None, why) when none does."""
+    tried = []
+    for name, match in rules:
+        said = [_fits(k, v, facts) for k, v in match.items()]
+        if all(ok for ok, _ in said):
+            return name, f"[pools.{name}] is the first pool whose match fits: " + "; ".join(w for _, w in said)
+        tried.append(f"{name} ({'; '.join(w for ok, w in said if not ok)})")
+    return None, "no pool's match fits this node: " + ", ".join(tried)
+
+
 def _check_pools(file_data: dict[str, Any], config: str, known: dict[str, Expect]) -> None:
     """Every pool of the config, not only the one selected: one ConfigMap serves every node pool
     of a DaemonSet, and a typo in another pool's table must fail here, on every node, not when
@@ -387,7 +461,9 @@ def _check_pools(file_data: dict[str, Any], config: str, known: dict[str, Expect
         )
     for name, table in pools.items():
         # Each pool merged onto a scratch copy: it is checked as it would be merged for its nodes.
-        _merge({}, table, f"in {config} [pools.{name}]", known)
+        if isinstance(table, dict) and "match" in table:
+            _check_match(table["match"], f"in {config} [pools.{name}]")
+        _merge({}, _pool_table(table), f"in {config} [pools.{name}]", known)
 
 
 def resolve(
@@ -436,7 +512,7 @@ def resolve(
                 f"node pool {pool!r} is not in {config or 'the config (no --config given)'}",
                 f"pools in the config: {have}; a pool is a [pools.NAME] table",
             )
-        _merge(out, pools[pool], f"in {config} [pools.{pool}]", known)
+        _merge(out, _pool_table(pools[pool]), f"in {config} [pools.{pool}]", known)
     _merge(out, overrides or {}, "--set", known)
     out["_profile"] = profile
     return out

@@ -33,11 +33,11 @@ _PLUGIN_PATH = re.compile(r"Plugin Path : (\S{1,300}libnccl-net\S{0,40}\.so)")
 _NO_PLUGIN = re.compile(r"No plugin found \(lib[nr]ccl-net\.so\)|Could not find: lib[nr]ccl-net\.so\. Using internal")
 # 2.5+: "Channel 00/0 : 0[0] -> 1[0] [send] via NET/IB/0/GDRDMA"; 2.7: "Channel 00 : ..."; 2.2-2.4: "Ring 00 : ..."
 _CHANNEL_NET = re.compile(r"(?:Channel|Ring) \d{1,9}(?:/\d{1,9})? : .{0,512}? via NET/([^/\s]+(?: [^/\s]+)*)/\d+(\S*)")
-_CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*+\s*$")
+_CHANNEL_RING = re.compile(r"Channel (\d{1,9})/(\d{1,9}) :\s+\d+(?:\s+\d+)*\s*$")
 # NCCL's "host:pid:tid [dev] " prefix, searched anywhere (after kubectl's or mpirun's prefixes) or
 # found from a newline; the patterns below add what follows it.
-_HOST_PREFIX = rb"(?<![\w.-])([\w.-]{1,255}+):\d{1,9}:\d{1,9} \[-?\w{1,16}\] "
-_LINE_PREFIX = rb"\n([a-zA-Z0-9_.\-]{1,255}+):[0-9]{1,9}+:[0-9]{1,9}+ \[-?[a-zA-Z0-9_]{1,16}+\] "
+_HOST_PREFIX = rb"(?<![\w.-])([\w.-]{1,255}):\d{1,9}:\d{1,9} \[-?\w{1,16}\] "
+_LINE_PREFIX = rb"\n([a-zA-Z0-9_.\-]{1,255}):[0-9]{1,9}:[0-9]{1,9} \[-?[a-zA-Z0-9_]{1,16}\] "
 _CHANNEL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"(?:NCCL )?INFO (?:Channel|Ring) ")
 # The same at the start of a line, found from its newline (the engine jumps from one to the next in
 # C): a log whose channel lines carry no other prefix is read this way; one with kubectl's or
@@ -45,14 +45,14 @@ _CHANNEL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"(?:NCCL )?INFO (?:Channel|Rin
 _CHANNEL_HOST_LINE = re.compile(_LINE_PREFIX + rb"(?:NCCL )?INFO (?:Channel|Ring) ")
 _NCCL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"NCCL INFO ")
 # (_NCCL_HOST_LINE, _CHANNEL_HOST_LINE and _CHANNEL_RING_BYTES run over every line of a block: they
-# spell \w and \d as the ASCII sets they are in a bytes pattern, and never give back what a repeat
-# took (`{1,9}+`: what follows is not in its set, so giving back never helped): the same matches as
-# the plain spelling, a fifth less time per line; tests/test_logs_fastpath.py compares the two.)
+# spell \w and \d as the ASCII sets they are in a bytes pattern; what follows each repeat is not in
+# its set, so a failed match gives back one character at a time and fails at once (no possessive
+# `{1,9}+`: Python 3.10 has none); tests/test_logs_fastpath.py compares them with the plain spelling.)
 _NCCL_HOST_LINE = re.compile(_LINE_PREFIX + rb"NCCL INFO ")
 # A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
 # line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first
 # rank is read: the engine gives up on a connection line at its "[", and no listing is walked whole.
-_CHANNEL_RING_BYTES = re.compile(rb"Channel [0-9]{1,4}+/([0-9]{1,4}+) :[ \t]++[0-9]{1,7}+(?![0-9\[])")
+_CHANNEL_RING_BYTES = re.compile(rb"Channel [0-9]{1,4}/([0-9]{1,4}) :[ \t]+[0-9]{1,7}(?![0-9\[])")
 _COLL_CHANNELS = re.compile(r"(\d{1,9}) coll channels")
 _OLD_IFACE = re.compile(r"NET(?:/IB)? : Using interface ([\w.@-]{1,64})(?::|\s+for sideband)")
 _NRANKS = re.compile(r"\bn[Rr]anks (\d{1,9})")  # "comm %p rank %d nRanks %d" (2.9+), "rank %d nranks %d" (2.2-2.8)

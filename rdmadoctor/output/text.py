@@ -159,7 +159,8 @@ def summary_line(rep: dict[str, Any]) -> str:
     host = rep["host"]
     name = host.get("hostname") or host["label"]
     status = rep["status"]
-    head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']})"
+    pool = (rep.get("pool") or {}).get("name")
+    head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']}{f', pool {pool}' if pool else ''})"
     missing = undecided(rep)
     if host["kind"] == "logs":  # no node was judged: the verdict is the log's
         roots, followers, errors, warnings = _problem_counts(rep)

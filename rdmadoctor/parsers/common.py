@@ -15,8 +15,8 @@ from rdmadoctor.core.facts import PHYS_STATES, PORT_STATES
 # "[u@h ~]$ df -h", "((venv) ) [u@h ~]$ ...", "root@h:/# ...", "u@h ~ % ..." (zsh), "~$ ...", and
 # docs that write "$ " in front of a real prompt ("$ sonata@coyote2:~$ ibv_devinfo").
 PROMPT = (
-    r"^\s*+(?:[$#%]\s++)?"
-    r"(?:\((?:[^()\n]|\([^()\n]*\))*\)\s*+)*"
+    r"^\s*(?!\s)(?:[$#%]\s+(?!\s))?"
+    r"(?:\((?:[^()\n]|\([^()\n]*\))*\)\s*(?!\s))*"
     r"(?:\[[^\]\n]*\]"
     r"|[\w.-]+@[\w.-]+(?::\S*?)?(?:\s+[~/]\S*?)?"
     r"|[\w.-]*:[~/]\S*?"

@@ -12,7 +12,7 @@ from rdmadoctor.parsers.common import clean_lines
 # "0000:3b:00.0 mlx5_0 (MT4119 - MCX516A-CCAT) CX516A - ConnectX-5 fw 16.26.1040 port 1 (ACTIVE)
 #  ==> ens1f0 (Up)"
 _PCI = r"^(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$"
-_ARROW = r"(?<![=<])<?=++>"  # starts a run of "=" (never rescans a long run from each of its characters)
+_ARROW = r"(?<![=<])<?=+>"  # starts a run of "=" (never rescans a long run from each of its characters)
 _PORT = r".*\bport\s+(\d{1,9})\b"
 _TARGET = r"^\s*(\S+)(?:\s*\(([^)]*)\))?"
 

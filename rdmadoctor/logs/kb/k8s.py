@@ -228,7 +228,7 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=WARNING,
         needle="rdma/",
         # A Node's capacity or allocatable (`kubectl get node -o json`, `describe node`): an RDMA resource at 0.
-        regex=r"\"?(?P<res>rdma/[\w.-]{1,100}+)\"?:[ \t]{1,20}+\"?0\"?,?\s*+$",
+        regex=r"\"?(?P<res>rdma/[\w.-]{1,100})\"?:[ \t]{1,20}\"?0\"?,?\s*(?!\s)$",
         subject="{res}",
         message="The node advertises {res} at 0: its device plugin offers no device for that resource.",
         meaning="Pods that request it cannot be scheduled on this node (Insufficient).",

@@ -179,7 +179,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MLX5_CMD_TIMEOUT.code,
         severity=ERROR,
         needle="Will cause a leak of a command resource",
-        regex=_MLX5 + r"(?<![A-Z0-9_])(?P<cmd>[A-Z][A-Z0-9_]++)\(0x[0-9a-fA-F]{1,16}\)(?: Async,)? timeout\. Will cause a leak of a command "
+        regex=_MLX5 + r"(?<![A-Z0-9_])(?P<cmd>[A-Z][A-Z0-9_]+)\(0x[0-9a-fA-F]{1,16}\)(?: Async,)? timeout\. Will cause a leak of a command "
                       r"resource",
         subject="{device}",
         message="The ConnectX firmware of {device} did not answer command {cmd} in time; the device's control plane "
@@ -259,7 +259,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="NETDEV WATCHDOG",
         # Kernel 6.8 (backported to 6.6.47 and 6.1.107) moved the driver in front of the text.
         regex=r"NETDEV WATCHDOG: (?P<netdev>[\w.-]{1,64}) \((?P<driver>[^)]{1,64})\): transmit queue (?P<queue>\d{1,6}) timed out"
-              r"|(?<![\w-])(?P<driver2>[\w-]{1,64}+) (?P<bdf>[0-9a-fA-F:.]{1,32}+) (?P<netdev2>[\w.-]{1,64}+): NETDEV WATCHDOG: "
+              r"|(?<![\w-])(?P<driver2>[\w-]{1,64}) (?P<bdf>[0-9a-fA-F:.]{1,32}) (?P<netdev2>[\w.-]{1,64}): NETDEV WATCHDOG: "
               r"(?:CPU: \d{1,6}: )?transmit queue (?P<queue2>\d{1,6}) timed out",
         subject="{ifname}",
         message="Transmit queue {q} of {ifname} ({drv}) sent nothing for several seconds and the kernel asked the "

@@ -1428,7 +1428,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="async",
         regex=r"NET/IB : (?:(?P<dev>[\w.-]+):(?P<port>\d+) )?Got (?:async event : |async error event: "
               r"|non-fatal async event: )(?!port error|local catastrophic error|CQ error|local work queue catastrophic"
-              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]{0,512}?[^(\s])\s*+(?:\(\d{1,9}\))?\s*$",
+              r"|invalid request local|local access violation|SRQ catastrophic|WQ fatal)(?P<event>[^(]{0,512}?[^(\s])\s*(?!\s)(?:\(\d{1,9}\))?\s*$",
         subject="{device}",
         message="The HCA{dev_note} reported `{event_text}` while NCCL was running; a stable fabric reports none.",
         meaning="Not fatal by itself, but connections made before a LID, SM or P_Key change can fail afterwards.",

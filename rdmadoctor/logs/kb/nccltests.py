@@ -43,7 +43,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_TEST_FAILED.code,
         severity=ERROR,
         needle="Test NCCL failure",
-        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}+): )?Test NCCL failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '"
+        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}): )?Test NCCL failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '"
               r"(?!unhandled system error|remote process exited)(?P<error>[^'\n]{0,300}?)"
               r"(?: / (?P<last>[^'\n]{0,300}))?'",
         subject="{where}",
@@ -72,7 +72,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_CUDA_FAILED.code,
         severity=ERROR,
         needle="Test CUDA failure",
-        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}+): )?Test CUDA failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '(?P<what>[^'\n]{1,200})'",
+        regex=r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255}): )?Test CUDA failure (?P<loc>[\w./-]{1,200}:\d{1,6}) '(?P<what>[^'\n]{1,200})'",
         subject="CUDA",
         message="nccl-tests' call to CUDA failed{on} at {loc}: {what}. {cuda_fix}",
         meaning="The test stopped before NCCL ran; the fabric was not tested. `invalid device ordinal` with nccl-tests is "

@@ -138,7 +138,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # own: no provider, memory registration, the plugin's start.
         # The first "NET/OFI " within 400 characters of the start (prefixes may be there): one place
         # tried, whatever the line holds.
-        regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}+NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory"
+        regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory"
               r"|aws-ofi-nccl initialization failed|Initializing plugin failed|Failed to initialize \w{1,32} protocol"
               r"|Unable to find a protocol that worked|Only EFA provider is supported)"
               r"(?=[^\n]{0,300}?(?:failed|[Cc]ouldn't|[Cc]ould not|Unable to|RC: -\d|ERROR|[Ee]rror))"

@@ -133,7 +133,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=MEMLOCK_LIMITED,
         severity=ERROR,
         needle="set max locked memory",
-        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_\w{1,32})\([^)\n]{0,200}\) failed: (?P<error>[^.\n]{1,80})\. "
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}): )?(?P<call>ibv_\w{1,32})\([^)\n]{0,200}\) failed: (?P<error>[^.\n]{1,80})\. "
               r"Please set max locked memory \(ulimit -l\) to 'unlimited' \(current: (?P<kb>\d{1,19}) kbytes\)",
         subject="memlock",
         message="UCX: {call} failed with `{error}` and UCX names the cause: the locked-memory limit is {limit_text}; RDMA "
@@ -155,9 +155,9 @@ PATTERNS: tuple[Pattern, ...] = (
         code=UCX_IB_RESOURCE_FAILED.code,
         severity=ERROR,
         needle=") failed: ",
-        # The line with UCX's own memlock hint is the row above (the possessive run stops at its period).
-        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}+): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
-              r"(?:_ex)?)\((?P<args>[^)\n]{0,200})\) failed: (?P<error>[^.\n]{1,80}+)(?!\. Please set max locked memory)",
+        # The line with UCX's own memlock hint is the row above (the look-ahead reads the error to its period).
+        regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
+              r"(?:_ex)?)\((?P<args>[^)\n]{0,200})\) failed: (?![^.\n]{1,80}\. Please set max locked memory)(?P<error>[^.\n]{1,80})",
         subject="{call}",
         message="UCX could not {what}{on}: {call}({args}) failed with `{error}`.",
         meaning="The RDMA transport on that device is unusable: UCX falls back to TCP or the job fails. `Cannot allocate "

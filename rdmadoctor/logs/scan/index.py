@@ -32,7 +32,7 @@ SATURATE_AFTER = 512
 _BULK_RANKS = re.compile(rb"rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
-_NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}+:: \[-?\w{0,16}+\] NCCL INFO ")
+_NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}:: \[-?\w{0,16}\] NCCL INFO ")
 _DIGITS = b"0123456789"
 
 

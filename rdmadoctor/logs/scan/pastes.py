@@ -26,8 +26,8 @@ MAX_SEGMENT_BYTES = 1 << 20
 MAX_SEGMENT_LINES = 20000
 _HYPOTHETICAL_LINES = 200  # the most lines an "Expected:" block hides
 # "Expected:", "### Expected behavior", "**Expected output**": a label alone on its line.
-_EXPECTED_LABEL = re.compile(r"(?i)^(?:#{1,6}\s*+)?[*_]{0,2}(?:expected|what (?:i|we) expected|should (?:see|be|look like))"
-                             r"(?: (?:behaviou?r|output|result|log|lines?))?[*_]{0,2}:?[*_]{0,2}\s*+:?\s*+$")
+_EXPECTED_LABEL = re.compile(r"(?i)^(?:#{1,6}\s*)?[*_]{0,2}(?:expected|what (?:i|we) expected|should (?:see|be|look like))"
+                             r"(?: (?:behaviou?r|output|result|log|lines?))?[*_]{0,2}:?[*_]{0,2}\s*(?!\s):?\s*(?!\s)$")
 # Commands whose pasted output rdmadoctor reads, after a prompt: "$ ibstat", "root@pod:/# ulimit -a".
 _COMMANDS = {
     "ibstat": "ibstat", "ibstatus": "ibstatus", "ibv_devinfo": "ibv_devinfo", "rdma": "rdma_link",
@@ -79,10 +79,10 @@ _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "
 
 # Commands that run another on a pod, a container or a host (`kubectl exec POD -- ibstat`,
 # `docker exec -it ctr ibv_devinfo`, `ssh node-3 ibstat`): the output is the inner command's.
-_EXEC_VIA = re.compile(r"^(?:(?:kubectl|oc)\s+(?:-\S+\s+(?!exec\b)\S+\s+|-\S+\s+)*+exec\s+[^\n]*?\s--\s+"
+_EXEC_VIA = re.compile(r"^(?:(?:kubectl|oc)\s+(?=((?:-\S+\s+(?!exec\b)\S+\s+|-\S+\s+)*))\1exec\s+[^\n]*?\s--\s+"
                        r"|(?:docker|podman|nerdctl|crictl)\s+exec\s+"
-                       r"(?:(?:-u|--user|-e|--env|-w|--workdir|--env-file)[= ]\S+\s+|-{1,2}[\w-]+\s+)*+[\w.:][\w.:-]*\s+"
-                       r"|ssh\s+(?:-[bcDEeFIiJLlmOopQRSWw]\s+\S+\s+|-\w+\s+)*+[\w.@-]+\s+(?=\w)"
+                       r"(?=((?:(?:-u|--user|-e|--env|-w|--workdir|--env-file)[= ]\S+\s+|-{1,2}[\w-]+\s+)*))\2[\w.:][\w.:-]*\s+"
+                       r"|ssh\s+(?=((?:-[bcDEeFIiJLlmOopQRSWw]\s+\S+\s+|-\w+\s+)*))\3[\w.@-]+\s+(?=\w)"
                        r"|(?:ba|z)?sh\s+-l?c\s+(?=[\"']))")
 _QUOTED = re.compile(r"^([\"'])(.*)\1$")
 _SUDO = re.compile(r"^sudo +(?:-\S+ +)*")
@@ -111,7 +111,7 @@ def _prompt_with_command() -> str:
 
 # A line of nccl-tests' result table: a row (size, count, type ...), its units line, a blank.
 # (and "..." where a ticket left rows out)
-_TABLE_LINE = re.compile(r"(?<!\s)\s*+(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|\.{3}\s*$|$)")  # from a run's start: linear
+_TABLE_LINE = re.compile(r"(?<!\s)\s*(?!\s)(?:#\s+\(B\)|\d{1,19}\s+\d{1,19}\s+\w|\.{3}\s*$|$)")  # from a run's start: linear
 
 
 @record
