@@ -2,7 +2,7 @@
 
 Declared here, apart from the probe and the judges, so that both (and checks/logs.py, which names
 two of them as causes) import them without importing each other. checks/nccl.py lists them on its
-Check; renaming one is a breaking change (README, "Codes are a contract").
+Check; renaming one is a breaking change (docs/architecture.md, "Codes are a contract").
 """
 
 from __future__ import annotations

@@ -4,7 +4,8 @@
 # - rdmadoctor/__init__.py's __version__ (the package, `rdmadoctor --version`, the report, the
 #   sdist and wheel, the image's /metrics build_info);
 # - the image tag: deploy/base/kustomization.yaml's images: newTag, and every
-#   ghcr.io/rdmadoctor/rdmadoctor:<old> in deploy/, README.md and the Dockerfile's comment;
+#   ghcr.io/rdmadoctor/rdmadoctor:<old> in deploy/, README.md, docs/ (docs/image.md) and the
+#   Dockerfile's comment;
 # - the alerts' runbook URLs (deploy/monitoring: .../blob/v<old>/docs/...);
 # - CHANGELOG.md: what is under [Unreleased] becomes the section [0.2.0] - today.
 # Then: review `git diff`, commit, `git tag v0.2.0`, push the tag (.github/workflows/release.yml
@@ -29,7 +30,7 @@ oldre=${old//./\\.}
 
 sed -i "s/^__version__ = \"$oldre\"$/__version__ = \"$new\"/" rdmadoctor/__init__.py
 sed -i "s/^\(    newTag: \)$oldre$/\1$new/" deploy/base/kustomization.yaml
-mapfile -t files < <(grep -rlE "rdmadoctor:$oldre([^0-9A-Za-z.]|$)" deploy README.md Dockerfile || true)
+mapfile -t files < <(grep -rlE "rdmadoctor:$oldre([^0-9A-Za-z.]|$)" deploy README.md docs Dockerfile || true)
 for f in "${files[@]}"; do
     sed -i -E "s/(rdmadoctor:)$oldre([^0-9A-Za-z.]|$)/\1$new\2/g" "$f"
 done

@@ -9,10 +9,12 @@
   deploy/monitoring (name, expression, for, severity, runbook);
 - docs/cli.md: every command of the typer app (its help, options, defaults, exit statuses);
 - docs/codes.md: the finding codes (scripts/codes_doc.py, which this runs too);
-- docs/README.md: the index of docs/, guides and references, each page's title and first line.
+- docs/README.md: the index of docs/, guides and references, each page's title and first line;
+- README.md's sample report: what ``rdmadoctor check --example broken-pod`` prints, piped (the
+  fenced block under the README's marker comment).
 
 Nothing here is a hand-written list: a new option, metric, expectation key, alert or guide shows
-up when the pages are regenerated. tests/test_reference_docs.py fails while a page is stale.
+up when the pages are regenerated. tests/test_reference_docs.py fails while a page (or the README's sample report) is stale.
 Regenerate them all from the repository's root:
 
     .venv/bin/python scripts/reference_docs.py
@@ -26,8 +28,10 @@ from __future__ import annotations
 import ast
 import inspect
 import json
+import os
 import re
 import runpy
+import subprocess
 import sys
 import textwrap
 import types
@@ -859,6 +863,37 @@ def pages() -> dict[str, str]:
     return out
 
 
+# ============================================================================================
+# README.md's sample report
+# ============================================================================================
+
+SAMPLE_ARGS = ("check", "--example", "broken-pod")
+SAMPLE_MARK = "<!-- The block below is what `rdmadoctor check --example broken-pod` prints, piped;"
+
+
+def sample_report() -> str:
+    """What `rdmadoctor check --example broken-pod` prints into a pipe (never wrapped or padded),
+    with the built-in checks only: a third-party plugin installed here does not change the page."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "FORCE_COLOR", "TERM")}
+    env["RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    proc = subprocess.run([sys.executable, "-m", "rdmadoctor", *SAMPLE_ARGS], cwd=ROOT, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300, check=False)
+    if proc.returncode != 1 or not proc.stdout.startswith("FAIL: "):
+        raise RuntimeError(f"rdmadoctor {' '.join(SAMPLE_ARGS)} exited {proc.returncode}, not 1 with a report:\n"
+                           f"{proc.stdout}{proc.stderr}")
+    return proc.stdout
+
+
+def readme(text: str | None = None, report: str | None = None) -> str:
+    """README.md with the fenced block under SAMPLE_MARK replaced by the real report."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8") if text is None else text
+    report = sample_report() if report is None else report
+    m = re.search(r"^" + re.escape(SAMPLE_MARK) + r"[^\n]*\n```\n(.*?)^```\n", text, re.S | re.M)
+    if m is None:
+        raise RuntimeError(f"README.md has no fenced block under the line starting {SAMPLE_MARK!r}")
+    return text[:m.start(1)] + report + ("" if report.endswith("\n") else "\n") + text[m.end(1):]
+
+
 def stale(rendered: dict[str, str] | None = None) -> list[str]:
     rendered = pages() if rendered is None else rendered
     docs = ROOT / "docs"
@@ -868,16 +903,22 @@ def stale(rendered: dict[str, str] | None = None) -> list[str]:
 
 def main(argv: list[str]) -> int:
     rendered = pages()
+    current = (ROOT / "README.md").read_text(encoding="utf-8")
+    wanted = readme(current)
     if "--check" in argv:
-        names = stale(rendered)
+        names = [f"docs/{name}" for name in stale(rendered)]
+        names += ["README.md's sample report"] if wanted != current else []
         for name in names:
-            sys.stderr.write(f"docs/{name} is stale: {REGENERATE}\n")
+            sys.stderr.write(f"{name} is stale: {REGENERATE}\n")
         return 1 if names else 0
     for name, text in rendered.items():
         path = ROOT / "docs" / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             path.write_text(text, encoding="utf-8")
             sys.stdout.write(f"wrote docs/{name}\n")
+    if wanted != current:
+        (ROOT / "README.md").write_text(wanted, encoding="utf-8")
+        sys.stdout.write("wrote README.md's sample report\n")
     return 0
 
 

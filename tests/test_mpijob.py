@@ -1,5 +1,5 @@
-"""deploy/examples/mpijob.yaml against the Kubeflow MPI operator's own rules, and the README's Arena
-line against the example.
+"""deploy/examples/mpijob.yaml against the Kubeflow MPI operator's own rules, and the Arena
+line of docs/kubernetes.md ("MPIJob and Arena") against the example.
 
 - The CRD's schema: tests/crds/mpijob-v2beta1.json is the MPIJob CRD's v2beta1 openAPIV3Schema from
   kubeflow/mpi-operator (source and commit in the file), made strict here the way
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CRD = json.loads((ROOT / "tests" / "crds" / "mpijob-v2beta1.json").read_text())
 EXAMPLE = EXAMPLES / "mpijob.yaml"
 # `arena submit mpijob --help` (kubeflow/arena docs/cli/arena_submit_mpijob.md and
-# pkg/argsbuilder/submit*.go at e30882c143cc2be32b7ed767ae0f78681892741b): the flags the README uses
+# pkg/argsbuilder/submit*.go at e30882c143cc2be32b7ed767ae0f78681892741b): the flags docs/kubernetes.md uses
 # must be among them.
 ARENA_MPIJOB_FLAGS = {
     "--annotation", "--config-file", "--cpu", "--data", "--data-dir", "--device", "--env", "--gang", "--gpus",
@@ -256,13 +256,13 @@ def test_launcher_asks_for_no_gpu_and_no_hca():
     assert not {"nvidia.com/gpu", "rdma/hca"} & set(limits)
 
 
-# ---- the README's Arena line is the same job ----------------------------------------------------
+# ---- docs/kubernetes.md's Arena line is the same job --------------------------------------------
 
 
 def arena_line() -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "kubernetes.md").read_text()
     m = re.search(r"```sh\n(arena submit mpijob .*?)\n```", text, re.S)
-    assert m, "README.md has no ```sh block with `arena submit mpijob`"
+    assert m, "docs/kubernetes.md has no ```sh block with `arena submit mpijob`"
     return shlex.split(m.group(1).replace("\\\n", " "))
 
 

@@ -136,3 +136,60 @@ def test_index_lists_every_page(pages: dict[str, str]) -> None:
         if path.name != "README.md":
             assert f"]({path.name})" in index, path.name
     assert REGENERATE in index
+
+
+def test_readme_sample_report_is_the_real_output(gen: dict) -> None:
+    """README.md's sample report is what `rdmadoctor check --example broken-pod` prints into a pipe,
+    character for character: the script renders it as it renders the pages above."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    report = gen["sample_report"]()
+    assert report.startswith("FAIL: trainer-7f9c4-0 ") and "SHM_TOO_SMALL" in report
+    block = readme.split(gen["SAMPLE_MARK"], 1)[1].split("\n```\n", 1)[1].split("\n```\n", 1)[0] + "\n"
+    assert block == report, f"README.md's sample report is stale: {REGENERATE}"
+    assert gen["readme"](readme, report) == readme
+
+
+def test_readme_sample_report_is_replaced_where_it_stands(gen: dict) -> None:
+    """The renderer replaces only the fenced block under the marker, and refuses a README without it."""
+    text = f"# x\n\n{gen['SAMPLE_MARK']} more -->\n```\nold\nlines\n```\n\nafter\n```\nkept\n```\n"
+    assert gen["readme"](text, "new\n") == f"# x\n\n{gen['SAMPLE_MARK']} more -->\n```\nnew\n```\n\nafter\n```\nkept\n```\n"
+    with pytest.raises(RuntimeError, match="no fenced block"):
+        gen["readme"]("# x\n```\nold\n```\n", "new\n")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's heading anchors of a Markdown page (lower case, punctuation dropped, spaces to
+    hyphens), and its explicit `<a id=...>` ones."""
+    import re
+
+    text = path.read_text(encoding="utf-8")
+    out = set(re.findall(r'<a id="([^"]+)"', text))
+    fence = False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and (m := re.match(r"#{1,6} (.*)", line)):
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+
+
+def test_links_between_the_pages_resolve() -> None:
+    """Every relative link of the README, CONTRIBUTING.md, deploy/README.md and docs/ names a file
+    that exists and, for a page, a heading it has: a section moved out of the README leaves no link
+    behind to where it was."""
+    import re
+
+    pages = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "deploy" / "README.md", *sorted(DOCS.glob("*.md"))]
+    broken = []
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            if not dest.exists():
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
+                broken.append(f"{page.relative_to(ROOT)}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

@@ -256,7 +256,7 @@ def test_bump_version_moves_every_copy(tmp_path: Path) -> None:
     reference and the changelog move together, and a second bump to the same version is refused."""
     if not shutil.which("git"):
         pytest.skip("git is not installed")
-    tracked = subprocess.run(["git", "ls-files", "rdmadoctor/__init__.py", "deploy", "README.md", "Dockerfile",
+    tracked = subprocess.run(["git", "ls-files", "rdmadoctor/__init__.py", "deploy", "README.md", "docs", "Dockerfile",
                               "CHANGELOG.md", "scripts/bump-version.sh"], cwd=ROOT, capture_output=True, text=True)
     if tracked.returncode != 0 or "CHANGELOG.md" not in tracked.stdout.split():
         pytest.skip("not a git checkout with CHANGELOG.md committed")
@@ -271,12 +271,14 @@ def test_bump_version_moves_every_copy(tmp_path: Path) -> None:
     assert f'__version__ = "{new}"' in (tmp_path / "rdmadoctor" / "__init__.py").read_text()
     kust = yaml.safe_load((tmp_path / "deploy" / "base" / "kustomization.yaml").read_text())
     assert kust["images"] == [{"name": IMAGE, "newTag": new}]
-    for path in [tmp_path / "README.md", tmp_path / "Dockerfile", *(tmp_path / "deploy").rglob("*.yaml")]:
+    for path in [tmp_path / "README.md", tmp_path / "Dockerfile", *(tmp_path / "deploy").rglob("*.yaml"),
+                 *(tmp_path / "docs").glob("*.md")]:
         text = path.read_text()
         assert f"rdmadoctor:{old}" not in text, path
     assert (tmp_path / "deploy" / "base" / "daemonset.yaml").read_text().count(f"{IMAGE}:{new}") == 3
     rules = (tmp_path / "deploy" / "monitoring" / "rules.yaml").read_text()
     assert f"/blob/v{old}/docs/" not in rules and rules.count(f"/blob/v{new}/docs/") >= 9
+    assert f"{IMAGE}:{new}" in (tmp_path / "docs" / "image.md").read_text()
     sections = _changelog_sections((tmp_path / "CHANGELOG.md").read_text())
     assert sections[:2] == ["Unreleased", new]
     again = subprocess.run([str(script), new], capture_output=True, text=True, timeout=60)
@@ -470,10 +472,10 @@ def test_readme_install_says_what_exists(released: dict[str, list[dict]]) -> Non
     assert "releases/download/vX.Y.Z/rdmadoctor.yaml" in install
 
 
-def test_readme_tells_podman_users_what_build_image_knows() -> None:
-    """The `docker run` line's podman note gives the containers.conf settings that
+def test_image_guide_tells_podman_users_what_build_image_knows() -> None:
+    """The `docker run` line's podman note (docs/image.md) gives the containers.conf settings that
     scripts/build-image.sh itself uses (rlimit type 7; crun and systemd cgroups on cgroup v1)."""
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "image.md").read_text()
     script = (ROOT / "scripts" / "build-image.sh").read_text()
     assert "error setting rlimit type 7" in readme
     for setting in ("default_ulimits = []", 'runtime = "runc"', 'cgroup_manager = "cgroupfs"'):

@@ -175,9 +175,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("--exec", "exec_", "flag",
            "On GO, exec the command given after `--` in this process (same PID); on NO-GO do not run it. A command not found exits 127.",
            commands=("preflight",)),
-    # The gang (rdmadoctor.gang; README: Gang preflight).
+    # The gang (rdmadoctor.gang; docs/gang.md).
     Option("--gang", "gang", "flag",
-           "After this pod's checks, meet the job's other members at rank 0 (README: Gang preflight): rank 0 compares what NCCL "
+           "After this pod's checks, meet the job's other members at rank 0 (docs/gang.md): rank 0 compares what NCCL "
            "needs alike (transport, link layer, rails and rates, MTU, RoCE GID, IB subnet, GPUDirect RDMA, NCCL_* protocol "
            "settings, NCCL version) and every member prints the same gang verdict. Rank and size from NODE_RANK/RANK, "
            "NNODES/WORLD_SIZE, OMPI_COMM_WORLD_*, PMI_*, SLURM_*; rank 0 from MASTER_ADDR.",

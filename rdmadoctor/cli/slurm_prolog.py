@@ -32,7 +32,7 @@ def register(group) -> None:  # noqa: ANN001
         skip: Optional[List[str]] = typer.Option(None, "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),
         timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool the checks run after this long (default 5)."),
         strict: bool = typer.Option(False, "--strict", help="Warnings block too; with --gang, a gang nobody can be blamed for is requeued by rank 0."),
-        gang: bool = typer.Option(False, "--gang", help="Meet the job's other nodes and compare what NCCL needs alike (README: Gang preflight)."),
+        gang: bool = typer.Option(False, "--gang", help="Meet the job's other nodes and compare what NCCL needs alike (docs/gang.md)."),
         bandwidth: bool = typer.Option(False, "--bandwidth", help="With --gang: a short bandwidth test between the nodes; a slow one is blamed."),
         gang_port: Optional[int] = typer.Option(None, "--gang-port", metavar="PORT", help="The port rank 0 listens on (default 9471)."),
         gang_timeout: Optional[float] = typer.Option(None, "--gang-timeout", metavar="SECONDS", help="How long rank 0 waits for every node, and a node for rank 0 (default 120)."),
