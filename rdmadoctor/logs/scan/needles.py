@@ -136,6 +136,7 @@ class _Tables:
                     | set(_HEAD_FACT_NEEDLES))
         # The needles of a line, longest first at a position (see needles_in).
         self.line_needles = re.compile("|".join(re.escape(n) for n in sorted(literals, key=len, reverse=True)))
+        self.literals = tuple(sorted(literals))
         self._line_rx: dict[tuple[str, ...], re.Pattern[str]] = {}
         self._keys(literals)
         # A trie-shaped pattern: a position tries one branch per character, not every needle.
