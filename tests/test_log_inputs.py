@@ -383,6 +383,32 @@ def test_a_log_truncated_in_place_starts_with_nuls_and_is_read(tmp_path):
     assert any(f"{3 << 20} NUL bytes were skipped" in n for n in d.notes)
 
 
+@pytest.mark.parametrize("where", ["end", "middle", "start"])
+def test_a_log_with_a_nul_on_every_line_is_read_around_them(tmp_path, where):
+    """A program that writes C strings whole (their NUL included) puts a NUL on every line: the text
+    is read around them, as around a run of them, and what was dropped is said; nothing is refused."""
+    def nul(line: bytes) -> bytes:
+        body = line.rstrip(b"\n")
+        at = {"end": len(body), "middle": len(body) // 2, "start": 0}[where]
+        return body[:at] + b"\x00" + body[at:] + b"\n"
+
+    lines = [b"step %d loss 0.%d\n" % (i, i) for i in range(3000)] + [_WARN_A] + [b"step x\n"] * 3000 + [_WARN_B]
+    d = _diag_file(tmp_path, b"".join(nul(x) for x in lines))
+    assert d.sources[0]["error"] is None and d.sources[0]["lines"] == len(lines)
+    assert {f.code for f in d.findings} == {"NCCL_IB_NO_DEVICE", "NCCL_SOCKET_ERROR"}
+    if where == "end":  # the WARN's own words are whole
+        assert [f.data["evidence"][0]["text"] for f in d.findings if f.code == "NCCL_IB_NO_DEVICE"] == [_WARN_A.decode().rstrip()]
+    assert any(f"{len(lines)} NUL bytes were skipped" in n for n in d.notes), d.notes
+
+
+def test_nuls_in_long_runs_inside_lines_are_still_binary_data(tmp_path):
+    """A few NULs a line is text; a line of thousands of them among text is binary data, skipped."""
+    d = _diag_file(tmp_path, _WARN_A * 200 + b"x" + b"\x00" * 20000 + b"y\n" + _WARN_B)
+    assert d.sources[0]["error"] is None
+    assert {f.code for f in d.findings} == {"NCCL_IB_NO_DEVICE", "NCCL_SOCKET_ERROR"}
+    assert any("bytes of binary data in" in n for n in d.notes), d.notes
+
+
 def test_a_gzip_member_after_text_is_read(tmp_path):
     """`cat a.log b.log.gz > all.log`: the text, then the member, inflated, then text again."""
     d = _diag_file(tmp_path, _WARN_A + gzip.compress(_WARN_B * 3) + b"after\n")

@@ -394,3 +394,21 @@ def test_gzip_members_padding_and_a_bomb_stream_in_bounded_memory(tmp_path) -> N
     finally:
         tracemalloc.stop()
     assert total == 64 << 20 and peak < 8 << 20
+
+
+def test_the_needles_of_a_line_are_those_the_alternation_of_all_finds_in_its_order() -> None:
+    """A line's needles are looked for with those it holds (scan.needles._Tables.needles_in: a pattern of
+    all ~260 tried a branch at nearly every character of a long WARN line): the same needles, each
+    once, in the order the alternation of all of them finds them, overlaps and repeats included."""
+    from rdmadoctor.logs.scan import tables
+
+    t = tables()
+    needles = list(t.literals)
+    assert len(needles) > 200 and all(t.line_needles.fullmatch(n) for n in needles)
+    rnd = random.Random(33)
+    alphabet = list("aNCL _WRE.c:'/(") + needles
+    for _ in range(5000):
+        text = "".join(rnd.choice(alphabet) if rnd.random() < 0.6 else rnd.choice(needles) for _ in range(rnd.randint(0, 14)))
+        want = list(dict.fromkeys(m.group() for m in t.line_needles.finditer(text)))
+        assert t.needles_in(text) == want, text
+        assert t.has_needle(text) == (t.line_needles.search(text) is not None), text

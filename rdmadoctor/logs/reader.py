@@ -253,12 +253,13 @@ def _unpack(stream, first: bytes, size: int, make, kind: str):  # noqa: ANN001, 
 TEXT_BLOCK = 8192
 _GZIP_MEMBER = b"\x1f\x8b\x08"  # gzip magic and deflate, the only method gzip writes
 _NUL_RUN = re.compile(b"(?<=\n)\x00+")
+_NUL_PER_LINE = 2  # NULs a line of text may hold and still be read (Text._nul_in_lines)
 
 
 class Text:
-    """Chunks of one input (as :func:`chunks` yields them) -> the text in them, with NUL runs
-    dropped, binary stretches (TEXT_BLOCK bytes at a time) skipped and a gzip member that follows
-    text inflated; what was left out is counted for :meth:`notes`.
+    """Chunks of one input (as :func:`chunks` yields them) -> the text in them, with NUL runs (and
+    a few NULs inside lines of text) dropped, binary stretches (TEXT_BLOCK bytes at a time) skipped
+    and a gzip member that follows text inflated; what was left out is counted for :meth:`notes`.
 
     ``error`` is set, and nothing more is read, when the input is binary from its start (after
     any NULs): as :func:`binary_reason` says of a whole input. A chunk without control bytes (a
@@ -305,11 +306,13 @@ class Text:
             end = len(data) if g < 0 else g
             for b in range(0, end, TEXT_BLOCK):
                 block = data[b:min(b + TEXT_BLOCK, end)]
-                if b"\x00" in block:  # runs at a line's start only: NULs after other bytes are binary data
+                if b"\x00" in block:  # runs at a line's start; a few inside each line of text (_nul_in_lines)
                     before = len(block)
                     if not self._open_line and not self._in_binary:
                         block = block.lstrip(b"\x00")
                     block = _NUL_RUN.sub(b"", block)
+                    if b"\x00" in block:
+                        block = self._nul_in_lines(block)
                     self.nul += before - len(block)
                 if not block:
                     continue
@@ -341,6 +344,17 @@ class Text:
                 self.members += 1
                 self._started = True
             data = rest
+
+    def _nul_in_lines(self, block: bytes) -> bytes:
+        """``block`` without its NULs when they are a few in each line of text (a writer that puts C
+        strings whole, their NUL included, puts one on every line): the text is read around them.
+        Else ``block`` as it is: NULs in long runs inside a line, or among other control bytes, are
+        binary data (an executable is mostly NULs, and has few lines)."""
+        clean = block.replace(b"\x00", b"")
+        if len(block) - len(clean) > _NUL_PER_LINE * (block.count(b"\n") + 1):
+            return block
+        why = self._binary_block(clean) if self._started else binary_reason(clean)
+        return block if why else clean
 
     def _skip(self, n: int) -> None:
         if not self._in_binary:
@@ -385,7 +399,8 @@ class Text:
             return out
         if self.nul:
             out.append(f"{name}: {self.nul} NUL bytes were skipped (a log truncated in place, as logrotate's "
-                       "copytruncate leaves it, starts with a run of them)")
+                       "copytruncate leaves it, starts with a run of them; a program that writes C strings whole "
+                       "ends each line with one)")
         if self.binary:
             places = "one place" if self.binary_runs == 1 else f"{self.binary_runs} places"
             out.append(f"{name}: {self.binary} bytes of binary data in {places} were skipped; "

@@ -86,7 +86,10 @@ PATTERNS: tuple[Pattern, ...] = (
         explains_fallback=True,
         severity=ERROR,
         needle="couldn't load driver",
-        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d{1,9})(?:.*\S)?)\s*$",
+        # From the needle's first place in the line only (the run before it cannot cross one): a line
+        # that repeats it is not read to its end again from each repeat.
+        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*+"
+              r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d{1,9})(?:.*\S)?)\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver} because it was built for another libibverbs "
                 "(IBVERBS_PRIVATE_{abi}): {error}.",
@@ -111,7 +114,9 @@ PATTERNS: tuple[Pattern, ...] = (
         # Often harmless: /etc/libibverbs.d lists every provider rdma-core knows, and a missing
         # library for hardware the node does not have changes nothing. The private-symbol form is
         # the row above.
-        regex=r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.*?\S))?\.?\s*$",
+        # (from the needle's first place only, as verbs.private_symbol)
+        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*+"
+              r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.*?\S))?\.?\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver}{error_note}; this only matters if the node's RDMA device "
                 "needs that provider.",

@@ -120,14 +120,20 @@ class Index:
         for old, new in sc.quiet if self._channels else sc.quiet_plain:  # same length: every position stays
             tb = tb.replace(old, new)
         tb = tb.translate(sc.table)
-        if sc.fast is not None:
-            wanted = sc.wanted
-            for m in sc.fast.finditer(tb):
+        # Each line is decided once, at the first place the scan stops in it: the search goes on from
+        # its end (a line that repeats an anchor, `NCCL_ ` ten thousand times, is not searched again
+        # from its start for each repeat).
+        for rx, wanted in ((sc.fast, sc.wanted), (self.t.prompt_scan, None)):
+            if rx is None:
+                continue
+            search = rx.search
+            m = search(tb)
+            while m is not None:
                 ls = rfind(b"\n", 0, m.start()) + 1
-                if ls not in starts and (wanted is None or wanted.search(block, ls, find(b"\n", ls)) is not None):
+                le = find(b"\n", ls)
+                if ls not in starts and (wanted is None or wanted.search(block, ls, le) is not None):
                     starts.add(ls)
-        for m in self.t.prompt_scan.finditer(tb):
-            starts.add(rfind(b"\n", 0, m.start()) + 1)
+                m = search(tb, le + 1) if le >= 0 else None
         plain = sc.plain
         if self._source is not None and self._source["bytes"] - self._block_bytes < PASTE_WINDOW:
             plain += self.t.paste_plain

@@ -96,7 +96,7 @@ class Matching:
 
     def _rows(self, text: str) -> int:
         body = prefix.split(text)[0]
-        return sum(1 for needle in set(self.t.line_needles.findall(text)) for p in self.t.by_needle.get(needle, ())
+        return sum(1 for needle in self.t.needles_in(text) for p in self.t.by_needle.get(needle, ())
                    if self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text))
 
     def _match(self, text: str, lineno: int, quick: bool = False, hit: set | None = None) -> None:
@@ -108,13 +108,8 @@ class Matching:
             self._known_text = True
         # Each needle in the line gets its first matching row: a traceback pasted on one line
         # holds the exception and its "Last error:" cause, two findings.
-        seen: set[str] = set()
         hit = set() if hit is None else hit
-        for m in self.t.line_needles.finditer(text):
-            needle = m.group()
-            if needle in seen:
-                continue
-            seen.add(needle)
+        for needle in self.t.needles_in(text):
             if needle in _SATURATING:
                 self._counted(needle)
             rows = self.t.by_needle.get(needle, ())

@@ -243,7 +243,7 @@ class Pastes:
                 seg["size"] += len(text) + 1
             else:
                 seg["cut"] = True
-            if self.t.line_needles.search(text):
+            if self.t.has_needle(text):
                 self._match(text, self._lineno, quick=True)
         return pos
 
