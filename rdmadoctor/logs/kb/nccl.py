@@ -1555,7 +1555,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # WARN (no `retrying`) is the failure.
         # From the needle's first place in the line only: a line that repeats it is not read to its
         # end again (the retry look-ahead) from each repeat.
-        regex=r"^(?:(?!Call to ibv_modify_qp failed with ).)*+Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:(?P<errno>\d+) )?"
+        regex=r"^(?:(?!Call to ibv_modify_qp failed with ).)*Call to ibv_modify_qp failed with (?!.*retrying \d)(?:error )?(?:(?P<errno>\d+) )?"
               r"(?P<error>[A-Za-z](?:[^,]*?[^,\s])?)(?: errno (?P<errno2>\d{1,9}))?(?:,|\s*$)"
               r"(?: on dev (?P<qpdev>[^:,\s]+):(?P<qpport>-?\d+), curr state \w+, next state (?P<next>\w+), "
               r"local GID index (?P<gid_index>-?\d+))?",

@@ -88,7 +88,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="couldn't load driver",
         # From the needle's first place in the line only (the run before it cannot cross one): a line
         # that repeats it is not read to its end again from each repeat.
-        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*+"
+        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*"
               r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)': (?P<error>.*IBVERBS_PRIVATE_(?P<abi>\d{1,9})(?:.*\S)?)\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver} because it was built for another libibverbs "
@@ -115,7 +115,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # library for hardware the node does not have changes nothing. The private-symbol form is
         # the row above.
         # (from the needle's first place only, as verbs.private_symbol)
-        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*+"
+        regex=r"^(?:(?!libibverbs: Warning: couldn't load driver ').)*"
               r"libibverbs: Warning: couldn't load driver '(?P<driver>[^']*)'(?!.*IBVERBS_PRIVATE_)(?:: (?P<error>.*?\S))?\.?\s*$",
         subject="{driver}",
         message="libibverbs could not load provider {driver}{error_note}; this only matters if the node's RDMA device "
