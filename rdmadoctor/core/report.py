@@ -103,12 +103,12 @@ class Finding:
 
     @classmethod
     def read(cls, d: dict, path: str, r: _Reader) -> Finding:
-        data = r.obj(d, "data", path)
+        text = r.text
+        # Positional, in field order: a fleet reads thousands of reports, and keywords cost twice as much.
         return cls(
-            code=r.text(d, "code", path), severity=r.text(d, "severity", path), subject=r.text(d, "subject", path),
-            message=r.text(d, "message", path), remedy=r.text(d, "remedy", path),
-            cause=r.text(d, "cause", path, None) or None, kind=r.text(d, "kind", path, None),
-            condition=r.text(d, "condition", path, None), data=data, pod=r.obj(d, "pod", path, nullable=True), raw=d,
+            text(d, "code", path), text(d, "severity", path), text(d, "subject", path), text(d, "message", path),
+            text(d, "remedy", path), text(d, "cause", path, None) or None, text(d, "kind", path, None),
+            text(d, "condition", path, None), r.obj(d, "data", path), r.obj(d, "pod", path, nullable=True), d,
         )
 
 
@@ -134,10 +134,10 @@ class Check:
                 findings.append(Finding.read(f, f"{path}.findings[{i}]", r))
             else:
                 r.bad(f"{path}.findings[{i}]", f, "an object")
-        return cls(
-            id=r.text(d, "id", path), title=r.text(d, "title", path), status=r.text(d, "status", path),
-            reason=r.text(d, "reason", path, None), condition=r.text(d, "condition", path, None),
-            declares_condition="condition" in d, findings=tuple(findings), raw=d,
+        text = r.text
+        return cls(  # positional, in field order
+            text(d, "id", path), text(d, "title", path), text(d, "status", path), text(d, "reason", path, None),
+            text(d, "condition", path, None), "condition" in d, tuple(findings), d,
         )
 
 
@@ -216,18 +216,21 @@ class Report:
     raw: dict = field(default_factory=dict, compare=False)
 
     @classmethod
-    def from_json(cls, d: Any) -> Report:
+    def from_json(cls, d: Any, *, checks: bool = True) -> Report:
         """Read a report dict (``json.load`` of ``check --json``). Never raises: anything but an
-        object reads as an empty report with one note."""
+        object reads as an empty report with one note.
+
+        ``checks=False`` leaves ``checks`` empty and unread: the fleet reads thousands of reports
+        for their fingerprints and host, and the checks are most of a report's objects."""
         r = _Reader()
         if type(d) is not dict:
             if not isinstance(d, dict):
                 return cls(notes=(f"the report is {kind_of(d)}, expected an object",))
             d = dict(d)
-        checks = []
-        for i, c in enumerate(r.seq(d, "checks", "")):
+        read_checks = []
+        for i, c in enumerate(r.seq(d, "checks", "") if checks else ()):
             if type(c) is dict:
-                checks.append(Check.read(c, f"checks[{i}]", r))
+                read_checks.append(Check.read(c, f"checks[{i}]", r))
             else:
                 r.bad(f"checks[{i}]", c, "an object")
         labels = {}
@@ -251,7 +254,7 @@ class Report:
             schema=r.text(d, "schema", "", None), version=r.text(d, "version", "", None), time=r.text(d, "time", "", None),
             status=r.text(d, "status", "", "unknown"), exit_code=exit_code, host=Host.read(r.obj(d, "host", ""), r),
             profile=r.text(d, "profile", ""), scope=r.text(d, "scope", "", None), summary=Summary.read(r.obj(d, "summary", ""), r),
-            checks=tuple(checks), inventory=r.obj(d, "inventory", ""), labels=labels, nccl=r.obj(d, "nccl", "", nullable=True),
+            checks=tuple(read_checks), inventory=r.obj(d, "inventory", ""), labels=labels, nccl=r.obj(d, "nccl", "", nullable=True),
             fingerprint=r.obj(d, "fingerprint", "", nullable=True), plugin_errors=tuple(plugin_errors),
             gang=r.obj(d, "gang", "", nullable=True), quarantine=r.obj(d, "quarantine", "", nullable=True),
             hangs=r.obj(d, "hangs", "", nullable=True), extra={k: v for k, v in d.items() if k not in _KNOWN},
