@@ -53,7 +53,7 @@ class _Reader:
 
     def text(self, d: dict, key: str, path: str, default: Any = "") -> Any:
         v = d.get(key)
-        if type(v) is str:
+        if isinstance(v, str):
             return v
         if v is not None:
             self.bad(f"{path}.{key}" if path else key, v, "a string")
@@ -61,7 +61,7 @@ class _Reader:
 
     def number(self, d: dict, key: str, path: str, default: int = 0) -> int:
         v = d.get(key)
-        if type(v) is int:
+        if isinstance(v, int) and not isinstance(v, bool):
             return v
         if v is not None:
             self.bad(f"{path}.{key}" if path else key, v, "a whole number")
@@ -69,7 +69,7 @@ class _Reader:
 
     def obj(self, d: dict, key: str, path: str, nullable: bool = False) -> Any:
         v = d.get(key)
-        if type(v) is dict:
+        if isinstance(v, dict):
             return v
         if v is not None:
             self.bad(f"{path}.{key}" if path else key, v, "an object")
@@ -77,7 +77,7 @@ class _Reader:
 
     def seq(self, d: dict, key: str, path: str) -> list:
         v = d.get(key)
-        if type(v) is list:
+        if isinstance(v, list):
             return v
         if v is not None:
             self.bad(f"{path}.{key}" if path else key, v, "a list")
@@ -130,7 +130,7 @@ class Check:
     def read(cls, d: dict, path: str, r: _Reader) -> Check:
         findings = []
         for i, f in enumerate(r.seq(d, "findings", path)):
-            if type(f) is dict:
+            if isinstance(f, dict):
                 findings.append(Finding.read(f, f"{path}.findings[{i}]", r))
             else:
                 r.bad(f"{path}.findings[{i}]", f, "an object")
@@ -154,7 +154,7 @@ class Host:
     def read(cls, d: dict, r: _Reader) -> Host:
         notes = []
         for i, n in enumerate(r.seq(d, "notes", "host")):
-            if type(n) is str:
+            if isinstance(n, str):
                 notes.append(n)
             else:
                 r.bad(f"host.notes[{i}]", n, "a string")
@@ -223,30 +223,28 @@ class Report:
         ``checks=False`` leaves ``checks`` empty and unread: the fleet reads thousands of reports
         for their fingerprints and host, and the checks are most of a report's objects."""
         r = _Reader()
-        if type(d) is not dict:
-            if not isinstance(d, dict):
-                return cls(notes=(f"the report is {kind_of(d)}, expected an object",))
-            d = dict(d)
+        if not isinstance(d, dict):
+            return cls(notes=(f"the report is {kind_of(d)}, expected an object",))
         read_checks = []
         for i, c in enumerate(r.seq(d, "checks", "") if checks else ()):
-            if type(c) is dict:
+            if isinstance(c, dict):
                 read_checks.append(Check.read(c, f"checks[{i}]", r))
             else:
                 r.bad(f"checks[{i}]", c, "an object")
         labels = {}
         for k, v in r.obj(d, "labels", "").items():
-            if type(v) is str:
+            if isinstance(v, str):
                 labels[k] = v
             else:
                 r.bad(f"labels[{k!r}]", v, "a string")
         plugin_errors = []
         for i, e in enumerate(r.seq(d, "plugin_errors", "")):
-            if type(e) is str:
+            if isinstance(e, str):
                 plugin_errors.append(e)
             else:
                 r.bad(f"plugin_errors[{i}]", e, "a string")
         exit_code = d.get("exit_code")
-        if type(exit_code) is not int:
+        if not isinstance(exit_code, int) or isinstance(exit_code, bool):
             if exit_code is not None:
                 r.bad("exit_code", exit_code, "a whole number")
             exit_code = 2
