@@ -104,7 +104,7 @@ class Finding:
     @classmethod
     def read(cls, d: dict, path: str, r: _Reader) -> Finding:
         text = r.text
-        # Positional, in field order: a fleet reads thousands of reports, and keywords cost twice as much.
+        # Positional, in field order: every `check` reads its findings here, and keywords cost twice as much.
         return cls(
             text(d, "code", path), text(d, "severity", path), text(d, "subject", path), text(d, "message", path),
             text(d, "remedy", path), text(d, "cause", path, None) or None, text(d, "kind", path, None),
@@ -177,7 +177,9 @@ class Summary:
 
     def count(self, status: str) -> int:
         """The checks that ended in ``status`` (pass, warn, fail, unknown, skip)."""
-        return self.passed if status == "pass" else int(getattr(self, status, 0) or 0) if status in _COUNTS else 0
+        if status == "pass":
+            return self.passed
+        return getattr(self, status) if status in ("warn", "fail", "unknown", "skip") else 0
 
     @classmethod
     def read(cls, d: dict, r: _Reader) -> Summary:
