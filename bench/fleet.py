@@ -108,7 +108,7 @@ def main() -> None:
         texts = [plain]
         t = time.perf_counter()
         fleet = Fleet()
-        for node, pool, _labels, flat, signature in from_nodes(iter(nodes), None):
+        for node, pool, _labels, flat, signature, _time in from_nodes(iter(nodes), None):
             fleet.add(node, pool, flat, signature)
         compact_result = fleet.result()
         compact_s = time.perf_counter() - t
@@ -118,7 +118,7 @@ def main() -> None:
             n["metadata"]["annotations"][ANNOTATION] = plain.replace('"kernel":"', f'"kernel":"{i}-', 1)
         t = time.perf_counter()
         fleet = Fleet()
-        for node, pool, _labels, flat, signature in from_nodes(iter(nodes), None):
+        for node, pool, _labels, flat, signature, _time in from_nodes(iter(nodes), None):
             fleet.add(node, pool, flat, signature)
         fleet.result()
         distinct_s = time.perf_counter() - t

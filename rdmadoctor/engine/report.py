@@ -1,5 +1,8 @@
 """The report: one dict, versioned (``rdmadoctor.report/v1``), that every renderer consumes.
 
+This module builds it; whatever reads one (renderers, the gate, the gang, the fleet) reads it
+through :class:`rdmadoctor.core.report.Report` (``Report.from_json``), which spells each key once.
+
 Schema (v1); every value a check could not establish is ``null``:
 
 - ``schema``: "rdmadoctor.report/v1"; ``version``: rdmadoctor's version; ``time``: when the

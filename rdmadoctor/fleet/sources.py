@@ -23,6 +23,7 @@ import math
 import os
 import stat
 
+from rdmadoctor.core.report import Report
 from rdmadoctor.core.words import printable
 from rdmadoctor.engine import fingerprint as F
 
@@ -102,6 +103,24 @@ def _obj(v: Any, what: str, where: str) -> dict:
     return v
 
 
+def _refuse(rep: Report, field: str, where: str) -> None:
+    """SourceError when the report's ``field`` was of the wrong type (what the fleet reads of a
+    node must be there as it is written, not read as missing)."""
+    for note in rep.notes:
+        if note.startswith(field + " is "):
+            raise SourceError(f"{where}: {note}")
+
+
+def _host_name(rep: Report, where: str) -> str | None:
+    """The report's host.hostname, else its host.label (the node's name when the fingerprint has none)."""
+    _refuse(rep, "host.hostname", where)
+    name = _text(rep.host.hostname, "host.hostname", where)
+    if name:
+        return name
+    _refuse(rep, "host.label", where)
+    return _text(rep.host.label, "host.label", where)
+
+
 def _labels(v: Any) -> dict[str, str]:
     """The string labels of a labels object (others are not labels: dropped)."""
     if not isinstance(v, dict):
@@ -127,9 +146,8 @@ def _flat(fp: dict, where: str) -> dict[str, Any]:
     return flat
 
 
-def _time(doc: dict) -> float | None:
-    t = doc.get("time")
-    if not isinstance(t, str) or len(t) > 64:
+def _time(t: str | None) -> float | None:
+    if t is None or len(t) > 64:
         return None
     from rdmadoctor.publish.base import parse_rfc3339
 
@@ -147,26 +165,27 @@ def _entry(doc: Any, where: str, group_by: str | None) -> Entry | Skipped:
     schema = doc.get("schema")
     when = None
     if schema == "rdmadoctor.report/v1" or schema is None and "inventory" in doc:
-        host = _obj(doc.get("host"), "host", where)
-        kind = host.get("kind")
-        if isinstance(kind, str) and kind not in NODE_KINDS:
-            return Skipped(f"{where}: a report about {printable(kind, 40)} (host {printable(host.get('label') or '?', 120)}), "
+        rep = Report.from_json(doc, checks=False)
+        _refuse(rep, "host", where)
+        host = rep.host
+        if host.kind and host.kind not in NODE_KINDS:
+            return Skipped(f"{where}: a report about {printable(host.kind, 40)} (host {printable(host.label or '?', 120)}), "
                            "not a node's (`diagnose --json` of a log?): skipped")
-        fp = doc.get("fingerprint")
+        _refuse(rep, "fingerprint", where)
+        fp = rep.fingerprint
         if fp is None:
             try:
                 fp = F.build(doc)
             except Exception as e:  # noqa: BLE001 - an old report whose inventory has fields of the wrong type
                 raise SourceError(f"{where}: its inventory cannot be fingerprinted ({type(e).__name__})") from None
-        fp = _obj(fp, "fingerprint", where)
-        labels = _labels(doc.get("labels"))
+            fp = _obj(fp, "fingerprint", where)
+        labels = {k: v for k, v in rep.labels.items() if len(v) <= MAX_VALUE_CHARS}
         ident = _obj(fp.get(F.IDENTITY), "fingerprint.identity", where)
         name = (_text(ident.get("node"), "fingerprint.identity.node", where)
                 or _text(ident.get("hostname"), "fingerprint.identity.hostname", where)
-                or _text(host.get("hostname"), "host.hostname", where)
-                or _text(host.get("label"), "host.label", where) or where)
+                or _host_name(rep, where) or where)
         pool = _text(fp.get("pool"), "fingerprint.pool", where)
-        when = _time(doc)
+        when = _time(rep.time)
     elif schema == F.SCHEMA or doc.get("s") == F.COMPACT_SCHEMA:
         fp = doc
         ident = _obj(fp.get(F.IDENTITY), "identity", where)

@@ -1,8 +1,9 @@
 """The facts one member brings to the gang: what NCCL needs alike on every node of a job.
 
 :func:`gang_facts` is the ONE place that reads them out of a report: the node fingerprint
-(``report["fingerprint"]``, rdmadoctor.engine.fingerprint, the facts the fleet view compares) and
-the job's NCCL settings (``inventory.nccl_env``); nothing else in the gang reads the report.
+(``Report.fingerprint``, rdmadoctor.engine.fingerprint, the facts the fleet view compares) and
+the job's NCCL settings (``inventory.nccl_env``); nothing else in the gang reads the report. The
+report is read as a :class:`rdmadoctor.core.report.Report` (a dict is read into one).
 ``NCCL_IB_HCA`` is resolved with NCCL's own list rules (rdmadoctor.checks._nccl_rules), the
 ones the nccl.env check judges it by.
 """
@@ -13,6 +14,7 @@ import hashlib
 import json
 
 from rdmadoctor.checks._nccl_rules import list_matches, parse_if_list
+from rdmadoctor.core.report import Report, read
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,17 +38,16 @@ def _ib_hca_ports(value: str | None, ports: list[tuple[str, int]]) -> int:
     return sum(1 for dev, port in ports if list_matches(lst, dev, port))
 
 
-def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[str, Any]:
+def gang_facts(report: Report | dict[str, Any], nccl_version: str | None = None) -> dict[str, Any]:
     """The compared facts of one member, from its report: a flat dict, JSON values only.
 
     ``nccl_version``: the version found beside the job (NCCL_VERSION, the libnccl beside torch)
     when the caller looked; else what the report says (a log NCCL wrote, the NCCL_VERSION env).
     A value that could not be read is None, never guessed.
     """
-    inv = report.get("inventory") or {}
-    env = {k: v for k, v in (inv.get("nccl_env") or {}).items() if isinstance(v, str)}
-    fp = report.get("fingerprint")
-    fp = fp if isinstance(fp, dict) else {}
+    report = read(report)
+    env = {k: v for k, v in (report.inventory.get("nccl_env") or {}).items() if isinstance(v, str)}
+    fp = report.fingerprint or {}
     active: list[dict[str, Any]] = []  # {device, port, link_layer, rate_gbps, mtu, subnet_prefix, gid_index}
     for p in fp.get("ports") or []:
         if str(p.get("state") or "").upper().endswith("ACTIVE"):
@@ -83,7 +84,7 @@ def gang_facts(report: dict[str, Any], nccl_version: str | None = None) -> dict[
             known = [a for a in roce_ports if a.get("v2_gids") is not None and a.get("gid_index") is not None]
             if known:
                 version = "v2" if all(a["gid_index"] in a["v2_gids"] for a in known) else "v1"
-    nccl = nccl_version or env.get("NCCL_VERSION") or ((report.get("nccl") or {}).get("version"))
+    nccl = nccl_version or env.get("NCCL_VERSION") or (report.nccl or {}).get("version")
     facts: dict[str, Any] = {
         "transport": transport,
         "link_layer": distinct("link_layer") if transport == "rdma" else None,
@@ -108,10 +109,9 @@ def digest(facts: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def rails(report: dict[str, Any]) -> list[str]:
+def rails(report: Report | dict[str, Any]) -> list[str]:
     """The RDMA devices with an ACTIVE port, for ``--bandwidth``'s rail-matched pairs (mlx5_i to mlx5_i)."""
-    fp = report.get("fingerprint")
-    fp = fp if isinstance(fp, dict) else {}
+    fp = read(report).fingerprint or {}
     names = {p.get("device") for p in fp.get("ports") or [] if str(p.get("state") or "").upper().endswith("ACTIVE")}
     return sorted(str(n) for n in names if n)
 

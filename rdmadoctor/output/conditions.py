@@ -26,6 +26,7 @@ an unchanged node gives an unchanged condition (and no write).
 from __future__ import annotations
 
 from rdmadoctor.core import model as M
+from rdmadoctor.core.report import Check, Report, read
 
 LINK = "RDMALinkProblem"
 CONFIG = "RDMAConfigProblem"
@@ -74,49 +75,45 @@ def _declarations() -> dict[str, tuple[str | None, dict[str, str]]]:
     return _declared
 
 
-def _check_condition(check: dict) -> tuple[str | None, dict[str, str]]:
+def _check_condition(check: Check) -> tuple[str | None, dict[str, str]]:
     """(the check's condition, codes that override it), from the report.
 
     A report without ``checks[].condition`` (written by hand, or before reports carried it) is
     read with the declarations of the installed checks, looked up by id.
     """
-    if "condition" in check:
-        return check.get("condition"), {}
-    return _declarations().get(str(check.get("id", "")), (None, {}))
+    if check.declares_condition:
+        return check.condition, {}
+    return _declarations().get(check.id, (None, {}))
 
 
 def _group(condition: object) -> str | None:
     return _TYPE_OF.get(condition) if isinstance(condition, str) else None
 
 
-def compute(report: dict) -> list[dict]:
+def compute(report: Report | dict) -> list[dict]:
     """[{type, status, reason, message}] for the three condition types, in TYPES order."""
     problems: dict[str, list[tuple[int, int, str, str]]] = {t: [] for t in TYPES}
     unknown: dict[str, list[str]] = {t: [] for t in TYPES}
     ran: dict[str, int] = {t: 0 for t in TYPES}
     order = 0
-    for check in report.get("checks") or []:
-        if not isinstance(check, dict):
-            continue
-        cid = str(check.get("id", ""))
-        status = check.get("status")
+    for check in read(report).checks:
+        cid = check.id
+        status = check.status
         if status == "skip":
             continue
         declared, overrides = _check_condition(check)
         base = _group(declared)
         touched = set()
-        for f in check.get("findings") or []:
-            if not isinstance(f, dict):
-                continue
-            code = str(f.get("code", ""))
-            group = _group(f.get("condition") or overrides.get(code) or declared)
+        for f in check.findings:
+            code = f.code
+            group = _group(f.condition or overrides.get(code) or declared)
             if group is None:
                 continue
             touched.add(group)
-            sev = f.get("severity")
+            sev = f.severity
             if sev in _PROBLEM:
                 order += 1
-                problems[group].append((_SEVERITY_ORDER[sev], order, code, str(f.get("subject") or "")))
+                problems[group].append((_SEVERITY_ORDER[sev], order, code, f.subject))
             elif sev == "unknown":
                 unknown[group].append(code)
         if base is not None:

@@ -16,6 +16,8 @@ Exit codes are check's own (the report's ``exit_code``): 0, 1, 2, as NPD expects
 
 from __future__ import annotations
 
+from rdmadoctor.core.report import Finding, Report, read
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
@@ -45,35 +47,35 @@ def _cut(text: str, n: int) -> str:
     return text if len(text) <= n else text[: max(n - 3, 0)] + "..."
 
 
-def ranked(report: dict[str, Any], warnings: bool) -> list[dict[str, Any]]:
+def ranked(report: Report | dict[str, Any], warnings: bool) -> list[Finding]:
     """The findings that make the verdict, worst first; within a severity a root cause comes
     before a finding that follows from another (``cause``), otherwise report order. Findings
     that follow from a cause found here are left out."""
     from rdmadoctor.output.text import folding
 
+    report = read(report)
     # A finding that only follows from another one found here is folded under it, by the rule
     # the text report, preflight and the metrics use: the cause names the problem.
     folded = {id(f) for fs in folding(report, verbose=False).values() for f in fs}
     found = []
-    for c in report.get("checks") or []:
-        for f in c.get("findings") or []:
-            sev = f.get("severity")
-            if sev in _RANK and (sev != "warning" or warnings) and id(f) not in folded:
-                found.append(f)
+    for f in report.findings():
+        sev = f.severity
+        if sev in _RANK and (sev != "warning" or warnings) and id(f) not in folded:
+            found.append(f)
     order = {id(f): i for i, f in enumerate(found)}
-    return sorted(found, key=lambda f: (_RANK[f["severity"]], bool(f.get("cause")), order[id(f)]))
+    return sorted(found, key=lambda f: (_RANK[f.severity], bool(f.cause), order[id(f)]))
 
 
-def _problem_line(word: str, findings: list[dict[str, Any]], max_len: int) -> str:
+def _problem_line(word: str, findings: list[Finding], max_len: int) -> str:
     codes: list[str] = []
     counts: dict[str, int] = {}
     for f in findings:
-        code = ascii_text(f.get("code") or "?")
+        code = ascii_text(f.code or "?")
         if code not in counts:
             codes.append(code)
         counts[code] = counts.get(code, 0) + 1
     first = findings[0]
-    subject = _cut(ascii_text(first.get("subject") or ""), _SUBJECT_MAX)
+    subject = _cut(ascii_text(first.subject or ""), _SUBJECT_MAX)
     head = f"{word} {codes[0]}" + (f" {subject}" if subject else "")
     if counts[codes[0]] > 1:
         head += f" (+{counts[codes[0]] - 1})"
@@ -96,23 +98,24 @@ def _problem_line(word: str, findings: list[dict[str, Any]], max_len: int) -> st
     return line
 
 
-def npd_line(report: dict[str, Any], max_len: int = MAX_LEN) -> str:
+def npd_line(report: Report | dict[str, Any], max_len: int = MAX_LEN) -> str:
     """The report as NPD's condition message: one ASCII line of at most ``max_len`` characters."""
-    code = int(report.get("exit_code", 2))
-    summary = report.get("summary") or {}
+    report = read(report)
+    code = report.exit_code
+    summary = report.summary
     if code == 0:
-        n_pass = summary.get("pass", 0) + summary.get("warn", 0)
-        line = f"OK ready for RDMA: {n_pass} pass, {summary.get('skip', 0)} skipped"
+        n_pass = summary.passed + summary.warn
+        line = f"OK ready for RDMA: {n_pass} pass, {summary.skip} skipped"
         warned = ranked(report, warnings=True)
         if warned:
             f = warned[0]
-            line += f"; warning {ascii_text(f.get('code') or '?')} {ascii_text(f.get('subject') or '')}".rstrip()
+            line += f"; warning {ascii_text(f.code or '?')} {ascii_text(f.subject or '')}".rstrip()
         return _cut(line, max_len)
-    strict = code == 1 and not any(f["severity"] == "error" for f in ranked(report, warnings=False))
+    strict = code == 1 and not any(f.severity == "error" for f in ranked(report, warnings=False))
     findings = ranked(report, warnings=strict)
     word = "FAIL" if code == 1 else "UNKNOWN"
     if not findings:
-        status = ascii_text(str(report.get("status") or "unknown"))
+        status = ascii_text(report.status or "unknown")
         return _cut(f"{word} status {status}: no finding names the cause; run rdmadoctor check", max_len)
     return _problem_line(word, findings, max_len)
 

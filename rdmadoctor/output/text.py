@@ -1,4 +1,4 @@
-"""Text rendering of a report. Consumes only the report dict.
+"""Text rendering of a report. Consumes only the report (read as rdmadoctor.core.report.Report).
 
 Text is read two ways, and a pasted fix must run either way:
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import sys
 
+from rdmadoctor.core.report import Finding, Report, read
 from rdmadoctor.core.words import count as _plural
 from rdmadoctor.core.words import listing
 
@@ -45,11 +46,11 @@ if TYPE_CHECKING:
     Line = tuple[int, list[tuple[str, str]], bool] | tuple[int, list[tuple[str, str]], bool, int]
 
 
-def _shown(f: dict[str, Any], verbose: bool) -> bool:
-    return verbose or f["severity"] != "info"
+def _shown(f: Finding, verbose: bool) -> bool:
+    return verbose or f.severity != "info"
 
 
-def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[str, Any]]]:
+def folding(rep: Report | dict[str, Any], verbose: bool = True) -> dict[Any, list[Any]]:
     """cause -> the findings folded under the first finding of that cause.
 
     The one rule of folding: the text report, preflight and ``run``'s gate, the NPD line and the
@@ -60,30 +61,36 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[st
     A finding from a log names its cause exactly (``data.follows``: code and subject, a flushed
     work completion after the retry-exceeded one of the same code): it is folded under that one
     finding, keyed ``(code, subject)``.
+
+    Given a :class:`Report`, the folded findings are its :class:`Finding` records; given a report
+    dict (a caller that keeps dicts), the finding dicts themselves.
     """
-    findings = [
-        f for c in rep.get("checks") or () if isinstance(c, dict) for f in c.get("findings") or ()
-        if isinstance(f, dict) and (verbose or f.get("severity") != "info")
-    ]
-    present = {f.get("code") for f in findings}
-    exact: dict[tuple, dict[str, Any]] = {}  # (code, subject) -> its first finding (a follow-on may share both)
+    if not isinstance(rep, Report):
+        return {k: [f.raw for f in fs] for k, fs in _folding(Report.from_json(rep), verbose).items()}
+    return _folding(rep, verbose)
+
+
+def _folding(rep: Report, verbose: bool) -> dict[Any, list[Finding]]:
+    findings = [f for c in rep.checks for f in c.findings if verbose or f.severity != "info"]
+    present = {f.code for f in findings}
+    exact: dict[tuple, Finding] = {}  # (code, subject) -> its first finding (a follow-on may share both)
     for f in findings:
-        exact.setdefault((f.get("code"), f.get("subject")), f)
-    cause_of: dict[Any, str] = {}  # code -> its cause (a finding without a code has the key None)
+        exact.setdefault((f.code, f.subject), f)
+    cause_of: dict[Any, str] = {}  # code -> its cause (a finding without a code has the key "")
     for f in findings:
-        if f.get("cause") and f.get("code") not in cause_of and f["cause"] != f.get("code"):
-            cause_of[f.get("code")] = f["cause"]
-    out: dict[Any, list[dict[str, Any]]] = {}
+        if f.cause and f.code not in cause_of and f.cause != f.code:
+            cause_of[f.code] = f.cause
+    out: dict[Any, list[Finding]] = {}
     for f in findings:
-        cause = f.get("cause")
-        follows = (f.get("data") or {}).get("follows") or {}
+        cause = f.cause
+        follows = f.data.get("follows") or {}
         target = exact.get((cause, follows.get("subject"))) if cause and isinstance(follows, dict) else None
         if target is not None and target is not f and not _follows_exactly(target):
             out.setdefault((cause, follows.get("subject")), []).append(f)
             continue
-        if not cause or cause == f.get("code") or cause not in present:
+        if not cause or cause == f.code or cause not in present:
             continue
-        seen, cur = {f.get("code")}, cause
+        seen, cur = {f.code}, cause
         while cur in cause_of and cur not in seen:
             seen.add(cur)
             cur = cause_of[cur]
@@ -93,57 +100,54 @@ def folding(rep: dict[str, Any], verbose: bool = True) -> dict[Any, list[dict[st
     return out
 
 
-def _follows_exactly(f: dict[str, Any]) -> bool:
-    follows = (f.get("data") or {}).get("follows")
-    return bool(f.get("cause") and isinstance(follows, dict) and follows.get("subject") is not None)
+def _follows_exactly(f: Finding) -> bool:
+    follows = f.data.get("follows")
+    return bool(f.cause and isinstance(follows, dict) and follows.get("subject") is not None)
 
 
-def _problem_counts(rep: dict[str, Any]) -> tuple[int, int, int, int]:
+def _problem_counts(rep: Report) -> tuple[int, int, int, int]:
     """(root problems, problems that follow from another, root errors, root warnings)."""
-    folded = {id(f) for fs in folding(rep).values() for f in fs}
+    folded = {id(f) for fs in _folding(rep, True).values() for f in fs}
     roots = followers = errors = warnings = 0
-    for c in rep["checks"]:
-        for f in c["findings"]:
-            if f["severity"] not in PROBLEM_SEVERITIES:
-                continue
-            if id(f) in folded:
-                followers += 1
-                continue
-            roots += 1
-            errors += f["severity"] == "error"
-            warnings += f["severity"] == "warning"
+    for f in rep.findings():
+        if f.severity not in PROBLEM_SEVERITIES:
+            continue
+        if id(f) in folded:
+            followers += 1
+            continue
+        roots += 1
+        errors += f.severity == "error"
+        warnings += f.severity == "warning"
     return roots, followers, errors, warnings
 
 
-def undecided(rep: dict[str, Any]) -> str:
+def undecided(rep: Report | dict[str, Any]) -> str:
     """What could not be established, as the end of a sentence ('' when everything was)."""
-    names = [f"{c['title']} ({c['id']})" for c in rep["checks"] if c["status"] == "unknown"]
+    names = [f"{c.title} ({c.id})" for c in read(rep).checks if c.status == "unknown"]
     if not names:
         return ""
     return f"{listing(names)} could not be established"
 
 
-def _socket_verdict(rep: dict[str, Any]) -> str | None:
+def _socket_verdict(rep: Report) -> str | None:
     """nccl.env's verdict for a socket-only pool ("ready to train over sockets on eth0 at 25 Gb/s")."""
-    for c in rep.get("checks", ()):
-        for f in c.get("findings", ()):
-            verdict = (f.get("data") or {}).get("verdict") if f.get("code") == "NCCL_SOCKET_TRANSPORT" else None
-            if isinstance(verdict, str) and verdict:
-                return verdict
+    for f in rep.findings():
+        verdict = f.data.get("verdict") if f.code == "NCCL_SOCKET_TRANSPORT" else None
+        if isinstance(verdict, str) and verdict:
+            return verdict
     return None
 
 
-def _judged_outputs(rep: dict[str, Any]) -> str:
+def _judged_outputs(rep: Report) -> str:
     """" (judged: NCCL's own lines and the pasted `ibstat`)": what a log's verdict rests on."""
     judged: list[str] = []
     notices = 0
-    for c in rep.get("checks", ()):
-        for f in c.get("findings", ()):
-            if f.get("code") == "LOGS_READ":
-                judged = [f"`{x}`" for x in (f.get("data") or {}).get("judged") or () if isinstance(x, str)]
-            elif f.get("severity") == "info":
-                notices += 1
-    nccl = any(v is not None and v != [] for v in (rep.get("nccl") or {}).values())
+    for f in rep.findings():
+        if f.code == "LOGS_READ":
+            judged = [f"`{x}`" for x in f.data.get("judged") or () if isinstance(x, str)]
+        elif f.severity == "info":
+            notices += 1
+    nccl = any(v is not None and v != [] for v in (rep.nccl or {}).values())
     if judged:
         pasted = f"the pasted {listing(judged)}"
         return f" (judged: NCCL's own lines and {pasted})" if nccl else f" (judged: {pasted})"
@@ -153,16 +157,19 @@ def _judged_outputs(rep: dict[str, Any]) -> str:
     return ""
 
 
-def summary_line(rep: dict[str, Any]) -> str:
+def summary_line(rep: Report | dict[str, Any]) -> str:
     """The headline: a sentence that says the verdict, then the counts of root causes and checks."""
-    s = rep["summary"]
-    host = rep["host"]
-    name = host.get("hostname") or host["label"]
-    status = rep["status"]
-    pool = (rep.get("pool") or {}).get("name")
-    head = f"{status.upper()}: {name} ({host['kind']}, profile {rep['profile']}{f', pool {pool}' if pool else ''})"
+    rep = read(rep)
+    s = rep.summary
+    host = rep.host
+    name = host.hostname or host.label
+    status = rep.status
+    # The pool the report was judged for ([pools.NAME], chosen by --pool or by its match): a raw section.
+    pool_section = rep.extra.get("pool")
+    pool = pool_section.get("name") if isinstance(pool_section, dict) else None
+    head = f"{status.upper()}: {name} ({host.kind}, profile {rep.profile}{f', pool {pool}' if pool else ''})"
     missing = undecided(rep)
-    if host["kind"] == "logs":  # no node was judged: the verdict is the log's
+    if host.kind == "logs":  # no node was judged: the verdict is the log's
         roots, followers, errors, warnings = _problem_counts(rep)
         if status == "unknown":
             return f"UNKNOWN: {name}: {missing or 'the log could not be read'}"
@@ -176,7 +183,7 @@ def summary_line(rep: dict[str, Any]) -> str:
     elif sockets is not None and status in ("pass", "warn"):
         # A socket-only pool (profile tcp): NCCL trains over TCP on purpose, and says where.
         head += f" is {sockets}" + ("" if status == "pass" else ", with warnings that may cost performance")
-    elif rep.get("profile") == "tcp" and status == "fail":
+    elif rep.profile == "tcp" and status == "fail":
         head += " is NOT ready to train over sockets"
     else:
         head += f" {VERDICT[status]}"
@@ -189,9 +196,9 @@ def summary_line(rep: dict[str, Any]) -> str:
     if followers:
         problems += f" (and {followers} that follow from {'it' if roots == 1 else 'them'})"
     counts = ", ".join(
-        f"{s[k]} {word}" for k, word in (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("unknown", "unknown"), ("skip", "skipped")) if s.get(k)
+        f"{s.count(k)} {word}" for k, word in (("pass", "pass"), ("warn", "warn"), ("fail", "fail"), ("unknown", "unknown"), ("skip", "skipped")) if s.count(k)
     )
-    return f"{head} - {problems}; {_plural(s['checks'], 'check')}" + (f" ({counts})" if counts else "")
+    return f"{head} - {problems}; {_plural(s.checks, 'check')}" + (f" ({counts})" if counts else "")
 
 
 def _remedy_lines(remedy: str, indent: int) -> list[Line]:
@@ -207,25 +214,25 @@ def _remedy_lines(remedy: str, indent: int) -> list[Line]:
     return out
 
 
-def _finding_lines(f: dict[str, Any], indent: int, folds: dict[Any, list[dict[str, Any]]], done: set[int], prefix: str = "") -> list[Line]:
-    sev = f["severity"]
+def _finding_lines(f: Finding, indent: int, folds: dict[Any, list[Finding]], done: set[int], prefix: str = "") -> list[Line]:
+    sev = f.severity
     segs = [(prefix, "dim")] if prefix else []
-    segs += [(f["code"], SEV_STYLE.get(sev, "")), (" ", ""), (f["subject"], "bold"), (": " + f["message"], "")]
+    segs += [(f.code, SEV_STYLE.get(sev, "")), (" ", ""), (f.subject, "bold"), (": " + f.message, "")]
     out: list[Line] = [(indent, segs, False)]
     out += evidence_lines(f, indent + 2)
-    if f.get("remedy") and not prefix:
-        out += _remedy_lines(f["remedy"], indent + 2)
-    for sub in [*folds.get(f["code"], ()), *folds.get((f["code"], f["subject"]), ())]:
+    if f.remedy and not prefix:
+        out += _remedy_lines(f.remedy, indent + 2)
+    for sub in [*folds.get(f.code, ()), *folds.get((f.code, f.subject), ())]:
         if id(sub) in done:
             continue
         done.add(id(sub))
-        out += _finding_lines(sub, indent + 2, folds, done, prefix=f"follows from {f['code']}: ")
+        out += _finding_lines(sub, indent + 2, folds, done, prefix=f"follows from {f.code}: ")
     return out
 
 
-def evidence_lines(f: dict[str, Any], indent: int) -> list[Line]:
+def evidence_lines(f: Finding | dict[str, Any], indent: int) -> list[Line]:
     """Where a finding from a log was seen: file:line, host, rank, how often; the line quoted."""
-    data = f.get("data") or {}
+    data = f.data if isinstance(f, Finding) else f.get("data") or {}
     ev = data.get("evidence")
     if not isinstance(ev, list) or not ev or not isinstance(ev[0], dict):
         return []
@@ -300,18 +307,18 @@ def nccl_lines(nccl: dict[str, Any] | None) -> list[Line]:
 
 def log_summary(findings: list[dict[str, Any]], nccl: dict[str, Any] | None = None, limit: int = 8) -> list[str]:
     """Plain lines for stderr (``rdmadoctor run`` after a failed job): root causes first, each with its fix."""
-    rep = {"checks": [{"findings": findings}]}
-    folds = folding(rep, verbose=False)
+    rep = Report.from_json({"checks": [{"findings": findings}]})
+    folds = _folding(rep, verbose=False)
     folded = {id(f) for fs in folds.values() for f in fs}
     out: list[str] = []
-    roots = [f for f in findings if f["severity"] in PROBLEM_SEVERITIES and id(f) not in folded]
+    roots = [f for f in rep.findings() if f.severity in PROBLEM_SEVERITIES and id(f) not in folded]
     for f in roots[:limit]:
-        out.append(f"{f['code']} {f['subject']}: {f['message']}")
+        out.append(f"{f.code} {f.subject}: {f.message}")
         for _, segs, _verbatim, *_ in evidence_lines(f, 2):
             out.append("  " + "".join(t for t, _ in segs))
-        if f.get("remedy"):
-            out.append("  fix: " + " ".join(f["remedy"].split()))
-        n = len(folds.get(f["code"], ())) + len(folds.get((f["code"], f["subject"]), ()))
+        if f.remedy:
+            out.append("  fix: " + " ".join(f.remedy.split()))
+        n = len(folds.get(f.code, ())) + len(folds.get((f.code, f.subject), ()))
         if n:
             out.append(f"  ({_plural(n, 'finding')} follow from it)")
     if len(roots) > limit:
@@ -328,21 +335,22 @@ def transport_line_or_none(nccl: dict[str, Any] | None) -> str | None:
     return transport_line(nccl)
 
 
-def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
-    folds = folding(rep, verbose)
+def report_lines(rep: Report | dict[str, Any], verbose: bool = False) -> list[Line]:
+    rep = read(rep)
+    folds = _folding(rep, verbose)
     folded = {id(f): cause for cause, fs in folds.items() for f in fs}
     done: set[int] = set()
-    status = rep["status"]
+    status = rep.status
     out: list[Line] = [(0, [(summary_line(rep), STYLE.get(status, ""))], False), (0, [], False)]
-    out += nccl_lines(rep.get("nccl"))
-    for chk in rep["checks"]:
-        st = chk["status"]
-        segs = [(f"[{ICON.get(st, st)}] ", STYLE.get(st, "")), (f"{chk['id']:<16}", "bold"), (chk["title"], "")]
-        if chk.get("reason"):
-            segs.append((f"  ({chk['reason']})", "dim"))
+    out += nccl_lines(rep.nccl)
+    for chk in rep.checks:
+        st = chk.status
+        segs = [(f"[{ICON.get(st, st)}] ", STYLE.get(st, "")), (f"{chk.id:<16}", "bold"), (chk.title, "")]
+        if chk.reason:
+            segs.append((f"  ({chk.reason})", "dim"))
         out.append((0, segs, False, 7))  # a wrapped reason continues under the check id
         elsewhere: dict[str, int] = {}
-        for f in chk["findings"]:
+        for f in chk.findings:
             if not _shown(f, verbose):
                 continue
             if id(f) in folded:
@@ -352,25 +360,25 @@ def report_lines(rep: dict[str, Any], verbose: bool = False) -> list[Line]:
         for cause, n in elsewhere.items():
             name = " ".join(cause) if isinstance(cause, tuple) else cause  # (code, subject) of a log finding
             out.append((4, [(f"({_plural(n, 'finding')} following from {name}, shown under it)", "dim")], False))
-    notes = rep["host"].get("notes")
+    notes = rep.host.notes
     if notes:  # what the reader left out: the verdict above was made without it
         out.append((0, [], False))
         out.append((0, [("Not read (the checks judged without it):", "bold")], False))
         for note in notes:
             out.append((2, [("- " + note, "")], False, 2))
-    if rep.get("labels") and rep["host"].get("kind") != "logs":  # a log alone labels no node
+    if rep.labels and rep.host.kind != "logs":  # a log alone labels no node
         out.append((0, [], False))
         out.append((0, [("Node labels:", "bold")], False))
-        for k, v in rep["labels"].items():
+        for k, v in rep.labels.items():
             out.append((2, [(f"{k}={v}", "")], True))
-    q = rep.get("quarantine")
-    if isinstance(q, dict):  # agent --quarantine: what it did with the node, and why
+    q = rep.quarantine
+    if q is not None:  # agent --quarantine: what it did with the node, and why
         held = q.get("taint") or "no taint"
         mode = " (dry run)" if q.get("mode") == "dry-run" else ""
         out.append((0, [], False))
         out.append((0, [(f"Quarantine{mode}, pool {q.get('pool')}:", "bold"), (f" {q.get('action')}, {held}", "")], False))
         out.append((2, [(str(q.get("reason") or ""), "")], False, 2))
-    if rep["summary"]["errors"] or rep["summary"]["warnings"]:
+    if rep.summary.errors or rep.summary.warnings:
         out.append((0, [], False))
         out.append((0, [("`rdmadoctor explain CODE` tells more about any code above.", "dim")], False))
     return out
@@ -454,9 +462,10 @@ def _console(stderr: bool = False, file: Any = None):
 console = _console
 
 
-def render_report(rep: dict[str, Any], verbose: bool = False, console: Any = None) -> None:
+def render_report(rep: Report | dict[str, Any], verbose: bool = False, console: Any = None) -> None:
+    rep = read(rep)
     write_lines(report_lines(rep, verbose), console=console)
-    for err in rep.get("plugin_errors", []):
+    for err in rep.plugin_errors:
         sys.stderr.write(f"warning: {err}\n")
 
 

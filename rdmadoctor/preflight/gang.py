@@ -15,6 +15,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from rdmadoctor.core.report import Report
     from rdmadoctor.preflight.gate import Gate
 
 SHARE_KEY = "gang_slow_share"
@@ -120,14 +121,13 @@ def prepare(env: dict[str, str], *, rank: int | None, size: int | None, master: 
     return plan
 
 
-def _node_name(env: dict[str, str], report: dict[str, Any]) -> str:
+def _node_name(env: dict[str, str], report: Report) -> str:
     """The node's name for the verdict and the exclusion (what nodeAffinity and Slurm take): the
     downward API's NODE_NAME where the pod spec sets it, Slurm's node name, else the host's."""
     for name in ("NODE_NAME", "KUBE_NODE_NAME", "SLURMD_NODENAME"):
         if env.get(name, "").strip():
             return env[name].strip()
-    host = report.get("host") or {}
-    return str(host.get("hostname") or host.get("label") or "?")
+    return report.host.hostname or report.host.label or "?"
 
 
 def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
@@ -136,8 +136,8 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
     from rdmadoctor.gang import facts as F
     from rdmadoctor.gang import session
 
-    report = g.report
-    live = (report.get("host") or {}).get("kind") == "live"
+    report = g.rep
+    live = report.host.kind == "live"
     facts = F.gang_facts(report, F.local_nccl_version(env) if live else None)
     member = {
         "host": _node_name(env, report),

@@ -7,6 +7,7 @@ no list here to keep in step with ``checks/``.
 
 from __future__ import annotations
 
+from rdmadoctor.core.report import Report, read
 from rdmadoctor.preflight.errors import PreflightError
 
 TYPE_CHECKING = False
@@ -19,10 +20,15 @@ EXIT = {GO: 0, NO_GO: 1, UNKNOWN_VERDICT: 2}
 
 
 class Gate:
-    """The outcome of the checks: verdict, problems, warnings, what could not be established."""
+    """The outcome of the checks: verdict, problems, warnings, what could not be established.
 
-    def __init__(self, report: dict[str, Any], expect: dict[str, Any], strict: bool):
-        self.report = report
+    ``report`` is kept as the report dict (preflight's JSON carries it whole); the gate reads it
+    as a :class:`Report`. Each problem, warning or unknown item is the finding's own dict plus the
+    check's id, as the JSON shows it."""
+
+    def __init__(self, report: Report | dict[str, Any], expect: dict[str, Any], strict: bool):
+        self.rep = rep = read(report)
+        self.report: dict[str, Any] = rep.raw
         self.strict = strict
         self.problems: list[dict[str, Any]] = []
         self.warnings: list[dict[str, Any]] = []
@@ -35,22 +41,22 @@ class Gate:
         # A finding that only follows from another (MOD_MISSING ib_core under IB_NO_DEVICES) is
         # listed under its cause as `check` shows it, not as a problem of its own with its own fix:
         # one root cause, one verdict in every command (output.text.folding decides for all).
-        folds = folding(report, verbose=False)
+        folds = folding(rep, verbose=False)
         folded = {id(f): cause for cause, fs in folds.items() for f in fs}
         causes: dict[Any, dict[str, Any]] = {}
-        for check in report.get("checks", []):
+        for check in rep.checks:
             listed = False
-            for f in check.get("findings", []):
+            for f in check.findings:
                 if id(f) in folded:
                     listed = True
                     continue
-                item = dict(f, check=check["id"])
-                sev = f.get("severity")
-                for key in (f.get("code"), (f.get("code"), f.get("subject"))):
+                item = dict(f.raw, check=check.id)
+                sev = f.severity
+                for key in (f.code, (f.code, f.subject)):
                     if key in folds and key not in causes:
                         causes[key] = item
                 if sev == "error" or (sev == "warning" and strict):
-                    item["pod_fix"] = self.fix.add(f.get("pod"))
+                    item["pod_fix"] = self.fix.add(f.pod)
                     self.problems.append(item)
                 elif sev == "warning":
                     # Warnings do not block, so their fixes stay out of the YAML of a GO.
@@ -62,18 +68,18 @@ class Gate:
                     self.info.append(item)
                     continue
                 listed = True
-            if check.get("status") == "unknown" and not listed:
+            if check.status == "unknown" and not listed:
                 # A probe that could not run at all: no finding, only the reason.
                 self.unknown.append(
-                    {"check": check["id"], "code": "UNKNOWN", "severity": "unknown", "subject": check["id"],
-                     "message": check.get("reason") or "could not be established", "remedy": ""}
+                    {"check": check.id, "code": "UNKNOWN", "severity": "unknown", "subject": check.id,
+                     "message": check.reason or "could not be established", "remedy": ""}
                 )
         for key, item in causes.items():
             item.setdefault("follow_ons", []).extend(
-                {"code": f.get("code"), "subject": f.get("subject"), "severity": f.get("severity"), "message": f.get("message")}
+                {"code": f.code, "subject": f.subject, "severity": f.severity, "message": f.message}
                 for f in folds[key]
             )
-        code = int(report.get("exit_code", 2))
+        code = rep.exit_code
         self.verdict = GO if code == 0 else NO_GO if code == 1 else UNKNOWN_VERDICT
 
 

@@ -48,17 +48,17 @@ def render_text(
         word = {GO: "\x1b[1;32m", NO_GO: "\x1b[1;31m"}.get(verdict, "\x1b[1;33m") + word + "\x1b[0m"
     out = [f"rdmadoctor preflight: {word}"]
     if g is not None:
-        rep = g.report
-        host = rep.get("host", {})
-        s = rep.get("summary", {})
-        name = host.get("hostname") or host.get("label") or "this host"
+        rep = g.rep
+        host = rep.host
+        s = rep.summary
+        name = host.hostname or host.label or "this host"
         counts = ", ".join(
-            f"{s[k]} {done}" for k, done in (("pass", "passed"), ("warn", "warned"), ("fail", "failed"),
-                                             ("unknown", "unknown"), ("skip", "skipped")) if s.get(k)
+            f"{s.count(k)} {done}" for k, done in (("pass", "passed"), ("warn", "warned"), ("fail", "failed"),
+                                                   ("unknown", "unknown"), ("skip", "skipped")) if s.count(k)
         )
         out.append(
-            f"{name} ({host.get('kind', '?')}, profile {rep.get('profile', 'generic')}): "
-            f"{count(s.get('checks', 0), 'check')} ({counts or 'none ran'}); "
+            f"{name} ({host.kind or '?'}, profile {rep.profile or 'generic'}): "
+            f"{count(s.checks, 'check')} ({counts or 'none ran'}); "
             f"{count(len(g.problems), 'problem')}, {count(len(g.warnings), 'warning')}"
             + (f", {len(g.unknown)} unknown" if g.unknown else "")
         )
@@ -91,9 +91,9 @@ def render_text(
         if verbose:
             out.append("")
             out.append("checks:")
-            for c in rep.get("checks", []):
-                why = f" ({c['reason']})" if c.get("reason") and c.get("status") in ("skip", "unknown") else ""
-                out.append(f"  {c.get('status', '?'):7} {c['id']}{why}")
+            for c in rep.checks:
+                why = f" ({c.reason})" if c.reason and c.status in ("skip", "unknown") else ""
+                out.append(f"  {c.status or '?':7} {c.id}{why}")
             for item in g.info:
                 out.append(f"  info: {item['code']} {item['subject']} ({item['check']}): {item.get('message', '')}")
         if g.fix and g.problems:

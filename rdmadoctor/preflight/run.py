@@ -340,7 +340,7 @@ def run_preflight(
                 "schema": SCHEMA,
                 "verdict": verdict,
                 "exit_code": code,
-                "checks": [c["id"] for c in g.report.get("checks", [])],
+                "checks": [c.id for c in g.rep.checks],
                 "problems": g.problems,
                 "warnings": g.warnings,
                 "unknown": g.unknown,
