@@ -53,22 +53,6 @@ def child_env(env: dict[str, str], nccl_debug: bool) -> tuple[dict[str, str], li
     return env, notes
 
 
-def _gate_text(doc: dict[str, Any], strict: bool, verbose: bool, colour: bool) -> str:
-    """preflight's text verdict, from its JSON document (the checks ran once, for both)."""
-    from rdmadoctor.preflight.gate import Gate
-    from rdmadoctor.preflight.master import Master
-    from rdmadoctor.preflight.render import render_text
-
-    g = Gate(doc.get("report") or {}, {}, strict)
-    g.problems += [p for p in doc.get("problems", []) if p.get("check") in ("master", "gang")]
-    g.warnings += [p for p in doc.get("warnings", []) if p.get("check") == "gang"]
-    g.unknown += [p for p in doc.get("unknown", []) if p.get("check") == "gang"]
-    m = doc.get("master")
-    master = Master(m["host"], m["port"], m["host_source"], m["port_source"], m.get("rank0")) if m else None
-    return render_text(g, doc["verdict"], master=master, master_note=(m or {}).get("note") or "",
-                       colour=colour, verbose=verbose, gang=doc.get("gang"))
-
-
 def run_gate(req: Request, as_json: bool, err: Any) -> tuple[int, dict[str, Any] | None]:
     """preflight's gate with its verdict on stderr (stdout is the job's); (exit code, JSON doc)."""
     import json
@@ -76,21 +60,21 @@ def run_gate(req: Request, as_json: bool, err: Any) -> tuple[int, dict[str, Any]
     from rdmadoctor.preflight.render import tty_colour
     from rdmadoctor.preflight.run import run_preflight
 
-    docs: list[dict[str, Any]] = []
+    said: list[tuple[Any, dict[str, Any]]] = []
 
     def keep(verdict: Any) -> int:
-        # As `preflight --json` prints it (the --report-file's "gate" is that document).
-        docs.append(json.loads(json.dumps(verdict.to_json())))
+        # The document as `preflight --json` prints it: the --report-file's "gate".
+        said.append((verdict, json.loads(json.dumps(verdict.to_json()))))
         return int(verdict.code)
 
     code = run_preflight(req.replace(exec_argv=None), say=keep)
-    if not docs:  # stopped by a signal before a verdict
+    if not said:  # stopped by a signal before a verdict
         return code, None
-    doc = docs[0]
+    verdict, doc = said[0]
     if as_json:
         err.write(json.dumps(doc, indent=2) + "\n")
     else:
-        err.write(_gate_text(doc, bool(req.strict), bool(req.verbose), tty_colour(err)))
+        err.write(verdict.text(tty_colour(err), bool(req.verbose)))
     err.flush()
     return code, doc
 
