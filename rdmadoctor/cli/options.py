@@ -3,19 +3,27 @@
 Each row of :data:`OPTIONS` says once what one option is: its flag (and short aliases such as
 ``-o``, if any), the field of :class:`Args` it sets, its kind (how its value is parsed), its
 default, its metavar and help text, what completes it (a function named in
-rdmadoctor.cli.complete) and which commands take it. From it:
+rdmadoctor.cli.complete), which commands take it and, for an option that is a shorthand for one
+expectation (``--min-rate``), the expectation it sets (``sets="min_rate_gbps"``). From it:
 
 - the typer-free fast parser, :func:`parse` (here, so that the fast path of `check` and
   `preflight` in init containers imports one module; rdmadoctor.cli.fast names it too);
 - the typer commands get their signatures from :func:`typer_parameters` / :func:`command`,
   which import typer only when called;
-- every command receives one :class:`Args` record, whichever parser read its line.
+- every command receives one :class:`Args` record, whichever parser read its line;
+- the gate's expectation overrides, :func:`overrides` (`preflight` and `run` hand them to the
+  gate with the record, as one rdmadoctor.preflight.request.Request: the gate's own
+  parameters are the record's fields, read where they are used).
 
 This module imports nothing at import time (no typer, no typing): the fast path imports it.
 
 To add an option: add a row where the commands' --help should list it, naming in ``commands``
-each command that takes it, and read ``args.<field>`` in the command (``preflight_command``,
-``check_command``, ...). Both parsers, the help, the completion and the record follow; a new
+each command that takes it, and read ``args.<field>`` where it is used (``check_command``; for
+`preflight` and `run`, ``req.<field>`` in rdmadoctor.preflight or rdmadoctor.supervise, which get
+the whole record). An option that only sets an expectation says ``sets="KEY"`` and is read by
+nobody: the gate applies it after the user's --set items. Both parsers, the help, the completion
+and the record follow (tests/test_request.py holds every row of `preflight` and `run` to reaching
+the record, or the checks' expectations); a new
 command built with :func:`command` gets the rows that name it. A flag whose help says something
 different in two commands gets one row per wording (``--strict`` in `check`, in `preflight`):
 such rows agree on field, kind and default, and a command takes a flag once
@@ -50,13 +58,13 @@ class Option:
     """One row: ``--flag`` -> ``Args.<field>``. ``help`` may be a function (called when typer
     builds the option, so that the fast path does not pay for what it computes)."""
 
-    __slots__ = ("flag", "aliases", "field", "kind", "default", "metavar", "help", "complete", "commands")
+    __slots__ = ("flag", "aliases", "field", "kind", "default", "metavar", "help", "complete", "commands", "sets")
 
     def __init__(self, flag: str, field: str, kind: str, help: str | Callable[[], str], *,
                  commands: tuple[str, ...], default: Any = None, metavar: str | None = None,
-                 complete: str | None = None, aliases: tuple[str, ...] = ()):
+                 complete: str | None = None, aliases: tuple[str, ...] = (), sets: str | None = None):
         self.flag, self.aliases, self.field, self.kind, self.help = flag, aliases, field, kind, help
-        self.commands, self.metavar, self.complete = commands, metavar, complete
+        self.commands, self.metavar, self.complete, self.sets = commands, metavar, complete, sets
         self.default = ([] if kind == "list" else False if kind == "flag" else None) if default is None else default
 
     def __repr__(self) -> str:
@@ -149,12 +157,12 @@ OPTIONS: tuple[Option, ...] = (
     Option("--skip", "skip", "list", "Skip these checks (e.g. gpu.topology; repeatable or comma-separated).",
            metavar="ID", complete="check_ids", commands=GATE),
     Option("--expect-hcas", "expect_hcas", "int", "Expect N RDMA devices (sets expected_hcas; wins over --set and --config).",
-           metavar="N", commands=GATE),
+           metavar="N", commands=GATE, sets="expected_hcas"),
     Option("--min-rate", "min_rate", "float", "Minimum rate of every port in Gb/s, e.g. 400 for NDR (sets min_rate_gbps).",
-           metavar="GBPS", commands=GATE),
+           metavar="GBPS", commands=GATE, sets="min_rate_gbps"),
     Option("--job-uid", "job_uid", "int",
            "The uid the job runs as, when it is not this process' (an init container): sets job_uid, so the verdict holds for the job's user.",
-           metavar="UID", commands=GATE),
+           metavar="UID", commands=GATE, sets="job_uid"),
     Option("--strict", "strict", "flag", "Warnings block too (NO-GO).", commands=GATE),
     Option("--verbose", "verbose", "flag", "Also list each check's status and the informational findings.", commands=GATE),
     Option("--timeout", "timeout", "float", "Kill a tool that runs longer than this (default 5), as in `check`.",
@@ -238,6 +246,13 @@ def defaults(command: str) -> dict[str, Any]:
     return {o.field: list(o.default) if isinstance(o.default, list) else o.default for o in rows(command)}
 
 
+def overrides(args: Any, command: str) -> list[tuple[str, str, Any]]:
+    """(flag, expectation, value) for each row of ``command`` that sets an expectation and was
+    given, in the table's order: what the gate applies after the user's --set items."""
+    return [(o.flag, o.sets, getattr(args, o.field)) for o in rows(command)
+            if o.sets is not None and getattr(args, o.field) is not None]
+
+
 class Args:
     """A command line as both parsers read it: one attribute per field of :data:`OPTIONS` (at its
     default where the command does not take it), and ``command``: the words after ``--`` (or
@@ -263,10 +278,6 @@ class Args:
 
     def __repr__(self) -> str:
         return "Args(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
-
-    def values(self, command: str, leave: tuple[str, ...] = ()) -> dict[str, Any]:
-        """The fields ``command`` takes, less ``leave``, as keyword arguments."""
-        return {o.field: getattr(self, o.field) for o in rows(command) if o.field not in leave}
 
 
 def parse(args: list[str], command: str = "check", rest: bool = False) -> Any:

@@ -5,7 +5,9 @@ Its options are rows of :data:`rdmadoctor.cli.options.OPTIONS` (``commands`` nam
 container of every job runs this line; importing typer costs more than the checks), and the
 typer command of :func:`register`, which owns ``--help`` and explains a line the fast parser
 leaves to it. Both hand one :class:`~rdmadoctor.cli.options.Args` to :func:`preflight_command`,
-which runs :func:`rdmadoctor.preflight.run.run_preflight` and prints what it raises.
+which builds one :class:`~rdmadoctor.preflight.request.Request` of it (:func:`request`: the record,
+the expectations its rows set, the command for --exec), runs
+:func:`rdmadoctor.preflight.run.run_preflight` on it and prints what it raises.
 tests/test_preflight.py keeps the parsers in step; ``rdmadoctor run`` (cli/run.py) takes the
 same rows but --exec.
 """
@@ -39,6 +41,15 @@ def parse_argv(args: list[str]) -> Any:
     return out
 
 
+def request(args: Any, command: str, exec_argv: list[str] | None = None) -> Any:
+    """The gate's :class:`~rdmadoctor.preflight.request.Request` of ``command``'s record: the record
+    itself, with the expectations its option rows set (``sets=`` in the table)."""
+    from rdmadoctor.cli.options import overrides
+    from rdmadoctor.preflight.request import Request
+
+    return Request(args, overrides=overrides(args, command), exec_argv=exec_argv)
+
+
 def preflight_command(args: Any) -> int:
     """Run the gate for one command line; a usage problem the library raises becomes
     ``rdmadoctor: error: ...`` and exit 2."""
@@ -53,7 +64,7 @@ def preflight_command(args: Any) -> int:
         return bad
     try:
         # --exec without a command: the library explains that it needs one after --.
-        return run_preflight(**args.values("preflight", leave=("exec_",)), exec_argv=argv if args.exec_ else None)
+        return run_preflight(request(args, "preflight", exec_argv=argv if args.exec_ else None))
     except UsageError as e:
         return _fail_usage(str(e), e.hint)
 

@@ -2,7 +2,8 @@
 
 The gate options are preflight's own: rows of :data:`rdmadoctor.cli.options.OPTIONS` that name
 both commands (all but --exec), with run's own rows after them, so the two commands cannot
-drift apart. Both parsers hand one :class:`~rdmadoctor.cli.options.Args` to :func:`run_command`.
+drift apart. Both parsers hand one :class:`~rdmadoctor.cli.options.Args` to :func:`run_command`,
+which hands it on as one :class:`~rdmadoctor.preflight.request.Request` (as `preflight` builds it).
 """
 
 from __future__ import annotations
@@ -24,10 +25,6 @@ INT, TERM and HUP sent to rdmadoctor go to CMD's process group (a second Ctrl-C 
 A live hang: when CMD prints nothing for hang_after_s (default 300 s, below PyTorch's 10-minute watchdog; --set hang_after_s=N, null turns it off) or PyTorch's watchdog reports a timeout, rdmadoctor asks NCCL's RAS (NCCL 2.24+, NCCL_RAS_ADDR or localhost:28028) which ranks are dead, missing or behind, reads this node's ports and counters again, and says both on stderr, repeated while the hang lasts; the --report-file and --metrics-port carry it (docs/live-hangs.md).
 """
 
-# run's own options; the others are the gate's, passed to preflight as they are.
-OWN = ("no_gate", "nccl_debug", "read_all", "report_file", "as_json", "metrics_port")
-
-
 def parse_argv(args: list[str]) -> Any:
     """The :class:`~rdmadoctor.cli.options.Args` of a run line, or None to let typer handle
     (and explain) it."""
@@ -42,7 +39,7 @@ def parse_argv(args: list[str]) -> Any:
 def run_command(args: Any) -> int:
     """Run it; a usage problem becomes ``rdmadoctor: error: ...`` (exit 2, or 127/126 for CMD)."""
     from rdmadoctor.cli.errors import fail_usage
-    from rdmadoctor.cli.preflight import _bad_number
+    from rdmadoctor.cli.preflight import _bad_number, request
     from rdmadoctor.runner import UsageError
     from rdmadoctor.supervise import SpawnError, run_job
 
@@ -53,9 +50,7 @@ def run_command(args: Any) -> int:
     if bad is not None:
         return bad
     try:
-        return run_job(command, gate_kwargs=args.values("run", leave=OWN), no_gate=args.no_gate, as_json=args.as_json,
-                       nccl_debug=args.nccl_debug, report_file=args.report_file, read_all=args.read_all,
-                       metrics_port=args.metrics_port)
+        return run_job(command, request(args, "run"))
     except SpawnError as e:
         fail_usage(str(e), e.hint)
         return e.code

@@ -42,10 +42,12 @@ def register(group) -> None:  # noqa: ANN001
         dry_run: bool = typer.Option(False, "--dry-run", help="Print the scontrol commands that would change Slurm instead of running them."),
         report_file: Optional[str] = typer.Option(None, "--report-file", metavar="PATH", help="Write the whole run as JSON there (schema rdmadoctor.slurm-prolog/v1)."),
     ) -> None:
+        from rdmadoctor.preflight.request import Request
+
         raise typer.Exit(prolog_command(
-            gate_args=dict(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile,
-                           config=config, pool=pool, sets=list(sets or []), only=list(only or []), skip=list(skip or []),
-                           timeout=timeout),
+            gate_args=Request(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile,
+                              config=config, pool=pool, sets=list(sets or []), only=list(only or []), skip=list(skip or []),
+                              timeout=timeout),
             strict=strict, gang=gang, bandwidth=bandwidth, gang_port=gang_port, gang_timeout=gang_timeout, node=node,
             scontrol=scontrol, scontrol_timeout=scontrol_timeout, dry_run=dry_run, report_file=report_file,
         ))
@@ -62,7 +64,7 @@ def prolog_command(*, gate_args, strict, gang, bandwidth, gang_port, gang_timeou
     from rdmadoctor.slurm.scontrol import Scontrol, SlurmError, find
 
     for option, value, high, hint in (
-        ("--timeout", gate_args.get("timeout"), E.TOOL_TIMEOUT_MAX, "seconds a tool may run before it is killed, e.g. --timeout 10"),
+        ("--timeout", gate_args.timeout, E.TOOL_TIMEOUT_MAX, "seconds a tool may run before it is killed, e.g. --timeout 10"),
         ("--scontrol-timeout", scontrol_timeout, 3600, "seconds each scontrol call may take, e.g. --scontrol-timeout 20"),
         ("--gang-timeout", gang_timeout, E.MASTER_TIMEOUT_MAX, "how long the nodes wait for each other, e.g. --gang-timeout 120"),
     ):

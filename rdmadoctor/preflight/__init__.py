@@ -8,9 +8,13 @@ Three steps, one module each, with their own tests:
 2. :mod:`~rdmadoctor.preflight.master` (``--wait-for-master``): where rank 0 listens, read from
    the live process environment (also when the checks read a bundle), then DNS and a real TCP
    connect until it answers.
-3. :mod:`~rdmadoctor.preflight.run` prints the verdict (:mod:`~rdmadoctor.preflight.render`:
+3. :mod:`~rdmadoctor.preflight.run` decides (``decide``: the gate, the gang, the wait, as one
+   ``Verdict``), then delivers the verdict (``deliver``; :mod:`~rdmadoctor.preflight.render`:
    short plain text that reads well in ``kubectl logs``, or JSON) and, on GO, ``exec``s the
    training command in this same process.
+
+What a run is asked to do travels as one :class:`~rdmadoctor.preflight.request.Request`: the
+command line's option record, plus the expectations its option rows set.
 
 ``rdmadoctor run`` (the gate, then the job as a watched child rather than ``exec``) is
 :mod:`rdmadoctor.supervise`, a layer above this one: it calls this package's gate.
@@ -44,11 +48,12 @@ from rdmadoctor.preflight.master import (
     wait_for_master,
 )
 from rdmadoctor.preflight.render import render_text
-from rdmadoctor.preflight.run import MASTER_TIMEOUT, SCHEMA, Signalled, exec_command, run_preflight
+from rdmadoctor.preflight.request import Request
+from rdmadoctor.preflight.run import MASTER_TIMEOUT, SCHEMA, Signalled, Verdict, decide, deliver, exec_command, run_preflight
 
 __all__ = [
     "EXIT", "GO", "MASTER_TIMEOUT", "NO_GO", "SCHEMA", "TORCH_MASTER_PORT", "UNKNOWN_VERDICT", "VERDICT_TEXT",
-    "VOLCANO_PYTORCH_PORT", "Gate", "Master", "PreflightError", "Signalled", "WaitResult", "exec_command",
-    "expectation_sets", "find_master", "gate", "master_codes", "own_addresses", "render_text",
-    "run_preflight", "select_checks", "wait_for_master",
+    "VOLCANO_PYTORCH_PORT", "Gate", "Master", "PreflightError", "Request", "Signalled", "Verdict", "WaitResult",
+    "decide", "deliver", "exec_command", "expectation_sets", "find_master", "gate", "master_codes", "own_addresses",
+    "render_text", "run_preflight", "select_checks", "wait_for_master",
 ]

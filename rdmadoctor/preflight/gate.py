@@ -134,48 +134,33 @@ def select_checks(checks: list, only: list[str] | None = None, skip: list[str] |
     return chosen
 
 
-def gate(
-    *,
-    root: str | None = None,
-    bundle: str | None = None,
-    example: str | None = None,
-    profile: str = "generic",
-    config: str | None = None,
-    pool: str | None = None,
-    sets: list[str] | None = None,
-    only: list[str] | None = None,
-    skip: list[str] | None = None,
-    expect_hcas: int | None = None,
-    min_rate: float | None = None,
-    job_uid: int | None = None,
-    strict: bool = False,
-    timeout: float | None = None,
-) -> Gate:
-    """Run the gating checks; raises PreflightError (a UsageError) on a bad option or source."""
+def gate(request: Any = None, *, scope: str = "all", **fields: Any) -> Gate:
+    """Run the gating checks of ``request`` (a :class:`~rdmadoctor.preflight.request.Request`, or
+    a library call's keywords: ``gate(example="roce-node")``) in ``scope`` ("node": the Slurm
+    Prolog's, the machine only); raises PreflightError (a UsageError) on a bad option or source."""
     from rdmadoctor.engine.registry import load_checks
+    from rdmadoctor.preflight.request import Request
     from rdmadoctor.runner import Options, diagnose
 
-    if expect_hcas is not None and expect_hcas < 1:
-        raise PreflightError(f"--expect-hcas must be at least 1, got {expect_hcas}")
-    if min_rate is not None and not min_rate > 0:
-        raise PreflightError(f"--min-rate must be a positive rate in Gb/s, got {min_rate:g}")
-    if job_uid is not None and job_uid < 0:
-        raise PreflightError(f"--job-uid must be a user id (0 or more), got {job_uid}", "e.g. --job-uid 1000 (`id -u` in the job's image)")
+    req = Request.of(request, **fields)
+    req.check_overrides()
+    timeout = req.timeout
     if timeout is not None and not timeout > 0:
         raise PreflightError(f"--timeout must be a positive number of seconds, got {timeout:g}", "it bounds each tool the checks run, as in `check`; the wait for rank 0 is --master-timeout")
     checks, _ = load_checks()
     opts = Options(
-        root=root,
-        bundle=bundle,
-        example=example,
-        profile="generic" if profile is None else profile,
-        config=config,
-        pool=pool,
-        sets=expectation_sets(list(sets or []), expect_hcas, min_rate, job_uid),
-        only=select_checks(checks, only, skip),
-        skip=list(skip or []),
-        strict=strict,
+        root=req.root,
+        bundle=req.bundle,
+        example=req.example,
+        profile="generic" if req.profile is None else req.profile,
+        config=req.config,
+        pool=req.pool,
+        sets=req.set_items(),
+        only=select_checks(checks, req.only, req.skip),
+        skip=list(req.skip or []),
+        strict=bool(req.strict),
         timeout=timeout,
+        scope=scope,
     )
     diag = diagnose(opts)
-    return Gate(diag.report, diag.ctx.expect, strict)
+    return Gate(diag.report, diag.ctx.expect, bool(req.strict))

@@ -1,4 +1,5 @@
-"""The whole ``rdmadoctor preflight`` run: gate, wait for rank 0, print the verdict, exec the job.
+"""The whole ``rdmadoctor preflight`` run: deciding (gate, gang, wait for rank 0: a :class:`Verdict`),
+then delivering it (text or JSON on stdout, exec the job on GO).
 
 Usage problems are raised (:class:`~rdmadoctor.preflight.errors.PreflightError`, a
 ``UsageError``) before anything is printed; ``rdmadoctor.cli.preflight`` prints them.
@@ -14,10 +15,11 @@ from rdmadoctor.preflight.errors import PreflightError
 from rdmadoctor.preflight.gate import EXIT, GO, NO_GO, gate
 from rdmadoctor.preflight.master import WaitResult, find_master, wait_for_master
 from rdmadoctor.preflight.render import render_text, tty_colour
+from rdmadoctor.preflight.request import Request
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 SCHEMA = "rdmadoctor.preflight/v1"
 # How long --wait-for-master waits for rank 0 unless --master-timeout says otherwise.
@@ -200,66 +202,184 @@ def _master_problem(master: Any, result: WaitResult, wait_s: float) -> dict[str,
     }
 
 
-def run_preflight(
-    *,
-    root: str | None = None,
-    bundle: str | None = None,
-    example: str | None = None,
-    profile: str = "generic",
-    config: str | None = None,
-    pool: str | None = None,
-    sets: list[str] | None = None,
-    only: list[str] | None = None,
-    skip: list[str] | None = None,
-    expect_hcas: int | None = None,
-    min_rate: float | None = None,
-    job_uid: int | None = None,
-    strict: bool = False,
-    verbose: bool = False,
-    timeout: float | None = None,
-    wait: bool = False,
-    master_addr: str | None = None,
-    master_port: int | None = None,
-    master_timeout: float | None = None,
-    as_json: bool = False,
-    exec_argv: list[str] | None = None,
-    env: dict[str, str] | None = None,
-    gang: bool = False,
-    gang_rank: int | None = None,
-    gang_size: int | None = None,
-    gang_master: str | None = None,
-    gang_port: int | None = None,
-    gang_timeout: float | None = None,
-    gang_token: str | None = None,
-    bandwidth: bool = False,
-) -> int:
-    """The whole command; returns the exit code (or does not return: exec).
+class Verdict:
+    """What the gate decided for one request, before anything is said: the checks (``gate``), the
+    verdict after the wait for rank 0 (``verdict``, ``code``), where rank 0 is and what the wait
+    saw (``master``, ``wait``, ``rank0``, ``note``) and the gang's section (``gang``)."""
+
+    def __init__(self, g: Any, verdict: str, master: Any = None, wait: WaitResult | None = None,
+                 rank0: str | None = None, note: str = "", gang: dict[str, Any] | None = None):
+        self.gate, self.verdict, self.master, self.wait = g, verdict, master, wait
+        self.rank0, self.note, self.gang = rank0, note, gang
+        self.plan: Any = None
+
+    def close(self) -> None:
+        if self.plan is not None:
+            self.plan.close()
+            self.plan = None
+
+    @property
+    def code(self) -> int:
+        return EXIT[self.verdict]
+
+    def to_json(self, exec_argv: list[str] | None = None) -> dict[str, Any]:
+        """The document of ``preflight --json`` (schema rdmadoctor.preflight/v1)."""
+        g, master = self.gate, self.master
+        return {
+            "schema": SCHEMA,
+            "verdict": self.verdict,
+            "exit_code": self.code,
+            "checks": [c.id for c in g.rep.checks],
+            "problems": g.problems,
+            "warnings": g.warnings,
+            "unknown": g.unknown,
+            "pod_spec": g.fix.to_json() if g.fix and g.problems else None,
+            "pod_spec_yaml": g.fix.yaml() if g.fix and g.problems else None,
+            "master": None
+            if master is None
+            else {
+                "host": master.host,
+                "port": master.port,
+                "host_source": master.host_source,
+                "port_source": master.port_source,
+                "rank0": self.rank0,
+                "note": self.note,
+                "wait": self.wait.to_json() if self.wait else None,
+            },
+            "gang": self.gang,
+            "exec": list(exec_argv) if exec_argv else None,
+            "report": g.report,
+        }
+
+    def text(self, colour: bool, verbose: bool, exec_argv: list[str] | None = None) -> str:
+        """The text verdict (what ``kubectl logs`` shows), with the ``exec:`` line on GO."""
+        text = render_text(self.gate, self.verdict, master=self.master, master_note=self.note, colour=colour,
+                           verbose=verbose, gang=self.gang)
+        if exec_argv and self.code == 0:
+            text += f"exec: {shell_join(exec_argv)}\n"
+        return text
+
+
+def _log(err: Any, prefix: str) -> Callable[[str], None]:
+    def log(msg: str) -> None:
+        from rdmadoctor.output.text import safe
+
+        err.write(safe(f"{prefix}{msg}") + "\n")
+        err.flush()
+
+    return log
+
+
+def decide(req: Request, err: Any) -> Verdict:
+    """Deciding: the checks, the gang, the wait for rank 0 (its progress on ``err``); nothing on
+    stdout. Raises PreflightError on a usage problem found on the way (rank 0 not named, ...)."""
+    env = dict(os.environ if req.env is None else req.env)
+    wait_s = MASTER_TIMEOUT if req.master_timeout is None else req.master_timeout
+    plan = None
+    try:
+        master = find_master(env, req.master_addr, req.master_port) if req.wait else None
+        if req.gang:  # the membership, and rank 0's port, before the checks: usage errors come first
+            from rdmadoctor.preflight import gang as G
+
+            sets, share = G.take_share(list(req.sets or []))
+            req = req.replace(sets=sets)
+            plan = G.prepare(env, rank=req.gang_rank, size=req.gang_size, master=req.gang_master, port=req.gang_port,
+                             timeout=req.gang_timeout, token=req.gang_token, bandwidth=bool(req.bandwidth), share=share)
+        g = gate(req)
+        gang_section = None
+        if plan is not None:
+            from rdmadoctor.preflight.master import _resolve
+
+            gang_section = G.meet(plan, g, env, strict=bool(req.strict), log=_log(err, "rdmadoctor preflight: gang: "),
+                                  resolve=_resolve)
+        elif req.gang:
+            gang_section = {"role": "none", "verdict": g.verdict, "members": [], "mismatches": [], "slow": [],
+                            "missing": [], "note": "another process of this node takes part in the gang (local rank 0)"}
+    except BaseException:
+        if plan is not None:
+            plan.close()
+        raise
+    out = Verdict(g, g.verdict, master, gang=gang_section, rank0=master.self_reason if master is not None else None)
+    out.plan = plan  # rank 0 of the gang keeps listening until the verdict is said (run_preflight closes it)
+    if master is None:
+        return out
+    if out.verdict != GO:
+        out.note = "not waited for: the checks did not pass"
+    elif master.self_reason:
+        out.note = f"this pod is rank 0 ({master.self_reason}): not waiting for itself"
+    else:
+        err.write(
+            f"rdmadoctor preflight: checks passed; waiting up to {wait_s:g} s for the master "
+            f"{master.endpoint} to accept a TCP connection\n"
+        )
+        err.flush()
+        result = out.wait = wait_for_master(master, wait_s, log=_log(err, "rdmadoctor preflight: "))
+        ips = ", ".join(result.resolved) or "nothing"
+        if result.is_self:
+            out.rank0 = f"the master resolves to this pod's own address ({ips})"
+            out.note = f"this pod is rank 0 (the master resolves to its own address {ips}): not waiting for itself"
+        elif result.ok:
+            out.note = f"accepted a TCP connection after {result.seconds:.1f} s (resolved to {ips})"
+        else:
+            out.verdict = NO_GO
+            g.problems.append(_master_problem(master, result, wait_s))
+            out.note = "never accepted a connection"
+    return out
+
+
+def deliver(verdict: Verdict, req: Request, out: Any, err: Any, before_exec: Callable[[], None] = lambda: None) -> int:
+    """Delivering: the verdict as text or JSON (``req.as_json``) on ``out``; with
+    ``req.exec_argv``, the command exec'd on GO (``before_exec`` first), not run on NO-GO.
+    Returns the exit code (or does not return: exec)."""
+    import json
+
+    argv = req.exec_argv
+    if req.as_json:
+        text = json.dumps(verdict.to_json(argv), indent=2) + "\n"
+    else:
+        text = verdict.text(tty_colour(out), bool(req.verbose), argv)
+    _write_verdict(out, err, text, bool(argv))
+    if not argv:
+        return verdict.code
+    if verdict.code != 0:
+        err.write(f"rdmadoctor preflight: not running {shell_join(argv)}\n")
+        return verdict.code
+    before_exec()
+    return exec_command(list(argv))
+
+
+def run_preflight(request: Any = None, *, say: Callable[[Verdict], int] | None = None, **fields: Any) -> int:
+    """The whole command for ``request`` (a :class:`~rdmadoctor.preflight.request.Request` built
+    from the command line's option record, or a library call's keywords:
+    ``run_preflight(example="roce-node", as_json=True)``): :func:`decide`, then ``say`` the
+    verdict (default :func:`deliver`: text, JSON, exec). Returns the exit code (or does not return:
+    exec).
 
     ``timeout`` bounds each tool the checks run (as in ``check``); ``master_timeout`` bounds the
     wait for rank 0. Raises PreflightError/UsageError on a usage problem, before any output.
     """
-    import json
     import signal
 
-    wait_s = MASTER_TIMEOUT if master_timeout is None else master_timeout
+    req = Request.of(request, **fields)
+    exec_argv = req.exec_argv
+    wait_s = MASTER_TIMEOUT if req.master_timeout is None else req.master_timeout
     if not wait_s >= 0:
         raise PreflightError(f"--master-timeout must be zero or more seconds, got {wait_s:g}")
     if exec_argv is not None and not exec_argv:
         raise PreflightError("--exec needs a command after --", "rdmadoctor preflight --exec -- torchrun --nproc_per_node=8 train.py")
     if exec_argv and not exec_argv[0]:  # nothing could run it: said before the gate (127, as a shell)
         return _cannot_run(*cannot_start("", None, ""))
-    env = dict(os.environ if env is None else env)
     out, err = sys.stdout, sys.stderr
-    if not gang:
-        given = [o for o, v in (("--gang-rank", gang_rank), ("--gang-size", gang_size), ("--gang-master", gang_master),
-                                ("--gang-port", gang_port), ("--gang-timeout", gang_timeout), ("--gang-token", gang_token),
-                                ("--bandwidth", bandwidth or None)) if v is not None]
+    if not req.gang:
+        given = [o for o, v in (("--gang-rank", req.gang_rank), ("--gang-size", req.gang_size), ("--gang-master", req.gang_master),
+                                ("--gang-port", req.gang_port), ("--gang-timeout", req.gang_timeout),
+                                ("--gang-token", req.gang_token), ("--bandwidth", req.bandwidth or None)) if v is not None]
         if given:
             raise PreflightError(f"{given[0]} needs --gang", f"rdmadoctor preflight --gang {given[0]} ...")
-    if wait and timeout is not None and master_timeout is None:
+    if req.wait and req.timeout is not None and req.master_timeout is None:
         # --timeout was the rank-0 wait before it meant the tool timeout, as in `check`.
         err.write(
-            f"rdmadoctor preflight: note: --timeout {timeout:g} bounds each tool the checks run; "
+            f"rdmadoctor preflight: note: --timeout {req.timeout:g} bounds each tool the checks run; "
             f"the wait for rank 0 is --master-timeout (now {wait_s:g} s)\n"
         )
 
@@ -273,110 +393,19 @@ def run_preflight(
         old_term = signal.signal(signal.SIGTERM, on_term)
     except ValueError:  # not the main thread (an embedding caller): keep its handling
         pass
-    plan = None
+
+    def restore_term() -> None:
+        nonlocal old_term
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
+            old_term = None
+
+    verdict = None
     try:
-        master = find_master(env, master_addr, master_port) if wait else None
-        if gang:  # the membership, and rank 0's port, before the checks: usage errors come first
-            from rdmadoctor.preflight import gang as G
-
-            sets, share = G.take_share(list(sets or []))
-            plan = G.prepare(env, rank=gang_rank, size=gang_size, master=gang_master, port=gang_port,
-                             timeout=gang_timeout, token=gang_token, bandwidth=bandwidth, share=share)
-        g = gate(
-            root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
-            sets=sets, only=only, skip=skip, expect_hcas=expect_hcas, min_rate=min_rate, job_uid=job_uid,
-            strict=strict, timeout=timeout,
-        )
-        gang_section = None
-        if plan is not None:
-            def gang_log(msg: str) -> None:
-                from rdmadoctor.output.text import safe
-
-                err.write(safe(f"rdmadoctor preflight: gang: {msg}") + "\n")
-                err.flush()
-
-            from rdmadoctor.preflight.master import _resolve
-
-            gang_section = G.meet(plan, g, env, strict=strict, log=gang_log, resolve=_resolve)
-        elif gang:
-            gang_section = {"role": "none", "verdict": g.verdict, "members": [], "mismatches": [], "slow": [],
-                            "missing": [], "note": "another process of this node takes part in the gang (local rank 0)"}
-        verdict = g.verdict
-        result: WaitResult | None = None
-        rank0 = master.self_reason if master is not None else None
-        note = ""
-        if master is not None:
-            if verdict != GO:
-                note = "not waited for: the checks did not pass"
-            elif master.self_reason:
-                note = f"this pod is rank 0 ({master.self_reason}): not waiting for itself"
-            else:
-                err.write(
-                    f"rdmadoctor preflight: checks passed; waiting up to {wait_s:g} s for the master "
-                    f"{master.endpoint} to accept a TCP connection\n"
-                )
-                err.flush()
-
-                def log(msg: str) -> None:
-                    from rdmadoctor.output.text import safe
-
-                    err.write(safe(f"rdmadoctor preflight: {msg}") + "\n")
-                    err.flush()
-
-                result = wait_for_master(master, wait_s, log=log)
-                ips = ", ".join(result.resolved) or "nothing"
-                if result.is_self:
-                    rank0 = f"the master resolves to this pod's own address ({ips})"
-                    note = f"this pod is rank 0 (the master resolves to its own address {ips}): not waiting for itself"
-                elif result.ok:
-                    note = f"accepted a TCP connection after {result.seconds:.1f} s (resolved to {ips})"
-                else:
-                    verdict = NO_GO
-                    g.problems.append(_master_problem(master, result, wait_s))
-                    note = "never accepted a connection"
-        code = EXIT[verdict]
-        if as_json:
-            doc = {
-                "schema": SCHEMA,
-                "verdict": verdict,
-                "exit_code": code,
-                "checks": [c.id for c in g.rep.checks],
-                "problems": g.problems,
-                "warnings": g.warnings,
-                "unknown": g.unknown,
-                "pod_spec": g.fix.to_json() if g.fix and g.problems else None,
-                "pod_spec_yaml": g.fix.yaml() if g.fix and g.problems else None,
-                "master": None
-                if master is None
-                else {
-                    "host": master.host,
-                    "port": master.port,
-                    "host_source": master.host_source,
-                    "port_source": master.port_source,
-                    "rank0": rank0,
-                    "note": note,
-                    "wait": result.to_json() if result else None,
-                },
-                "gang": gang_section,
-                "exec": list(exec_argv) if exec_argv else None,
-                "report": g.report,
-            }
-            text = json.dumps(doc, indent=2) + "\n"
-        else:
-            text = render_text(g, verdict, master=master, master_note=note, colour=tty_colour(out), verbose=verbose,
-                               gang=gang_section)
-            if exec_argv and code == 0:
-                text += f"exec: {shell_join(exec_argv)}\n"
-        _write_verdict(out, err, text, bool(exec_argv))
-        if exec_argv:
-            if code != 0:
-                err.write(f"rdmadoctor preflight: not running {shell_join(exec_argv)}\n")
-                return code
-            if old_term is not None:
-                signal.signal(signal.SIGTERM, old_term)
-                old_term = None
-            return exec_command(list(exec_argv))
-        return code
+        verdict = decide(req, err)
+        if say is not None:
+            return say(verdict)
+        return deliver(verdict, req, out, err, before_exec=restore_term)
     except Signalled as e:
         err.write(f"rdmadoctor preflight: stopped by signal {e.signum} (SIGTERM)\n")
         return 128 + e.signum
@@ -384,8 +413,8 @@ def run_preflight(
         err.write("rdmadoctor preflight: interrupted\n")
         return 130
     finally:
-        if plan is not None:
-            plan.close()
+        if verdict is not None:
+            verdict.close()
         if old_term is not None:
             try:
                 signal.signal(signal.SIGTERM, old_term)

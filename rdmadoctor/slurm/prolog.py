@@ -40,20 +40,12 @@ SCHEMA = "rdmadoctor.slurm-prolog/v1"
 # message in slurmd's log names the fix).
 
 
-def node_gate(*, root: str | None, bundle: str | None, example: str | None, profile: str, config: str | None,
-              pool: str | None, sets: list[str], only: list[str], skip: list[str], strict: bool,
-              timeout: float | None) -> Any:
-    """The gating checks of this node as a machine (scope node: the Prolog's own process is root,
-    not the job's, so the checks of a process are the job's preflight's business)."""
-    from rdmadoctor.engine.registry import load_checks
-    from rdmadoctor.preflight.gate import Gate, select_checks
-    from rdmadoctor.runner import Options, diagnose
+def node_gate(req: Any) -> Any:
+    """preflight's gate of ``req`` on this node as a machine (scope node: the Prolog's own process
+    is root, not the job's, so the checks of a process are the job's preflight's business)."""
+    from rdmadoctor.preflight.gate import gate
 
-    checks, _ = load_checks()
-    opts = Options(root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool, sets=sets,
-                   only=select_checks(checks, only, skip), skip=skip, strict=strict, timeout=timeout, scope="node")
-    diag = diagnose(opts)
-    return Gate(diag.report, diag.ctx.expect, strict)
+    return gate(req, scope="node")
 
 
 def job_nodes(env: dict[str, str]) -> tuple[list[str], str]:
@@ -126,14 +118,19 @@ def drain_self(sc: Scontrol, name: str, text: str) -> str:
     return f"drain reason set: {text}"
 
 
-def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[str, str], gang: bool = False,
+def run_prolog(*, gate_args: Any, name: str, sc: Scontrol, env: dict[str, str], gang: bool = False,
                strict: bool = False, bandwidth: bool = False, gang_port: int | None = None,
                gang_timeout: float | None = None, report_file: str | None = None,
                say: Callable[[str], None] = print, log: Callable[[str], None] = print) -> int:
-    """The whole Prolog; returns its exit code (0: the job may start here)."""
+    """The whole Prolog; returns its exit code (0: the job may start here). ``gate_args``: the
+    gate's request (:class:`~rdmadoctor.preflight.request.Request`, or a dict of its fields:
+    root, bundle, example, profile, config, pool, sets, only, skip, timeout)."""
     from rdmadoctor.core import quarantine as Q
     from rdmadoctor.preflight.gate import GO, NO_GO
     from rdmadoctor.preflight.render import render_text
+    from rdmadoctor.preflight.request import Request
+
+    req = Request.of(gate_args, strict=strict)
 
     job = env.get("SLURM_JOB_ID", "").strip()
     suffix = f" (job {job})" if job else ""
@@ -152,8 +149,8 @@ def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[
         rank = nodes.index(name)
         token = f"{env.get('SLURM_CLUSTER_NAME', '').strip() or 'slurm'}:{job or '?'}"
         master = None if rank == 0 else master_address(sc, nodes[0])
-        sets, share = G.take_share(list(gate_args.get("sets") or []))
-        gate_args = dict(gate_args, sets=sets)
+        sets, share = G.take_share(list(req.sets or []))
+        req = req.replace(sets=sets)
         try:
             plan = G.prepare(env, rank=rank, size=len(nodes), master=master, port=gang_port, timeout=gang_timeout,
                              token=token, bandwidth=bandwidth, share=share)
@@ -166,7 +163,7 @@ def run_prolog(*, gate_args: dict[str, Any], name: str, sc: Scontrol, env: dict[
             else:
                 raise SlurmError(str(e), e.hint) from None
     try:
-        g = node_gate(strict=strict, **gate_args)
+        g = node_gate(req)
         own = g.verdict
         own_root = Q.verdict_of(g.report, strict)[1]
         own_text = R.node_reason(g.report, own_root, strict=strict)[len(R.PREFIX):].strip()

@@ -9,6 +9,7 @@ import os
 import sys
 
 from rdmadoctor.preflight.errors import PreflightError
+from rdmadoctor.preflight.request import Request
 from rdmadoctor.supervise.diagnosis import Diagnosing, Watch, transport_message
 from rdmadoctor.supervise.process import Child, SpawnError, signal_name, spawn_error
 from rdmadoctor.supervise.report import check_report_path, write_report
@@ -52,61 +53,37 @@ def child_env(env: dict[str, str], nccl_debug: bool) -> tuple[dict[str, str], li
     return env, notes
 
 
-def _gate_text(doc: dict[str, Any], strict: bool, verbose: bool, colour: bool) -> str:
-    """preflight's text verdict, from its JSON document (the checks ran once, for both)."""
-    from rdmadoctor.preflight.gate import Gate
-    from rdmadoctor.preflight.master import Master
-    from rdmadoctor.preflight.render import render_text
-
-    g = Gate(doc.get("report") or {}, {}, strict)
-    g.problems += [p for p in doc.get("problems", []) if p.get("check") in ("master", "gang")]
-    g.warnings += [p for p in doc.get("warnings", []) if p.get("check") == "gang"]
-    g.unknown += [p for p in doc.get("unknown", []) if p.get("check") == "gang"]
-    m = doc.get("master")
-    master = Master(m["host"], m["port"], m["host_source"], m["port_source"], m.get("rank0")) if m else None
-    return render_text(g, doc["verdict"], master=master, master_note=(m or {}).get("note") or "",
-                       colour=colour, verbose=verbose, gang=doc.get("gang"))
-
-
-def run_gate(gate_kwargs: dict[str, Any], as_json: bool, err: Any) -> tuple[int, dict[str, Any] | None]:
+def run_gate(req: Request, as_json: bool, err: Any) -> tuple[int, dict[str, Any] | None]:
     """preflight's gate with its verdict on stderr (stdout is the job's); (exit code, JSON doc)."""
-    import contextlib
-    import io
     import json
 
     from rdmadoctor.preflight.render import tty_colour
     from rdmadoctor.preflight.run import run_preflight
 
-    kwargs = dict(gate_kwargs)
-    verbose = bool(kwargs.get("verbose"))
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        code = run_preflight(**kwargs, as_json=True, exec_argv=None)
-    try:
-        doc = json.loads(buf.getvalue())
-    except ValueError:  # stopped by a signal before a verdict
+    said: list[tuple[Any, dict[str, Any]]] = []
+
+    def keep(verdict: Any) -> int:
+        # The document as `preflight --json` prints it: the --report-file's "gate".
+        said.append((verdict, json.loads(json.dumps(verdict.to_json()))))
+        return int(verdict.code)
+
+    code = run_preflight(req.replace(exec_argv=None), say=keep)
+    if not said:  # stopped by a signal before a verdict
         return code, None
+    verdict, doc = said[0]
     if as_json:
         err.write(json.dumps(doc, indent=2) + "\n")
     else:
-        err.write(_gate_text(doc, bool(kwargs.get("strict")), verbose, tty_colour(err)))
+        err.write(verdict.text(tty_colour(err), bool(req.verbose)))
     err.flush()
     return code, doc
 
 
-def run_job(
-    argv: list[str],
-    *,
-    gate_kwargs: dict[str, Any] | None = None,
-    no_gate: bool = False,
-    as_json: bool = False,
-    nccl_debug: bool = False,
-    report_file: str | None = None,
-    env: dict[str, str] | None = None,
-    read_all: bool = False,
-    metrics_port: int | None = None,
-) -> int:
-    """The whole ``rdmadoctor run``; returns the exit code.
+def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None = None, **fields: Any) -> int:
+    """The whole ``rdmadoctor run`` of ``request`` (a :class:`~rdmadoctor.preflight.request.Request`
+    of run's option record: the gate's options and run's own, ``no_gate``, ``as_json``,
+    ``nccl_debug``, ``report_file``, ``read_all``, ``metrics_port``; or a library call's keywords:
+    ``run_job(argv, no_gate=True)``); returns the exit code.
 
     Raises PreflightError (a UsageError) on a usage problem, before anything runs, and
     SpawnError (``.code`` 127 or 126) when CMD cannot be started.
@@ -114,14 +91,17 @@ def run_job(
     import time
 
     from rdmadoctor.preflight.gate import EXIT, GO
+
+    req = Request.of(request, **fields)
+    report_file, metrics_port = req.report_file, req.metrics_port
     if not argv:
         raise PreflightError("run needs a command after --", "rdmadoctor run -- torchrun --nproc_per_node=8 train.py")
     if not argv[0]:  # nothing could run it: said before the gate, 127 as a shell says it
         raise spawn_error(argv[0], None, dict(os.environ if env is None else env))
     if report_file is not None:
         check_report_path(report_file)
-    env, notes = child_env(dict(os.environ if env is None else env), nccl_debug)
-    hang_after = hang_after_s(gate_kwargs or {})
+    env, notes = child_env(dict(os.environ if env is None else env), bool(req.nccl_debug))
+    hang_after = hang_after_s(req)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise PreflightError(f"--metrics-port {metrics_port}: not a TCP port", "a port from 1 to 65535, or 0 for a free one (said on stderr)")
     started = time.time()
@@ -129,8 +109,8 @@ def run_job(
                               "exit_code": None, "transport": None, "nccl": None, "findings": [], "notes": [],
                               "hang_after_s": hang_after, "hangs": [], "failover": []}
     err = sys.stderr
-    if not no_gate:
-        code, doc = run_gate(gate_kwargs or {}, as_json, err)
+    if not req.no_gate:
+        code, doc = run_gate(req, bool(req.as_json), err)
         report["gate"] = doc
         if doc is None or doc.get("verdict") != GO:
             if doc is not None:
@@ -147,8 +127,8 @@ def run_job(
         except (OSError, ValueError):
             pass
     try:
-        return _run_child(argv, env, notes, report, report_file, started, read_all=read_all,
-                          hang_watch=_hang_watch(hang_after, env, gate_kwargs or {}, report), metrics_port=metrics_port)
+        return _run_child(argv, env, notes, report, report_file, started, read_all=bool(req.read_all),
+                          hang_watch=_hang_watch(hang_after, env, req, report), metrics_port=metrics_port)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
@@ -156,26 +136,25 @@ def run_job(
         return 130
 
 
-def hang_after_s(gate_kwargs: dict[str, Any]) -> float | None:
+def hang_after_s(req: Request) -> float | None:
     """hang_after_s from the gate's --profile, --config, --pool and --set (checked before anything runs)."""
     from rdmadoctor.engine.expectations import ConfigError, parse_set, resolve
 
     try:
-        expect = resolve({}, gate_kwargs.get("profile") or "generic", gate_kwargs.get("config"), gate_kwargs.get("pool"),
-                         parse_set(list(gate_kwargs.get("sets") or [])))
+        expect = resolve({}, req.profile or "generic", req.config, req.pool, parse_set(list(req.sets or [])))
     except ConfigError as e:
         raise PreflightError(str(e), getattr(e, "hint", "") or "rdmadoctor list-checks shows every expectation") from None
     value = expect.get("hang_after_s")
     return None if value is None else float(value)
 
 
-def _hang_watch(hang_after: float | None, env: dict[str, str], gate_kwargs: dict[str, Any], report: dict[str, Any]) -> Any:
+def _hang_watch(hang_after: float | None, env: dict[str, str], req: Request, report: dict[str, Any]) -> Any:
     """The hang watch (None with hang_after_s null), reading this node through the gate's --root/--bundle."""
     if hang_after is None:
         return None
     from rdmadoctor.supervise.hang import HangWatch
 
-    root, bundle = gate_kwargs.get("root"), gate_kwargs.get("bundle")
+    root, bundle = req.root, req.bundle
 
     def host() -> Any:
         from rdmadoctor.host import open_host
