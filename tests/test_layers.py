@@ -219,7 +219,9 @@ CYCLES = """
 import sys
 import grimp
 
-graph = grimp.build_graph("rdmadoctor")
+# Imports under `if TYPE_CHECKING:` are left out: they never run, and the log reader's parts (mixins
+# of one Diagnoser, rdmadoctor/logs/scan/) name each other's types for mypy only.
+graph = grimp.build_graph("rdmadoctor", exclude_type_checking_imports=True)
 # Tarjan's strongly connected components over module -> directly imported module (grimp counts
 # imports inside functions too, as it should: a lazy import is still a dependency).
 index, low, stack, on, comps, counter = {}, {}, [], set(), [], [0]
