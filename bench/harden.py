@@ -8,7 +8,7 @@ empty gzip members, 100,000 tiny devices, a bundle near the 512 MiB cap, `yes` i
 `ibstat`, an `ibstat` whose setsid grandchild keeps its stdout), made in a temporary folder and
 given to a fresh `rdmadoctor` process. For each: the wall time, the child's peak RSS (VmHWM,
 written by the child as it exits), its exit status and the first line it printed on stderr,
-next to what the issue measured before the fix. The regression tests (tests/test_bundle_reader.py,
+next to what the issue measured before the fix. The regression tests (tests/unit/host/test_bundle_reader.py,
 test_harden_*.py) assert the behaviour; this script gives the figures, on this machine, now.
 
 Exit status 0 when every case ended on its own within its bound (no case is killed by the

@@ -9,7 +9,7 @@
 # - the alerts' runbook URLs (deploy/monitoring: .../blob/v<old>/docs/...);
 # - CHANGELOG.md: what is under [Unreleased] becomes the section [0.2.0] - today.
 # Then: review `git diff`, commit, `git tag v0.2.0`, push the tag (.github/workflows/release.yml
-# builds and publishes it). tests/test_release.py fails while any of these disagree.
+# builds and publishes it). tests/contract/test_release.py fails while any of these disagree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 new=${1:?usage: scripts/bump-version.sh X.Y.Z}

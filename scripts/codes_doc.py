@@ -2,7 +2,7 @@
 CODE` says (its kind, what it means, how to fix it), one heading per code so that the alerts'
 runbook_url (deploy/monitoring/rules.yaml) can link to it as docs/codes.md#<code in lower case>.
 
-The checks are the one source: tests/test_monitoring.py fails when docs/codes.md is stale.
+The checks are the one source: tests/system/test_monitoring.py fails when docs/codes.md is stale.
 Regenerate it from the repository's root:
 
     .venv/bin/python scripts/codes_doc.py > docs/codes.md

@@ -14,7 +14,7 @@
   fenced block under the README's marker comment).
 
 Nothing here is a hand-written list: a new option, metric, expectation key, alert or guide shows
-up when the pages are regenerated. tests/test_reference_docs.py fails while a page (or the README's sample report) is stale.
+up when the pages are regenerated. tests/contract/test_reference_docs.py fails while a page (or the README's sample report) is stale.
 Regenerate them all from the repository's root:
 
     .venv/bin/python scripts/reference_docs.py

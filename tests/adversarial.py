@@ -8,7 +8,7 @@ slow on: its literal pieces repeated, long runs of the characters its classes ta
 needle and after each of its examples, then a character that makes the match fail at the end.
 
 Run as a script it prints one JSON line per case that took more than the budget (or was cut by it)
-and ``done`` at the end; tests/test_linear.py runs it in a subprocess with a generous timeout.
+and ``done`` at the end; tests/contract/test_linear.py runs it in a subprocess with a generous timeout.
 Used by hand: ``python tests/adversarial.py --budget 0.2`` lists the slowest cases.
 """
 

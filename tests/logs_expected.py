@@ -481,7 +481,7 @@ EXPECTED: list[dict] = [
     {"file": "nccl-651-fastsocket-init-healthy.log",
      "codes": {"NCCL_GCP_NET_PLUGIN"}, "absent": {"NCCL_GDR_DISABLED", "NCCL_NET_PLUGIN_LOAD_FAILED"}, "root": None,
      "nccl": None, "note": "NCCL's facts read `NET/FastSocket : Using` as network Socket and no plugin (see "
-                          "tests/test_diagnose_corpus.py::test_gcp_plugins_are_the_designed_transport)."},
+                          "tests/unit/logs/test_diagnose_corpus.py::test_gcp_plugins_are_the_designed_transport)."},
     {"file": "tpotce-800-df-docker-shm-mounts.log",
      "codes": set(), "absent": {"SHM_TOO_SMALL", "SHM_NEARLY_FULL"}, "root": None, "nccl": None,
      "note": "64M shm mounts of other containers, not /dev/shm."},

@@ -5,7 +5,7 @@
 options :data:`rdmadoctor.cli.options.OPTIONS` gives it (and a ``preflight`` or ``run`` one made
 of theirs) is parsed here (rdmadoctor.cli.options.parse), and everything else (``--help``, other
 commands, a typo) goes to the typer app, which owns the errors and help texts. Both parsers are
-built from that one table and hand the command one ``Args`` record; tests/test_cli.py keeps
+built from that one table and hand the command one ``Args`` record; tests/unit/cli/test_cli.py keeps
 them in step.
 """
 

@@ -17,7 +17,7 @@ from rdmadoctor.publish.base import MODES as PUBLISH_MODES
 LOG_FORMATS = ("text", "json")
 
 # typer's rich help keeps single line breaks: one line per paragraph or list item. It reads rich
-# markup, so a bracket the reader should see is written \\[ (tests/test_help.py).
+# markup, so a bracket the reader should see is written \\[ (tests/contract/test_help.py).
 AGENT_HELP = """Run the checks every --interval seconds, publish the node's labels, serve /metrics.
 
 The DaemonSet's command. It judges the node only, like `check --scope node`: the checks of its own process (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped, since `rdmadoctor preflight` judges those in each job's pod. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.

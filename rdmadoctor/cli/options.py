@@ -22,12 +22,12 @@ each command that takes it, and read ``args.<field>`` where it is used (``check_
 `preflight` and `run`, ``req.<field>`` in rdmadoctor.preflight or rdmadoctor.supervise, which get
 the whole record). An option that only sets an expectation says ``sets="KEY"`` and is read by
 nobody: the gate applies it after the user's --set items. Both parsers, the help, the completion
-and the record follow (tests/test_request.py holds every row of `preflight` and `run` to reaching
+and the record follow (tests/unit/preflight/test_request.py holds every row of `preflight` and `run` to reaching
 the record, or the checks' expectations); a new
 command built with :func:`command` gets the rows that name it. A flag whose help says something
 different in two commands gets one row per wording (``--strict`` in `check`, in `preflight`):
 such rows agree on field, kind and default, and a command takes a flag once
-(tests/test_cli.py keeps both, and that every row reaches both parsers).
+(tests/unit/cli/test_cli.py keeps both, and that every row reaches both parsers).
 
 A new command: name it in the ``commands`` of the rows it takes (the shared ones too: ``SHARED``
 is a tuple of command names) and register it as ``app.command("fleet", help=...)(

@@ -8,7 +8,7 @@ leaves to it. Both hand one :class:`~rdmadoctor.cli.options.Args` to :func:`pref
 which builds one :class:`~rdmadoctor.preflight.request.Request` of it (:func:`request`: the record,
 the expectations its rows set, the command for --exec), runs
 :func:`rdmadoctor.preflight.run.run_preflight` on it and prints what it raises.
-tests/test_preflight.py keeps the parsers in step; ``rdmadoctor run`` (cli/run.py) takes the
+tests/unit/preflight/test_preflight.py keeps the parsers in step; ``rdmadoctor run`` (cli/run.py) takes the
 same rows but --exec.
 """
 

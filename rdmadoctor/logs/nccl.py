@@ -47,7 +47,7 @@ _NCCL_HOST_BYTES = re.compile(_HOST_PREFIX + rb"NCCL INFO ")
 # (_NCCL_HOST_LINE, _CHANNEL_HOST_LINE and _CHANNEL_RING_BYTES run over every line of a block: they
 # spell \w and \d as the ASCII sets they are in a bytes pattern; what follows each repeat is not in
 # its set, so a failed match gives back one character at a time and fails at once (no possessive
-# `{1,9}+`: Python 3.10 has none); tests/test_logs_fastpath.py compares them with the plain spelling.)
+# `{1,9}+`: Python 3.10 has none); tests/unit/logs/test_fastpath.py compares them with the plain spelling.)
 _NCCL_HOST_LINE = re.compile(_LINE_PREFIX + rb"NCCL INFO ")
 # A ring listing ("Channel 00/24 :    0   1   2 ..."): its first rank is followed by a blank or the
 # line's end, a connection line's by "[" ("Channel 00/0 : 0[0] -> 1[1] via P2P/IPC"). Only the first

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 # A library call's keywords for the options that set an expectation, as their rows of the option
-# table say (`sets=`); tests/test_request.py keeps the two alike. The CLI reads the table itself.
+# table say (`sets=`); tests/unit/preflight/test_request.py keeps the two alike. The CLI reads the table itself.
 KEYWORD_SETS = {
     "expect_hcas": ("--expect-hcas", "expected_hcas"),
     "min_rate": ("--min-rate", "min_rate_gbps"),

@@ -446,7 +446,7 @@ class NodeAPI:
             except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
                 raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
             # lightkube.Client -> its GenericSyncClient -> the httpx Client (lightkube has no hook
-            # of its own; tests/test_harden_bounded.py fails if a new lightkube moves it).
+            # of its own; tests/unit/publish/test_harden_bounded.py fails if a new lightkube moves it).
             inner = getattr(getattr(self._client, "_client", None), "_client", None)
             if isinstance(inner, httpx.Client):
                 _bound_answers(inner, httpx, lambda: self.max_answer)

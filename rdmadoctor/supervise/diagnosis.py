@@ -104,7 +104,7 @@ class Diagnosing:
     QUEUE_BYTES wait, a batch is counted instead of queued (its lines keep their numbers, the
     report says how many were not read): never waited for. Only the thread touches the
     Diagnoser until ``close`` has joined it. A regular expression holds the GIL while it runs:
-    every pattern is linear in the line (tests/test_linear.py), so the copy waits milliseconds
+    every pattern is linear in the line (tests/contract/test_linear.py), so the copy waits milliseconds
     at most.
     """
 

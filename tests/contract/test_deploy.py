@@ -2,7 +2,7 @@
 strict mode, the kustomize builds render (and validate), the DaemonSet's security settings hold,
 its mounts cover what the checks read, its arguments are flags the real CLI has, and the direct
 overlay's ValidatingAdmissionPolicy allows exactly what it says (evaluated with cel-python).
-tests/test_deploy_harden.py adds what hardening needed (issue 10: the NFD relay, every status
+tests/contract/test_deploy_harden.py adds what hardening needed (issue 10: the NFD relay, every status
 field pinned, the API token and Events) and runs the NFD-mode pod's steps in a sandbox.
 """
 
@@ -21,18 +21,18 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 BUILDS = {"base": DEPLOY / "base", "direct": DEPLOY / "overlays" / "direct", "direct-conditions": DEPLOY / "overlays" / "direct-conditions",
           "direct-quarantine": DEPLOY / "overlays" / "direct-quarantine"}
 EXAMPLES = DEPLOY / "examples"
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"
 # The relay's own directory in it, the only host path a container of the NFD-mode pod writes
-# (tests/test_deploy_harden.py has the rest).
+# (tests/contract/test_deploy_harden.py has the rest).
 OWN_DIR = FEATURES_DIR + "/.rdmadoctor"
 # Kinds kubernetes-validate has no schema for (CRDs); their pod templates are validated instead.
 CRD_KINDS = {("kubeflow.org/v1", "PyTorchJob"), ("batch.volcano.sh/v1alpha1", "Job"), ("kubeflow.org/v2beta1", "MPIJob")}
-# prometheus-operator's kinds in deploy/monitoring: tests/test_monitoring.py checks them.
+# prometheus-operator's kinds in deploy/monitoring: tests/system/test_monitoring.py checks them.
 MONITORING_KINDS = {("monitoring.coreos.com/v1", "PodMonitor"), ("monitoring.coreos.com/v1", "PrometheusRule")}
 # 1.30: the oldest release the direct overlay supports (ValidatingAdmissionPolicy v1, node-name
 # claim in pod-bound tokens); and the newest release the installed kubernetes-validate knows.
@@ -145,7 +145,7 @@ def containers(pod: dict) -> list[dict]:
 
 def runs_no_rank(doc: dict, where: str) -> bool:
     """An MPIJob's launcher only runs mpirun: no GPU, no HCA, no gate of its own (the ranks it
-    starts on the workers run `rdmadoctor run`; tests/test_mpijob.py checks that)."""
+    starts on the workers run `rdmadoctor run`; tests/contract/test_mpijob.py checks that)."""
     return doc["kind"] == "MPIJob" and where == "Launcher"
 
 
@@ -169,7 +169,7 @@ def test_manifest_validates_strict(where: str, doc: dict) -> None:
     if (doc.get("apiVersion"), doc.get("kind")) in CRD_KINDS:
         pytest.skip("a CRD: its pod templates are validated by test_crd_examples")
     if (doc.get("apiVersion"), doc.get("kind")) in MONITORING_KINDS:
-        pytest.skip("a prometheus-operator object: tests/test_monitoring.py checks it")
+        pytest.skip("a prometheus-operator object: tests/system/test_monitoring.py checks it")
     for version in _versions():
         validate_strict(doc, version)
 
@@ -282,7 +282,7 @@ def test_direct_overlay_least_privilege() -> None:
     docs = rendered("direct")
     sa = one(docs, "ServiceAccount", "rdmadoctor")
     pod = daemonset("direct")["spec"]["template"]["spec"]
-    # The API token is a projected one of at most an hour (tests/test_deploy_harden.py).
+    # The API token is a projected one of at most an hour (tests/contract/test_deploy_harden.py).
     assert [v["name"] for v in pod["volumes"] if "projected" in v] == ["api-token"]
     roles = [d for d in docs if d["kind"] == "ClusterRole"]
     rules = [(tuple(r["apiGroups"]), tuple(r["resources"]), tuple(sorted(r["verbs"]))) for role in roles for r in role["rules"]]
@@ -351,7 +351,7 @@ def test_agent_args_agree_with_the_pod() -> None:
     assert _arg(args, "--interval") == "60"
     volumes = {v["name"]: v for v in pod["volumes"]}
     mounts = {m["mountPath"]: m for m in a["volumeMounts"]}
-    # --features-dir is an emptyDir the relay copies into NFD's features.d (test_deploy_harden.py).
+    # --features-dir is an emptyDir the relay copies into NFD's features.d (tests/contract/test_deploy_harden.py).
     fd = _arg(args, "--features-dir")
     assert "emptyDir" in volumes[mounts[fd]["name"]] and not mounts[fd].get("readOnly")
     # --report-file lives on an emptyDir (the root filesystem is read-only).
@@ -509,7 +509,7 @@ def test_example_pods_are_rdma_ready(path: Path) -> None:
                 env = {e["name"]: e.get("value") for e in c.get("env", [])}
                 if doc["kind"] == "MPIJob" and c in spec["containers"]:
                     # sshd: the ranks it starts get their env from mpirun -x, not from this container
-                    # (tests/test_mpijob.py checks the launcher's env and the init container's).
+                    # (tests/contract/test_mpijob.py checks the launcher's env and the init container's).
                     assert not any(k.startswith("NCCL_") for k in env), name
                     continue
                 if doc["kind"] != "Pod":  # the NCCL jobs
@@ -866,7 +866,7 @@ def test_build_context_builds_the_package(tmp_path: Path) -> None:
     assert not [n for n in names if n.startswith("tests/")]
 
 
-# ---- for the DaemonSet's pod, simulated (tests/test_deploy_harden.py runs it) -------------------
+# ---- for the DaemonSet's pod, simulated (tests/contract/test_deploy_harden.py runs it) -------------------
 def _shims(paths: list[str], base: Path) -> list[str]:
     """Shell lines that make the folders on the way to ``paths`` traversable for a non-root uid
     inside the private mount namespace only (a venv whose Python lives under /root, 0700): a

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import test_deploy as D  # tests/ is on sys.path (pytest's prepend import mode)
+
+from contract import test_deploy as D  # tests/ is on sys.path (pytest's prepend import mode)
 
 yaml = pytest.importorskip("yaml")
 

@@ -1,6 +1,6 @@
 """deploy/ for ``agent --quarantine taint`` (issue 28): the Node policy admits exactly rdmadoctor's
 own NoSchedule taint, added or removed, and nothing else in spec (evaluated with cel-python as
-tests/test_deploy.py does); the direct-quarantine overlay grants exactly what a real quarantining
+tests/contract/test_deploy.py does); the direct-quarantine overlay grants exactly what a real quarantining
 agent sends (against tests/kubeapi.py's FakeKubeAPI, the loopback stand-in for the API server),
 and every write it makes passes the policies.
 """
@@ -13,8 +13,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-import test_deploy as D  # tests/ is on sys.path (pytest's prepend import mode)
-import test_deploy_harden as H
+
+from contract import test_deploy as D  # tests/ is on sys.path (pytest's prepend import mode)
+from contract import test_deploy_harden as H
 
 OWN = {"key": "rdmadoctor.io/unhealthy", "value": "IB_PORT_DOWN", "effect": "NoSchedule"}
 

@@ -100,7 +100,7 @@ def test_no_message_says_word_s() -> None:
     """'problem(s)' and friends: every message counts with rdmadoctor.core.words.count instead."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     found = [f"{p.relative_to(root)}:{line}: {text!r}"
              for p in sorted([*(root / "rdmadoctor").rglob("*.py"), *(root / "checks").rglob("*.py")])
              for line, text in _strings(p) if re.search(r"[A-Za-z]\(s\)", text)]

@@ -6,7 +6,7 @@ The layer lint runs against an ordinary install of the tree, never the editable 
 builds its graph by walking the package folder, and the editable install maps
 ``rdmadoctor.checks`` onto the top-level ``checks/`` with an import hook that no folder walk
 sees, so the checks would silently be left out of the graph. ``scripts/test.sh`` runs
-``python tests/test_layers.py`` for the same lint before pytest.
+``python tests/contract/test_layers.py`` for the same lint before pytest.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # What `pip install .` needs from the tree: the build config and every package-dir it maps.
 SOURCES = ("pyproject.toml", "README.md", "rdmadoctor", "checks")
 

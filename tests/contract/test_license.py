@@ -3,7 +3,7 @@ pyproject.toml and the image's label name, and it is in the sdist, the wheel and
 
 The sdist and the wheel are built here for real with the installed setuptools (no network: the
 wheel with ``pip wheel --no-build-isolation``, the sdist with setuptools' PEP 517 backend). The
-image is checked from its Dockerfile and .dockerignore (tests/test_image.py builds the image itself
+image is checked from its Dockerfile and .dockerignore (tests/system/test_image.py builds the image itself
 with podman, as root, and is heavy).
 """
 
@@ -18,9 +18,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_deploy import _dockerignore_included
 
-ROOT = Path(__file__).resolve().parent.parent
+from contract.test_deploy import _dockerignore_included
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _setuptools_77() -> None:

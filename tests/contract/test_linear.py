@@ -27,7 +27,7 @@ import pytest
 from adversarial import cpu_budget
 from conftest import FIXTURES
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # tests/
 
 
 def test_every_pattern_is_linear_on_long_lines_made_from_its_own_text():

@@ -6,7 +6,7 @@ line of docs/kubernetes.md ("MPIJob and Arena") against the example.
   kubernetes-validate's strict schemas are (an object with listed properties takes no others), so a
   misspelt field fails instead of being pruned by the API server. Each replica's pod template is
   validated with kubernetes-validate's strict PodTemplateSpec, as the PyTorchJob's and the Volcano
-  Job's are (tests/test_deploy.py).
+  Job's are (tests/contract/test_deploy.py).
 - The operator's validation webhook logic (pkg/apis/kubeflow/validation/validation.go, after the
   defaults of pkg/apis/kubeflow/v2beta1/default.go), written here as checks.
 - What makes the job work: every NCCL setting of the launcher passed with `mpirun -x`, each rank
@@ -23,11 +23,12 @@ import shlex
 from pathlib import Path
 
 import pytest
-from test_deploy import EXAMPLES, _flags, _help_flags, _load_all, _versions, containers, validate_as
+
+from contract.test_deploy import EXAMPLES, _flags, _help_flags, _load_all, _versions, containers, validate_as
 
 jsonschema = pytest.importorskip("jsonschema")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CRD = json.loads((ROOT / "tests" / "crds" / "mpijob-v2beta1.json").read_text())
 EXAMPLE = EXAMPLES / "mpijob.yaml"
 # `arena submit mpijob --help` (kubeflow/arena docs/cli/arena_submit_mpijob.md and

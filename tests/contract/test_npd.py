@@ -26,7 +26,7 @@ from rdmadoctor.output.npd import MAX_LEN, ascii_text, npd_error_line, npd_line
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NPD = ROOT / "deploy" / "npd"
 CONFIG = NPD / "rdmadoctor-plugin-monitor.json"
 EXAMPLES = ROOT / "rdmadoctor" / "examples"

@@ -25,7 +25,7 @@ try:
 except ImportError:  # pragma: no cover - 3.10
     import sre_parse  # type: ignore[no-redef]
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [*sorted((ROOT / "rdmadoctor").rglob("*.py")), *sorted((ROOT / "checks").rglob("*.py"))]
 _NEW_SYNTAX = {"POSSESSIVE_REPEAT", "ATOMIC_GROUP"}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 SCRIPT = ROOT / "scripts" / "reference_docs.py"
 REGENERATE = ".venv/bin/python scripts/reference_docs.py"

@@ -15,7 +15,7 @@ from conftest import check_json, run_cli
 
 from rdmadoctor.examples import EXAMPLES
 
-FIXTURES = sorted(p for p in (Path(__file__).parent / "fixtures").iterdir() if p.is_dir())
+FIXTURES = sorted(p for p in (Path(__file__).parents[1] / "fixtures").iterdir() if p.is_dir())
 
 
 def _schema() -> dict:

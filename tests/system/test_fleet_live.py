@@ -19,12 +19,12 @@ import pytest
 from rdmadoctor.fixturegen import roce_node, write_dir
 from rdmadoctor.fixturegen.fleet import other_firmware, pool
 from rdmadoctor.fixturegen.sysfs import build
+from system.test_monitoring import _free_port, _get, _query, _stop, _tool, _until
 from tests.conftest import run_cli
-from tests.test_monitoring import _free_port, _get, _query, _stop, _tool, _until
 
 yaml = pytest.importorskip("yaml")
 
-MON = Path(__file__).resolve().parents[1] / "deploy" / "monitoring"
+MON = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 RDMADOCTOR = Path(sys.executable).with_name("rdmadoctor")
 NODES = 20
 ODD = 7

@@ -16,7 +16,7 @@ from tests.conftest import check_json
 
 yaml = pytest.importorskip("yaml")
 
-MON = Path(__file__).resolve().parents[1] / "deploy" / "monitoring"
+MON = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
 RULES = MON / "fleet-rules.yaml"
 
 

@@ -33,7 +33,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "scripts" / "build-image.sh"
 EXAMPLES = ROOT / "rdmadoctor" / "examples"
 FEATURES_DIR = "/etc/kubernetes/node-feature-discovery/features.d"

@@ -22,7 +22,7 @@ import pytest
 
 yaml = pytest.importorskip("yaml")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MON = ROOT / "deploy" / "monitoring"
 RULES = MON / "rules.yaml"
 DASHBOARD = MON / "grafana-dashboard.json"
@@ -112,7 +112,7 @@ def test_kustomization_renders_the_same_rules_and_selects_the_agent() -> None:
     proc = subprocess.run([kubectl, "kustomize", str(MON)], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     all_docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    # The fleet's rules are a PrometheusRule of their own (tests/test_fleet_monitoring.py).
+    # The fleet's rules are a PrometheusRule of their own (tests/system/test_fleet_monitoring.py).
     docs = {d["kind"]: d for d in all_docs if d["metadata"]["name"] != "rdmadoctor-fleet"}
     assert set(docs) == {"Service", "PodMonitor", "PrometheusRule", "ConfigMap"} and len(all_docs) == 5
     assert docs["PrometheusRule"]["spec"]["groups"] == _groups()
@@ -486,7 +486,7 @@ def test_real_prometheus_scrapes_the_agent(tmp_path: Path) -> None:
         assert found[0]["metric"]["node"] == "gpu-loopback" and float(found[0]["value"][1]) == 1
         rates = {r["metric"]["device"]: float(r["value"][1]) for r in _query(base, "rdmadoctor_port_rate_bytes_per_second")}
         assert rates["mlx5_0"] == 400e9 / 8 and rates["mlx5_3"] == 10e9 / 8  # 400 and 10 Gb/s
-        # prometheus-client's exposition (tests/test_metrics_server.py: OpenMetrics by Accept, gzip).
+        # prometheus-client's exposition (tests/unit/agent/test_metrics_server.py: OpenMetrics by Accept, gzip).
         assert _query(base, 'process_resident_memory_bytes{job="rdmadoctor"}')
         down = _query(base, "rdmadoctor_port_active == 0")
         assert [r["metric"]["device"] for r in down] == ["mlx5_3"]

@@ -22,13 +22,13 @@ Adding a row: give it a unique ``id`` (``<source>.<what>``), a ``needle`` (a lit
 must contain: the scanner looks for needles only, in C, so a log of a gigabyte stays fast), the
 ``regex`` (searched, not matched, in the cleaned line; named groups fill ``subject`` and
 ``message``), at least one real line in ``examples`` and where the string comes from in ``ref``.
-tests/test_kb.py matches every example against its row and checks every field.
+tests/unit/logs/test_kb.py matches every example against its row and checks every field.
 
 Order: the modules in ``SOURCES`` order, each module's rows in their order; the first row whose
 needle is in a line and whose regex matches it wins. Rows are written to be disjoint (a general
 row excludes what a specific one takes: ``nccl.ib_async_event`` leaves ``port error`` to
 ``nccl.ib_async_port_error``, ``pytorch.nccl_error`` leaves ``unhandled system error`` to
-``nccl.system_error``), and tests/test_kb.py checks that no example matches a second row, so the
+``nccl.system_error``), and tests/unit/logs/test_kb.py checks that no example matches a second row, so the
 order decides nothing today; keep it that way, or list the overlap in the test.
 
 ``subject`` and ``message`` are templates; ``meaning`` and ``fix`` are plain text (they may hold

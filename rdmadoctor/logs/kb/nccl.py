@@ -496,7 +496,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
          NCCL_RAS_UNAVAILABLE, NCCL_IB_PORT_FAILOVER, NCCL_IB_PORT_RECOVERED, NCCL_IB_FAILOVER_FATAL)
 
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
-# and names them by string. tests/test_kb.py checks that each exists.
+# and names them by string. tests/unit/logs/test_kb.py checks that each exists.
 NCCL_IB_DISABLED_BY_ENV = "NCCL_IB_DISABLED_BY_ENV"
 VERBS_LIB_MISSING = "VERBS_LIB_MISSING"
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"

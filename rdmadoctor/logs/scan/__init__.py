@@ -24,7 +24,7 @@ How it stays fast and small on a gigabyte from 64 ranks:
   lines (``Channel 02/0 : 3[3] -> 4[4] via P2P/CUMEM/read``) are read in small letters, in a copy
   of the block of the same length, wherever no anchor loses a letter by it (``_QUIETER``: it pays
   where the distinct lines are many, in a log's first blocks and in text that never repeats).
-  tests/test_logs_fastpath.py holds all of this to a reference that reads line by line.
+  tests/unit/logs/test_fastpath.py holds all of this to a reference that reads line by line.
 - Memory is bounded by constants: a line is cut at ``MAX_LINE`` bytes, each finding keeps
   ``MAX_EVIDENCE`` quoted lines and counts the rest, at most ``MAX_FINDINGS`` distinct findings
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).

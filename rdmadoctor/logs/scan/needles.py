@@ -146,7 +146,7 @@ class _Tables:
         # first-character set the regex engine checks in C; needles without a rare character are
         # found with bytes.find. A candidate line is then checked for the whole needle.
         # A needle without a rare character is not scanned for: it is found on the lines the
-        # context needles make candidates (tests/test_kb.py feeds every row's examples through
+        # context needles make candidates (tests/unit/logs/test_kb.py feeds every row's examples through
         # the scan to keep that true). self.plain lists them, for that test and for --json.
         # Translated, a tail made of rare characters matches any run of them ("WARN" matches
         # "NCCL", "GDRD"): such false candidates cost a check of the line against every needle

@@ -36,7 +36,7 @@ from rdmadoctor.agent.log import Log  # noqa: E402
 from rdmadoctor.agent.server import MAX_HEAD, MetricsServer  # noqa: E402
 from rdmadoctor.output.metrics import AgentMetrics  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 HELD = 1000
 
 

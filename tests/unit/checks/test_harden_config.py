@@ -112,7 +112,7 @@ def test_deep_set_value_is_a_usage_error_not_a_name(depth):
     code, out, err = run_cli(["check", "--example", "roce-node", "--set", "compute_hcas=" + "[" * depth + "]" * depth])
     assert code == 2 and out == "" and "Traceback" not in err
     assert err.startswith("rdmadoctor: error: --set compute_hcas: ")
-    # Whether 2000 levels can be read depends on the recursion limit (tests/test_layers.py raises
+    # Whether 2000 levels can be read depends on the recursion limit (tests/contract/test_layers.py raises
     # it to 10000 for the whole session): read, the list holds no name; unreadable, it is too deep.
     assert "nested too deeply" in err if depth > 10_000 else ("nested too deeply" in err or "not a name" in err), err
 

@@ -251,7 +251,7 @@ def test_nccl_hca_fix_never_suggests_the_iwarp_device():
 def test_iwarp_codes_are_declared_with_their_kind_and_emitted_with_it():
     declared = {c.code: c for check in iwarp.CHECKS for c in check.codes}
     src = inspect.getsource(iwarp)
-    # kind= on every Code: tests/test_node_codes.py, over every check module (two of these live in _rdma).
+    # kind= on every Code: tests/contract/test_node_codes.py, over every check module (two of these live in _rdma).
     assert all(c.kind in KINDS for c in declared.values())
     sev = {"ERROR": ERROR, "WARNING": WARNING, "INFO": INFO, "UNKNOWN": UNKNOWN}
     used = set()

@@ -9,6 +9,7 @@ every check take part.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import pytest
 from conftest import FIXTURES, check_json
@@ -32,57 +33,74 @@ LL = "rdmadoctor.io/link-layer"
 ACTIVE = "rdmadoctor.io/active-ports"
 GPU_NIC = "rdmadoctor.io/gpu-nic"
 
-# scenario, status, findings, labels (a subset), ports {"dev/port": "STATE Phys rate"} (a subset),
-# devices (every RDMA device, VFs marked ":vf"; None: not asserted)
+@dataclass(frozen=True)
+class Scenario:
+    """One row: the bundle's name, the verdict it must get, and what the report must say.
+
+    findings: "severity:CODE" for every finding that is not info (exactly these); labels and ports
+    ({"dev/port": "STATE Phys rate"}): a subset; devices: every RDMA device, VFs marked ":vf"
+    (None: not asserted); expect: expectation overrides the row runs with (``--set key=value``).
+    """
+
+    name: str
+    status: str
+    findings: frozenset[str] = frozenset()
+    labels: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, str] = field(default_factory=dict)
+    devices: list[str] | None = None
+    expect: dict[str, str] = field(default_factory=dict)
+
+
+S = Scenario
 SCENARIOS = [
-    ("healthy-ib", "pass", set(), {READY: "true", LL: "infiniband", ACTIVE: "2", GPU_NIC: "PIX"},
-     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, ["mlx5_0", "mlx5_1"]),
-    ("roce", "pass", set(), {READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
-     {"mlx5_0/1": "ACTIVE LinkUp 200"}, ["mlx5_0", "mlx5_1"]),
-    ("port-down", "fail", {E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH"}, {READY: "false", ACTIVE: "1"},
-     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "DOWN Polling 10"}, None),
-    ("port-init-no-sm", "fail", {E + "IB_PORT_INIT", E + "IB_NO_SM", E + "NCCL_IB_HCA_NO_MATCH"},
-     {READY: "false", ACTIVE: "0"}, {"mlx5_0/1": "INIT LinkUp 400", "mlx5_1/1": "INIT LinkUp 400"}, None),
-    ("no-provider", "fail", {E + "VERBS_PROVIDER_MISSING", W + "VERBS_PKG_MISSING"}, {READY: "false"}, {}, None),
+    S("healthy-ib", "pass", labels={READY: "true", LL: "infiniband", ACTIVE: "2", GPU_NIC: "PIX"},
+      ports={"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, devices=["mlx5_0", "mlx5_1"]),
+    S("roce", "pass", labels={READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
+      ports={"mlx5_0/1": "ACTIVE LinkUp 200"}, devices=["mlx5_0", "mlx5_1"]),
+    S("port-down", "fail", frozenset({E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH"}), labels={READY: "false", ACTIVE: "1"},
+      ports={"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "DOWN Polling 10"}),
+    S("port-init-no-sm", "fail", frozenset({E + "IB_PORT_INIT", E + "IB_NO_SM", E + "NCCL_IB_HCA_NO_MATCH"}),
+      labels={READY: "false", ACTIVE: "0"}, ports={"mlx5_0/1": "INIT LinkUp 400", "mlx5_1/1": "INIT LinkUp 400"}),
+    S("no-provider", "fail", frozenset({E + "VERBS_PROVIDER_MISSING", W + "VERBS_PKG_MISSING"}), labels={READY: "false"}),
     # The fixture's process holds every capability (CapEff 1ffffffffff), CAP_IPC_LOCK included: the
     # kernel does not apply its 64 KiB limit to RDMA registrations (MEMLOCK_BYPASSED_BY_IPC_LOCK,
-    # info). The failing case (no IPC_LOCK) is tests/test_pod_checks.py and the broken-pod example.
-    ("memlock-64k", "fail", {E + "MEMLOCK_LIMITED", E + "CAP_IPC_LOCK_MISSING"}, {READY: "false"}, {}, None),
+    # info). The failing case (no IPC_LOCK) is tests/unit/checks/test_pod_checks.py and the broken-pod example.
+    S("memlock-64k", "fail", frozenset({E + "MEMLOCK_LIMITED", E + "CAP_IPC_LOCK_MISSING"}), labels={READY: "false"}),
     # The users' recipe: IPC_LOCK with the runtime's default limit is ready (issue 7, wrong answer 7).
-    ("memlock-64k-ipc-lock", "pass", set(), {READY: "true"}, {}, None),
-    ("shm-64m", "fail", {E + "SHM_TOO_SMALL"}, {READY: "false"}, {}, None),
-    ("gpu-far", "warn", {W + "GPU_NIC_FAR"}, {READY: "true", GPU_NIC: "SYS"}, {}, None),
-    ("dual-port-port2-down", "fail", {E + "IB_PORT_DOWN"}, {READY: "false", ACTIVE: "1"},
-     {"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, ["mlx4_0"]),
+    S("memlock-64k-ipc-lock", "pass", labels={READY: "true"}),
+    S("shm-64m", "fail", frozenset({E + "SHM_TOO_SMALL"}), labels={READY: "false"}),
+    S("gpu-far", "warn", frozenset({W + "GPU_NIC_FAR"}), labels={READY: "true", GPU_NIC: "SYS"}),
+    S("dual-port-port2-down", "fail", frozenset({E + "IB_PORT_DOWN"}), labels={READY: "false", ACTIVE: "1"},
+      ports={"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, devices=["mlx4_0"]),
     # VFs are listed but not judged: their ports are DOWN (no vport policy) and nothing says so.
-    ("sriov", "pass", set(), {READY: "true", ACTIVE: "2"}, {"mlx5_2/1": "DOWN LinkUp 400"},
-     ["mlx5_0", "mlx5_1", "mlx5_2:vf", "mlx5_3:vf", "mlx5_4:vf", "mlx5_5:vf"]),
-    ("no-devices", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "GDR_PEERMEM_MISSING"},
-     {READY: "false", LL: "none", ACTIVE: "0"}, {}, []),
+    S("sriov", "pass", labels={READY: "true", ACTIVE: "2"}, ports={"mlx5_2/1": "DOWN LinkUp 400"},
+      devices=["mlx5_0", "mlx5_1", "mlx5_2:vf", "mlx5_3:vf", "mlx5_4:vf", "mlx5_5:vf"]),
+    S("no-devices", "fail", frozenset({E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "GDR_PEERMEM_MISSING"}),
+      labels={READY: "false", LL: "none", ACTIVE: "0"}, devices=[]),
     # Generated beyond the first list, one per check that landed later.
-    ("acs-redirect", "warn", {W + "PCIE_ACS_ENABLED"}, {READY: "true"}, {}, None),
-    ("pcie-degraded", "warn", {W + "PCIE_LINK_DEGRADED"}, {READY: "true"}, {}, None),
-    ("roce-mtu-1500", "warn", {W + "NET_MTU_LOW"}, {READY: "true", LL: "ethernet"}, {}, None),
-    ("node-labels-stale", "fail", {E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH", W + "NODE_LABEL_STALE"},
-     {READY: "false", ACTIVE: "1"}, {}, None),
-    ("ibstat-only", "fail", {E + "IB_PORT_DOWN"} | TOOLS_ONLY_UNKNOWN, {READY: "false", LL: "infiniband", ACTIVE: "1"},
-     {"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, ["mlx4_0"]),
+    S("acs-redirect", "warn", frozenset({W + "PCIE_ACS_ENABLED"}), labels={READY: "true"}),
+    S("pcie-degraded", "warn", frozenset({W + "PCIE_LINK_DEGRADED"}), labels={READY: "true"}),
+    S("roce-mtu-1500", "warn", frozenset({W + "NET_MTU_LOW"}), labels={READY: "true", LL: "ethernet"}),
+    S("node-labels-stale", "fail", frozenset({E + "IB_PORT_DOWN", W + "NCCL_IB_HCA_NO_MATCH", W + "NODE_LABEL_STALE"}),
+      labels={READY: "false", ACTIVE: "1"}),
+    S("ibstat-only", "fail", frozenset({E + "IB_PORT_DOWN"} | TOOLS_ONLY_UNKNOWN), labels={READY: "false", LL: "infiniband", ACTIVE: "1"},
+      ports={"mlx4_0/1": "ACTIVE LinkUp 56", "mlx4_0/2": "DOWN Polling 10"}, devices=["mlx4_0"]),
     # What was printed before the abort is kept; that the listing is cut off is said, not hidden.
-    ("truncated-ibstat", "unknown", {W + "IB_PARSE_WARNING"} | TOOLS_ONLY_UNKNOWN, {ACTIVE: "2"},
-     {"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, ["mlx5_0", "mlx5_1"]),
+    S("truncated-ibstat", "unknown", frozenset({W + "IB_PARSE_WARNING"} | TOOLS_ONLY_UNKNOWN), labels={ACTIVE: "2"},
+      ports={"mlx5_0/1": "ACTIVE LinkUp 400", "mlx5_1/1": "ACTIVE LinkUp 400"}, devices=["mlx5_0", "mlx5_1"]),
     # iWARP (issue 11), judged as iWARP: no RoCE finding on a port that has no RoCE v2 GID by nature.
-    # tests/test_iwarp.py has the rest.
-    ("iwarp-cxgb4", "pass", set(), {READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
-     {"cxgb4_0/1": "ACTIVE LinkUp 100", "cxgb4_0/2": "ACTIVE LinkUp 100"}, ["cxgb4_0"]),
-    ("iwarp-nccl-ib", "fail", {E + "IWARP_NCCL_IB"}, {READY: "false", ACTIVE: "2"}, {}, ["cxgb4_0"]),
-    ("iwarp-no-ipv4", "fail", {E + "IWARP_NO_IPV4"}, {READY: "false", ACTIVE: "1"},
-     {"cxgb4_0/2": "INIT PortConfigurationTraining 100"}, ["cxgb4_0"]),
+    # tests/unit/checks/test_iwarp.py has the rest.
+    S("iwarp-cxgb4", "pass", labels={READY: "true", LL: "ethernet", ACTIVE: "2", GPU_NIC: "PIX"},
+      ports={"cxgb4_0/1": "ACTIVE LinkUp 100", "cxgb4_0/2": "ACTIVE LinkUp 100"}, devices=["cxgb4_0"]),
+    S("iwarp-nccl-ib", "fail", frozenset({E + "IWARP_NCCL_IB"}), labels={READY: "false", ACTIVE: "2"}, devices=["cxgb4_0"]),
+    S("iwarp-no-ipv4", "fail", frozenset({E + "IWARP_NO_IPV4"}), labels={READY: "false", ACTIVE: "1"},
+      ports={"cxgb4_0/2": "INIT PortConfigurationTraining 100"}, devices=["cxgb4_0"]),
     # Socket pools under the generic profile, which expects RDMA; under the tcp profile the first
-    # passes and the second fails on its 1 Gb/s interface (tests/test_tcp_pool.py).
-    ("tcp-pool", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"},
-     {READY: "false", LL: "none", "feature.node.kubernetes.io/network-rdma.capable": "false"}, {}, []),
-    ("tcp-pool-slow", "fail", {E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"},
-     {READY: "false", LL: "none"}, {}, []),
+    # passes and the second fails on its 1 Gb/s interface (tests/unit/checks/test_tcp_pool.py).
+    S("tcp-pool", "fail", frozenset({E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"}),
+      labels={READY: "false", LL: "none", "feature.node.kubernetes.io/network-rdma.capable": "false"}, devices=[]),
+    S("tcp-pool-slow", "fail", frozenset({E + "IB_NO_DEVICES", E + "MOD_MISSING", W + "CAP_IPC_LOCK_MISSING", W + "GDR_PEERMEM_MISSING"}),
+      labels={READY: "false", LL: "none"}, devices=[]),
 ]
 
 
@@ -100,15 +118,17 @@ def _ports(rep: dict) -> dict[str, str]:
 
 
 def test_every_scenario_has_a_row():
-    assert [row[0] for row in SCENARIOS] == list(fixturegen.SCENARIOS)
+    assert [row.name for row in SCENARIOS] == list(fixturegen.SCENARIOS)
 
 
-@pytest.mark.parametrize("name,status,findings,labels,ports,devices", SCENARIOS, ids=[r[0] for r in SCENARIOS])
-def test_scenario(name, status, findings, labels, ports, devices):
-    code, rep = check_json(["--bundle", str(FIXTURES / name)])
+@pytest.mark.parametrize("row", SCENARIOS, ids=[r.name for r in SCENARIOS])
+def test_scenario(row: Scenario):
+    name, status, labels, ports, devices = row.name, row.status, row.labels, row.ports, row.devices
+    sets = [arg for key, value in row.expect.items() for arg in ("--set", f"{key}={value}")]
+    code, rep = check_json(["--bundle", str(FIXTURES / name), *sets])
     assert rep["status"] == status, _findings(rep)
     assert code == {"pass": 0, "warn": 0, "fail": 1, "unknown": 2}[status]
-    assert _findings(rep) == findings
+    assert _findings(rep) == set(row.findings)
     for c in rep["checks"]:
         assert not (c.get("reason") or "").startswith("internal error"), c
     assert {k: rep["labels"].get(k) for k in labels} == labels

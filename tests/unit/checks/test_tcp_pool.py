@@ -3,7 +3,7 @@ the labels, and the netlink facts a bundle carries.
 
 The fixtures (tests/fixtures/tcp-pool*, generated) are a node without RDMA whose pod trains over its
 25 Gb/s eth0; variants are generated here from the same description. The last tests build real
-interfaces in a network namespace (veth pairs, as tests/test_netns.py does) and run the CLI, live and
+interfaces in a network namespace (veth pairs, as tests/system/test_netns.py does) and run the CLI, live and
 on a bundle `collect` made there; they need root and iproute2 and skip cleanly otherwise.
 """
 

@@ -39,7 +39,7 @@ def rd(*args: str, stdin: bytes | None = None, env: dict | None = None) -> subpr
 
 
 def schema() -> dict:
-    with open(os.path.join(HERE, "..", "rdmadoctor", "output", "schema.json"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, "..", "..", "..", "rdmadoctor", "output", "schema.json"), encoding="utf-8") as f:
         return json.load(f)
 
 

@@ -65,7 +65,7 @@ def test_agent_numbers_are_checked_before_the_first_cycle(args, option, tmp_path
 
 
 def test_agent_interval_zero_keeps_its_words(tmp_path):
-    """The message test_agent.py and people already know stays."""
+    """The message tests/unit/agent/test_agent.py and people already know stays."""
     code, out, err = run_cli(["agent", "--once", "--example", "roce-node", "--publish", "stdout", "--metrics-port", "0", "--interval", "0"])
     assert code == 2 and "--interval must be positive" in err
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-FIXTURE_LOG = Path(__file__).parent / "fixtures" / "logs" / "nccl-1052-roce-hca-2.18.5.log"
+FIXTURE_LOG = Path(__file__).parents[2] / "fixtures" / "logs" / "nccl-1052-roce-hca-2.18.5.log"
 
 
 def cli(*args: str, env: dict | None = None, **kw) -> subprocess.CompletedProcess:

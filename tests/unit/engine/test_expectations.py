@@ -23,7 +23,7 @@ from rdmadoctor.engine import expectations
 from rdmadoctor.engine.expectations import BASE, PROFILES, SPEC, ConfigError, describe, parse_set, resolve, specs
 
 GIB = 1024**3
-CHECKS_DIR = Path(__file__).resolve().parent.parent / "checks"
+CHECKS_DIR = Path(__file__).resolve().parents[3] / "checks"
 
 
 # ---- the issue, through the real command line ------------------------------------------

@@ -7,10 +7,11 @@ from __future__ import annotations
 import copy
 import json
 
+from contract.test_deploy import _change, evaluate
+
 from rdmadoctor.engine import fingerprint as F
 from tests.conftest import check_json, run_cli
 from tests.kubeapi import FakeKubeAPI
-from tests.test_deploy import _change, evaluate
 
 ANNOTATION = "rdmadoctor.io/fingerprint"
 

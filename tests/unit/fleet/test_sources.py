@@ -442,7 +442,7 @@ def test_a_real_prometheus_with_tls_client_certificates(tmp_path, pki):
     """Debian's Prometheus serving its API over TLS that demands a client certificate
     (--web.config.file): `fleet --prometheus` reads it with --http-config's tls_config. The
     server has no series of ours: the answer is "no rdmadoctor_node_info series"."""
-    from tests.test_monitoring import _free_port, _stop, _tool, _until
+    from system.test_monitoring import _free_port, _stop, _tool, _until
 
     prometheus = _tool("prometheus")
     port = _free_port()

@@ -21,7 +21,7 @@ from rdmadoctor.gang.facts import gang_facts
 from rdmadoctor.gang.membership import find_membership, parse_endpoint
 from rdmadoctor.runner import UsageError
 
-HERE = Path(__file__).parent
+HERE = Path(__file__).parents[2]  # tests/
 ROOT = HERE.parent
 GANG_FIXTURES = HERE / "fixtures" / "gang"
 # Generous: the suite shares two cores with everything else; nothing here asserts a duration.

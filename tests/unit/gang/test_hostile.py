@@ -23,7 +23,7 @@ from rdmadoctor.gang import compare as C
 from rdmadoctor.gang import protocol as P
 from rdmadoctor.gang import session
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[3]
 TOKEN = "job-a"
 WAIT_S = 120.0  # a deadline, never a duration: the exchange ends long before it
 

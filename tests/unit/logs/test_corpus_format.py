@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import logs_expected  # noqa: E402
 from logs_expected import EXPECTED, LOGS, NEW_CODES, body, header  # noqa: E402

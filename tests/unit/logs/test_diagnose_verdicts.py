@@ -32,7 +32,7 @@ def rd(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
 def report(text: str) -> dict:
     out = rd("diagnose", "--json", stdin=text.encode())
     rep = json.loads(out.stdout)
-    with open(os.path.join(HERE, "..", "rdmadoctor", "output", "schema.json"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, "..", "..", "..", "rdmadoctor", "output", "schema.json"), encoding="utf-8") as f:
         jsonschema.validate(rep, json.load(f))
     assert rep["exit_code"] == out.returncode
     return rep
@@ -339,7 +339,7 @@ def test_a_setting_after_the_failure_explains_nothing() -> None:
 def _write_dense(path: str, mib: int) -> None:
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "bench", "diagnose.py"))
+    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "..", "..", "bench", "diagnose.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     mod.write_dense(path, mib)

@@ -21,7 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def _bench():
-    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "bench", "diagnose.py"))
+    spec = importlib.util.spec_from_file_location("bench_diagnose", os.path.join(HERE, "..", "..", "..", "bench", "diagnose.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
     return mod

@@ -18,7 +18,7 @@ import pytest
 from rdmadoctor.logs import Diagnoser, diagnose_paths
 from rdmadoctor.logs.reader import chunks
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2]  # tests/
 FIXTURES = HERE / "fixtures" / "logs"
 
 ERR = ("node-1:330:401 [0] transport/net_ib.cc:1019 NCCL WARN NET/IB : Got completion with error 12, "

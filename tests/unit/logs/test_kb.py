@@ -98,12 +98,12 @@ def test_new_codes_are_well_formed_and_do_not_shadow_check_codes():
 
 def test_every_new_code_is_used_by_a_row():
     # NCCL_SOCKET_FALLBACK is derived by the engine from what NCCL says it uses (`Using network
-    # Socket`, NET/Socket channels), never from one line: tests/test_logs_scan.py covers it.
+    # Socket`, NET/Socket channels), never from one line: tests/unit/logs/test_scan.py covers it.
     # NCCL_SINGLE_HOST likewise (nNodes 1, or every rank on one host), and LOG_ERROR_UNKNOWN is
-    # what an error line no row matches becomes (tests/test_logs_scan.py covers both).
+    # what an error line no row matches becomes (tests/unit/logs/test_scan.py covers both).
     # NCCL_PLUGIN_MISMATCH compares the hosts' net plugins, NCCL_MIXED_LINK_LAYERS the ports NCCL lists
-    # (tests/test_paste.py). A RAS report is judged whole (rdmadoctor.logs.ras) and a hang is what `run`
-    # sees (tests/test_ras.py).
+    # (tests/unit/logs/test_paste.py). A RAS report is judged whole (rdmadoctor.logs.ras) and a hang is what `run`
+    # sees (tests/unit/supervise/test_ras.py).
     used = {p.code for p in PATTERNS} | {"NCCL_SOCKET_FALLBACK", "NCCL_SINGLE_HOST", "LOG_ERROR_UNKNOWN",
                                          "NCCL_PLUGIN_MISMATCH", "NCCL_MIXED_LINK_LAYERS", "JOB_HANG",
                                          "NCCL_RAS_PROCESS_DEAD", "NCCL_RAS_RANK_MISSING", "NCCL_RAS_STRAGGLER",

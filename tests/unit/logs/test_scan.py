@@ -2,7 +2,7 @@
 
 The knowledge-base rows used here are local (``ROWS``), so these tests pin the engine's
 behaviour (ordering, linking, evidence, segments, facts) whatever rows the tables hold;
-tests/test_kb.py tests the rows themselves.
+tests/unit/logs/test_kb.py tests the rows themselves.
 """
 
 from __future__ import annotations

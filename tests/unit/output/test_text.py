@@ -190,7 +190,7 @@ def test_names_from_a_bundle_are_shown_escaped_never_obeyed(tmp_path):
     import sys
 
     bundle = tmp_path / "b"
-    shutil.copytree(os.path.join(os.path.dirname(__file__), "fixtures", "port-down"), bundle, symlinks=True)
+    shutil.copytree(os.path.join(os.path.dirname(__file__), "..", "..", "fixtures", "port-down"), bundle, symlinks=True)
     cls = bundle / "sys" / "class" / "infiniband"
     evil = "mlx5_1\x1b[2J\x1b]0;pwned\x07"
     target = os.readlink(cls / "mlx5_1")
@@ -218,7 +218,7 @@ def test_names_from_a_bundle_are_shown_escaped_never_obeyed(tmp_path):
 def test_a_socket_pool_headline_says_where_it_trains():
     """Profile tcp: the verdict is nccl.env's ("ready to train over sockets on eth0 at 25 Gb/s"),
     never "ready to train over RDMA" nor "NCCL will fall back to TCP"."""
-    fixtures = os.path.join(os.path.dirname(__file__), "fixtures")
+    fixtures = os.path.join(os.path.dirname(__file__), "..", "..", "fixtures")
     ok = subprocess.run([sys.executable, "-m", "rdmadoctor", "check", "--bundle", os.path.join(fixtures, "tcp-pool"),
                          "--profile", "tcp"], capture_output=True, text=True)
     slow = subprocess.run([sys.executable, "-m", "rdmadoctor", "check", "--bundle", os.path.join(fixtures, "tcp-pool-slow"),

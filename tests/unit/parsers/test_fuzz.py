@@ -36,11 +36,11 @@ from rdmadoctor.parsers.system import (
 )
 
 try:  # tests/ is on sys.path under pytest's default "prepend" import mode
-    import test_parsers as inline
+    from unit.parsers import test_parsers as inline
 except ImportError:  # tests/ became a package
-    from tests import test_parsers as inline
+    from tests.unit.parsers import test_parsers as inline
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "samples"
+SAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "realworld" / "samples"
 
 
 def _is_list_of(kind):

@@ -24,7 +24,7 @@ from rdmadoctor.parsers.system import (
     parse_ulimit,
 )
 
-SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "realworld" / "samples"
+SAMPLES = Path(__file__).resolve().parents[3].parent / "shared" / "realworld" / "samples"
 GiB = 1024**3
 
 

@@ -2,7 +2,7 @@
 owned-labels annotation of the wrong type, a FIFO where the NFD file was, device names with
 escape sequences and bidi controls in `topo`, and every pool of --config validated on load.
 
-Each test states the behaviour; none measures time. tests/test_metrics_server.py has item 4.
+Each test states the behaviour; none measures time. tests/unit/agent/test_metrics_server.py has item 4.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures"
 
 

@@ -2,7 +2,7 @@
 reasons, who the gang blames, and `slurm health` / `slurm prolog` against a stand-in scontrol.
 
 The stand-in (a small Python script keeping its nodes in a JSON file) is for these unit tests
-only; tests/test_slurm_real.py runs the same commands against a real slurmctld and slurmd."""
+only; tests/system/test_slurm_real.py runs the same commands against a real slurmctld and slurmd."""
 
 from __future__ import annotations
 
@@ -328,7 +328,7 @@ def test_prolog_gang_port_held_by_another_job_drains_nobody(fake):
 
 
 def test_prolog_strict_requeues_a_gang_nobody_can_be_blamed_for(fake, tmp_path, monkeypatch):
-    """The exchange itself is preflight's (tests/test_gang.py); here rank 0 gets a two-two split."""
+    """The exchange itself is preflight's (tests/unit/gang/test_gang.py); here rank 0 gets a two-two split."""
     from rdmadoctor.preflight import gang as G
     from rdmadoctor.slurm.prolog import run_prolog
 
