@@ -48,6 +48,9 @@ class Options:
     counters: Any = None
     # check --sample SECONDS: read the counters, wait, and let ib.counters judge the second read.
     sample: float | None = None
+    # The Node's labels, for a pool's `match = { labels = ... }`: `agent --publish node` reads them
+    # from its Node; None where nobody did (a labels match then fits no node, saying so).
+    node_labels: dict[str, str] | None = None
 
 
 class UsageError(Exception):
@@ -145,7 +148,9 @@ def diagnose(opts: Options, host: Host | None = None) -> Outcome:
             base = expectations.resolve(defaults, opts.profile, opts.config, None, sets)
             if host is None:
                 host = open_target(opts)
-            pool, pool_why = expectations.match_pool(rules, pool_facts(host, base))
+            facts = pool_facts(host, base)
+            facts["labels"] = opts.node_labels
+            pool, pool_why = expectations.match_pool(rules, facts)
         expect = expectations.resolve(defaults, opts.profile, opts.config, pool, sets)
     except expectations.ConfigError as e:
         raise UsageError(str(e), e.hint) from e

@@ -107,7 +107,18 @@ def run_agent(
         metrics.enable_quarantine(dry_run=quarantine == "dry-run")
     settings = Settings(interval=interval, report_file=report_file, conditions=conditions)
     settings.resync = resync_seconds(publish_mode, conditions, expiry)
-    agent = Agent(opts, publisher, metrics, log, settings, stop=stop, quarantine=actuator)
+    node_labels = None
+    if publish_mode == "node":
+        # A pool may be chosen by its Node's labels (match = { labels = ... }): direct mode has the Node at hand.
+        from rdmadoctor.publish.kube import NodePublisher
+
+        assert isinstance(publisher, NodePublisher)
+        api, name = publisher.api, publisher.node
+
+        def node_labels() -> dict:
+            return ((api.get_node(name).get("metadata") or {}).get("labels")) or {}
+
+    agent = Agent(opts, publisher, metrics, log, settings, stop=stop, quarantine=actuator, node_labels=node_labels)
 
     if once:
         try:
