@@ -35,12 +35,14 @@ _WRAPPERS = re.compile(
     r")"
 )
 _SPACE = re.compile(r"\s*+")
-# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1. Every
+# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
+# may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
+# "pod-id:num:num [3]"). Every
 # run is bounded and the host starts a word (a search never rescans a long run from each of its
 # characters); only a match near the start counts, so only a window of a long line is searched.
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
-    r"(?<![\w.-])(?P<host>[\w.-]{1,255}+):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
+    r"(?<![\w.-])(?P<host>[\w.-]{1,255}+):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
     r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _NCCL_WINDOW = 1024  # longer than any match that starts in the first 64 characters
