@@ -5,7 +5,12 @@ Wrappers come stacked in any order a pipeline made them: ``kubectl logs --prefix
 --timestamps`` puts ``[pod/NAME/CONTAINER] 2024-05-01T12:00:00.123456789Z`` in front of what the
 container printed; mpirun ``--tag-output`` puts ``[1,3]<stderr>:``; torchrun ``[default3]:``;
 PyTorch 2.2+ ``[rank3]:``; NCCL itself ``[2024-05-01 12:00:00] host:pid:tid [dev]`` (the date
-part from 2.26, NCCL_DEBUG_TIMESTAMP_FORMAT) then ``NCCL INFO`` or ``file.cc:123 NCCL WARN``.
+part from 2.26, NCCL_DEBUG_TIMESTAMP_FORMAT) then ``NCCL INFO`` or ``file.cc:123 NCCL WARN``; a
+site adds its own (Ray's ``(RayTrainWorker pid=N, ip=A)``, a ``[host:pid=N]`` tag, ``grep -r``'s
+file name, a log viewer's frame). Each is context (host, rank, time) when it is there and never a
+gate: the scan finds a row's message wherever it stands in a line, and :func:`unwrap` also gives
+the messages a sentence quotes and the settings a line of code makes (:func:`quoted`,
+:func:`settings_said`).
 """
 
 from __future__ import annotations

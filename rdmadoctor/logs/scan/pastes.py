@@ -39,7 +39,6 @@ _COMMANDS = {
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
 _JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod", "show_gids",
                              "nccl-tests", "dev_infiniband"})
-# Tool output pasted without its prompt, recognised by its first line.
 _TEST_TYPES = "float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|fp8_e4m3|fp8_e5m2"
 _TEST_ROW = (r"^\s*\d{1,19}\s+\d{1,19}\s+(?:" + _TEST_TYPES + r")\s+(?:(?:sum|prod|max|min|avg|none|mulsum)\s+)?"
              r"(?:-?\d{1,6}\s+)?\d{1,12}(?:\.\d{1,6})?\s+\d{1,12}(?:\.\d{1,6})?\s+\d{1,12}(?:\.\d{1,6})?\s")
@@ -50,6 +49,7 @@ _TEST_HEADINGS = {
     12: "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
     11: "#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error",
 }
+# Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
     (r"^\s*Infiniband device '[^']*' port \d+ status:", "ibstatus"),
