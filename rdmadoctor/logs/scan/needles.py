@@ -35,8 +35,10 @@ _FACT_NEEDLES = (
 # "Socket"`, `NCCL_IB_DISABLE: "1"`): prefix.settings_said reads each as `export NAME=value`.
 # (each with what follows the name there, so that no needle that overlaps it is lost: "NCCL_NET set by
 # environment" is found through "NET set by environment")
-_SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE'", "NCCL_IB_DISABLE:", "NCCL_IB_DISABLE ",
-                    'NCCL_NET"', "NCCL_NET'", "NCCL_NET:")
+# A name in single quotes is looked for with what follows the quote ("']", "', "): a tail of capitals
+# and quotes alone would be searched as it is, a pass over every block.
+_SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE']", "NCCL_IB_DISABLE', ", "NCCL_IB_DISABLE:", "NCCL_IB_DISABLE ",
+                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:")
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
 _HEAD_FACT_NEEDLES = ("] - NET/",
