@@ -292,7 +292,7 @@ class Pastes:
         if seg["kind"] == "nccl-tests" and not seg["prompted"] and not _test_heading(seg["lines"][0]):
             # Rows without their heading: the heading of a row with as many columns, one line above them
             # (so each row keeps its line number).
-            row = next((x.split() for x in seg["lines"] if x.strip() and not x.lstrip().startswith("#")), [])
+            row: list[str] = next((x.split() for x in seg["lines"] if x.strip() and not x.lstrip().startswith("#")), [])
             heading = _TEST_HEADINGS.get(len(row))
             if heading is None:
                 return  # not a table of a shape nccl-tests prints: nothing of it is judged
