@@ -43,6 +43,9 @@ EXPECTED: dict[str, dict] = {
         "where_subject": {"mlx_x:1": ("host-01.example.com", "2026-03-13 22:26:02")}},
     "nccl-925-ibv-title.txt": {"codes": {"NCCL_IB_MODIFY_QP_FAILED"}},
     "nccl-342-shm-colon.txt": {"codes": {"NCCL_SHM_FAILED"}},
+    "nccl-1170-title-paraphrase.txt": {"codes": {"NCCL_IB_COMPLETION_ERROR"},
+                                       "subjects": {"NCCL_IB_COMPLETION_ERROR": ["IBV_WC_RETRY_EXC_ERR"]}},
+    "kubernetes-91892-warn-in-sentence.txt": {"codes": {"VERBS_LIB_MISSING"}},
     # after a site's own prefix
     "ray-11675-actor-prefix.txt": {"codes": {"NCCL_REG_MR_FAILED"},
                                    "where": {"NCCL_REG_MR_FAILED": ("ray-default-worker-5ee698a00", None)}},

@@ -1160,7 +1160,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Got completion",
         # status 0 is success: only a debug build's TRACE prints it, never a failure. The 2.29 INFO
         # line `Got completion with error (devIndex=...` repeats the WARN that follows it: not taken.
-        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
+        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?(?:with )?(?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
               r"(?:.*?vendor[ _]err[ =](?P<vendor>\d+))?(?:.*? hca (?P<hca>\S+))?",
         subject="status {status} {status_name}{vendor_note}",
         message="An RDMA work request{where} completed with status {status} ({status_name}) instead of success: "
