@@ -163,9 +163,16 @@ def test_site_prefixes_are_context(line: str, host: str, time: str | None) -> No
     assert (ev["host"], ev["time"]) == (host, time), ev
 
 
+def test_vllm_worker_prefix_gives_the_rank() -> None:
+    d = diagnose_bytes(b"(VllmWorker rank=3 pid=617) gpu-7:617:2799 [3] " + WC.encode() + b"\n")
+    ev = next(f for f in d.findings if f.code == "NCCL_IB_COMPLETION_ERROR").data["evidence"][0]
+    assert (ev["host"], ev["rank"]) == ("gpu-7", 3), ev
+
+
 @pytest.mark.parametrize("line,code", [
     ('os.environ["NCCL_IB_DISABLE"] = "1"', "NCCL_IB_DISABLED_BY_ENV"),
     ("os.environ.setdefault('NCCL_NET', 'Socket')", "NCCL_IB_DISABLED_BY_ENV"),
+    ("os.environ['NCCL_IB_DISABLE'] = '1'", "NCCL_IB_DISABLED_BY_ENV"),
     ('        - {"name": "NCCL_IB_DISABLE", "value": "1"}', "NCCL_IB_DISABLED_BY_ENV"),
     ('      NCCL_IB_DISABLE: "1"', "NCCL_IB_DISABLED_BY_ENV"),
     ("  - NCCL_NET=Socket", "NCCL_IB_DISABLED_BY_ENV"),

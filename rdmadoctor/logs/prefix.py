@@ -28,11 +28,11 @@ _WRAPPERS = re.compile(
     r"|\[(?P<job>\d{1,6}),(?P<mpirank>\d{1,6})\]<(?:stdout|stderr)>:"  # mpirun --tag-output
     r"|\[(?:default|rank)(?P<trank>\d{1,6})\]:"  # torchrun --tee / PyTorch 2.2+
     # A site's own prefixes before NCCL's (issue 30): Ray's actor prefix "(RayTrainWorker pid=123,
-    # ip=10.0.0.1)" and "(pid=123)"; a "[host:pid=N]" or "[host:N]" tag; a bracketed time
-    # "[2024-05-01 12:00:00]" or "[12:00:00.123]"; `grep -r`'s file name ("logs/rank-3.log:" with
-    # its line number after -n); a log viewer's box characters. Context, never a gate: a line
-    # without them reads the same.
-    r"|\((?:[\w.-]{1,64} )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
+    # ip=10.0.0.1)" and "(pid=123)", vLLM's "(VllmWorker rank=1 pid=123)"; a "[host:pid=N]" or
+    # "[host:N]" tag; a bracketed time "[2024-05-01 12:00:00]" or "[12:00:00.123]"; `grep -r`'s file
+    # name ("logs/rank-3.log:" with its line number after -n); a log viewer's box characters.
+    # Context, never a gate: a line without them reads the same.
+    r"|\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
     r"|\[(?P<taghost>[A-Za-z][\w.-]{0,252}):(?:pid=)?(?P<tagpid>\d{1,9})\]:?"
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^\]]{0,16}|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\]"
     r"|[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?"
@@ -90,6 +90,8 @@ def split(line: str) -> tuple[str, Meta]:
             rank = int(m.group("trank"))
         elif m.group("raypid"):
             pid = pid or m.group("raypid")  # (its ip is not a host name: the hosts NCCL names are counted)
+            if m.group("vrank") and rank is None:  # vLLM's "(VllmWorker rank=1 pid=123)"
+                rank = int(m.group("vrank"))
         elif m.group("taghost"):
             host, pid = host or m.group("taghost"), pid or m.group("tagpid")
         elif m.group("bts") and "-" in m.group("bts"):  # (a time without its date orders nothing)
