@@ -27,18 +27,25 @@ _WRAPPERS = re.compile(
     r"|(?P<iso>" + _ISO + r")"  # kubectl --timestamps
     r"|\[(?P<job>\d{1,6}),(?P<mpirank>\d{1,6})\]<(?:stdout|stderr)>:"  # mpirun --tag-output
     r"|\[(?:default|rank)(?P<trank>\d{1,6})\]:"  # torchrun --tee / PyTorch 2.2+
+    r")"
+)
+_SITE = re.compile(
+    r"(?:"
     # A site's own prefixes before NCCL's (issue 30): Ray's actor prefix "(RayTrainWorker pid=123,
     # ip=10.0.0.1)" and "(pid=123)", vLLM's "(VllmWorker rank=1 pid=123)"; a "[host:pid=N]" or
     # "[host:N]" tag; a bracketed time "[2024-05-01 12:00:00]" or "[12:00:00.123]"; `grep -r`'s file
     # name ("logs/rank-3.log:" with its line number after -n); a log viewer's box characters.
     # Context, never a gate: a line without them reads the same.
-    r"|\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
+    r"\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
     r"|\[(?P<taghost>[A-Za-z][\w.-]{0,252}):(?:pid=)?(?P<tagpid>\d{1,9})\]:?"
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^\]]{0,16}|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\]"
-    r"|[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?"
+    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?)"
     r"|[\u2502\u2503|]"
     r")"
 )
+# What a site's prefix starts with: _SITE is tried only there (or where a file name may end before
+# the first colon), so a line of NCCL's own pays one regex call for its wrappers, as before.
+_SITE_FIRST = frozenset("([|\u2502\u2503")
 _SPACE = re.compile(r"\s*+")
 # NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
 # may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
@@ -72,15 +79,33 @@ class Meta:
     loc: str | None = None  # NCCL's source file and line of a WARN ("transport/nvls.cc:598")
 
 
+def _file_before_colon(line: str, start: int) -> bool:
+    """May ``line`` start with a file name at ``start`` (a dot before the first colon)?"""
+    colon = line.find(":", start, start + 262)
+    return colon > 0 and line.find(".", start, colon) >= 0
+
+
 def split(line: str) -> tuple[str, Meta]:
     """``line`` -> (the message without its wrappers, who printed it). Never raises."""
     pos, pod, rank, ts = 0, None, None, None
     host = pid = None  # a site's prefix may name them; NCCL's own prefix wins
     for _ in range(6):  # a pipeline stacks a few wrappers, never many
-        m = _WRAPPERS.match(line, _SPACE.match(line, pos).end())  # type: ignore[union-attr]
+        start = _SPACE.match(line, pos).end()  # type: ignore[union-attr]
+        m = _WRAPPERS.match(line, start)
+        if m is None and start < len(line) and (line[start] in _SITE_FIRST or _file_before_colon(line, start)):
+            m = _SITE.match(line, start)
         if m is None or m.end() == pos:
             break
-        if m.group("pod"):
+        if m.re is _SITE:
+            if m.group("raypid"):
+                pid = pid or m.group("raypid")  # (its ip is not a host name: the hosts NCCL names are counted)
+                if m.group("vrank") and rank is None:  # vLLM's "(VllmWorker rank=1 pid=123)"
+                    rank = int(m.group("vrank"))
+            elif m.group("taghost"):
+                host, pid = host or m.group("taghost"), pid or m.group("tagpid")
+            elif m.group("bts") and "-" in m.group("bts"):  # (a time without its date orders nothing)
+                ts = ts or m.group("bts")
+        elif m.group("pod"):
             pod = m.group("pod")
         elif m.group("iso"):
             ts = ts or m.group("iso")
@@ -88,14 +113,6 @@ def split(line: str) -> tuple[str, Meta]:
             rank = int(m.group("mpirank"))
         elif m.group("trank"):
             rank = int(m.group("trank"))
-        elif m.group("raypid"):
-            pid = pid or m.group("raypid")  # (its ip is not a host name: the hosts NCCL names are counted)
-            if m.group("vrank") and rank is None:  # vLLM's "(VllmWorker rank=1 pid=123)"
-                rank = int(m.group("vrank"))
-        elif m.group("taghost"):
-            host, pid = host or m.group("taghost"), pid or m.group("tagpid")
-        elif m.group("bts") and "-" in m.group("bts"):  # (a time without its date orders nothing)
-            ts = ts or m.group("bts")
         pos = m.end()
         if pos < len(line) and line[pos] == " ":
             pos += 1
@@ -139,7 +156,7 @@ _QUOTE_SPAN = re.compile(
     "|\u300c([^\u300c\u300d]{8,4096})\u300d"
     "|\u00ab([^\u00ab\u00bb]{8,4096})\u00bb"
 )
-_QUOTES = ('"', "\u201c", "\u201d", "\u201e", "\u2018", "'", "\u300c", "\u00ab")
+_WIDE_QUOTE = re.compile("[\u201c\u201d\u201e\u2018\u300c\u00ab]")
 # What a writer puts after a quoted message: a full stop, a comma, a closing quote or bracket (the
 # reader also tries a message without them, see scan.matching).
 TRAILING = " \t.,;:!?\"'\u201c\u201d\u2019\u300d\u00bb)\u3002\uff0c\uff1b"
@@ -175,7 +192,7 @@ def settings_said(line: str) -> tuple[str, ...]:
 
 def quoted(line: str) -> tuple[str, ...]:
     """The messages a sentence quotes (more than one word each), without what ends the sentence."""
-    if not any(q in line for q in _QUOTES):
+    if '"' not in line and "'" not in line and (line.isascii() or _WIDE_QUOTE.search(line) is None):
         return ()
     out = []
     for m in _QUOTE_SPAN.finditer(line):

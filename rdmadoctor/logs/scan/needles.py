@@ -142,8 +142,10 @@ class _Tables:
         self.regex = _Compiled({p.id: p.regex for p in patterns})
         literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
                     | set(_HEAD_FACT_NEEDLES) | set(_SETTING_NEEDLES))
-        alts = [re.escape(n) for n in sorted(literals, key=len, reverse=True)]
-        self.line_needles = re.compile("|".join(alts))
+        # Trie-shaped, as the scan's: a position of a line tries one branch per character, not every
+        # needle (a line's needles are found by it once per candidate line); the longest needle at a
+        # position wins, as it did in an alternation sorted by length.
+        self.line_needles = re.compile(_trie(sorted(literals)))
         # A trie-shaped pattern: a position tries one branch per character, not every needle.
         self.verify = re.compile(_trie(sorted(literals)).encode())
         # The scan over the bytes: each needle is found through its anchor, the part of it that
