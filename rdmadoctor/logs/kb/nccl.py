@@ -738,7 +738,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_IB_NO_DEVICE.code,
         explains_fallback=True,
         severity=WARNING,
-        needle="NET/IB : No device found.",
+        needle="No device found",
         regex=r"NET/IB : No device found\.",
         subject="NET/IB",
         message="NCCL's IB transport found no usable RDMA device (no verbs device, no ACTIVE port, or NCCL_IB_HCA "
@@ -781,7 +781,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=DEV_UVERBS_MISSING,
         explains_fallback=True,
         severity=WARNING,
-        needle="NET/IB : Unable to open device",
+        needle="Unable to open device",
         regex=r"NET/IB : Unable to open device (?P<dev>\S+)",
         subject="{dev}",
         message="NCCL could not open RDMA device {dev} (ibv_open_device failed), so it skips it; the device's "
@@ -812,7 +812,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="nccl.ib_no_ip_interface",
         code=NCCL_NO_SOCKET_INTERFACE.code,
         severity=ERROR,
-        needle="NET/IB : No IP interface found.",
+        needle="No IP interface found",
         regex=r"NET/IB : No IP interface found\.",
         subject="NET/IB",
         message="NCCL's IB transport found no IP interface for its out-of-band connection, so it cannot use RDMA; "
@@ -1269,7 +1269,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Got completion",
         # status 0 is success: only a debug build's TRACE prints it, never a failure. The 2.29 INFO
         # line `Got completion with error (devIndex=...` repeats the WARN that follows it: not taken.
-        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
+        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?(?:with )?(?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
               r"(?:.*?vendor[ _]err[ =](?P<vendor>\d+))?(?:.*? hca (?P<hca>\S+))?",
         subject="status {status} {status_name}{vendor_note}",
         message="An RDMA work request{where} completed with status {status} ({status_name}) instead of success: "
