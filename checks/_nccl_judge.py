@@ -326,7 +326,7 @@ def _judge_iwarp(facts: NcclFacts) -> list[Finding]:
     ]
 
 
-def gid_index_problem(subject: str, gids, idx: int) -> tuple[str | None, int | None]:  # noqa: ANN001
+def gid_index_problem(subject: str, gids, idx: int) -> tuple[str | None, int | None]:
     """GID ``idx`` of a RoCE port (``subject``, its ``gids``) as NCCL_IB_GID_INDEX would use it: what is wrong
     with it (None: a routable RoCE v2 GID), and the index of the port's RoCE v2 IPv4 GID (None: it has none).
     The node check and a log's setting against a pasted GID table (checks/logs.py) judge it alike."""

@@ -226,7 +226,7 @@ def _pci_id(host, dev_path: str) -> str | None:
     return f"{ids[0][2:].lower()}:{ids[1][2:].lower()}"
 
 
-def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]
+def parse_ibstat_runs(text: str):  # Parsed[list[RdmaDevice]]
     """ibstat output read past an ``ibpanic`` line, one run of the parser per piece.
 
     ``ibstat mlx5_an0`` panics on a device it cannot stat (Azure's accelerated-networking NIC:
@@ -318,7 +318,7 @@ def _from_tools(host) -> RdmaInventory | None:
     return RdmaInventory(tuple(devices), source, sysfs=False, warnings=tuple(warnings))
 
 
-def gid_of(row) -> Gid:  # noqa: ANN001
+def gid_of(row) -> Gid:
     """One `show_gids` row (parsers.netdev.GidRow) as the GID the checks judge (sysfs's type names)."""
     return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower()), row.netdev, row.ipv4)
 

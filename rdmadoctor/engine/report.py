@@ -135,7 +135,7 @@ def build(
     runtime_host = None
     try:
         runtime_host = host.runtime.hostname
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the report still renders, without the hostname
         pass
     report = {
         "schema": SCHEMA,

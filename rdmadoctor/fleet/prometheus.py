@@ -332,7 +332,7 @@ def _fetch(full: str, auth: Auth | None, timeout: float, max_bytes: int, stop: t
     import urllib.request
 
     class Refuse(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
             raise PrometheusError(f"Prometheus at {full.split('/api/')[0]} answered HTTP {code}, a redirect to "
                                   f"{str(newurl)[:120]}; rdmadoctor does not follow redirects (they could carry the credentials elsewhere)",
                                   "give --prometheus the address the redirect names")

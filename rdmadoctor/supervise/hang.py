@@ -316,7 +316,7 @@ class HangWatch:
         if self.host_factory is not None:
             try:
                 ports = read_ports(self.host_factory())
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - the hang report still names the rest
                 lines.append(f"could not read its ports: {type(e).__name__}: {e}")
         if ports:
             changed = port_changes(self._ports_at_start or {}, ports, self._left)
