@@ -411,10 +411,6 @@ def transport_of(dev: RdmaDevice, port: Port) -> str | None:
     return IWARP if is_rnic(dev) else ROCE
 
 
-def is_iwarp(dev: RdmaDevice, port: Port) -> bool:
-    return transport_of(dev, port) == IWARP
-
-
 def ignored(dev: RdmaDevice, port: Port | None, expect: dict) -> bool:
     names = set(expect.get("ignore_ports") or ())
     if dev.name in names or (port is not None and port_subject(dev, port) in names):

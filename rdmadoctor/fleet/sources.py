@@ -222,11 +222,6 @@ def _decode_all(text: str, where: str) -> Iterator[Any]:
             yield doc
 
 
-def documents(text: str, where: str) -> Iterator[Any]:
-    """Every JSON document in ``text`` (see _decode_all)."""
-    return _decode_all(text, where)
-
-
 def stream_documents(stream: IO[str], where: str, max_document: int = MAX_DOCUMENT_BYTES,
                      max_total: int = MAX_STDIN_BYTES) -> Iterator[Any]:
     """The JSON documents of a stream read a chunk at a time: what is not JSON is named at its
