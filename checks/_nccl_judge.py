@@ -42,10 +42,9 @@ from rdmadoctor.checks._nccl_rules import (
     select_hcas,
     select_interfaces,
 )
+from rdmadoctor.checks._rdma import ROCE_V2
 from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Finding, PodChange
 from rdmadoctor.core.words import count
-
-ROCE_V2 = "RoCE v2"  # a GID's type as sysfs spells it (gid_attrs/types/<n>)
 
 
 def _yaml_env(name: str, value: str) -> str:

@@ -320,7 +320,7 @@ def _from_tools(host) -> RdmaInventory | None:
 
 def gid_of(row) -> Gid:
     """One `show_gids` row (parsers.netdev.GidRow) as the GID the checks judge (sysfs's type names)."""
-    return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower()), row.netdev, row.ipv4)
+    return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": ROCE_V2}.get((row.version or "").lower()), row.netdev, row.ipv4)
 
 
 def _merge(base: list[RdmaDevice], extra: list[RdmaDevice]) -> list[RdmaDevice]:
@@ -380,6 +380,7 @@ def port_subject(dev: RdmaDevice, port: Port) -> str:
 # the same number to transport_type IBV_TRANSPORT_IWARP, which `ibv_devinfo` prints as
 # "transport: iWARP (1)" and `ibstat` as the CA type "iWARP RNIC".
 INFINIBAND, ROCE, IWARP = "InfiniBand", "RoCE", "iWARP"
+ROCE_V2 = "RoCE v2"  # a GID's type as sysfs spells it (gid_attrs/types/<n>)
 # Kernel drivers that only ever register iWARP devices (Chelsio T4-T7, soft iWARP). irdma and
 # qedr register RoCE or iWARP depending on the port's mode, so only node_type tells for them.
 IWARP_ONLY_DRIVERS = frozenset({"cxgb4", "iw_cxgb4", "siw"})

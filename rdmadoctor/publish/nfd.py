@@ -35,6 +35,7 @@ from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
 from rdmadoctor.core import words
+from rdmadoctor.publish import fsutil
 from rdmadoctor.publish.base import (
     DEFAULT_FEATURES_DIR,
     FEATURE_FILE,
@@ -44,7 +45,6 @@ from rdmadoctor.publish.base import (
     parse_rfc3339,
     rfc3339,
 )
-from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
 MAX_FILE_BYTES = 65536
@@ -108,11 +108,11 @@ def needs_write(old: str | None, body: str, now: float, window: float) -> bool:
     return left < window / 2 or left > window + 60
 
 
-def write_atomic(directory: str | os.PathLike, name: str, data: bytes) -> Path:
-    """Write ``directory/name`` so a reader sees the old content or the new, never a mix (the
-    temp file is a dot-file, which NFD ignores)."""
+def write_feature_file(directory: str | os.PathLike, name: str, data: bytes) -> Path:
+    """Write the feature file ``directory/name`` so a reader sees the old content or the new,
+    never a mix (fsutil.write_atomic; its temp file is a dot-file, which NFD ignores)."""
     target = Path(directory) / name
-    _write_atomic(target, data)
+    fsutil.write_atomic(target, data)
     return target
 
 
@@ -225,7 +225,7 @@ class NfdPublisher(Publisher):
             return []
         _remove_stale_temps(d, self.name, now)
         try:
-            write_atomic(d, self.name, text.encode())
+            write_feature_file(d, self.name, text.encode())
         except OSError as e:
             raise _dir_error(self.features_dir, e) from e
         self.summary = f"wrote {words.count(count, 'label')} to {self.path} (expiry {expires})"
