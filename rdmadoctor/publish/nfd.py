@@ -35,7 +35,6 @@ from typing import IO, Callable
 
 from rdmadoctor.core import labels as L
 from rdmadoctor.core import words
-from rdmadoctor.publish import fsutil
 from rdmadoctor.publish.base import (
     DEFAULT_FEATURES_DIR,
     FEATURE_FILE,
@@ -45,6 +44,7 @@ from rdmadoctor.publish.base import (
     parse_rfc3339,
     rfc3339,
 )
+from rdmadoctor.publish.fsutil import write_atomic as _write_atomic
 
 # source/local/local.go MaxFeatureFileSize: a larger file is skipped whole.
 MAX_FILE_BYTES = 65536
@@ -112,7 +112,7 @@ def write_feature_file(directory: str | os.PathLike, name: str, data: bytes) -> 
     """Write the feature file ``directory/name`` so a reader sees the old content or the new,
     never a mix (fsutil.write_atomic; its temp file is a dot-file, which NFD ignores)."""
     target = Path(directory) / name
-    fsutil.write_atomic(target, data)
+    _write_atomic(target, data)
     return target
 
 
