@@ -402,7 +402,7 @@ def transport_of(dev: RdmaDevice, port: Port) -> str | None:
     """InfiniBand, RoCE or iWARP; None when the link layer (or, on Ethernet, the node type) is unknown.
 
     An Ethernet port of a CA whose node type was not recorded (a pasted `ibv_devinfo` without its
-    transport line) is taken as RoCE, as every check before this one did; an iWARP driver (cxgb4,
+    transport line) is taken as RoCE, the usual Ethernet RDMA transport; an iWARP driver (cxgb4,
     siw) or device name still says iWARP."""
     ll = port.link_layer
     if ll == "InfiniBand":

@@ -441,7 +441,7 @@ class _Spill:
 
             try:
                 self._f = tempfile.TemporaryFile(prefix="rdmadoctor-bundle-")
-            except OSError:  # a read-only /tmp: the old way, in memory (at most MAX_BUNDLE)
+            except OSError:  # a read-only /tmp: kept in memory instead (at most MAX_BUNDLE)
                 self._mem = bytearray()
         if self._f is not None:
             try:
