@@ -144,7 +144,7 @@ def diagnose(opts: Options, host: Host | None = None) -> Outcome:
         sets = expectations.parse_set(opts.sets)
         rules = expectations.pool_rules(opts.config) if opts.config and not opts.pool else []
         if rules:
-            # One DaemonSet for every pool: the node's own facts pick its table (issue 32 item 3).
+            # One DaemonSet for every pool: the node's own facts pick its table.
             base = expectations.resolve(defaults, opts.profile, opts.config, None, sets)
             if host is None:
                 host = open_target(opts)

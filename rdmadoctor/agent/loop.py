@@ -157,7 +157,7 @@ class Agent:
         try:
             self._read_node_labels()
             diag = self.diagnose(self.opts)
-        except Exception as e:  # noqa: BLE001 - a broken cycle must not end the agent
+        except Exception as e:  # a broken cycle must not end the agent
             if strict and isinstance(e, UsageError):
                 raise
             why = str(e) if isinstance(e, (UsageError, NodeLabelsUnread)) else f"{type(e).__name__}: {e}"

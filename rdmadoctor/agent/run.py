@@ -218,7 +218,7 @@ def _guarded(agent: Agent, log: Log, stop: threading.Event) -> Callable[[], None
         while not stop.is_set():
             try:
                 agent.run()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a bug in the loop must not end the agent
                 agent.last_error = f"agent loop: {type(e).__name__}: {e}"
                 log.error("agent loop failed; restarting it", error=agent.last_error)
                 stop.wait(min(agent.s.interval, 10.0))
@@ -238,5 +238,5 @@ def _close(publisher: Any, log: Log) -> None:
         close = getattr(publisher, "close", None)
         if close is not None:
             close()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the agent is stopping: say so and go on
         log.warning("closing the publisher failed", error=f"{type(e).__name__}: {e}")

@@ -479,7 +479,7 @@ def match_pool(rules: list[tuple[str, dict[str, Any]]], facts: dict[str, Any]) -
 def _check_pools(file_data: dict[str, Any], config: str, known: dict[str, Expect]) -> None:
     """Every pool of the config, not only the one selected: one ConfigMap serves every node pool
     of a DaemonSet, and a typo in another pool's table must fail here, on every node, not when
-    that pool's nodes read it (issue 21)."""
+    that pool's nodes read it."""
     pools = file_data.get("pools", {})
     if not isinstance(pools, dict):
         raise ConfigError(

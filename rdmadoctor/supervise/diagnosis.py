@@ -237,4 +237,3 @@ def fallback_reason(diagnoser: Any) -> str | None:
         return diagnoser.fallback_reason()
     except Exception:  # noqa: BLE001 - a missing reason never stops the job's output
         return None
-    return None

@@ -2136,7 +2136,7 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
-# ---- Sockets (2.23-2.30), GCP's socket plugins, and NCCL 2.30's new WARNs (issue 30) ------------------
+# ---- Sockets (2.23-2.30), GCP's socket plugins, and NCCL 2.30's new WARNs --------------------------
 # Kept apart from the rows above so that additions there and here do not touch the same lines.
 
 NCCL_NET_COUNT_MISMATCH = Code(

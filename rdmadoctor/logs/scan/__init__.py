@@ -207,7 +207,7 @@ def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
     return d.finish()
 
 
-def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:  # noqa: ANN001
+def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:
     """Every path (``-``: stdin) read in chunks; a path that cannot be read is an error of its own."""
     d = Diagnoser(**kw)
     for path in paths:

@@ -34,7 +34,7 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     ".cc:", ".c:", ".cu:")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 
-# The error lines read even when no row knows them (issue 15: an error the knowledge base does not
+# The error lines read even when no row knows them (an error the knowledge base does not
 # know is still an error): NCCL's results as PyTorch names them, and the last line of a traceback.
 _NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
                           r"|RemoteError))\b")

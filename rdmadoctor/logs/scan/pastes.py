@@ -62,7 +62,7 @@ _HEADERS = (
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
-    # Without a header or a prompt (issue 16): `df -h | grep shm` rows, `ulimit -a` and its lines.
+    # Without a header or a prompt: `df -h | grep shm` rows, `ulimit -a` and its lines.
     (r"^\s*\S+\s+(?:\S+\s+)?\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d{1,3}%\s+/dev/shm\s*$", "df"),
     (r"^\s*(?:sudo\s+)?ulimit\s+-[aHSl]{1,3}\s*$", "ulimit"),
     (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
