@@ -209,7 +209,7 @@ class Agent:
             return
         try:
             labels = self.node_labels()
-        except Exception as e:  # noqa: BLE001 - PublishError, or anything the client raised
+        except Exception as e:  # PublishError, or anything the client raised
             why = f"{type(e).__name__}: {e}" if not str(e) else str(e)
             if self.opts.node_labels is None:
                 raise NodeLabelsUnread(
