@@ -142,6 +142,8 @@ def main() -> int:
     for row in rows:
         bare = next((r for r in rows if r["kind"] == row["kind"] and r["mode"] == "bare"), None)
         row["vs_bare"] = round(row["write_s"] / bare["write_s"], 2) if bare and bare["write_s"] > 0 else None
+        pipe = next((r for r in rows if r["kind"] == row["kind"] and r["mode"] == "pipe"), None)
+        row["vs_pipe"] = round(row["write_s"] / pipe["write_s"], 2) if pipe and pipe["write_s"] > 0 else None
         row["mb_per_s"] = round(row["bytes"] / 1e6 / row["write_s"], 1) if row["write_s"] > 0 else None
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     if args.json:
@@ -149,13 +151,13 @@ def main() -> int:
         return 0
     print(f"median of {args.repeat}; load average {load:.2f} (other work on the machine slows every column)"
           if load is not None else f"median of {args.repeat}")
-    print(f"{'workload':8} {'mode':12} {'MB':>6} {'job write s':>12} {'MB/s':>8} {'x bare':>7} {'exit delay s':>13} {'(max)':>7} {'status':>6}")
+    print(f"{'workload':8} {'mode':12} {'MB':>6} {'job write s':>12} {'MB/s':>8} {'x bare':>7} {'x pipe':>7} {'exit delay s':>13} {'(max)':>7} {'status':>6}")
     for r in rows:
         delay = "-" if r["exit_delay_s"] is None else f"{r['exit_delay_s']:.3f}"
         worst = "-" if r.get("exit_delay_max_s") is None else f"{r['exit_delay_max_s']:.3f}"
         print(f"{r['kind']:8} {r['mode']:12} {r['bytes'] / 1e6:>6.1f} {r['write_s']:>12.3f} {r['mb_per_s'] or 0:>8.1f} "
-              f"{r['vs_bare'] or 0:>7.2f} {delay:>13} {worst:>7} {r['code']:>6}")
-    print("job write s: the child's first write to its last write returning; x bare: that over the bare run's; "
+              f"{r['vs_bare'] or 0:>7.2f} {r['vs_pipe'] or 0:>7.2f} {delay:>13} {worst:>7} {r['code']:>6}")
+    print("job write s: the child's first write to its last write returning; x bare, x pipe: that over the bare run's, the pipe run's; "
           "exit delay: the child's exit to rdmadoctor's")
     return 0
 
