@@ -26,6 +26,13 @@ throughput; the ratio to ``bare`` is what rdmadoctor costs the job), and for ``r
 the exit delay: from the child's exit to rdmadoctor's (for ``run``, to run_job's return; for
 ``cli``, to the process's end, interpreter shutdown included). Each figure is the median of
 ``--repeat`` runs. rdmadoctor's output goes to /dev/null. --json prints the figures as JSON.
+
+``--gil`` measures instead what the diagnosis thread costs the copy loop in Python's lock, apart
+from the CPU: a loop of the syscalls a copy makes (each gives the lock up and takes it back),
+three a turn, each turn copying 1 MB of WARN lines to /dev/null and handing it to the diagnosis,
+for 3 s, in a fresh process each: without a diagnosis, with the diagnosis reading as fast as it
+can (POUR_S = 0) and as `run` reads (giving way between slices while output pours). It prints
+the MB a second copied for each.
 """
 
 from __future__ import annotations
@@ -118,6 +125,48 @@ def one(mode: str, kind: str, args: argparse.Namespace, tmp: Path) -> dict:
     return row
 
 
+GIL_PROBE = textwrap.dedent("""\
+    import os, random, sys, time
+    from rdmadoctor.logs import Diagnoser
+    from rdmadoctor.supervise import diagnosis
+    rng = random.Random(33)
+    words = [bytes(rng.choice(b"abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(4096)]
+    batch = b"".join(b"node%d:%d:%d [0] enqueue.cc:123 NCCL WARN %s\\n" % (i % 64, 4000, i, b" ".join(rng.choices(words, k=400))[:2000])
+                     for i in range(512))
+    mode = sys.argv[1]
+    if mode == "eager":
+        diagnosis.POUR_S = 0.0
+    d = diagnosis.Diagnosing(Diagnoser()) if mode != "none" else None
+    null = os.open(os.devnull, os.O_WRONLY)
+    r, w = os.pipe()
+    small = b"x" * 4096
+    n, t0 = 0, time.monotonic()
+    while time.monotonic() - t0 < 3.0:  # a copy loop's turn: poll, read, write (each gives the lock up)
+        os.write(w, small); os.read(r, 65536); os.write(null, batch)
+        n += 1
+        if d is not None:
+            d.feed(batch, "job")
+    print(round(n * len(batch) / 1e6 / (time.monotonic() - t0)))
+""")
+
+
+def gil(args: argparse.Namespace) -> int:
+    names = {"none": "no diagnosis", "eager": "diagnosis, never giving way", "run": "diagnosis as run reads (gives way)"}
+    got: dict[str, list[int]] = {m: [] for m in names}
+    for _ in range(args.repeat):
+        for mode in names:
+            out = subprocess.run([sys.executable, "-c", GIL_PROBE, mode], capture_output=True, text=True, check=True,
+                                 timeout=args.timeout)
+            got[mode].append(int(out.stdout.split()[-1]))
+    rows = {m: statistics.median(v) for m, v in got.items()}
+    if args.json:
+        print(json.dumps({"gil": rows, "runs": got}, indent=2))
+        return 0
+    for mode, name in names.items():
+        print(f"{name:40} {rows[mode]:>10.0f} MB/s copied  (runs: {', '.join(str(v) for v in got[mode])})")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mb", type=float, default=40.0, help="MB the warn and steps workloads write (default 40)")
@@ -127,7 +176,10 @@ def main() -> int:
     ap.add_argument("--modes", default="bare,pipe,passthrough,run,cli", help="configurations (default bare,pipe,passthrough,run,cli)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds one run may take (default 600)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--gil", action="store_true", help="the copy loop's rate with and without the diagnosis thread, apart from the job")
     args = ap.parse_args()
+    if args.gil:
+        return gil(args)
     rows = []
     with tempfile.TemporaryDirectory() as d:
         for kind in args.kinds.split(","):
