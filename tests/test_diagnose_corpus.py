@@ -127,8 +127,8 @@ def test_gcp_plugins_are_the_designed_transport(name: str) -> None:
 
 # Lines shaped like a failure that no row knows (the shapes issue 30 lists: a signal banner cut before its
 # signal line, "cannot", "fatal", "no ... found", a non-zero exit). Written here to stand for each shape. Each
-# reads today as "nothing to judge": a silent pass the scan's unknown-error reader must turn into
-# LOG_ERROR_UNKNOWN with the line quoted.
+# read as "nothing to judge" until the scan's unknown-error reader (rdmadoctor/logs/scan/errors.py,
+# _failure_shape) made it LOG_ERROR_UNKNOWN with the line quoted.
 FAILURE_SHAPES = [
     "[node1:12345] *** Process received signal ***",
     "cannot create cq",
