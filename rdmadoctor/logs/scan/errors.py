@@ -114,7 +114,7 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
         return None
     for rx, symptom in ((_ROOT_SHAPE, False), (_END_SHAPE, True)):
         for m in rx.finditer(line):
-            kind = m.lastgroup if m.lastgroup not in ("rc", "rc2") else "exit"
+            kind = m.lastgroup if m.lastgroup not in (None, "rc", "rc2") else "exit"
             if kind == "exit":
                 rc = m.group("rc") or m.group("rc2")
                 if rc is not None and int(rc) == 0:
@@ -124,7 +124,7 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
                     continue
             elif _NONE_BEFORE.search(line, max(0, m.start() - 12), m.start()) or _NONE_AFTER.match(line, m.end()):
                 continue
-            label = {"found": "not found", "exit": "exit status"}.get(kind, kind)  # type: ignore[arg-type]
+            label = {"found": "not found", "exit": "exit status"}.get(kind, kind)
             return (label, body, symptom)
     return None
 
