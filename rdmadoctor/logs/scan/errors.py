@@ -2,7 +2,9 @@
 
 An NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL result name, NCCL's error trace
 (``misc/socket.cc:505 -> 2`` up to the API) and a Python traceback's last line are errors even when
-no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR_UNKNOWN. The lines
+no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR_UNKNOWN. So is any
+other program's line shaped like a failure (``_failure_shape``: fatal, abort, failed, error, cannot, a
+signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
 ``_follow`` and ``_tb``).
 """
