@@ -531,7 +531,46 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:
             # The judges name their source ("not in cmd/lsmod.txt"): here that is the paste.
             message = re.sub(r"\bcmd/[\w.-]+\.txt\b", "the pasted output", f.message)
             out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {message}", data=data)
+    for f in _gids_empty(diag):
+        out.setdefault((f.code, f.subject), f)
     return list(out.values())
+
+
+_IBV_DEVICES_ROW = re.compile(r"^\s{0,16}([A-Za-z][\w.-]{0,63})\s{1,40}([0-9a-fA-F]{16})\s*$", re.MULTILINE)
+
+
+def _gids_empty(diag) -> list[Finding]:
+    """A `show_gids` that lists no GID at all (`n_gids_found=0`) beside a device list (`ibv_devices`, ibstat,
+    ibv_devinfo, `rdma link`) that shows RDMA devices (issue 30: a silent pass before): the devices are there
+    and no port has an address a peer could reach (in a pod: no RDMA netdev in its network namespace, a CNI
+    such as calico's that gives none; on a node: ports without an IP). Nothing can connect over RDMA."""
+    tables = [seg for seg in diag.segments if seg.kind == "show_gids" and re.search(r"n_gids_found=0\b", seg.text)]
+    if not tables:
+        return []
+    from rdmadoctor.parsers.netdev import parse_show_gids
+
+    seg = tables[0]
+    if parse_show_gids(seg.text).value:
+        return []
+    devices: list[str] = []
+    for other in diag.segments:
+        names = ([m.group(1) for m in _IBV_DEVICES_ROW.finditer(other.text)] if other.kind == "ibv_devices"
+                 else [d.name for d in _port_list(other.kind, other.text)] if other.kind in _PORT_FILES else [])
+        devices += [n for n in names if n not in devices and n != "device"]
+    if not devices:
+        return []
+    lines = seg.text.split("\n")
+    at = next((i for i, x in enumerate(lines) if "n_gids_found" in x), 0)
+    ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
+    shown = ", ".join(devices[:8]) + (", ..." if len(devices) > 8 else "")
+    return [Finding(ROCE_NO_V2_GID.code, ERROR, shown,
+                    f"pasted `show_gids` output lists no GID at all (n_gids_found=0) while the pasted device list shows "
+                    f"{shown}: no port has an address a peer can reach, so RDMA cannot connect (NCCL falls back to "
+                    "sockets or fails in ibv_modify_qp). Expected: a RoCE v2 GID with an IPv4 address on each port NCCL uses.",
+                    "Give each RDMA port's netdev an IP address (on a node: `ip addr add <ip>/<prefix> dev <netdev>`); in a "
+                    "Kubernetes pod, attach the RDMA NIC's netdev to the pod (an SR-IOV or macvlan network from Multus, or "
+                    "hostNetwork) rather than the cluster CNI's veth alone; then `show_gids` in the pod lists v2 GIDs.",
+                    data={"devices": devices, "evidence": [ev], "pasted": "show_gids", "command": seg.command})]
 
 
 # ---- nccl-tests' bandwidth against the fabric the same log shows -------------------------------

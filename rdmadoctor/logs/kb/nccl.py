@@ -370,8 +370,9 @@ LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
     "The job printed an error that rdmadoctor has no pattern for: an NCCL `WARN` line, the NCCL error "
-    "PyTorch quotes after `Last error:`, an `ncclInternalError`/`ncclInvalidUsage` result, or the last "
-    "line of a Python traceback. It is still an error: it is quoted with its file and line and takes "
+    "PyTorch quotes after `Last error:`, an `ncclInternalError`/`ncclInvalidUsage` result, the last "
+    "line of a Python traceback, or any other program's line shaped like a failure (fatal, abort, failed, "
+    "error, cannot, a signal, `no ... found`, a non-zero exit). It is still an error: it is quoted with its file and line and takes "
     "its place in the root-cause order (the first error of a log usually explains what follows).",
     "Read the quoted line: it is the job's own account of what failed. Search its words in the NCCL "
     "source (github.com/NVIDIA/nccl) or the framework's, or rerun with NCCL_DEBUG=INFO "

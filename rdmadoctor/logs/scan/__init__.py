@@ -30,7 +30,8 @@ How it stays fast and small on a gigabyte from 64 ranks:
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
 
 An error line no row knows (an NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL
-result name, a traceback's last line) is a finding of its own, LOG_ERROR_UNKNOWN; a kill is led
+result name, a traceback's last line, another program's line shaped like a failure) is a finding of its
+own, LOG_ERROR_UNKNOWN; a kill is led
 by how far NCCL got (JOB_KILLED); a job on one host turns its network lines into information
 (NCCL_SINGLE_HOST); a setting before the failure it explains is joined to it (_SETTING_JOINS).
 
