@@ -35,11 +35,11 @@ import tracemalloc
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rdmadoctor.engine import fingerprint as F  # noqa: E402
-from rdmadoctor.fleet import read_fleet  # noqa: E402
-from rdmadoctor.fleet.compare import Fleet  # noqa: E402
-from rdmadoctor.fleet.sources import ANNOTATION, from_nodes  # noqa: E402
-from rdmadoctor.runner import Options, diagnose  # noqa: E402
+from rdmadoctor.engine import fingerprint as F
+from rdmadoctor.fleet import read_fleet
+from rdmadoctor.fleet.compare import Fleet
+from rdmadoctor.fleet.sources import ANNOTATION, from_nodes
+from rdmadoctor.runner import Options, diagnose
 
 
 def base_report() -> dict:

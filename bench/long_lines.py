@@ -28,7 +28,7 @@ class _Cap(Exception):
     pass
 
 
-def _timed(fn, cap: float):  # noqa: ANN001, ANN202
+def _timed(fn, cap: float):
     def alarm(*_a: object) -> None:
         raise _Cap()
 

@@ -42,10 +42,9 @@ from rdmadoctor.checks._nccl_rules import (
     select_hcas,
     select_interfaces,
 )
+from rdmadoctor.checks._rdma import ROCE_V2
 from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Finding, PodChange
 from rdmadoctor.core.words import count
-
-ROCE_V2 = "RoCE v2"  # a GID's type as sysfs spells it (gid_attrs/types/<n>)
 
 
 def _yaml_env(name: str, value: str) -> str:
@@ -326,7 +325,7 @@ def _judge_iwarp(facts: NcclFacts) -> list[Finding]:
     ]
 
 
-def gid_index_problem(subject: str, gids, idx: int) -> tuple[str | None, int | None]:  # noqa: ANN001
+def gid_index_problem(subject: str, gids, idx: int) -> tuple[str | None, int | None]:
     """GID ``idx`` of a RoCE port (``subject``, its ``gids``) as NCCL_IB_GID_INDEX would use it: what is wrong
     with it (None: a routable RoCE v2 GID), and the index of the port's RoCE v2 IPv4 GID (None: it has none).
     The node check and a log's setting against a pasted GID table (checks/logs.py) judge it alike."""

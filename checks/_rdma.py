@@ -226,7 +226,7 @@ def _pci_id(host, dev_path: str) -> str | None:
     return f"{ids[0][2:].lower()}:{ids[1][2:].lower()}"
 
 
-def parse_ibstat_runs(text: str):  # noqa: ANN201 - Parsed[list[RdmaDevice]]
+def parse_ibstat_runs(text: str):  # Parsed[list[RdmaDevice]]
     """ibstat output read past an ``ibpanic`` line, one run of the parser per piece.
 
     ``ibstat mlx5_an0`` panics on a device it cannot stat (Azure's accelerated-networking NIC:
@@ -318,9 +318,9 @@ def _from_tools(host) -> RdmaInventory | None:
     return RdmaInventory(tuple(devices), source, sysfs=False, warnings=tuple(warnings))
 
 
-def gid_of(row) -> Gid:  # noqa: ANN001
+def gid_of(row) -> Gid:
     """One `show_gids` row (parsers.netdev.GidRow) as the GID the checks judge (sysfs's type names)."""
-    return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": "RoCE v2"}.get((row.version or "").lower()), row.netdev, row.ipv4)
+    return Gid(row.index, row.gid, {"v1": "IB/RoCE v1", "v2": ROCE_V2}.get((row.version or "").lower()), row.netdev, row.ipv4)
 
 
 def _merge(base: list[RdmaDevice], extra: list[RdmaDevice]) -> list[RdmaDevice]:
@@ -380,6 +380,7 @@ def port_subject(dev: RdmaDevice, port: Port) -> str:
 # the same number to transport_type IBV_TRANSPORT_IWARP, which `ibv_devinfo` prints as
 # "transport: iWARP (1)" and `ibstat` as the CA type "iWARP RNIC".
 INFINIBAND, ROCE, IWARP = "InfiniBand", "RoCE", "iWARP"
+ROCE_V2 = "RoCE v2"  # a GID's type as sysfs spells it (gid_attrs/types/<n>)
 # Kernel drivers that only ever register iWARP devices (Chelsio T4-T7, soft iWARP). irdma and
 # qedr register RoCE or iWARP depending on the port's mode, so only node_type tells for them.
 IWARP_ONLY_DRIVERS = frozenset({"cxgb4", "iw_cxgb4", "siw"})
@@ -401,7 +402,7 @@ def transport_of(dev: RdmaDevice, port: Port) -> str | None:
     """InfiniBand, RoCE or iWARP; None when the link layer (or, on Ethernet, the node type) is unknown.
 
     An Ethernet port of a CA whose node type was not recorded (a pasted `ibv_devinfo` without its
-    transport line) is taken as RoCE, as every check before this one did; an iWARP driver (cxgb4,
+    transport line) is taken as RoCE, the usual Ethernet RDMA transport; an iWARP driver (cxgb4,
     siw) or device name still says iWARP."""
     ll = port.link_layer
     if ll == "InfiniBand":
@@ -409,10 +410,6 @@ def transport_of(dev: RdmaDevice, port: Port) -> str | None:
     if ll != "Ethernet":
         return None
     return IWARP if is_rnic(dev) else ROCE
-
-
-def is_iwarp(dev: RdmaDevice, port: Port) -> bool:
-    return transport_of(dev, port) == IWARP
 
 
 def ignored(dev: RdmaDevice, port: Port | None, expect: dict) -> bool:

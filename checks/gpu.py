@@ -210,7 +210,7 @@ def probe_topology(ctx) -> GpuTopology:
     return GpuTopology((), source="none", parse_error=parse_error, recorded=where, notes=tuple(notes))
 
 
-def topology_of(matrix, where: str | None = None, notes: tuple[str, ...] = ()) -> GpuTopology:  # noqa: ANN001
+def topology_of(matrix, where: str | None = None, notes: tuple[str, ...] = ()) -> GpuTopology:
     """A recorded `nvidia-smi topo -m` matrix (parsers.nvidia_smi.TopoMatrix) as the topology judged."""
     numa = list(matrix.gpu_numa) + [None] * (len(matrix.gpus) - len(matrix.gpu_numa))
     gpus = [Gpu(name, None, "NVIDIA", numa[i]) for i, name in enumerate(matrix.gpus)]

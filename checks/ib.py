@@ -233,10 +233,6 @@ class ToolMessages:
     listing: tuple[Finding, ...] = ()  # the device list's own words (VERBS_NO_DEVICES), with their cause
 
 
-def _is_verbs_row(f: Finding) -> bool:
-    return str(f.data.get("pattern", "")).startswith("verbs.")
-
-
 def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding], list[tuple[str, int, str]]]:
     """(verbs.userspace's findings, the list's own, libibverbs lines no row knows) of one recorded output."""
     from rdmadoctor.logs import diagnose_bytes

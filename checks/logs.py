@@ -201,7 +201,7 @@ class _Paste:
         self.logs: tuple[str, ...] = ()
         self._memo: dict = {}
 
-    def get(self, probe):  # noqa: ANN001, ANN201
+    def get(self, probe):
         if probe not in self._memo:
             self._memo[probe] = probe(self)
         return self._memo[probe]
@@ -227,7 +227,7 @@ def _port_list(kind: str, text: str) -> tuple:
         return ()
 
 
-def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     name = _PORT_FILES[seg.kind]
     paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
     inv = probe_inventory(paste)
@@ -251,7 +251,7 @@ def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  #
     return found + [f for f in judge_roce(RoceFacts(roce, seg.kind), expect) if f.code in _ROCE_CODES]
 
 
-def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     # `ulimit -a` (or its memlock line), or a process's /proc/<pid>/limits table.
     paste = _Paste({"/proc/self/limits" if seg.kind == "limits" else "/cmd/ulimit.txt": seg.text}, expect)
     facts = probe_memlock(paste)
@@ -288,7 +288,7 @@ def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]: 
     return out
 
 
-def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     paste = _Paste({f"/cmd/{CMD_OF_KIND['df']}.txt": seg.text}, expect)
     facts = probe_shm(paste)
     if facts.size is None:
@@ -296,7 +296,7 @@ def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # n
     return [f for f in judge_shm(facts, expect) if f.code in (SHM_TOO_SMALL.code, SHM_NEARLY_FULL.code)]
 
 
-def _modules(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _modules(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     paste = _Paste({"/cmd/lsmod.txt": seg.text}, expect)
     facts = probe_kernel(paste)
     if facts.modules is None:
@@ -306,7 +306,7 @@ def _modules(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]: 
     return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
 
 
-def _dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     """`ls /dev/infiniband` in a pod: RDMA needs a uverbsN node per device the pod was given."""
     names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
     if not names or any(n.startswith("uverbs") for n in names):
@@ -334,7 +334,7 @@ def _roce_gids(text: str, layers: dict[str, str]) -> dict[tuple[str, int], tuple
     return out
 
 
-def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
     from rdmadoctor.core.facts import Port, RdmaDevice
 
@@ -351,7 +351,7 @@ def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # 
             if f.code in codes and not (f.code == ROCE_NO_V2_GID.code and f.subject == cut)]
 
 
-def _matrix(seg):  # noqa: ANN001, ANN202
+def _matrix(seg):
     """The GPU x NIC matrix of a pasted `nvidia-smi topo -m` (None: another nvidia-smi output, or none)."""
     from rdmadoctor.parsers.nvidia_smi import parse_topo
 
@@ -362,7 +362,7 @@ def _matrix(seg):  # noqa: ANN001, ANN202
     return m if m is not None and m.gpus and m.nics else None
 
 
-def _topo(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _topo(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     """`nvidia-smi topo -m`: each GPU near an RDMA device (what the node check judges from /sys)."""
     m = _matrix(seg)
     if m is None:
@@ -386,7 +386,7 @@ def _roce_netdev(device: str, netdev: str | None, layers: dict[str, str]) -> boo
     return True if _ETHERNET_NAME.match(netdev) else None
 
 
-def _link_layers(diag) -> dict[str, str]:  # noqa: ANN001
+def _link_layers(diag) -> dict[str, str]:
     """Device -> link layer, from the ports a paste lists (ibstat, ibv_devinfo, rdma link) and NCCL's
     device list (`NET/IB : Using [0]mlx5_0:1/RoCE`)."""
     out: dict[str, str] = {}
@@ -400,7 +400,7 @@ def _link_layers(diag) -> dict[str, str]:  # noqa: ANN001
     return out
 
 
-def _netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
     """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
     IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
     rows = _parse_links(seg.text)
@@ -446,7 +446,7 @@ _QUOTE = {
 }
 
 
-def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
+def _locate(seg, f: Finding) -> tuple[int, str]:
     """The line of the paste that shows ``f``: (line number in the log, its text)."""
     lines = seg.text.split("\n")
     at = None
@@ -478,7 +478,7 @@ def _locate(seg, f: Finding) -> tuple[int, str]:  # noqa: ANN001
     return seg.line + at, lines[at]
 
 
-def _shown(seg) -> str:  # noqa: ANN001
+def _shown(seg) -> str:
     """How a pasted output is named to the user: its command, else what it was recognised as."""
     return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband", "nvidia-smi": "nvidia-smi topo -m"}.get(seg.kind, seg.kind)
 
@@ -494,7 +494,7 @@ def _parse_links(text: str) -> list:
     return parse_ibdev2netdev(text).value
 
 
-def _judged(diag) -> list[str]:  # noqa: ANN001
+def _judged(diag) -> list[str]:
     """The pasted outputs that were judged (a filtered one only where its rows are what is judged)."""
     names: list[str] = []
     layers = _link_layers(diag) if any(seg.kind in _JUDGED_ROWS for seg in diag.segments) else {}
@@ -507,7 +507,7 @@ def _judged(diag) -> list[str]:  # noqa: ANN001
     return names
 
 
-def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
+def _pasted(diag, expect: dict, node) -> list[Finding]:
     out: dict[tuple[str, str], Finding] = {}
     layers = _link_layers(diag) if any(seg.kind in ("ibdev2netdev", "show_gids") for seg in diag.segments) else {}
     for seg in diag.segments:
@@ -531,13 +531,52 @@ def _pasted(diag, expect: dict, node) -> list[Finding]:  # noqa: ANN001
             # The judges name their source ("not in cmd/lsmod.txt"): here that is the paste.
             message = re.sub(r"\bcmd/[\w.-]+\.txt\b", "the pasted output", f.message)
             out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {message}", data=data)
+    for f in _gids_empty(diag):
+        out.setdefault((f.code, f.subject), f)
     return list(out.values())
+
+
+_IBV_DEVICES_ROW = re.compile(r"^\s{0,16}([A-Za-z][\w.-]{0,63})\s{1,40}([0-9a-fA-F]{16})\s*$", re.MULTILINE)
+
+
+def _gids_empty(diag) -> list[Finding]:
+    """A `show_gids` that lists no GID at all (`n_gids_found=0`) beside a device list (`ibv_devices`, ibstat,
+    ibv_devinfo, `rdma link`) that shows RDMA devices (issue 30: a silent pass before): the devices are there
+    and no port has an address a peer could reach (in a pod: no RDMA netdev in its network namespace, a CNI
+    such as calico's that gives none; on a node: ports without an IP). Nothing can connect over RDMA."""
+    tables = [seg for seg in diag.segments if seg.kind == "show_gids" and re.search(r"n_gids_found=0\b", seg.text)]
+    if not tables:
+        return []
+    from rdmadoctor.parsers.netdev import parse_show_gids
+
+    seg = tables[0]
+    if parse_show_gids(seg.text).value:
+        return []
+    devices: list[str] = []
+    for other in diag.segments:
+        names = ([m.group(1) for m in _IBV_DEVICES_ROW.finditer(other.text)] if other.kind == "ibv_devices"
+                 else [d.name for d in _port_list(other.kind, other.text)] if other.kind in _PORT_FILES else [])
+        devices += [n for n in names if n not in devices and n != "device"]
+    if not devices:
+        return []
+    lines = seg.text.split("\n")
+    at = next((i for i, x in enumerate(lines) if "n_gids_found" in x), 0)
+    ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
+    shown = ", ".join(devices[:8]) + (", ..." if len(devices) > 8 else "")
+    return [Finding(ROCE_NO_V2_GID.code, ERROR, shown,
+                    f"pasted `show_gids` output lists no GID at all (n_gids_found=0) while the pasted device list shows "
+                    f"{shown}: no port has an address a peer can reach, so RDMA cannot connect (NCCL falls back to "
+                    "sockets or fails in ibv_modify_qp). Expected: a RoCE v2 GID with an IPv4 address on each port NCCL uses.",
+                    "Give each RDMA port's netdev an IP address (on a node: `ip addr add <ip>/<prefix> dev <netdev>`); in a "
+                    "Kubernetes pod, attach the RDMA NIC's netdev to the pod (an SR-IOV or macvlan network from Multus, or "
+                    "hostNetwork) rather than the cluster CNI's veth alone; then `show_gids` in the pod lists v2 GIDs.",
+                    data={"devices": devices, "evidence": [ev], "pasted": "show_gids", "command": seg.command})]
 
 
 # ---- nccl-tests' bandwidth against the fabric the same log shows -------------------------------
 
 
-def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: ANN001
+def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:
     """(device, Gb/s) of the ACTIVE ports NCCL can use, from a pasted ibstat / ibv_devinfo of the
     same log, else from the node checked; and where they come from. None: nothing shows them."""
     found: list[tuple[str, float]] = []
@@ -556,7 +595,7 @@ def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:  # noqa: 
     return (mine or found), source
 
 
-def _gid_tables(diag, layers: dict[str, str]) -> dict[tuple[str, int], tuple[list, Any]]:  # noqa: ANN001
+def _gid_tables(diag, layers: dict[str, str]) -> dict[tuple[str, int], tuple[list, Any]]:
     """(device, port) -> (its GIDs, the pasted output that lists them) of the RoCE ports a pasted
     `show_gids` or `ibv_devinfo -v` lists."""
     out: dict[tuple[str, int], tuple[list, Any]] = {}
@@ -572,7 +611,7 @@ def _gid_tables(diag, layers: dict[str, str]) -> dict[tuple[str, int], tuple[lis
     return out
 
 
-def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
+def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:
     """NCCL_IB_GID_INDEX as the log says it, against the GID tables pasted beside it: the entry it names
     must be a RoCE v2 GID a peer can route to (with an IPv4 address), on every RoCE port NCCL uses."""
     setting = (diag.settings or {}).get("NCCL_IB_GID_INDEX")
@@ -608,7 +647,7 @@ def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:  # noqa: ANN001
                     fix, data={"evidence": [ev] + rows[:2], "gid_index": idx})]
 
 
-def _unused_nics(diag) -> list[Finding]:  # noqa: ANN001
+def _unused_nics(diag) -> list[Finding]:
     """NCCL's device list against the ACTIVE ports of the same link layer a paste of the node shows."""
     devices = [d for d in (diag.nccl or {}).get("net_devices") or () if isinstance(d, dict) and d.get("name")]
     layers = {d.get("link_layer") for d in devices}
@@ -656,7 +695,7 @@ EXPECT = {
 }
 
 
-def _ras_reports(diag) -> list[Finding]:  # noqa: ANN001
+def _ras_reports(diag) -> list[Finding]:
     """Pasted RAS reports (text or JSON), judged as `rdmadoctor run` judges the one it asks for."""
     from rdmadoctor.logs.kb.pytorch import NCCL_TIMEOUT
     from rdmadoctor.logs.ras import judge_report
@@ -689,7 +728,7 @@ def _ras_reports(diag) -> list[Finding]:  # noqa: ANN001
     return out
 
 
-def _test_tables(diag) -> list:  # noqa: ANN001
+def _test_tables(diag) -> list:
     """(segment, table) of every pasted nccl-tests result table, parsed once for the judges below."""
     from rdmadoctor.parsers.nccltests import parse_busbw
 
@@ -697,7 +736,7 @@ def _test_tables(diag) -> list:  # noqa: ANN001
     return [(seg, table) for seg, table in tables if table is not None]
 
 
-def _busbw(diag, node, tables: list) -> list[Finding]:  # noqa: ANN001
+def _busbw(diag, node, tables: list) -> list[Finding]:
     nodes = (diag.nccl or {}).get("nodes") or 0
     if nodes < 2:
         return []  # on one node NVLink carries the traffic: the NICs say nothing about it
@@ -921,7 +960,7 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _summary(diag) -> Finding:  # noqa: ANN001
+def _summary(diag) -> Finding:
     from rdmadoctor.logs import transport_line
 
     read = [s for s in diag.sources if s.get("bytes")]

@@ -30,7 +30,7 @@ This module declares the check and keeps every name it ever offered importable f
 from __future__ import annotations
 
 # Re-exported: other modules, plugins and tests import these from rdmadoctor.checks.nccl.
-from rdmadoctor.checks._nccl_codes import (  # noqa: F401
+from rdmadoctor.checks._nccl_codes import (
     IWARP_NCCL_IB,
     NCCL_ENV_INFO,
     NCCL_ENV_INVALID,

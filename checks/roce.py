@@ -13,6 +13,7 @@ from rdmadoctor.checks._rdma import (
     NET_CLASS,
     ROCE,
     ROCE_NETDEV_DOWN,
+    ROCE_V2,
     RdmaInventory,
     ignored,
     parse_int,
@@ -37,8 +38,6 @@ from rdmadoctor.core.model import (
     Need,
 )
 from rdmadoctor.core.record import record
-
-ROCE_V2 = "RoCE v2"
 
 ROCE_NO_V2_GID = Code(
     "ROCE_NO_V2_GID",

@@ -48,6 +48,9 @@ class Options:
     counters: Any = None
     # check --sample SECONDS: read the counters, wait, and let ib.counters judge the second read.
     sample: float | None = None
+    # The Node's labels, for a pool's `match = { labels = ... }`: `agent --publish node` reads them
+    # from its Node; None where nobody did (a labels match then fits no node, saying so).
+    node_labels: dict[str, str] | None = None
 
 
 class UsageError(Exception):
@@ -141,11 +144,13 @@ def diagnose(opts: Options, host: Host | None = None) -> Outcome:
         sets = expectations.parse_set(opts.sets)
         rules = expectations.pool_rules(opts.config) if opts.config and not opts.pool else []
         if rules:
-            # One DaemonSet for every pool: the node's own facts pick its table (issue 32 item 3).
+            # One DaemonSet for every pool: the node's own facts pick its table.
             base = expectations.resolve(defaults, opts.profile, opts.config, None, sets)
             if host is None:
                 host = open_target(opts)
-            pool, pool_why = expectations.match_pool(rules, pool_facts(host, base))
+            facts = pool_facts(host, base)
+            facts["labels"] = opts.node_labels
+            pool, pool_why = expectations.match_pool(rules, facts)
         expect = expectations.resolve(defaults, opts.profile, opts.config, pool, sets)
     except expectations.ConfigError as e:
         raise UsageError(str(e), e.hint) from e

@@ -57,7 +57,7 @@ if [ ! -x .venv/bin/actionlint ] && [ ! -e .venv/.actionlint-unavailable ]; then
 fi
 
 lint_failed=()
-.venv/bin/ruff check rdmadoctor checks tests bench || lint_failed+=(ruff)
+.venv/bin/ruff check rdmadoctor checks tests bench scripts || lint_failed+=(ruff)
 .venv/bin/python tests/contract/test_layers.py || lint_failed+=(lint-imports)
 .venv/bin/python scripts/typecheck.py || lint_failed+=(mypy)
 

@@ -15,6 +15,7 @@ Used by hand: ``python tests/adversarial.py --budget 0.2`` lists the slowest cas
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import re
 import signal
@@ -226,11 +227,16 @@ def _alarm(*_a: object) -> None:
 
 SMALL = 16 * 1024
 RATIO = 8.0  # time at LENGTH over time at SMALL: about 4 for a linear search, 16 for a quadratic one
-FLOOR = 0.02  # CPU seconds: a search of LENGTH faster than this is linear whatever its ratio says
+# CPU seconds: a search of LENGTH faster than this is linear whatever its ratio says. A linear search
+# of 64 KiB takes a few milliseconds and the quadratic rows found took 0.4 s; at 0.02 a loaded
+# machine's noise once made a 3 ms search at 16 KiB and a 23 ms one at 64 KiB (a full run in CI).
+FLOOR = 0.05
 
 
 def _timed(rx: re.Pattern, subject, budget: float) -> tuple[float, bool]:  # noqa: ANN001
     """CPU seconds of one search (cut at twice ``budget``), and whether it was cut."""
+    collecting = gc.isenabled()
+    gc.disable()  # a collection inside one search is not the pattern's time
     t0 = time.process_time()
     signal.setitimer(signal.ITIMER_VIRTUAL, budget * 2)
     cut = False
@@ -240,6 +246,8 @@ def _timed(rx: re.Pattern, subject, budget: float) -> tuple[float, bool]:  # noq
         cut = True
     finally:
         signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        if collecting:
+            gc.enable()
     return time.process_time() - t0, cut
 
 

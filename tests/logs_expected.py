@@ -475,9 +475,7 @@ EXPECTED: list[dict] = [
     {"file": "nccl-1519-fastsocket-gdr-per-nic.log",
      "codes": {"NCCL_GCP_NET_PLUGIN"}, "absent": {"NCCL_GDR_DISABLED"}, "root": None,
      "nccl": {"plugin": "FastSocket"},
-     "note": "Eight `NET/FastSocket : GPU Direct RDMA Disabled for HCA N 'ethN'` lines: TCP NICs, nothing to warn of.",
-     "xfail": "scan change: the NCCL_SOCKET_FALLBACK that rdmadoctor/logs/scan.py derives from `Loaded net plugin "
-              "FastSocket` quotes no line (and should not fire for GCP's plugins at all)"},
+     "note": "Eight `NET/FastSocket : GPU Direct RDMA Disabled for HCA N 'ethN'` lines: TCP NICs, nothing to warn of."},
     {"file": "nccl-651-fastsocket-init-healthy.log",
      "codes": {"NCCL_GCP_NET_PLUGIN"}, "absent": {"NCCL_GDR_DISABLED", "NCCL_NET_PLUGIN_LOAD_FAILED"}, "root": None,
      "nccl": None, "note": "NCCL's facts read `NET/FastSocket : Using` as network Socket and no plugin (see "

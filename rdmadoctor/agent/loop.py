@@ -65,6 +65,10 @@ def resync_seconds(mode: str, conditions: bool, expiry: float) -> float:
     return RESYNC_SECONDS
 
 
+class NodeLabelsUnread(Exception):
+    """A pool's `match` names Node labels and none could be read yet: the cycle cannot choose the pool."""
+
+
 def problems_of(report: dict) -> list[str]:
     """Codes that make the node not (fully) ready, in report order, each once."""
     out: list[str] = []
@@ -89,6 +93,7 @@ class Agent:
         rng: random.Random | None = None,
         diagnose_fn: Callable[..., Any] = diagnose,
         quarantine: Any = None,
+        node_labels: Callable[[], dict] | None = None,
     ):
         self.opts = opts
         if getattr(opts, "counters", None) is None:
@@ -106,6 +111,10 @@ class Agent:
         self.diagnose = diagnose_fn
         # --quarantine dry-run|taint: rdmadoctor.publish.quarantine.KubeQuarantine, run after each publish.
         self.quarantine = quarantine
+        # --publish node: reads the Node's labels, for a pool whose `match` names labels.
+        self.node_labels = node_labels
+        self.labels_read_at: float | None = None
+        self.labels_error: str | None = None
         self.cycles = 0
         # health
         self.last_finished: float | None = None  # monotonic time of the last cycle that ran the checks
@@ -146,11 +155,12 @@ class Agent:
         """
         self.cycles += 1
         try:
+            self._read_node_labels()
             diag = self.diagnose(self.opts)
-        except Exception as e:  # noqa: BLE001 - a broken cycle must not end the agent
+        except Exception as e:  # a broken cycle must not end the agent
             if strict and isinstance(e, UsageError):
                 raise
-            why = str(e) if isinstance(e, UsageError) else f"{type(e).__name__}: {e}"
+            why = str(e) if isinstance(e, (UsageError, NodeLabelsUnread)) else f"{type(e).__name__}: {e}"
             if why != self.last_error:
                 self.log.error("checks could not run", error=why, hint=getattr(e, "hint", "") or None)
             self.last_error = why
@@ -178,6 +188,41 @@ class Agent:
             self._write_report(report)
         self.last_finished = self.clock()
         return report
+
+    def _read_node_labels(self) -> None:
+        """Give the pools' `match = { labels = ... }` the Node's labels (issue 32 item 3). Read only
+        where a pool of the config names labels, then again at the publisher's resync pace, not
+        every cycle (a GET per node per minute across the fleet; labels rarely change). A failed
+        read keeps the labels read before; with none read yet the cycle cannot choose the pool,
+        so it fails (logged, /healthz says why) rather than judge the node as another pool's."""
+        if self.node_labels is None or not self.opts.config or self.opts.pool:
+            return
+        from rdmadoctor.engine import expectations
+
+        try:
+            if not any("labels" in match for _, match in expectations.pool_rules(self.opts.config)):
+                return
+        except expectations.ConfigError:
+            return  # the checks say what is wrong with the config
+        now = self.clock()
+        if self.opts.node_labels is not None and self.labels_read_at is not None and now - self.labels_read_at < self.s.resync:
+            return
+        try:
+            labels = self.node_labels()
+        except Exception as e:  # PublishError, or anything the client raised
+            why = f"{type(e).__name__}: {e}" if not str(e) else str(e)
+            if self.opts.node_labels is None:
+                raise NodeLabelsUnread(
+                    f"a pool's match names Node labels, and reading this Node's failed: {why}") from e
+            if why != self.labels_error:
+                self.log.warning("could not read the Node's labels; the pool is chosen with the ones read before", error=why)
+            self.labels_error = why
+            return
+        if self.labels_error is not None:
+            self.log.info("the Node's labels are read again", previous_error=self.labels_error)
+        self.labels_error = None
+        self.opts.node_labels = {str(k): str(v) for k, v in (labels or {}).items()}
+        self.labels_read_at = now
 
     def _guardrails(self, diag: Any, strict: bool) -> Any:
         from rdmadoctor.core.quarantine import GuardError, Guardrails

@@ -107,7 +107,18 @@ def run_agent(
         metrics.enable_quarantine(dry_run=quarantine == "dry-run")
     settings = Settings(interval=interval, report_file=report_file, conditions=conditions)
     settings.resync = resync_seconds(publish_mode, conditions, expiry)
-    agent = Agent(opts, publisher, metrics, log, settings, stop=stop, quarantine=actuator)
+    node_labels = None
+    if publish_mode == "node":
+        # A pool may be chosen by its Node's labels (match = { labels = ... }): direct mode has the Node at hand.
+        from rdmadoctor.publish.kube import NodePublisher
+
+        assert isinstance(publisher, NodePublisher)
+        api, name = publisher.api, publisher.node
+
+        def node_labels() -> dict:
+            return ((api.get_node(name).get("metadata") or {}).get("labels")) or {}
+
+    agent = Agent(opts, publisher, metrics, log, settings, stop=stop, quarantine=actuator, node_labels=node_labels)
 
     if once:
         try:
@@ -207,7 +218,7 @@ def _guarded(agent: Agent, log: Log, stop: threading.Event) -> Callable[[], None
         while not stop.is_set():
             try:
                 agent.run()
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - a bug in the loop must not end the agent
                 agent.last_error = f"agent loop: {type(e).__name__}: {e}"
                 log.error("agent loop failed; restarting it", error=agent.last_error)
                 stop.wait(min(agent.s.interval, 10.0))
@@ -227,5 +238,5 @@ def _close(publisher: Any, log: Log) -> None:
         close = getattr(publisher, "close", None)
         if close is not None:
             close()
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:  # noqa: BLE001 - the agent is stopping: say so and go on
         log.warning("closing the publisher failed", error=f"{type(e).__name__}: {e}")

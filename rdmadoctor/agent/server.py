@@ -1,7 +1,7 @@
 """/metrics and /healthz of `rdmadoctor agent`: a bounded HTTP server in daemon threads.
 
 Anyone on the pod network can reach this port, so nothing a client does may cost more than a
-socket and a few kilobytes, or stop the liveness probe from being answered (issue 21: with a
+socket and a few kilobytes, or stop the liveness probe from being answered (with a
 thread per connection and no timeout, 500 held connections made every /healthz fail and the
 kubelet restarted the agent in a loop). So:
 
@@ -15,7 +15,7 @@ kubelet restarted the agent in a loop). So:
   ``workers`` threads with at most ``queue`` scrapes waiting for them; a scrape beyond that, or
   one that waits past its deadline, gets 503 with ``Retry-After``.
 - A request head is at most MAX_HEAD bytes; a request with a body is refused (431/400/413).
-- What one connection queues is bounded (issue 33: 1,000 connections pipelining thousands of
+- What one connection queues is bounded (1,000 connections pipelining thousands of
   requests each and never reading made every /healthz fail): the kernel's send buffer is
   SEND_BUFFER, at most PIPELINE_TURN of its requests are answered before every other connection
   has had its turn (nothing more is read from it meanwhile), and a connection that has more than

@@ -22,7 +22,7 @@ AGENT_HELP = """Run the checks every --interval seconds, publish the node's labe
 
 The DaemonSet's command. It judges the node only, like `check --scope node`: the checks of its own process (memlock, IPC_LOCK, /dev/shm, userspace, NCCL env) are skipped, since `rdmadoctor preflight` judges those in each job's pod. Each cycle reads the host afresh (sysfs, /proc, the tools) and publishes the labels only when they changed: a node whose state does not change makes no API writes. A failed publish (API refused, 5xx, 409, timeout, expired token) is counted in rdmadoctor_api_errors_total and retried with backoff while the agent keeps checking and serving metrics.
 
---config is read again every cycle, so a mounted ConfigMap's edits apply without a restart; --pool picks its \\[pools.NAME] table; without --pool, the first pool whose `match` table fits the node's own facts (match = {gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand"}) is used, so one DaemonSet and one ConfigMap serve every pool, and the report says which pool and why.
+--config is read again every cycle, so a mounted ConfigMap's edits apply without a restart; --pool picks its \\[pools.NAME] table; without --pool, the first pool whose `match` table fits the node's own facts (match = {gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand"}) or, with --publish node, its Node's labels (match = {labels = {"nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3"}}) is used, so one DaemonSet and one ConfigMap serve every pool, and the report says which pool and why.
 
 Publishing (--publish):
 - nfd (default): write <features-dir>/rdmadoctor for Node Feature Discovery; no API access needed; the file carries an expiry so the labels vanish if the agent stops.

@@ -19,7 +19,7 @@ UsageError = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageE
 class RdmadoctorGroup(TyperGroup):
     """The root command: the parser's own errors speak like every other rdmadoctor error."""
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):  # noqa: ANN001
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         install()  # done by rdmadoctor.cli.main already, unless the app is called directly
         try:
             code = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False, **extra)
@@ -37,7 +37,7 @@ class RdmadoctorGroup(TyperGroup):
             return code
         sys.exit(code)
 
-    def invoke(self, ctx):  # noqa: ANN001
+    def invoke(self, ctx):
         code = None
         try:
             try:

@@ -17,7 +17,7 @@ TIMEOUT_HINT = "seconds each tool may run before it is killed, e.g. --timeout 10
 
 def _refused(output: str, what: str) -> int:
     # A bundle replaces a regular file or makes a new one: never what a link points at, never a
-    # device node (`-o /dev/full` was once replaced by a regular file).
+    # device node (`-o /dev/full` stays a device, never becomes a regular file).
     return fail_usage(
         f"refusing to write the bundle to {output}: it is {what}, not a regular file",
         "give a new file name or an existing regular file, e.g. -o /tmp/node.tar.gz; for stdout give -o -",

@@ -63,7 +63,7 @@ def run_diagnose(
     as_json: bool = False,
     verbose: bool = False,
     strict: bool = False,
-    stdin=None,  # noqa: ANN001 - a binary stream, for tests
+    stdin=None,  # a binary stream, for tests
 ) -> int:
     node = [name for name, given in (("--live", live), ("--root", root), ("--bundle", bundle), ("--example", example)) if given]
     if len(node) > 1:
@@ -142,7 +142,7 @@ def _label(files: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
 
 
-def _progress(files: list[str]):  # noqa: ANN202 - a callback or None
+def _progress(files: list[str]):  # a callback or None
     """A progress line on stderr when a terminal watches and the input is large."""
     if not sys.stderr.isatty():
         return None

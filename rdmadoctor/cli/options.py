@@ -178,7 +178,8 @@ OPTIONS: tuple[Option, ...] = (
            commands=("preflight",)),
     Option("--json", "as_json", "flag",
            "Print the gate's verdict as JSON (schema rdmadoctor.preflight/v1, as `preflight --json` prints it) on stderr, "
-           "not as text: stdout carries only CMD's output. For one JSON document about the whole run, use --report-file.",
+           "not as text, and at exit the run's document (schema rdmadoctor.run/v1, as --report-file writes it: how CMD "
+           "ended, the findings, the live hangs) as the last line of stderr: stdout carries only CMD's output.",
            commands=("run",)),
     Option("--exec", "exec_", "flag",
            "On GO, exec the command given after `--` in this process (same PID); on NO-GO do not run it. A command not found exits 127.",

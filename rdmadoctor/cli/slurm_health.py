@@ -17,7 +17,7 @@ The node: $SLURMD_NODENAME, else --node, else the short host name. Exit 0 health
 """
 
 
-def register(group) -> None:  # noqa: ANN001
+def register(group) -> None:
     from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @group.command("health", help=HEALTH_HELP, short_help="Check this node; drain it on a problem, resume it when healthy (HealthCheckProgram).")
@@ -51,7 +51,7 @@ def register(group) -> None:  # noqa: ANN001
         ))
 
 
-def health_command(*, root, bundle, example, profile, config, pool, sets, only, skip, timeout, strict, node,  # noqa: ANN001
+def health_command(*, root, bundle, example, profile, config, pool, sets, only, skip, timeout, strict, node,
                    scontrol, scontrol_timeout, dry_run, state_dir, unknown, features, report_file, verbose) -> int:
     from rdmadoctor.cli import errors as E
     from rdmadoctor.cli.errors import fail_usage

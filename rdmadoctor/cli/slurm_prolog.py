@@ -16,7 +16,7 @@ Without --gang: this node's gating checks; on a problem it sets its drain reason
 """
 
 
-def register(group) -> None:  # noqa: ANN001
+def register(group) -> None:
     from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
 
     @group.command("prolog", help=PROLOG_HELP, short_help="Slurm's Prolog: this node's checks, or with --gang the job's nodes against each other.")
@@ -53,7 +53,7 @@ def register(group) -> None:  # noqa: ANN001
         ))
 
 
-def prolog_command(*, gate_args, strict, gang, bandwidth, gang_port, gang_timeout, node, scontrol,  # noqa: ANN001
+def prolog_command(*, gate_args, strict, gang, bandwidth, gang_port, gang_timeout, node, scontrol,
                    scontrol_timeout, dry_run, report_file) -> int:
     from rdmadoctor.cli import errors as E
     from rdmadoctor.cli.errors import fail_usage

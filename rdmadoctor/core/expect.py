@@ -4,7 +4,7 @@ Checks declare these in ``Check.defaults`` (``{"roce_min_mtu": Expect(4096, "enu
 the engine checks every layer a value comes from (profile, config file, node pool, ``--set``)
 against them, so a mistyped ``min_rate_gbps = "800"`` stops the run with exit 2 instead of
 passing a node that was never judged: the checks skip a rate they cannot compare
-(``isinstance(min_rate, (int, float))``), so before this a typo meant "no minimum".
+(``isinstance(min_rate, (int, float))``), so unchecked, a typo would mean "no minimum".
 
 Kept import-cheap (it sits on the ``check`` path): no typing, no re, no json.
 """

@@ -14,6 +14,9 @@ A config file is TOML or JSON::
     match = { gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand" }   # pool that fits
     min_rate_gbps = 400
 
+    [pools.a100-roce]                  # or, in direct mode (agent --publish node), by its Node's labels
+    match = { labels = { "nvidia.com/gpu.product" = "NVIDIA-A100-SXM4-80GB" } }
+
 Every key has a type, unit and range, declared once by the check that reads it (``Check.defaults``;
 SPEC is built from the built-in checks', ``describe()`` lists them). Each layer is checked
 as it is merged, and a value of the wrong type or out of range is a ConfigError (exit 2) that
@@ -381,9 +384,15 @@ def _merge(out: dict[str, Any], layer: Any, where: str, known: dict[str, Expect]
 # What a pool's `match` table may name: facts the agent reads from the node itself, so a pool is
 # chosen with no API access (NFD mode too). gpu_model: the GPUs' PCI vendor:device ("10de:2330",
 # as the fingerprint names it), one or a list; hca_count: RDMA devices without VFs; link_layer:
-# "InfiniBand" or "Ethernet", held by at least one RDMA port.
-MATCH_KEYS = ("gpu_model", "hca_count", "link_layer")
+# "InfiniBand" or "Ethernet", held by at least one RDMA port. And labels: the Node's labels, each
+# named key equal to its value (or one of a list), which only `agent --publish node` reads (it has
+# the Node at hand); elsewhere a labels match fits no node and the report says why.
+MATCH_KEYS = ("gpu_model", "hca_count", "link_layer", "labels")
 _LINK_LAYERS = ("InfiniBand", "Ethernet")
+# rdmadoctor's own labels (rdmadoctor.io/ready, /pool ...) follow from the pool a node is judged
+# as: matching on them would choose a pool from the last verdict, which then chooses the next.
+_OWN_LABELS = "rdmadoctor.io/"
+_NO_LABELS = "the Node's labels are not read here (only `agent --publish node` reads its Node)"
 
 
 def _pool_table(table: Any) -> dict[str, Any]:
@@ -392,7 +401,8 @@ def _pool_table(table: Any) -> dict[str, Any]:
 
 
 def _check_match(match: Any, where: str) -> dict[str, Any]:
-    example = 'match = { gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand" }'
+    example = ('match = { gpu_model = "10de:2330", hca_count = 8, link_layer = "InfiniBand" }, or in direct mode '
+               'match = { labels = { "nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3" } }')
     if not isinstance(match, dict) or not match:
         raise ConfigError(f"match {where}: {show(match)} is not a table of node facts", example, key="match",
                           value=match, where=where)
@@ -406,6 +416,14 @@ def _check_match(match: Any, where: str) -> dict[str, Any]:
         elif k == "link_layer":
             ok = v in _LINK_LAYERS
             expected = '"InfiniBand" or "Ethernet"'
+        elif k == "labels":
+            ok = isinstance(v, dict) and bool(v) and all(
+                isinstance(key, str) and key.strip() and not key.startswith(_OWN_LABELS)
+                and (isinstance(val, str) or isinstance(val, list) and val and all(isinstance(x, str) for x in val))
+                for key, val in v.items())
+            expected = ('a table of Node label keys, each with the value it must have or a list of them '
+                        '({ "nvidia.com/gpu.product" = "NVIDIA-H100-80GB-HBM3" }), none of rdmadoctor.io/ '
+                        '(rdmadoctor writes those from the pool it chose)')
         else:
             raise ConfigError(f"match {where}: unknown node fact {k!r}; a match names {', '.join(MATCH_KEYS)}",
                               example, key=f"match.{k}", value=v, where=where)
@@ -433,12 +451,22 @@ def _fits(key: str, want: Any, facts: dict[str, Any]) -> tuple[bool, str]:
         return ok, f"GPUs {', '.join(sorted(set(models))) or 'none'}"
     if key == "hca_count":
         return have == want, f"{have} RDMA devices"
+    if key == "labels":
+        if have is None:
+            return False, _NO_LABELS
+        said = []
+        for name, value in want.items():
+            wanted = [value] if isinstance(value, str) else value
+            got = have.get(name)
+            said.append((got in wanted, f"label {name}={got}" if got is not None else f"no label {name}"))
+        return all(ok for ok, _ in said), "; ".join(w for ok, w in said if not ok) or "; ".join(w for _, w in said)
     return want in (have or ()), f"link layer {' and '.join(have or ()) or 'none'}"
 
 
 def match_pool(rules: list[tuple[str, dict[str, Any]]], facts: dict[str, Any]) -> tuple[str | None, str]:
     """The first pool whose every `match` fact fits the node's ``facts`` (gpu_model: the GPUs' PCI
-    IDs; hca_count; link_layer: the ports' layers), and why; (None, why) when none does."""
+    IDs; hca_count; link_layer: the ports' layers; labels: the Node's labels, None where they are
+    not read), and why; (None, why) when none does."""
     tried = []
     for name, match in rules:
         said = [_fits(k, v, facts) for k, v in match.items()]
@@ -451,7 +479,7 @@ def match_pool(rules: list[tuple[str, dict[str, Any]]], facts: dict[str, Any]) -
 def _check_pools(file_data: dict[str, Any], config: str, known: dict[str, Expect]) -> None:
     """Every pool of the config, not only the one selected: one ConfigMap serves every node pool
     of a DaemonSet, and a typo in another pool's table must fail here, on every node, not when
-    that pool's nodes read it (issue 21)."""
+    that pool's nodes read it."""
     pools = file_data.get("pools", {})
     if not isinstance(pools, dict):
         raise ConfigError(

@@ -29,6 +29,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+from rdmadoctor.core.labels import RELATIONS
+
 SCHEMA = "rdmadoctor.fingerprint/v1"
 # The compact form's version, "s" in the compact document.
 COMPACT_SCHEMA = "fp1"
@@ -50,8 +52,6 @@ IDENTITY = "identity"
 
 # PCIe generation by link speed in GT/s (the PCI-SIG's table).
 _PCIE_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6, 128.0: 7}
-# nvidia-smi topo -m relations, nearest first (rdmadoctor.checks._pci.RELATION_ORDER).
-_RELATIONS = ("PIX", "PXB", "PHB", "NODE", "SYS")
 
 
 def _one(values: list) -> Any:
@@ -70,7 +70,7 @@ def _rails(topology: dict) -> dict[str, str | None] | None:
     for gpu, row in zip(gpus, rows):
         best = None
         for nic, rel in zip(nics, row if isinstance(row, list) else ()):
-            rank = _RELATIONS.index(rel) if rel in _RELATIONS else None
+            rank = RELATIONS.index(rel) if rel in RELATIONS else None
             if rank is not None and (best is None or rank < best[0]):
                 best = (rank, nic)
         out[str(gpu)] = best[1] if best else None

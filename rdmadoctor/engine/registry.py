@@ -265,7 +265,7 @@ def load_checks(autoload: bool | None = None, listing: bool = False) -> tuple[li
     for ep in eps:
         try:
             loaded = _load_value(ep.value)
-        except Exception as e:  # a broken plugin must not take the built-in checks down with it
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not take the built-in checks down with it
             failures.append(PluginFailure(ep.name, ep.value, ep.dist, _error_text(e)))
             errors.append(str(failures[-1]))
             continue

@@ -45,9 +45,8 @@ if TYPE_CHECKING:
 from rdmadoctor import __version__
 from rdmadoctor.core import labels as L
 from rdmadoctor.core.model import ERROR, FAIL, PASS, SKIP, UNKNOWN, WARN, WARNING, CheckResult, worst
+from rdmadoctor.core.report import SCHEMA
 from rdmadoctor.engine import fingerprint
-
-SCHEMA = "rdmadoctor.report/v1"
 
 # Keys the schema promises in "inventory", null until a check fills them.
 INVENTORY_KEYS = ("rdma_devices", "gpus", "topology", "memlock_bytes", "shm_bytes")
@@ -135,7 +134,7 @@ def build(
     runtime_host = None
     try:
         runtime_host = host.runtime.hostname
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - the report still renders, without the hostname
         pass
     report = {
         "schema": SCHEMA,

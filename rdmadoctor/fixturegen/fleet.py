@@ -36,13 +36,6 @@ def other_firmware(fw_ver: str, hcas: tuple[int, ...] | None = None) -> Callable
     return change
 
 
-def other_mtu(mtu: int, hca: int = 0) -> Callable[[Node], None]:
-    def change(node: Node) -> None:
-        for port in node.hcas[hca].ports:
-            port.netdev_mtu = mtu
-    return change
-
-
 def with_counters(node: Node, **values: int) -> Node:
     """Every port of ``node`` with these counters (and so the full counter set in sysfs)."""
     for hca in node.hcas:

@@ -1,6 +1,6 @@
 """`fleet --prometheus`: one instant query of the info metrics, authenticated and bounded.
 
-Authentication (issue 32): managed and proxied Prometheus servers want a bearer token, basic
+Authentication: managed and proxied Prometheus servers want a bearer token, basic
 auth, their own CA or a client certificate. ``--http-config FILE`` takes them in the format of
 promtool's ``--http.config.file`` (Prometheus' own HTTP client configuration)::
 
@@ -21,7 +21,7 @@ does not do (oauth2, proxy_url, http_headers, server_name, ...) is refused by na
 ignored: a request sent without the credentials it was configured with would be a surprise. The
 credentials are sent only to the --prometheus address: never on a redirect.
 
-Bounds (issue 33): the whole request (connect, TLS, headers, every byte of the body) has one
+Bounds: the whole request (connect, TLS, headers, every byte of the body) has one
 deadline; the answer is read a chunk at a time up to MAX_ANSWER_BYTES; a server that drips its
 answer, or streams series for ever, is cut off and named.
 """
@@ -332,7 +332,7 @@ def _fetch(full: str, auth: Auth | None, timeout: float, max_bytes: int, stop: t
     import urllib.request
 
     class Refuse(urllib.request.HTTPRedirectHandler):
-        def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
             raise PrometheusError(f"Prometheus at {full.split('/api/')[0]} answered HTTP {code}, a redirect to "
                                   f"{str(newurl)[:120]}; rdmadoctor does not follow redirects (they could carry the credentials elsewhere)",
                                   "give --prometheus the address the redirect names")

@@ -9,7 +9,7 @@ the fingerprint existed is fingerprinted from its inventory; a bundle is checked
 node``) and fingerprinted. ``-`` reads one or more JSON documents from stdin (a report, JSON lines,
 a JSON array of reports).
 
-Every input is read typed and bounded (issue 33): regular files only (a symlink to ``/dev/zero``
+Every input is read typed and bounded: regular files only (a symlink to ``/dev/zero``
 or a FIFO is named, never read), each file and stdin size-capped, a field of the wrong type
 (``"fingerprint": {"node": [1]}``) or a value that is not a string or a number makes that one
 document a SourceError that names it, and the others go on. Names are kept as they are; the text
@@ -220,11 +220,6 @@ def _decode_all(text: str, where: str) -> Iterator[Any]:
             yield from doc
         else:
             yield doc
-
-
-def documents(text: str, where: str) -> Iterator[Any]:
-    """Every JSON document in ``text`` (see _decode_all)."""
-    return _decode_all(text, where)
 
 
 def stream_documents(stream: IO[str], where: str, max_document: int = MAX_DOCUMENT_BYTES,

@@ -111,7 +111,7 @@ class _DirTree(_Tree):
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 raise OSError(f"not a regular file: {path}")
-            f = open(fd, "rb")  # noqa: SIM115 - owns fd from here; O_NONBLOCK does nothing to regular files
+            f = open(fd, "rb")  # owns fd from here; O_NONBLOCK does nothing to regular files
         except BaseException:
             os.close(fd)
             raise
@@ -142,7 +142,7 @@ class _TreeFile(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b) -> int:  # noqa: ANN001 - a writable buffer
+    def readinto(self, b) -> int:  # a writable buffer
         data = self._tree.read_at(self._path, self._pos, len(b))
         n = len(data)
         b[:n] = data
@@ -400,7 +400,7 @@ class Host:
                     out.append(path)
         return sorted(out[:MAX_LOGS])
 
-    def open_log(self, path: str):  # noqa: ANN201 - a binary stream
+    def open_log(self, path: str):  # a binary stream
         """A job log of the bundle as a binary stream read in pieces: a log of gigabytes in a
         bundle folder never sits whole in memory. A gzipped log comes as it is stored;
         rdmadoctor.logs.reader.chunks gunzips it member by member. Raises HostError."""

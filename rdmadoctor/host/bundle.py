@@ -50,7 +50,7 @@ def _too_big() -> HostError:
 
 
 # ---- decompression, in pieces ------------------------------------------------------------------
-def gunzip_pieces(read, n: int, max_steps: int | None = None):  # noqa: ANN001, ANN201 - read(k) -> bytes; yields bytes
+def gunzip_pieces(read, n: int, max_steps: int | None = None):  # read(k) -> bytes; yields bytes
     """The decompressed pieces of every member of a gzip stream of ``n`` bytes that ``read(k)``
     gives in order; at most MAX_BUNDLE + 1 bytes in all (zlib alone: gzip costs an import).
 
@@ -117,7 +117,7 @@ def gunzip(raw: bytes, max_steps: int | None = None) -> bytes:
     return b"".join(gunzip_pieces(io.BytesIO(raw).read, len(raw), max_steps))
 
 
-def _pieces(f, head: bytes, size: int):  # noqa: ANN001, ANN202
+def _pieces(f, head: bytes, size: int):
     """Decompressed pieces of the archive in ``f`` (its first bytes ``head``), or None for a plain tar."""
     if head[:2] == b"\x1f\x8b":
         return gunzip_pieces(f.read, size)
@@ -140,7 +140,7 @@ class _Stream:
     """The decompressed archive, read forward: exact reads, and skips that copy to a ``sink`` or,
     in a plain file, seek. Counts what it takes against MAX_BUNDLE."""
 
-    def __init__(self, pieces, seek=None, size: int = 0):  # noqa: ANN001
+    def __init__(self, pieces, seek=None, size: int = 0):
         self._it = iter(pieces)
         self._seek = seek  # a plain file: skipped data is never read
         self._size = size
@@ -178,7 +178,7 @@ class _Stream:
         self.pos += got
         return b"".join(parts)
 
-    def skip(self, n: int, sink=None) -> int:  # noqa: ANN001 - sink(memoryview)
+    def skip(self, n: int, sink=None) -> int:  # sink(memoryview)
         """Pass over ``n`` bytes (to ``sink`` if given); how many there were."""
         left = n
         while left:
@@ -283,7 +283,7 @@ def _why_dropped(name: str, whose: str = "its name") -> str:
     return f"{whose} is deeper than {MAX_DEPTH} levels"
 
 
-def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = None, dropped=None) -> None:  # noqa: ANN001
+def _scan(stream: _Stream, add, on_data, budget: int, size_known: int | None = None, dropped=None) -> None:
     """Index a tar (ustar, GNU, pax, v7) read from ``stream``: ``add(path, kind, place, size, link)``
     for each member a bundle can use; ``on_data(size, padded)`` takes a regular file's data and its
     padding off the stream and returns its place (None: the archive ends inside it). ``path`` is absolute and normalised, a hard link's target too; members
@@ -441,7 +441,7 @@ class _Spill:
 
             try:
                 self._f = tempfile.TemporaryFile(prefix="rdmadoctor-bundle-")
-            except OSError:  # a read-only /tmp: the old way, in memory (at most MAX_BUNDLE)
+            except OSError:  # a read-only /tmp: kept in memory instead (at most MAX_BUNDLE)
                 self._mem = bytearray()
         if self._f is not None:
             try:
@@ -508,7 +508,7 @@ class _TarTree(_Tree):
         import os
 
         try:
-            f = open(path, "rb")  # noqa: SIM115 - kept open for a plain tar, whose members are read from it
+            f = open(path, "rb")  # kept open for a plain tar, whose members are read from it
         except OSError as e:
             raise HostError(f"cannot read bundle {path}: {e.strerror or e}") from e
         try:
@@ -548,7 +548,7 @@ class _TarTree(_Tree):
             self._far = _Far(raw=raw)
         return self
 
-    def _index(self, f, head: bytes, size: int, label: str) -> bool:  # noqa: ANN001
+    def _index(self, f, head: bytes, size: int, label: str) -> bool:
         """Read the archive in ``f`` once; True when it is a plain tar (members read from it later)."""
         self._file = None
         self._heap = bytearray()
@@ -568,7 +568,7 @@ class _TarTree(_Tree):
             raise HostError(f"cannot read bundle {label}: {e}") from e
         except (ScanBudgetError, MemoryError):
             raise
-        except Exception as e:  # noqa: BLE001 - zlib, bz2, lzma errors: a corrupt archive
+        except Exception as e:  # zlib, bz2, lzma errors: a corrupt archive
             raise HostError(f"cannot read bundle {label}: {type(e).__name__}: {e}") from e
         self._spill.done()
         return plain
@@ -692,7 +692,7 @@ class _TarTree(_Tree):
             return bytes(self._heap[place + offset : place + offset + n])
         return self._far.pread(-1 - place + offset, n)
 
-    def entries(self):  # noqa: ANN201 - (path, kind, size, link) of every member, sorted by path
+    def entries(self):  # (path, kind, size, link) of every member, sorted by path
         for i, p in enumerate(self._paths):
             yield p, _KIND_NAME[self._kinds[i]], self._sizes[i], self._links.get(i, "")
 

@@ -119,7 +119,7 @@ def _live_interfaces() -> tuple[tuple[NetIf, ...], str]:
         why = f"psutil failed ({type(e).__name__}: {e})"
     try:
         return _netlink_interfaces(), "netlink"
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         raise OSError(f"{why}; netlink: {type(e).__name__}: {e}") from e
 
 

@@ -198,7 +198,7 @@ def _holds_write_end(pid: int, target: str) -> bool:
     return False
 
 
-def _reap(proc) -> int | None:  # noqa: ANN001 - a subprocess.Popen
+def _reap(proc) -> int | None:  # a subprocess.Popen
     """The exit code; a killed tool gets _REAP_GRACE to go (one stuck in the kernel is left to
     subprocess, which reaps it later)."""
     import subprocess

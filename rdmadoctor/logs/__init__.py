@@ -28,7 +28,7 @@ from __future__ import annotations
 __all__ = ["Diagnoser", "Diagnosis", "Segment", "diagnose_bytes", "diagnose_paths", "transport_line"]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - PEP 562
+def __getattr__(name: str):  # PEP 562
     # `check` imports rdmadoctor.logs.kb (the checks declare its codes) on every run; the scanner
     # (about 14 ms of imports) loads only when a log is read.
     if name in __all__:

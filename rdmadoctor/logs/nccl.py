@@ -73,6 +73,13 @@ _TOPO_NET = re.compile(r"NET\[(\d{1,6}(?:\.\d{1,6})?)\] - NET/(\d{1,4})\b")
 _TEST_RANK = re.compile(r"#\s{1,8}Rank\s{1,8}\d{1,6}\s{1,8}(?:Group\s{1,8}\d{1,6}\s{1,8})?Pid\s{1,8}\d{1,9}\s{1,8}on\s{1,8}([\w.-]{1,255})\s")
 _GDR_ON = re.compile(r"GPU Direct RDMA Enabled|GPUDirect RDMA enabled|/GDRDMA")
 _GDR_OFF = re.compile(r"GPU Direct RDMA Disabled")
+# GCP's own net plugins, the designed transport of its GPU VMs (google/nccl-fastsocket,
+# google/nccl-plugin-gpudirecttcpx, TCPXO's FasTrak): TCP by design, not a fall back to NCCL's sockets.
+# They name themselves on their own lines ("NET/FastSocket : Using [0]ens8:...", "NET/FastSocket plugin
+# initialized", "NET/GPUDirectTCPX ver. 3.1.6") even where NCCL's "Loaded net plugin" line is not pasted,
+# and say "GPU Direct RDMA Disabled for HCA N 'ethN'" of each TCP NIC, which has no RDMA to disable.
+_GCP_PLUGIN = re.compile(r"NET/(FastSocket|GPUDirectTCPX|FasTrak)\b")
+GCP_PLUGINS = ("fastsocket", "gpudirecttcpx", "fastrak")
 
 LINK_LAYER_WORDS = {"IB": "InfiniBand", "RoCE": "RoCE", "ETH": "Ethernet"}
 SOCKET_NETWORKS = ("Socket",)
@@ -137,10 +144,18 @@ class NcclFacts:
             m = _NETWORK.search(text)
             if m and len(self.networks) < self.MAX:
                 self.networks[host] = m.group(1)
+        gcp = None
+        if "NET/F" in text or "NET/G" in text:
+            g = _GCP_PLUGIN.search(text)
+            if g is not None:
+                gcp = g.group(1)
+                if self.plugin is None:
+                    self.plugin = gcp
         if ": Using [" in text or ":Using [" in text:
             m = _SOCK_DEVS.search(text)
             if m:
-                if len(self.socket_iface_hosts) < self.MAX:
+                # (FastSocket lists its interfaces as NET/Socket does: its own transport, not NCCL's sockets)
+                if gcp is None and len(self.socket_iface_hosts) < self.MAX:
                     self.socket_iface_hosts.add(host)
                 for name in _SOCK_DEV.findall(m.group(1)):
                     if name not in self.socket_ifaces and len(self.socket_ifaces) < self.MAX:
@@ -206,7 +221,7 @@ class NcclFacts:
                 m = _LOCAL_RANKS.search(text)
                 if m and m.group(1) == m.group(2):
                     self.all_local = True
-        if "GPU" in text or "GDRDMA" in text:
+        if ("GPU" in text or "GDRDMA" in text) and gcp is None:
             if _GDR_OFF.search(text):
                 self.gdr_off = True
             elif _GDR_ON.search(text):
@@ -465,10 +480,16 @@ def tcp_fabric(fabric: str | None) -> bool:
     return bool(fabric) and re.split(r"[\s;(]", fabric.strip(), maxsplit=1)[0].lower() in _SOCKET_PROVIDERS  # type: ignore[union-attr]
 
 
+def gcp_plugin(name: str | None) -> bool:
+    """One of GCP's own net plugins (FastSocket, GPUDirectTCPX, FasTrak): TCP as the VM was built for."""
+    return bool(name) and name.lower().startswith(GCP_PLUGINS)  # type: ignore[union-attr]
+
+
 def is_socket(network: str | None, plugin: str | None) -> bool:
-    """NCCL's socket transport, or a socket-based plugin (FastSocket)."""
+    """NCCL's socket transport, or a socket-based plugin that is not GCP's designed transport (FastSocket
+    on a GCP VM is how those VMs are built to carry NCCL's traffic: information, not a fall back)."""
     for name in (network, plugin):
-        if name and "socket" in name.lower():
+        if name and "socket" in name.lower() and not gcp_plugin(name):
             return True
     return False
 
@@ -493,6 +514,10 @@ def transport_line(nccl: dict | None) -> str | None:
     if nccl.get("nodes") == 1:
         # One host: every byte goes over NVLink, PCIe or shared memory; the network is unused.
         return f"{who} runs on one host: nothing crosses the network (NET/{net} would carry traffic between hosts)"
+    if not is_socket(net, None) and (gcp_plugin(net) or gcp_plugin(nccl.get("plugin"))):
+        ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "the VM's NICs"
+        name = net if gcp_plugin(net) else nccl["plugin"]
+        return f"{who} uses GCP's {name} plugin over {ifaces}: TCP, the designed transport of these VMs"
     if is_socket(net, nccl.get("plugin")):
         ifaces = ", ".join(nccl.get("socket_ifaces") or []) or "an unnamed interface"
         return (f"WARNING: {who} uses NET/{net} over {ifaces}: inter-node traffic goes over TCP, not RDMA; "

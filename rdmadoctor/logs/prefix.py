@@ -5,7 +5,12 @@ Wrappers come stacked in any order a pipeline made them: ``kubectl logs --prefix
 --timestamps`` puts ``[pod/NAME/CONTAINER] 2024-05-01T12:00:00.123456789Z`` in front of what the
 container printed; mpirun ``--tag-output`` puts ``[1,3]<stderr>:``; torchrun ``[default3]:``;
 PyTorch 2.2+ ``[rank3]:``; NCCL itself ``[2024-05-01 12:00:00] host:pid:tid [dev]`` (the date
-part from 2.26, NCCL_DEBUG_TIMESTAMP_FORMAT) then ``NCCL INFO`` or ``file.cc:123 NCCL WARN``.
+part from 2.26, NCCL_DEBUG_TIMESTAMP_FORMAT) then ``NCCL INFO`` or ``file.cc:123 NCCL WARN``; a
+site adds its own (Ray's ``(RayTrainWorker pid=N, ip=A)``, a ``[host:pid=N]`` tag, ``grep -r``'s
+file name, a log viewer's frame). Each is context (host, rank, time) when it is there and never a
+gate: the scan finds a row's message wherever it stands in a line, and :func:`unwrap` also gives
+the messages a sentence quotes and the settings a line of code makes (:func:`quoted`,
+:func:`settings_said`).
 """
 
 from __future__ import annotations
@@ -24,13 +29,32 @@ _WRAPPERS = re.compile(
     r"|\[(?:default|rank)(?P<trank>\d{1,6})\]:"  # torchrun --tee / PyTorch 2.2+
     r")"
 )
+_SITE = re.compile(
+    r"(?:"
+    # A site's own prefixes before NCCL's (issue 30): Ray's actor prefix "(RayTrainWorker pid=123,
+    # ip=10.0.0.1)" and "(pid=123)", vLLM's "(VllmWorker rank=1 pid=123)"; a "[host:pid=N]" or
+    # "[host:N]" tag; a bracketed time "[2024-05-01 12:00:00]" or "[12:00:00.123]"; `grep -r`'s file
+    # name ("logs/rank-3.log:" with its line number after -n); a log viewer's box characters.
+    # Context, never a gate: a line without them reads the same.
+    r"\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
+    r"|\[(?P<taghost>[A-Za-z][\w.-]{0,252}):(?:pid=)?(?P<tagpid>\d{1,9})\]:?"
+    r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^\]]{0,16}|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\]"
+    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?)"
+    r"|[\u2502\u2503|]"
+    r")"
+)
+# What a site's prefix starts with: _SITE is tried only there (or where a file name may end before
+# the first colon), so a line of NCCL's own pays one regex call for its wrappers, as before.
+_SITE_FIRST = frozenset("([|\u2502\u2503")
 _SPACE = re.compile(r"\s*")
-# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1. Every
+# NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
+# may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
+# "pod-id:num:num [3]"). Every
 # run is bounded and the host starts a word (a search never rescans a long run from each of its
 # characters); only a match near the start counts, so only a window of a long line is searched.
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
-    r"(?<![\w.-])(?P<host>[\w.-]{1,255}):(?P<pid>\d{1,9}):(?P<tid>\d{1,9}) \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
+    r"(?<![\w.-])(?P<host>[\w.-]{1,255}):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
     r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _NCCL_WINDOW = 1024  # longer than any match that starts in the first 64 characters
@@ -55,14 +79,33 @@ class Meta:
     loc: str | None = None  # NCCL's source file and line of a WARN ("transport/nvls.cc:598")
 
 
+def _file_before_colon(line: str, start: int) -> bool:
+    """May ``line`` start with a file name at ``start`` (a dot before the first colon)?"""
+    colon = line.find(":", start, start + 262)
+    return colon > 0 and line.find(".", start, colon) >= 0
+
+
 def split(line: str) -> tuple[str, Meta]:
     """``line`` -> (the message without its wrappers, who printed it). Never raises."""
     pos, pod, rank, ts = 0, None, None, None
+    host = pid = None  # a site's prefix may name them; NCCL's own prefix wins
     for _ in range(6):  # a pipeline stacks a few wrappers, never many
-        m = _WRAPPERS.match(line, _SPACE.match(line, pos).end())  # type: ignore[union-attr]
+        start = _SPACE.match(line, pos).end()  # type: ignore[union-attr]
+        m = _WRAPPERS.match(line, start)
+        if m is None and start < len(line) and (line[start] in _SITE_FIRST or _file_before_colon(line, start)):
+            m = _SITE.match(line, start)
         if m is None or m.end() == pos:
             break
-        if m.group("pod"):
+        if m.re is _SITE:
+            if m.group("raypid"):
+                pid = pid or m.group("raypid")  # (its ip is not a host name: the hosts NCCL names are counted)
+                if m.group("vrank") and rank is None:  # vLLM's "(VllmWorker rank=1 pid=123)"
+                    rank = int(m.group("vrank"))
+            elif m.group("taghost"):
+                host, pid = host or m.group("taghost"), pid or m.group("tagpid")
+            elif m.group("bts") and "-" in m.group("bts"):  # (a time without its date orders nothing)
+                ts = ts or m.group("bts")
+        elif m.group("pod"):
             pod = m.group("pod")
         elif m.group("iso"):
             ts = ts or m.group("iso")
@@ -74,7 +117,7 @@ def split(line: str) -> tuple[str, Meta]:
         if pos < len(line) and line[pos] == " ":
             pos += 1
     rest = line[pos:]
-    host = pid = level = loc = None
+    level = loc = None
     m = _NCCL.search(rest, 0, _NCCL_WINDOW)
     if m is not None and m.start() < 64:
         host, pid, level, loc = m.group("host"), m.group("pid"), m.group("level"), m.group("loc")
@@ -101,6 +144,64 @@ _AUTOLINK = re.compile(r"\[([^\[\]()\s]{1,256})\]\((?:https?://|mailto:)?\1/?\)|
 # Inline code in a sentence: `NCCL WARN Call to ibv_create_qp failed`.
 _CODE_SPAN = re.compile(r"`{1,3}([^`]{1,4096})`{1,3}")
 MAX_SPANS = 8
+# A message quoted in a sentence (issue 30): straight double quotes, typographic ones either way round
+# (a ticket written with an input method that swaps them: ”... failed“), single ones that open after a
+# blank and close before one, corner brackets, guillemets. Each run stops at the next quote of its
+# kind: linear.
+_QUOTE_SPAN = re.compile(
+    r'"([^"]{8,4096})"'
+    "|[\u201c\u201d\u201e]([^\u201c\u201d\u201e]{8,4096})[\u201c\u201d]"
+    "|\u2018([^\u2018\u2019]{8,4096})\u2019"
+    r"|(?:^|(?<=[\s(:]))'([^'\n]{8,4096})'(?=[\s.,;:!?)]|$)"
+    "|\u300c([^\u300c\u300d]{8,4096})\u300d"
+    "|\u00ab([^\u00ab\u00bb]{8,4096})\u00bb"
+)
+_WIDE_QUOTE = re.compile("[\u201c\u201d\u201e\u2018\u300c\u00ab]")
+# What a writer puts after a quoted message: a full stop, a comma, a closing quote or bracket (the
+# reader also tries a message without them, see scan.matching).
+TRAILING = " \t.,;:!?\"'\u201c\u201d\u2019\u300d\u00bb)\u3002\uff0c\uff1b"
+# A log viewer's frame at the end of a line.
+_BOX_END = ("\u2502", "\u2503")
+# NCCL settings as code or a config file writes them (issue 30), each read as the shell line the
+# knowledge base knows (`export NAME=value`): Python's os.environ[...] = ..., setdefault and putenv, a
+# dict or JSON entry, Kubernetes' {"name": ..., "value": ...}, a YAML mapping or compose list entry,
+# csh's setenv, a Dockerfile's old `ENV NAME value`.
+_CODE_SETTING = re.compile(
+    r"""(?:environ\[|environ\.setdefault\(|putenv\(|setenv\()\s{0,8}["'](?P<n1>NCCL_\w{1,40})["']\s{0,8}(?:\]\s{0,8}=|,)\s{0,8}(?:str\()?["']?(?P<v1>[^"'\s,)\]]{1,200})"""
+    r'''|"name":\s{0,8}"(?P<n2>NCCL_\w{1,40})",\s{0,8}"value":\s{0,8}"(?P<v2>[^"\s]{1,200})"'''
+    r"""|["'](?P<n3>NCCL_\w{1,40})["']\s{0,8}:\s{0,8}["']?(?P<v3>[^"'\s,}]{1,200})"""
+    r"""|^\s{0,40}-\s{1,8}["']?(?P<n4>NCCL_\w{1,40})=["']?(?P<v4>[^"'\s#]{1,200})"""
+    r"""|^\s{0,40}(?:-\s{1,8})?(?P<n7>NCCL_\w{1,40}):\s{1,8}["']?(?P<v7>[^"'\s#]{1,200})"""
+    r"""|\bsetenv\s{1,8}(?P<n5>NCCL_\w{1,40})\s{1,8}["']?(?P<v5>[^"'\s]{1,200})"""
+    r"""|^\s{0,40}ENV\s{1,8}(?P<n6>NCCL_\w{1,40})\s{1,8}["']?(?P<v6>[^"'\s=]{1,200})"""
+)
+
+
+def settings_said(line: str) -> tuple[str, ...]:
+    """The NCCL settings a line of code or config makes, each as ``export NAME=value``."""
+    out = []
+    for m in _CODE_SETTING.finditer(line):
+        name = next((g for g in m.group("n1", "n2", "n3", "n4", "n5", "n6", "n7") if g), None)
+        value = next((g for g in m.group("v1", "v2", "v3", "v4", "v5", "v6", "v7") if g), None)
+        if name and value:
+            out.append(f"export {name}={value}")
+        if len(out) >= MAX_SPANS:
+            break
+    return tuple(out)
+
+
+def quoted(line: str) -> tuple[str, ...]:
+    """The messages a sentence quotes (more than one word each), without what ends the sentence."""
+    if '"' not in line and "'" not in line and (line.isascii() or _WIDE_QUOTE.search(line) is None):
+        return ()
+    out = []
+    for m in _QUOTE_SPAN.finditer(line):
+        span = next(g for g in m.groups() if g is not None).strip().rstrip(TRAILING)
+        if " " in span:
+            out.append(span)
+        if len(out) >= MAX_SPANS:
+            break
+    return tuple(out)
 
 
 # Markdown emphasis a ticket puts around a message. Bold: `**` pairs around text that does not
@@ -166,16 +267,20 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
         m = _ITALIC_LINE.match(line)
         if m is not None:
             line = m.group(1)
+    if line.endswith(_BOX_END):
+        line = line.rstrip(" \u2502\u2503")
+    extra = settings_said(line) if "NCCL_" in line else ()
     if "`" not in line:
-        return line, ()
+        return line, extra + quoted(line)
     stripped = line.strip()
     inner = stripped.strip("`")
     if "`" not in inner:  # the whole line is inline code (or a fence's opening/closing on it)
-        return inner, ()
+        return inner, extra + quoted(inner)
     # (a span of one word is a name mentioned in a sentence, `ncclRemoteError`, `NCCL_IB_DISABLE=1`:
     # not a line the job printed)
     spans = tuple(s.strip() for s in _CODE_SPAN.findall(line)[:MAX_SPANS] if len(s.split()) > 1)
-    return line.replace("`", ""), spans
+    line = line.replace("`", "")
+    return line, spans + extra + quoted(line)
 
 
 # ---- a long line broken in two ---------------------------------------------------------------------

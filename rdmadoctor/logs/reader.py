@@ -37,7 +37,7 @@ class TruncatedInput(Exception):
     """The input ended early (a cut compressed stream, corrupt data, a read error) after some data was read."""
 
 
-def _readable(stream) -> bool:  # noqa: ANN001
+def _readable(stream) -> bool:
     """The fd under ``stream`` is open for reading (not closed, not write-only)."""
     import fcntl
     import io
@@ -54,7 +54,7 @@ def _readable(stream) -> bool:  # noqa: ANN001
         return False
 
 
-def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file object
+def open_source(path: str, stdin=None):  # a binary file object
     """A binary stream for ``path`` ("-": stdin)."""
     if path == "-":
         if stdin is not None:
@@ -79,7 +79,7 @@ def open_source(path: str, stdin=None):  # noqa: ANN001, ANN201 - a binary file 
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
         raise SourceError(f"{path}: not a regular file")
     try:
-        return open(path, "rb")  # noqa: SIM115 - closed by the caller
+        return open(path, "rb")  # closed by the caller
     except OSError as e:
         raise SourceError(f"{path}: cannot open it ({e.strerror or e})") from None
 
@@ -138,7 +138,7 @@ def binary_message(why: str) -> str:
     return f"binary data: not a text log ({why}); an archive must be unpacked first (gzip, bzip2 and xz are read as they are)"
 
 
-def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
+def chunks(stream, size: int = CHUNK):  # yields bytes
     """The content of ``stream`` in chunks of at most ``size`` bytes, decompressed when it is
     gzip, bzip2 or xz.
 
@@ -168,14 +168,14 @@ def chunks(stream, size: int = CHUNK):  # noqa: ANN001, ANN201 - yields bytes
         data = _read(stream, size)
 
 
-def _read(stream, size: int) -> bytes:  # noqa: ANN001
+def _read(stream, size: int) -> bytes:
     try:
         return stream.read(size)
     except (OSError, EOFError, ValueError) as e:
         raise TruncatedInput(f"reading stopped: {e}") from None
 
 
-def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
+def _gunzip(stream, first: bytes, size: int):
     import zlib
 
     d = zlib.decompressobj(wbits=31)
@@ -214,7 +214,7 @@ def _gunzip(stream, first: bytes, size: int):  # noqa: ANN001, ANN202
             return
 
 
-def _unpack(stream, first: bytes, size: int, make, kind: str):  # noqa: ANN001, ANN202
+def _unpack(stream, first: bytes, size: int, make, kind: str):
     """bz2 / lzma decompressors (one API): stream after stream, each call's output at most ``size``."""
     d = make()
     pending = first

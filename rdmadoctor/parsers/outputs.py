@@ -4,8 +4,8 @@ A tool's output reaches rdmadoctor two ways: recorded in a bundle as ``cmd/<name
 ``check --bundle`` through :meth:`rdmadoctor.host.Host.cmd`, which splits a terminal transcript at
 its prompts: :mod:`rdmadoctor.host.transcript`), or pasted into a log (read by ``diagnose``, which
 cuts the paste into segments of a kind and hands each to the node checks' probes on an in-memory
-bundle: ``checks/logs.py``). Both must read an output the same way (issue 30, "one reader for one
-output"): which pipes leave it whole, which outputs are still judged when a pipe filtered them,
+bundle: ``checks/logs.py``). Both must read an output the same way, or a paste and a bundle of
+one node disagree: which pipes leave it whole, which outputs are still judged when a pipe filtered them,
 and which ``cmd/`` file a pasted kind stands for. They read it here.
 """
 

@@ -33,7 +33,6 @@ from rdmadoctor.preflight.gate import (
     UNKNOWN_VERDICT,
     VERDICT_TEXT,
     Gate,
-    expectation_sets,
     gate,
     select_checks,
 )
@@ -54,6 +53,6 @@ from rdmadoctor.preflight.run import MASTER_TIMEOUT, SCHEMA, Signalled, Verdict,
 __all__ = [
     "EXIT", "GO", "MASTER_TIMEOUT", "NO_GO", "SCHEMA", "TORCH_MASTER_PORT", "UNKNOWN_VERDICT", "VERDICT_TEXT",
     "VOLCANO_PYTORCH_PORT", "Gate", "Master", "PreflightError", "Request", "Signalled", "Verdict", "WaitResult",
-    "decide", "deliver", "exec_command", "expectation_sets", "find_master", "gate", "master_codes", "own_addresses",
+    "decide", "deliver", "exec_command", "find_master", "gate", "master_codes", "own_addresses",
     "render_text", "run_preflight", "select_checks", "wait_for_master",
 ]

@@ -83,20 +83,6 @@ class Gate:
         self.verdict = GO if code == 0 else NO_GO if code == 1 else UNKNOWN_VERDICT
 
 
-def expectation_sets(
-    sets: list[str], expect_hcas: int | None, min_rate: float | None, job_uid: int | None = None
-) -> list[str]:
-    """``--expect-hcas`` / ``--min-rate`` / ``--job-uid`` as ``--set`` items, after the user's so that they win."""
-    out = list(sets)
-    if expect_hcas is not None:
-        out.append(f"expected_hcas={int(expect_hcas)}")
-    if min_rate is not None:
-        out.append(f"min_rate_gbps={min_rate:g}")
-    if job_uid is not None:
-        out.append(f"job_uid={int(job_uid)}")
-    return out
-
-
 def _matches(cid: str, patterns: list[str]) -> bool:
     return any(cid == p or cid.startswith(p + ".") for p in patterns)
 

@@ -377,7 +377,7 @@ def run_preflight(request: Any = None, *, say: Callable[[Verdict], int] | None =
         if given:
             raise PreflightError(f"{given[0]} needs --gang", f"rdmadoctor preflight --gang {given[0]} ...")
     if req.wait and req.timeout is not None and req.master_timeout is None:
-        # --timeout was the rank-0 wait before it meant the tool timeout, as in `check`.
+        # --timeout bounds each tool, as in `check`; one who meant the wait for rank 0 is told its option.
         err.write(
             f"rdmadoctor preflight: note: --timeout {req.timeout:g} bounds each tool the checks run; "
             f"the wait for rank 0 is --master-timeout (now {wait_s:g} s)\n"

@@ -443,7 +443,7 @@ class NodeAPI:
             config = self._config()
             try:
                 self._client = Client(config, timeout=httpx.Timeout(self.timeout), field_manager=FIELD_MANAGER)
-            except Exception as e:  # noqa: BLE001 - a broken kubeconfig surfaces here (CA file, exec plugin)
+            except Exception as e:  # a broken kubeconfig surfaces here (CA file, exec plugin)
                 raise PublishError(f"cannot build a Kubernetes client: {type(e).__name__}: {e}", transient=False) from e
             # lightkube.Client -> its GenericSyncClient -> the httpx Client (lightkube has no hook
             # of its own; tests/unit/publish/test_harden_bounded.py fails if a new lightkube moves it).
@@ -486,7 +486,7 @@ class NodeAPI:
         if c is not None:
             try:
                 c.close()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - a client being dropped: its close error changes nothing
                 pass
 
     def _call(self, fn, what: str, kind: str = "Node"):
@@ -631,7 +631,7 @@ class NodeAPI:
                         resp = c._client.send(c._client.build_adapter_request(br))
                         c._client.raise_for_status(resp)
                         body = resp.content
-                    except Exception as e:  # noqa: BLE001 - a page over the cap is asked again smaller
+                    except Exception as e:  # a page over the cap is asked again smaller
                         if isinstance(e, _TooLarge) or any(isinstance(x, _TooLarge) for x in _causes(e)):
                             return None
                         raise

@@ -108,9 +108,9 @@ def needs_write(old: str | None, body: str, now: float, window: float) -> bool:
     return left < window / 2 or left > window + 60
 
 
-def write_atomic(directory: str | os.PathLike, name: str, data: bytes) -> Path:
-    """Write ``directory/name`` so a reader sees the old content or the new, never a mix (the
-    temp file is a dot-file, which NFD ignores)."""
+def write_feature_file(directory: str | os.PathLike, name: str, data: bytes) -> Path:
+    """Write the feature file ``directory/name`` so a reader sees the old content or the new,
+    never a mix (fsutil.write_atomic; its temp file is a dot-file, which NFD ignores)."""
     target = Path(directory) / name
     _write_atomic(target, data)
     return target
@@ -225,7 +225,7 @@ class NfdPublisher(Publisher):
             return []
         _remove_stale_temps(d, self.name, now)
         try:
-            write_atomic(d, self.name, text.encode())
+            write_feature_file(d, self.name, text.encode())
         except OSError as e:
             raise _dir_error(self.features_dir, e) from e
         self.summary = f"wrote {words.count(count, 'label')} to {self.path} (expiry {expires})"

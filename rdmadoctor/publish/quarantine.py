@@ -155,6 +155,9 @@ class KubeQuarantine:
         self.mode = mode
         self.dry_run = mode == "dry-run"
         self.pool = check_pool(pool)
+        # Without --pool the pool is the one a [pools.NAME] table's `match` chose for this node
+        # (one DaemonSet serving several pools): each pool then has its own budget and storm.
+        self.pool_from_report = pool is None
         self.prefix = normalize_prefix(prefix)
         self._namespace = namespace
         self.log = log
@@ -186,6 +189,13 @@ class KubeQuarantine:
     def labels(self, report: dict) -> dict[str, str]:
         """The labels the agent adds to the report's while quarantine is on: the pool, and the
         root code while the node fails (the storm's most common code is counted from it)."""
+        chosen = report.get("pool") if isinstance(report, dict) else None
+        name = chosen.get("name") if isinstance(chosen, dict) else None
+        if self.pool_from_report and isinstance(name, str):
+            try:
+                self.pool = check_pool(name)
+            except PublishConfigError:
+                pass  # a pool name that is no label value keeps the pool as it was (said by the config's check)
         verdict, code, _ = Q.verdict_of(report)
         out = {Q_LABEL_POOL: self.pool}
         if verdict == Q.PROBLEM and code:

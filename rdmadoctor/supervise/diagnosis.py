@@ -22,6 +22,18 @@ QUEUE_BYTES = 8 << 20  # output waiting for the diagnosis thread; beyond it, bat
 # diagnosis thread lets output gather this long (a big one means output is pouring: no pause).
 DIAGNOSIS_S = 0.05
 SMALL_BATCH = 256 << 10
+# The thread reads a batch in slices of whole lines of at most this: no one call into the scan
+# holds the GIL long (about 10 ms at the scan's slowest, NCCL WARN lines, 10 MB/s).
+SLICE_BYTES = 64 << 10
+# Output pours when the copy hands over a batch of POUR_BYTES or more (a read that did not wait:
+# process.COALESCE_BYTES); for POUR_S after one, the thread sleeps between slices.
+POUR_BYTES = 64 << 10
+POUR_S = 0.02
+# After the job ends, what is queued is read for at most DRAIN_S; then the rest is counted, not
+# read, but for its last FINAL_BYTES (where a job fails).
+DRAIN_S = 5.0
+FINAL_BYTES = 256 << 10
+STOP_S = 30.0  # a call into the scan that has not returned this long after the cut is given up
 
 
 class Watch:
@@ -97,32 +109,48 @@ class Watch:
 
 class Diagnosing:
     """The Diagnoser on a thread of its own, so that the copy to rdmadoctor's stdout and stderr
-    never waits for diagnosis (a long line, a burst of NCCL lines).
+    never waits for diagnosis (a long line, a burst of NCCL lines), and so that rdmadoctor exits
+    a bounded time after the job.
 
     The copy loop cuts the output into lines and chooses what is read (LineFeed, Watch: cheap,
     in C); what Watch hands the Diagnoser is queued here and read on the thread. When more than
     QUEUE_BYTES wait, a batch is counted instead of queued (its lines keep their numbers, the
     report says how many were not read): never waited for. Only the thread touches the
-    Diagnoser until ``close`` has joined it. A regular expression holds the GIL while it runs:
-    every pattern is linear in the line (tests/contract/test_linear.py), so the copy waits milliseconds
-    at most.
+    Diagnoser until ``close`` has joined it.
+
+    The thread reads in slices of at most SLICE_BYTES of whole lines, so that no one call into
+    the scan holds the GIL long. While the job's output pours (a batch of POUR_BYTES or more
+    handed over in the last POUR_S), it sleeps between slices as long as the slice took (the copy
+    loop, which gives the GIL up at every read and write, otherwise waits up to the interpreter's
+    switch interval, 5 ms, to get it back each time): the scan keeps at most half of the GIL
+    while the copy needs it, and what it cannot read in time is dropped and said.
+
+    Once the job has ended (``job_ended``), ``feed`` queues without a limit (Watch's tail, in
+    memory already) and ``close`` waits at most ``drain_s`` for the thread to read what is
+    queued. Past it, the reading is cut: what is left is counted, not read, except its last
+    FINAL_BYTES (where a job fails), and a note says how many lines were not read.
     """
 
-    def __init__(self, diagnoser: Any, limit: int | None = None):
+    def __init__(self, diagnoser: Any, limit: int | None = None, drain_s: float | None = None):
         import threading
         from collections import deque
 
         self.d = diagnoser
         self.limit = QUEUE_BYTES if limit is None else limit
+        self.drain_s = DRAIN_S if drain_s is None else drain_s
         self.queue: Any = deque()
         self.queued = 0  # bytes in the queue
         self.in_hand = 0  # bytes the thread took and is reading
         self.cond = threading.Condition()
         self.done = False
-        self.waits = False  # the job has ended: feed waits for room
+        self.ended = False  # the job has ended: feed queues without a limit
+        self.ended_at = 0.0
+        self.cut = False  # past drain_s after the job's end: what is left is counted, not read
+        self.poured_at = -1.0  # when the copy last handed over a batch of POUR_BYTES or more
         self.error: BaseException | None = None
         self.transport_shown = False  # the Diagnoser's, as of the last batch read
         self.behind_lines = self.behind_bytes = 0
+        self.cut_lines = self.cut_bytes = 0
         self.thread = threading.Thread(target=self._work, name="rdmadoctor-diagnosis", daemon=True)
         self.thread.start()
 
@@ -132,17 +160,24 @@ class Diagnosing:
         return self.d.notes  # appended to once the job has ended only
 
     def job_ended(self) -> None:
-        """Nothing is copied any more: from now on ``feed`` waits for room instead of dropping."""
-        self.waits = True
+        """Nothing is copied any more: from now on ``feed`` queues whatever comes (Watch's tail,
+        already in memory) and ``close`` waits at most ``drain_s`` for it to be read."""
+        import time
+
+        with self.cond:
+            self.ended = True
+            self.ended_at = time.monotonic()
+            self.cond.notify_all()
 
     def feed(self, data: bytes, source: str = "-") -> None:
+        if len(data) >= POUR_BYTES:
+            import time
+
+            self.poured_at = time.monotonic()
         with self.cond:
             if not self.queue:
                 self.cond.notify()  # the thread waits only on an empty queue
-            while self.waits and self.queued + self.in_hand and self.queued + self.in_hand + len(data) > self.limit:
-                self.cond.notify()
-                self.cond.wait()
-            if self.queued + self.in_hand + len(data) <= self.limit or self.waits:
+            if self.ended or self.queued + self.in_hand + len(data) <= self.limit:
                 self.queue.append(("feed", source, data))
                 self.queued += len(data)
                 return
@@ -177,36 +212,119 @@ class Diagnosing:
                 batch, self.queue = self.queue, deque()
                 self.in_hand, self.queued = self.queued, 0  # still counted against the limit
                 done, small = self.done, self.in_hand < SMALL_BATCH
-            for kind, source, data in batch:
-                if self.error is not None:
-                    break  # keep draining: nothing is read after a failure
-                try:
-                    if kind == "feed":
-                        self.d.feed(data, source=source)
-                    else:
-                        self.d.skip(data[0], data[1], source=source)
-                except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
-                    self.error = e
+            try:
+                if self.cut:
+                    self._read_cut(batch)
+                else:
+                    self._read(batch)
+            except BaseException as e:  # noqa: BLE001 - re-raised by close(), on the main thread
+                self.error = e
             if self.error is None:
                 self.transport_shown = self.d.transport_shown
             with self.cond:
                 self.in_hand = 0
-                self.cond.notify_all()  # a feed waiting for room (once the job has ended)
-            if small and not done and not self.waits:
+                self.cond.notify_all()  # close(), waiting for the queue to be read
+            if small and not done and not self.ended:
                 time.sleep(DIAGNOSIS_S)
 
+    def _read(self, batch: Any) -> None:
+        """Read a batch slice by slice, giving way to the copy while output pours; once cut,
+        what is left goes to _read_cut."""
+        import time
+
+        while batch:
+            kind, source, data = batch.popleft()
+            if self.error is not None:
+                continue  # keep draining: nothing is read after a failure
+            if kind == "skip":
+                self.d.skip(data[0], data[1], source=source)
+                continue
+            start = 0
+            while start < len(data):
+                if self.cut:
+                    batch.appendleft((kind, source, data[start:]))
+                    with self.cond:  # nothing is fed once cut (close() comes after Watch.close)
+                        batch.extend(self.queue)
+                        self.queue.clear()
+                        self.queued = 0
+                    self._read_cut(batch)
+                    return
+                end = len(data) if len(data) - start <= SLICE_BYTES else data.rfind(b"\n", start, start + SLICE_BYTES) + 1
+                if end <= start:  # one line longer than a slice (LineFeed cuts them at 64 KiB)
+                    end = data.find(b"\n", start + SLICE_BYTES) + 1 or len(data)
+                t0 = time.monotonic()
+                self.d.feed(data if start == 0 and end == len(data) else data[start:end], source=source)
+                start = end
+                t1 = time.monotonic()
+                if not self.ended and t1 - self.poured_at < POUR_S:
+                    time.sleep(min(t1 - t0, POUR_S))  # the copy takes the GIL meanwhile
+
+    def _read_cut(self, batch: Any) -> None:
+        """Past the deadline: count what is left, read only its last FINAL_BYTES (whole lines)."""
+        final: list[tuple[str, bytes]] = []
+        budget = FINAL_BYTES
+        while batch and budget > 0:  # the last lines, newest first
+            kind, source, data = batch[-1]
+            if kind != "feed":
+                break
+            if len(data) <= budget:
+                final.append((source, data))
+                budget -= len(data)
+                batch.pop()
+                continue
+            cut = data.find(b"\n", len(data) - budget - 1) + 1
+            if 0 < cut < len(data):
+                final.append((source, data[cut:]))
+                batch[-1] = (kind, source, data[:cut])
+            break
+        for kind, source, data in batch:
+            if kind == "skip":
+                lines, nbytes = data
+            else:
+                lines, nbytes = data.count(b"\n"), len(data)
+                self.cut_lines += lines
+                self.cut_bytes += nbytes
+            if self.error is None:
+                self.d.skip(lines, nbytes, source=source)
+        batch.clear()
+        for source, data in reversed(final):
+            if self.error is None:
+                self.d.feed(data, source=source)
+
     def close(self) -> None:
-        """Wait for what is queued to be read; re-raise what failed on the thread."""
+        """Wait for what is queued to be read, at most ``drain_s`` after the job's end (then the
+        rest is counted, not read, but for its last lines); re-raise what failed on the thread."""
+        import time
+
         with self.cond:
+            if not self.ended:
+                self.ended, self.ended_at = True, time.monotonic()
             self.done = True
-            self.cond.notify()
-        self.thread.join()
+            self.cond.notify_all()
+            deadline = self.ended_at + self.drain_s
+            while self.queue or self.in_hand:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.cut = True
+                    break
+                self.cond.wait(left)
+        self.thread.join(self.drain_s + STOP_S)
+        if self.thread.is_alive():  # one call into the scan that never returns: said, not waited for
+            self.d.notes.append(
+                f"the diagnosis did not stop within {self.drain_s + STOP_S:g} s of the job's end: it was left "
+                "unfinished, and what follows may miss what it was reading (`rdmadoctor diagnose` on a saved log)")
         if self.behind_lines:
             self.d.notes.append(
                 f"{self.behind_lines} lines ({self.behind_bytes} bytes) of the output were not read: the diagnosis "
                 f"fell behind the job's output (the copy never waits for it; at most {self.limit >> 20} MiB wait to "
                 "be read)")
             self.behind_lines = self.behind_bytes = 0
+        if self.cut_lines:
+            self.d.notes.append(
+                f"{self.cut_lines} lines ({self.cut_bytes} bytes) of the output were not read: the diagnosis was cut "
+                f"{self.drain_s:g} s after the job ended, so that rdmadoctor exits with it; the job's last "
+                f"{FINAL_BYTES >> 10} KiB were read (`rdmadoctor diagnose` on a saved log reads it whole)")
+            self.cut_lines = self.cut_bytes = 0
         if self.error is not None:
             raise self.error
 
@@ -237,4 +355,3 @@ def fallback_reason(diagnoser: Any) -> str | None:
         return diagnoser.fallback_reason()
     except Exception:  # noqa: BLE001 - a missing reason never stops the job's output
         return None
-    return None

@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 
 TICK_S = 1.0
 REPEAT_MIN_S = 5.0
-PORT_POLL_S = 5.0
-PENDING_BYTES = 8 << 20  # output waiting for the watcher's thread to read it  # the ports' states are read this often on the watcher's thread: when one left ACTIVE
+PORT_POLL_S = 5.0  # the ports' states are read this often on the watcher's thread: when one left ACTIVE
+PENDING_BYTES = 8 << 20  # output waiting for the watcher's thread to read it
 PORT_COUNTERS = ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors", "port_xmit_discards",
                  "local_link_integrity_errors", "excessive_buffer_overrun_errors")
 MAX_PORTS = 64
@@ -316,7 +316,7 @@ class HangWatch:
         if self.host_factory is not None:
             try:
                 ports = read_ports(self.host_factory())
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:  # noqa: BLE001 - the hang report still names the rest
                 lines.append(f"could not read its ports: {type(e).__name__}: {e}")
         if ports:
             changed = port_changes(self._ports_at_start or {}, ports, self._left)

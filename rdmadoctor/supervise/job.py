@@ -12,7 +12,7 @@ from rdmadoctor.preflight.errors import PreflightError
 from rdmadoctor.preflight.request import Request
 from rdmadoctor.supervise.diagnosis import Diagnosing, Watch, transport_message
 from rdmadoctor.supervise.process import Child, SpawnError, signal_name, spawn_error
-from rdmadoctor.supervise.report import check_report_path, write_report
+from rdmadoctor.supervise.report import check_report_path, end_report, write_report
 from rdmadoctor.supervise.streams import PREFIX, LineFeed, Sink
 
 TYPE_CHECKING = False
@@ -94,6 +94,7 @@ def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None 
 
     req = Request.of(request, **fields)
     report_file, metrics_port = req.report_file, req.metrics_port
+    as_json = bool(req.as_json)
     if not argv:
         raise PreflightError("run needs a command after --", "rdmadoctor run -- torchrun --nproc_per_node=8 train.py")
     if not argv[0]:  # nothing could run it: said before the gate, 127 as a shell says it
@@ -110,13 +111,13 @@ def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None 
                               "hang_after_s": hang_after, "hangs": [], "failover": []}
     err = sys.stderr
     if not req.no_gate:
-        code, doc = run_gate(req, bool(req.as_json), err)
+        code, doc = run_gate(req, as_json, err)
         report["gate"] = doc
         if doc is None or doc.get("verdict") != GO:
             if doc is not None:
                 err.write(f"{PREFIX}{doc['verdict'].upper()}: not running {command_text(argv)}\n")
             report["exit_code"] = code if doc is None else EXIT[doc["verdict"]]
-            write_report(report_file, report, started, err)
+            end_report(report_file, report, started, err, as_json=as_json)
             return report["exit_code"]
         err.write(f"{PREFIX}running {command_text(argv)}\n")
     for note in notes:
@@ -128,11 +129,12 @@ def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None 
             pass
     try:
         return _run_child(argv, env, notes, report, report_file, started, read_all=bool(req.read_all),
-                          hang_watch=_hang_watch(hang_after, env, req, report), metrics_port=metrics_port)
+                          hang_watch=_hang_watch(hang_after, env, req, report), metrics_port=metrics_port,
+                          as_json=as_json)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
-        write_report(report_file, report, started, err)
+        end_report(report_file, report, started, err, as_json=as_json)
         return 130
 
 
@@ -167,7 +169,8 @@ def _hang_watch(hang_after: float | None, env: dict[str, str], req: Request, rep
 
 
 def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: dict[str, Any],
-               report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None, metrics_port: int | None = None) -> int:
+               report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None, metrics_port: int | None = None,
+               as_json: bool = False) -> int:
     from rdmadoctor.logs import Diagnoser
 
     err = sys.stderr
@@ -253,5 +256,5 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
             err_sink.line(line)
     if out_sink.error:
         err_sink.line(f"writing the job's stdout failed ({out_sink.error}): {out_sink.dropped} bytes were not copied")
-    write_report(report_file, report, started, err, sink=err_sink)
+    end_report(report_file, report, started, err, sink=err_sink, as_json=as_json)
     return code

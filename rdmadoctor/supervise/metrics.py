@@ -29,7 +29,7 @@ class RunCollector:
     def __init__(self, watch: Any):
         self.watch = watch
 
-    def collect(self):  # noqa: ANN201 - metric families
+    def collect(self):  # metric families
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
         w = self.watch

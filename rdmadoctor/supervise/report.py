@@ -1,5 +1,6 @@
 """``--report-file``: refused before anything runs when it could not be written (or its
-replacing would do harm), and written whole, atomically, at exit."""
+replacing would do harm), and written whole, atomically, at exit; with ``--json`` the same
+document is also the last line of stderr."""
 
 from __future__ import annotations
 
@@ -54,3 +55,27 @@ def write_report(path: str | None, report: dict[str, Any], started: float, err: 
             sink.line(msg)
         else:
             err.write(PREFIX + msg + "\n")
+
+
+def end_report(path: str | None, report: dict[str, Any], started: float, err: Any, sink: Sink | None = None,
+               as_json: bool = False) -> None:
+    """The run's document at exit: to --report-file, and with --json as the last line of stderr.
+
+    One line of JSON (``rdmadoctor.run/v1``, the --report-file's document: the gate's verdict, how
+    the job ended, the live hangs and failover with their findings, the diagnosis), after every
+    byte of the job's output and every ``rdmadoctor: `` line, so ``tail -n 1`` of stderr is it.
+    stdout stays the job's alone; the gate's verdict still opens stderr, as before."""
+    import json
+    import time
+
+    report["started"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    write_report(path, report, started, err, sink=sink)
+    if not as_json:
+        return
+    data = json.dumps(report) + "\n"
+    if sink is not None:
+        with sink.lock:
+            sink.write(("" if sink.at_line_start else "\n").encode() + data.encode())
+    else:
+        err.write(data)
+        err.flush()

@@ -864,6 +864,7 @@ def test_build_context_builds_the_package(tmp_path: Path) -> None:
     assert "rdmadoctor/checks/ib.py" in names and "rdmadoctor/agent/__init__.py" in names
     assert "rdmadoctor/examples/hgx-h100-ib.tar.gz" in names
     assert not [n for n in names if n.startswith("tests/")]
+    assert not [n for n in names if n.startswith("rdmadoctor/fixturegen/")]  # it builds test trees: not shipped
 
 
 # ---- for the DaemonSet's pod, simulated (tests/contract/test_deploy_harden.py runs it) -------------------

@@ -49,6 +49,9 @@ def _install(src: Path, workdir: Path) -> Path:
          "--target", str(site), str(build)],
         check=True, capture_output=True, text=True,
     )
+    # fixturegen builds test trees and is left out of the wheel; its layer is linted all the same.
+    shutil.copytree(src / "rdmadoctor" / "fixturegen", site / "rdmadoctor" / "fixturegen",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     return site
 
 

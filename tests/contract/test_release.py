@@ -398,6 +398,56 @@ def test_the_image_installs_its_python_packages_from_the_hash_locked_file() -> N
     assert "!image-requirements.txt" in (ROOT / ".dockerignore").read_text()
 
 
+def test_every_locked_package_has_a_wheel_for_each_platform_the_image_is_built_for() -> None:
+    """The lock named one msgspec wheel (amd64's) and the arm64 build failed on its hash. Every
+    package needs, for each platform release.yml builds, a hash of a wheel that installs there
+    on the image's CPython (the Dockerfile installs with --only-binary=:all:, so an sdist does not
+    count). The lock names each hash's file in a comment above the package
+    (scripts/lock-image-deps.sh writes them), which lets this be judged offline."""
+    from packaging.tags import Tag
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--only-binary=:all:" in dockerfile
+    major, minor = re.search(r"^ARG BASE=\S*python:(\d+)\.(\d+)", dockerfile, re.M).groups()
+    assert f"--python-version {major}.{minor}" in (ROOT / "scripts" / "lock-image-deps.sh").read_text()
+    release = yaml.safe_load((WORKFLOWS / "release.yml").read_text())
+    build = next(s for s in release["jobs"]["image"]["steps"] if s.get("uses", "").startswith("docker/build-push-action"))
+    arches = {"linux/amd64": "x86_64", "linux/arm64": "aarch64"}
+    platforms = [arches[p] for p in build["with"]["platforms"].split(",")]
+    assert platforms
+
+    def installs_on(tags: frozenset[Tag], arch: str) -> bool:
+        cp = f"cp{major}{minor}"
+        for tag in tags:
+            if tag.platform == "any" and tag.interpreter in ("py3", f"py{major}", cp) and tag.abi == "none":
+                return True
+            linux = re.fullmatch(r"(?:manylinux\d+|manylinux_\d+_\d+)_" + arch, tag.platform)
+            if linux and ((tag.interpreter, tag.abi) == (cp, cp) or (tag.abi == "abi3" and tag.interpreter.startswith("cp")
+                                                                      and int(tag.interpreter[3:] or 0) <= int(minor))):
+                return True
+        return False
+
+    lock = (ROOT / "image-requirements.txt").read_text()
+    named: dict[str, str] = dict(
+        (digest, filename) for filename, digest in re.findall(r"^# (\S+\.whl) sha256:([0-9a-f]{64})$", lock, re.M))
+    reqs = re.findall(r"^([a-z0-9-]+)==(\S+) \\\n((?:    --hash=sha256:[0-9a-f]{64}(?: \\)?\n)+)", lock, re.M)
+    assert len(reqs) >= 20
+    missing = []
+    for name, version, block in reqs:
+        digests = re.findall(r"sha256:([0-9a-f]{64})", block)
+        files = []
+        for digest in digests:
+            assert digest in named, f"{name}=={version}: hash {digest[:12]}... names no file (rerun scripts/lock-image-deps.sh)"
+            wheel_name, wheel_version, _, tags = parse_wheel_filename(named[digest])
+            assert (canonicalize_name(wheel_name), str(wheel_version)) == (name, version), named[digest]
+            files.append(tags)
+        missing += [f"{name}=={version} ({arch})" for arch in platforms if not any(installs_on(t, arch) for t in files)]
+    assert not missing, f"no wheel hash for: {missing}; run scripts/lock-image-deps.sh where PyPI is reachable"
+    # Every file comment belongs to a hash the lock uses.
+    used = {d for _, _, block in reqs for d in re.findall(r"sha256:([0-9a-f]{64})", block)}
+    assert set(named) <= used
+
 def test_deploy_says_pip_install_rdmadoctor_only_once_released() -> None:
     """deploy/README.md and the examples install from git until CHANGELOG.md has a release."""
     published = [s for s in _changelog_sections((ROOT / "CHANGELOG.md").read_text()) if s != "Unreleased"]

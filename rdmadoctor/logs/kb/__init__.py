@@ -126,7 +126,7 @@ def groups_of(pattern: Pattern, match: re.Match[str], loc: str | None = None) ->
     if pattern.derive is not None:
         try:
             extra = pattern.derive({**groups, "_loc": loc or ""})
-        except Exception:  # a table row must never turn a log line into a traceback
+        except Exception:  # noqa: BLE001 - a table row must never turn a log line into a traceback
             extra = {}
         for k, v in (extra or {}).items():
             groups.setdefault(k, "" if v is None else str(v))

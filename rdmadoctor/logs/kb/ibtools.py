@@ -85,7 +85,51 @@ ROCE_NO_V2_GID = "ROCE_NO_V2_GID"
 _NO_USERSPACE = ("VERBS_PROVIDER_MISSING", "VERBS_ABI_MISMATCH", "VERBS_KERNEL_ABI_MISMATCH")
 
 
+# checks/pci.py's codes: a pasted `lspci -vvv | grep ...` says what the check reads from the node.
+PCIE_ACS_ENABLED = "PCIE_ACS_ENABLED"
+PCIE_LINK_DEGRADED = "PCIE_LINK_DEGRADED"
+
 PATTERNS: tuple[Pattern, ...] = (
+    # `lspci -vvv | grep ACSCtl` (issue 30): the capability lines without the device lines above them,
+    # so which bridge is not known; one line with a redirect on is enough to look further.
+    Pattern(
+        id="ibtools.lspci_acs_redirect",
+        code=PCIE_ACS_ENABLED,
+        severity=WARNING,
+        needle="ACSCtl:",
+        regex=r"ACSCtl:\s{0,8}SrcValid[+-]\s{1,8}TransBlk[+-]\s{1,8}(?:ReqRedir\+\s{1,8}CmpltRedir[+-]|ReqRedir-\s{1,8}CmpltRedir\+)",
+        subject="lspci ACSCtl",
+        message="lspci shows ACS request/completion redirect on (ReqRedir+ or CmpltRedir+) for a PCIe bridge; expected "
+                "ReqRedir- CmpltRedir- on every bridge between a GPU and an HCA. The lines were pasted without their "
+                "device lines, so which bridge is not shown.",
+        meaning="With ACS redirect on a bridge between a GPU and an HCA, GPUDirect RDMA and GPU peer traffic go up to "
+                "the root complex: NCCL hangs, fails with completion errors, or runs at a fraction of its bandwidth.",
+        fix="Find the bridges: `lspci -vvv | grep -e '^[0-9a-f]' -e ACSCtl` (as root); turn ACS off for those above "
+            "GPUs and HCAs (`setpci -s <bdf> ECAP_ACS+0x6.w=0000`, or in the BIOS), then `rdmadoctor check` on the node.",
+        ref="pciutils lib/header.h, ls-ecaps.c cap_acs (`ACSCtl:\tSrcValid%c TransBlk%c ReqRedir%c CmpltRedir%c ...`); "
+            "https://github.com/NVIDIA/nccl/issues/523",
+        examples=("                ACSCtl: SrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-",
+                  "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ EgressCtrl- DirectTrans-"),
+    ),
+    # `lspci -vvv | grep LnkSta`: a link that trained with fewer lanes than it can (a lower speed alone is
+    # what an idle GPU does, checks/pci.py PCIE_GPU_LINK_IDLE: not read here).
+    Pattern(
+        id="ibtools.lspci_width_downgraded",
+        code=PCIE_LINK_DEGRADED,
+        severity=WARNING,
+        needle="LnkSta:",
+        regex=r"LnkSta:\s{0,8}Speed (?P<speed>[\d.]{1,8})GT/s(?: \([^)]{0,20}\))?,\s{0,8}Width x(?P<width>\d{1,2}) \(downgraded\)",
+        subject="lspci LnkSta",
+        message="lspci shows a PCIe link at width x{width} marked (downgraded): it trained with fewer lanes than both "
+                "of its ends support. The lines were pasted without their device lines, so which device is not shown.",
+        meaning="Fewer lanes divide the bandwidth between the device and the node: an HCA or GPU behind it cannot "
+                "reach line rate.",
+        fix="Find the device: `lspci -vvv | grep -e '^[0-9a-f]' -e LnkSta` (as root); reseat the card or riser, check "
+            "the slot's bifurcation in the BIOS, then `rdmadoctor check` on the node.",
+        ref="pciutils ls-caps.c cap_express_link (`LnkSta:\tSpeed %s%s, Width x%d%s`, ` (downgraded)`)",
+        examples=("\t\tLnkSta:\tSpeed 16GT/s (ok), Width x8 (downgraded)",
+                  "                LnkSta: Speed 8GT/s (downgraded), Width x4 (downgraded)"),
+    ),
     Pattern(
         id="ibtools.list_zero",
         code=VERBS_NO_DEVICES.code,

@@ -419,7 +419,7 @@ PATTERNS: tuple[Pattern, ...] = (
                   "0x14ce0c02cb20: collective timeout seq=0",),
     ),
     # -- the MPI libraries' own transports: Open MPI's PML / BTL / MTL, Intel MPI and MPICH over OFI, PSM2/PSM3,
-    #    MVAPICH2 (issue 30) ------------------------------------------------------------------------------------
+    #    MVAPICH2 ------------------------------------------------------------------------------------------------
     *_OFI_ROWS,
     Pattern(
         id="mpi.intel_fabric_unavailable",

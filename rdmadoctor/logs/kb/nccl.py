@@ -370,8 +370,9 @@ LOG_ERROR_UNKNOWN = Code(
     "LOG_ERROR_UNKNOWN",
     "An error line that no row of the knowledge base explains",
     "The job printed an error that rdmadoctor has no pattern for: an NCCL `WARN` line, the NCCL error "
-    "PyTorch quotes after `Last error:`, an `ncclInternalError`/`ncclInvalidUsage` result, or the last "
-    "line of a Python traceback. It is still an error: it is quoted with its file and line and takes "
+    "PyTorch quotes after `Last error:`, an `ncclInternalError`/`ncclInvalidUsage` result, the last "
+    "line of a Python traceback, or any other program's line shaped like a failure (fatal, abort, failed, "
+    "error, cannot, a signal, `no ... found`, a non-zero exit). It is still an error: it is quoted with its file and line and takes "
     "its place in the root-cause order (the first error of a log usually explains what follows).",
     "Read the quoted line: it is the job's own account of what failed. Search its words in the NCCL "
     "source (github.com/NVIDIA/nccl) or the framework's, or rerun with NCCL_DEBUG=INFO "
@@ -738,7 +739,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_IB_NO_DEVICE.code,
         explains_fallback=True,
         severity=WARNING,
-        needle="NET/IB : No device found.",
+        needle="No device found",
         regex=r"NET/IB : No device found\.",
         subject="NET/IB",
         message="NCCL's IB transport found no usable RDMA device (no verbs device, no ACTIVE port, or NCCL_IB_HCA "
@@ -781,7 +782,7 @@ PATTERNS: tuple[Pattern, ...] = (
         code=DEV_UVERBS_MISSING,
         explains_fallback=True,
         severity=WARNING,
-        needle="NET/IB : Unable to open device",
+        needle="Unable to open device",
         regex=r"NET/IB : Unable to open device (?P<dev>\S+)",
         subject="{dev}",
         message="NCCL could not open RDMA device {dev} (ibv_open_device failed), so it skips it; the device's "
@@ -812,7 +813,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="nccl.ib_no_ip_interface",
         code=NCCL_NO_SOCKET_INTERFACE.code,
         severity=ERROR,
-        needle="NET/IB : No IP interface found.",
+        needle="No IP interface found",
         regex=r"NET/IB : No IP interface found\.",
         subject="NET/IB",
         message="NCCL's IB transport found no IP interface for its out-of-band connection, so it cannot use RDMA; "
@@ -1269,7 +1270,7 @@ PATTERNS: tuple[Pattern, ...] = (
         needle="Got completion",
         # status 0 is success: only a debug build's TRACE prints it, never a failure. The 2.29 INFO
         # line `Got completion with error (devIndex=...` repeats the WARN that follows it: not taken.
-        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?with (?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
+        regex=r"Got completion (?:from peer (?P<peer>\S*) +)?(?:with )?(?:error |status=)(?:IBV_WC_\w+\()?(?P<status>[1-9]\d*)"
               r"(?:.*?vendor[ _]err[ =](?P<vendor>\d+))?(?:.*? hca (?P<hca>\S+))?",
         subject="status {status} {status_name}{vendor_note}",
         message="An RDMA work request{where} completed with status {status} ({status_name}) instead of success: "
@@ -2136,7 +2137,7 @@ PATTERNS: tuple[Pattern, ...] = (
 )
 
 
-# ---- Sockets (2.23-2.30), GCP's socket plugins, and NCCL 2.30's new WARNs (issue 30) ------------------
+# ---- Sockets (2.23-2.30), GCP's socket plugins, and NCCL 2.30's new WARNs --------------------------
 # Kept apart from the rows above so that additions there and here do not touch the same lines.
 
 NCCL_NET_COUNT_MISMATCH = Code(

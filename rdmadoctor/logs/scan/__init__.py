@@ -30,7 +30,8 @@ How it stays fast and small on a gigabyte from 64 ranks:
   and ``MAX_SEGMENTS`` tool outputs are kept (the overflow is counted and said).
 
 An error line no row knows (an NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL
-result name, a traceback's last line) is a finding of its own, LOG_ERROR_UNKNOWN; a kill is led
+result name, a traceback's last line, another program's line shaped like a failure) is a finding of its
+own, LOG_ERROR_UNKNOWN; a kill is led
 by how far NCCL got (JOB_KILLED); a job on one host turns its network lines into information
 (NCCL_SINGLE_HOST); a setting before the failure it explains is joined to it (_SETTING_JOINS).
 
@@ -207,7 +208,7 @@ def diagnose_bytes(data: bytes, name: str = "-", **kw: Any) -> Diagnosis:
     return d.finish()
 
 
-def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:  # noqa: ANN001
+def diagnose_paths(paths: list[str], *, stdin=None, progress: Callable[[int], None] | None = None, **kw: Any) -> Diagnosis:
     """Every path (``-``: stdin) read in chunks; a path that cannot be read is an error of its own."""
     d = Diagnoser(**kw)
     for path in paths:

@@ -2,7 +2,9 @@
 
 An NCCL WARN, the line PyTorch quotes after ``Last error:``, an NCCL result name, NCCL's error trace
 (``misc/socket.cc:505 -> 2`` up to the API) and a Python traceback's last line are errors even when
-no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR_UNKNOWN. The lines
+no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR_UNKNOWN. So is any
+other program's line shaped like a failure (``_failure_shape``: fatal, abort, failed, error, cannot, a
+signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
 ``_follow`` and ``_tb``).
 """
@@ -31,10 +33,15 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError",
                     # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): its source files
                     # (a trace line in a header, `include/net.h:21 -> 2`, is always between two of these).
-                    ".cc:", ".c:", ".cu:")
+                    ".cc:", ".c:", ".cu:",
+                    # Lines shaped like a failure (see _failure_shape), whatever program printed them.
+                    "FATAL", "Fatal", "fatal", "ABORT", "Abort", "abort", "cannot", "Cannot", "CANNOT", "can't",
+                    "Can't", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
+                    "eceived signal", "on signal", "Signal: ", "Segmentation fault", "core dumped", "SIGSEGV",
+                    "SIGABRT", "SIGBUS", " found", " FOUND", "xit code", "xit status", "xitcode", "non-zero exit")
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 
-# The error lines read even when no row knows them (issue 15: an error the knowledge base does not
+# The error lines read even when no row knows them (an error the knowledge base does not
 # know is still an error): NCCL's results as PyTorch names them, and the last line of a traceback.
 _NCCL_RESULT = re.compile(r"\b(nccl(?:InternalError|InvalidUsage|InvalidArgument|UnhandledCudaError|SystemError"
                           r"|RemoteError))\b")
@@ -58,16 +65,83 @@ _WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
 MAX_TRACEBACK_LINES = 400  # a traceback longer than this is not followed to its end
 _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: one finding for all
 
+# A line shaped like a failure (issue 30: never a silent pass), from any program but NCCL (whose INFO lines
+# say "dlvsym failed", "No device found", "abortFlag 0" on healthy machines, and whose errors are WARN
+# lines): a root word (fatal, cannot, failed, error, "no ... found") or what a failure became (an abort, a
+# signal, a non-zero exit). No row explaining it, it is LOG_ERROR_UNKNOWN with the line quoted. Read only
+# on lines that hold one of these words (_FAILURE_WORDS: a few `in` tests), at most _FAILURE_SPAN of it.
+_FAILURE_WORDS = ("atal", "ATAL", "bort", "BORT", "annot", "ANNOT", "an't", "ailed", "AILED", "ailure", "AILURE", "rror",
+                  "RROR", "ignal", "SIG", "fault", "dumped", "found", "FOUND", "xit")
+_FAILURE_SPAN = 2000
+_ROOT_SHAPE = re.compile(
+    r"(?P<fatal>\b(?:FATAL|[Ff]atal)\b)"
+    r"|(?P<cannot>\b(?:[Cc]annot|CANNOT|[Cc]an't|CAN'T)\b)"
+    r"|(?P<failed>\b(?:[Ff]ailed|FAILED|[Ff]ailure|FAILURE)\b)"
+    # An error as a program reports one: its level word, "error:", an exception's name with its colon,
+    # glog's E level, "error while ...": not a metric's name ("error_rate", "val_error: 0.12") nor a count.
+    r"|(?P<error>\bERROR\b|\b[Ee]rror\b(?=\s?[:\]]|\s(?:while|in|during|occurred|when|opening|loading|creating"
+    r"|initializing|connecting|reading|writing)\b)|\b[A-Z]\w{0,60}(?:Error|Exception)(?=: )|^\[?E\d{4} \d\d:)"
+    r"|(?P<found>\b(?:[Nn]o|NO)\b[^.;!?]{1,80}?\b(?:found|FOUND)\b|\bnot found\b|\bNOT FOUND\b)")
+_END_SHAPE = re.compile(
+    r"(?P<signal>received signal|\b(?:on )?[Ss]ignal:? \d{1,2}\b|Signal: [A-Z]|\bSIG(?:SEGV|ABRT|BUS)\b"
+    r"|Segmentation fault|core dumped|\bBus error\b)"
+    r"|(?P<abort>\b(?:ABORT(?:ED|ING)?|[Aa]bort(?:ed|ing)?)\b|MPI_ABORT)"
+    r"|(?P<exit>\b(?:[Ee]xit(?:ed)?|EXIT)(?: with)?(?: exit)? ?(?:code|status|value)\b\s{0,3}[:=]?\s{0,3}(?P<rc>-?\d{1,4})\b"
+    r"|\bexitcode\s{0,4}:\s{0,4}(?P<rc2>-?\d{1,4})\b|non-zero exit)")
+# What makes a match no failure: the line is a warning's or information's own (PyTorch's `[W socket.cpp:663]`
+# or `[W1128 ...]`, Python's `UserWarning:`, a WARNING/INFO level), the word is counted as none ("0 errors",
+# "failed: 0", "no failures"), negated ("non-fatal"), or "no ... found" says nothing bad was found.
+_NOT_FAILING_LINE = re.compile(r"^\W{0,4}(?:[WID]\d{4} |(?<=\[)[WID]\s|(?:WARN(?:ING)?|INFO|DEBUG|NOTICE|TRACE)\b|[Ww]arn(?:ing)?\b)"
+                               r"|[Ww]arning:|WARNING\b|\b[WI]\d{4} \d\d:"
+                               # Open MPI counting a help message it showed (or folded) elsewhere
+                               r"|more process(?:es)? ha(?:ve|s) sent help message"
+                               # a person's words in a ticket: "I cannot resolve this", a question, a link
+                               r"|\b(?:I|I'm|I've|I'd|we're|we've|my|our)\b|\?\s{0,4}$|\]\(https?://")
+_NONE_BEFORE = re.compile(r"(?:\b(?:0|[Nn]o|NO|[Zz]ero|without|[Nn]ot)\s{1,3}|\b[Nn]on-?)\Z")
+_NONE_AFTER = re.compile(r"\s{0,3}[:=]\s{0,3}(?:0\b|[Ff]alse\b|[Nn]one\b|[Nn]o\b|[-+]?\d{0,9}\.\d)")  # (a metric's value)
+_NOTHING_BAD = re.compile(r"(?i:error|problem|issue|warning|fault|conflict|leak|corrupt|vulnerab|bug|violation|fail|differen)")
+_FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
+                 "failed": "A line says something failed", "error": "A line reports an error",
+                 "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
+                 "abort": "A line says a process aborted", "exit status": "A line says a process exited with a non-zero status"}
 
-def _unknown_row(symptom: bool) -> kb.Pattern:
+
+def _failure_shape(body: str) -> tuple[str, str, bool] | None:
+    """(label, the line, symptom?) when ``body`` is shaped like a failure (see _ROOT_SHAPE, _END_SHAPE):
+    a root word first, else what a failure became (a symptom, linked to the error before it)."""
+    if not any(w in body for w in _FAILURE_WORDS):
+        return None
+    line = body[:_FAILURE_SPAN]
+    if _NOT_FAILING_LINE.search(line) is not None:
+        return None
+    for rx, symptom in ((_ROOT_SHAPE, False), (_END_SHAPE, True)):
+        for m in rx.finditer(line):
+            kind = m.lastgroup if m.lastgroup not in (None, "rc", "rc2") else "exit"
+            if kind == "exit":
+                rc = m.group("rc") or m.group("rc2")
+                if rc is not None and int(rc) == 0:
+                    continue
+            elif kind == "found":
+                if _NOTHING_BAD.search(m.group()) is not None:
+                    continue
+            elif _NONE_BEFORE.search(line, max(0, m.start() - 12), m.start()) or _NONE_AFTER.match(line, m.end()):
+                continue
+            label = {"found": "not found", "exit": "exit status"}.get(kind, kind)
+            return (label, body, symptom)
+    return None
+
+
+def _unknown_row(symptom: bool, shaped: bool = False) -> kb.Pattern:
     from rdmadoctor.logs.kb.nccl import LOG_ERROR_UNKNOWN
 
     return kb.Pattern(
-        id="log.unknown_error_symptom" if symptom else "log.unknown_error", code=LOG_ERROR_UNKNOWN.code, severity=ERROR,
+        id=("log.unknown_failure_end" if symptom else "log.unknown_failure_line") if shaped else "log.unknown_error_symptom" if symptom else "log.unknown_error",
+        code=LOG_ERROR_UNKNOWN.code, severity=ERROR,
         needle="", regex="", subject="{label}",
         message='{what}, and no row of the knowledge base explains it: "{quoted}"',
         meaning=LOG_ERROR_UNKNOWN.meaning, fix=LOG_ERROR_UNKNOWN.fix,
-        ref="rdmadoctor.logs.scan: an NCCL WARN, a `Last error:` quote, an NCCL result or a traceback's last line "
+        ref="rdmadoctor.logs.scan: an NCCL WARN, a `Last error:` quote, an NCCL result, a traceback's last line or a "
+            "line shaped like a failure (fatal, abort, failed, error, cannot, a signal, `no ... found`, a non-zero exit) "
             "that no row matched", symptom=symptom)
 
 
@@ -75,6 +149,11 @@ def _unknown_row(symptom: bool) -> kb.Pattern:
 # traceback's last line are what the failure became (linked to the error before them, if any).
 _UNKNOWN = _unknown_row(False)
 _UNKNOWN_SYMPTOM = _unknown_row(True)
+# Another program's line shaped like a failure (fatal, cannot, failed, error, "no ... found"): a root of its
+# own unless a known problem is next to it (linking._link: the error stack or cascade it belongs to).
+_UNKNOWN_LINE = _unknown_row(False, shaped=True)
+# ... and what a failure became (a non-zero exit, a signal, an abort): told once by a known row next to it.
+_UNKNOWN_END = _unknown_row(True, shaped=True)
 
 
 class Errors:
@@ -99,7 +178,10 @@ class Errors:
     def _unknown(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
         """An error line no row explained: a finding of its own (LOG_ERROR_UNKNOWN)."""
         label, quoted, symptom = error
-        pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
+        if label in _FAILURE_WHAT:
+            pattern = _UNKNOWN_END if symptom else _UNKNOWN_LINE
+        else:
+            pattern = _UNKNOWN_SYMPTOM if symptom else _UNKNOWN
         key = ("unknown", _NORMAL.sub("N", quoted[:300]))
         if label == "trace":
             # One finding per result for all of NCCL's traces, quoted from where one began (_trace).
@@ -110,6 +192,8 @@ class Errors:
             groups = {"label": label, "quoted": o["body"][:300], "what": what}
             self._hit(pattern, groups, o["text"], o["line"], o["meta"], hit, key=("trace", label))
             return
+        elif label in _FAILURE_WHAT:
+            what = _FAILURE_WHAT[label]
         else:
             what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
                 label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
@@ -118,7 +202,7 @@ class Errors:
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
         """A WARN a row explained: a trace of the same process right after it passes that error up."""
-        if p is not _UNKNOWN and p is not _UNKNOWN_SYMPTOM and len(self._known_warn) < 1024:
+        if p not in (_UNKNOWN, _UNKNOWN_SYMPTOM, _UNKNOWN_LINE, _UNKNOWN_END) and len(self._known_warn) < 1024:
             self._known_warn[(meta.host, meta.pid)] = (lineno, agg)
 
     def _error_line(self, text: str, body: str, meta: prefix.Meta, lineno: int = 0) -> tuple[str, str, bool] | None:
@@ -163,6 +247,9 @@ class Errors:
             # ("NCCL error: ncclSystemError"), not late in a sentence someone wrote about it.
             if m is not None and _RESULT_AT.search(body, 0, m.start() + 1) is not None:
                 return (m.group(1), body, True)
+        if found is None and meta.level is None and self._tb is None:
+            # (not NCCL's own lines: its errors are WARNs; nor a traceback's frames and code)
+            return _failure_shape(body)
         return found
 
     def _trace(self, t: re.Match, text: str, meta: prefix.Meta, lineno: int) -> tuple[str, str, bool] | None:

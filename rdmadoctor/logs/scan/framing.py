@@ -106,7 +106,7 @@ class Framing:
             self._tail = b""
             self._skipping = True
 
-    def read(self, path: str, *, stdin=None, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+    def read(self, path: str, *, stdin=None, progress: Callable[[int], None] | None = None) -> None:
         """Read one file (plain or gzip; ``-``: stdin) to its end; what stops it is that source's error."""
         from rdmadoctor.logs import reader
 
@@ -123,7 +123,7 @@ class Framing:
             if path != "-":
                 stream.close()
 
-    def read_stream(self, name: str, stream, *, progress: Callable[[int], None] | None = None) -> None:  # noqa: ANN001
+    def read_stream(self, name: str, stream, *, progress: Callable[[int], None] | None = None) -> None:
         """Read a binary stream (plain, gzip, bzip2 or xz) to its end as the source ``name``."""
         from rdmadoctor.logs import reader
 

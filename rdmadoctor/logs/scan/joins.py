@@ -22,6 +22,7 @@ from rdmadoctor.logs.scan.linking import (
     _order_key,
     _rank_key,
     _socket_fallback,
+    _told,
 )
 from rdmadoctor.logs.scan.matching import _ONE_FINDING, _RUN_KILLED, MAX_EVIDENCE
 from rdmadoctor.logs.scan.pastes import _others_unopened
@@ -279,6 +280,7 @@ class Joins:
             aggs, single = self._single_host(aggs)
         aggs = _ib_off(aggs)
         aggs = _others_unopened(aggs, self.segments)
+        aggs = _told(aggs)
         linked, cause = _link(aggs)
         findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in linked]
         ids = list(range(len(findings)))  # each finding's agg; -1 the socket fallback, -2 the one-host note

@@ -15,7 +15,10 @@ import re
 from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.nccl import is_socket, tcp_fabric
-from rdmadoctor.logs.scan.errors import _UNKNOWN, _UNKNOWN_SYMPTOM
+from rdmadoctor.logs.scan.errors import _UNKNOWN, _UNKNOWN_END, _UNKNOWN_LINE, _UNKNOWN_SYMPTOM
+from rdmadoctor.logs.scan.matching import MAX_EVIDENCE
+
+_UNKNOWNS = (_UNKNOWN, _UNKNOWN_SYMPTOM, _UNKNOWN_LINE, _UNKNOWN_END)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,6 +48,24 @@ def _ib_off(aggs: list[_Agg]) -> list[_Agg]:
                             "NCCL_NET=Socket), so it would not have: information here.")
     return aggs
 
+
+
+def _told(aggs: list[_Agg]) -> list[_Agg]:
+    """What a failure became (an exit status, a signal, an abort) that no row knows, a few lines from a
+    problem a row knows (torchrun's `exitcode : -9` over its `Signal 9 (SIGKILL) received`, mpirun's
+    "non-zero exit code" under nccl-tests' failure): told by that finding, whose evidence quotes it too."""
+    known = [a for a in aggs if a.pattern not in _UNKNOWNS and a.pattern.severity in (ERROR, WARNING)]
+    if not known or not any(a.pattern is _UNKNOWN_END for a in aggs):
+        return aggs
+    out = []
+    for a in aggs:
+        if a.pattern is _UNKNOWN_END:
+            by = next((k for k in known if k.seq[0] == a.seq[0] and abs(k.seq[1] - a.seq[1]) <= LOOKAHEAD_LINES), None)
+            if by is not None:
+                by.evidence.extend(a.evidence[:max(0, MAX_EVIDENCE - len(by.evidence))])
+                continue
+        out.append(a)
+    return out
 
 
 def _as_information(a: _Agg, message: str) -> None:
@@ -103,11 +124,31 @@ def _link(aggs: list[_Agg]) -> tuple[list[Finding], dict[int, int]]:
     # segment`): it folds under the known one. After a known error, it follows from that error.
     for i in [i for i in roots if aggs[i].pattern is _UNKNOWN]:
         a = aggs[i]
-        c = next((j for j in roots if j < i and aggs[j].pattern is not _UNKNOWN and aggs[j].pattern.severity == ERROR), None)
+        c = next((j for j in roots if j < i and aggs[j].pattern not in _UNKNOWNS and aggs[j].pattern.severity == ERROR), None)
         if c is None and a.nccl_host is not None:
-            c = next((j for j, b in enumerate(aggs) if j > i and problem[j] and b.pattern is not _UNKNOWN
-                      and b.pattern is not _UNKNOWN_SYMPTOM and b.nccl_host == a.nccl_host and b.seq[0] == a.seq[0]
+            c = next((j for j, b in enumerate(aggs) if j > i and problem[j] and b.pattern not in _UNKNOWNS
+                      and b.nccl_host == a.nccl_host and b.seq[0] == a.seq[0]
                       and a.seq[1] < b.seq[1] <= a.seq[1] + LOOKAHEAD_LINES), None)
+        if c is not None:
+            cause[i] = c
+    # Another program's line shaped like a failure that no row knows ("Fatal error in PMPI_Init: ... error
+    # stack:", "hfi_userinit: ... failed", "Cannot allocate memory") belongs to the known problem next to it:
+    # the first known error before it (a cascade), a known warning a few lines before (RLIMIT_MEMLOCK, then
+    # the registration that failed), or the known problem a few lines after it (the bottom of MPICH's error
+    # stack names what failed). Alone, it is a root of its own.
+    known = [j for j, b in enumerate(aggs) if problem[j] and b.pattern not in _UNKNOWNS]
+    for i in [i for i in roots if aggs[i].pattern is _UNKNOWN_LINE]:
+        a = aggs[i]
+
+        def near(j: int, a: _Agg = a) -> bool:
+            return aggs[j].seq[0] == a.seq[0] and abs(aggs[j].seq[1] - a.seq[1]) <= LOOKAHEAD_LINES
+
+        c = next((j for j in known if j < i and aggs[j].pattern.severity == ERROR), None)
+        if c is None:
+            c = next((j for j in known if j < i and near(j) and not aggs[j].pattern.explains_fallback), None)
+        if c is None:
+            after = [j for j in known if j > i and near(j)]
+            c = next((j for j in after if aggs[j].pattern.severity == ERROR), after[0] if after else None)
         if c is not None:
             cause[i] = c
     roots = [i for i in roots if i not in cause]
@@ -118,7 +159,7 @@ def _link(aggs: list[_Agg]) -> tuple[list[Finding], dict[int, int]]:
                 cause[i] = c
     # What a failure became (an NCCL result name, a traceback's last line, unknown) explains nothing.
     more = sorted(roots + [i for i, a in enumerate(aggs) if a.symptom and problem[i] and i not in cause
-                           and a.pattern is not _UNKNOWN_SYMPTOM])
+                           and a.pattern is not _UNKNOWN_SYMPTOM and a.pattern is not _UNKNOWN_END])
     # A victim's line that names what it follows (its row's `follows`) takes the first such line before
     # it first: NCCL's proxy failing after the socket error that broke its connection.
     for i, a in enumerate(aggs):

@@ -8,6 +8,8 @@ explains more (``_rejoin``). NCCL's own lines also go to :mod:`.joins`, error li
 
 from __future__ import annotations
 
+import re
+
 from rdmadoctor.core.model import ERROR
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.scan.index import _SATURATING
@@ -37,6 +39,21 @@ _ONE_FINDING = frozenset({"JOB_KILLED"})
 # The same: an NCCL result as `NCCL error in: ...` quotes it and as PyTorch explains it on the next
 # line (kb/pytorch _DETAILS) are one failure.
 _SAME_FINDING = _ONE_FINDING | {"NCCL_SYSTEM_ERROR", "NCCL_REMOTE_ERROR", "NCCL_CALL_FAILED"}
+
+
+# A colon as a writer spaces it ("NET/IB: Got completion", "failed:No space"), read the way NCCL does.
+_COLON = re.compile(r"(?<=[^\s:]) ?: ?(?=[^\s:\d])")  # (not a file's line number, a time, an address)
+
+
+def _variants(body: str) -> tuple[str, ...]:
+    """``body`` as NCCL printed it, where a writer changed its punctuation (issue 30): without what
+    ends a sentence (a full stop, a closing quote), with NCCL's full stop, with NCCL's " : "."""
+    trimmed = body.rstrip(prefix.TRAILING)
+    spaced = _COLON.sub(" : ", trimmed) if ":" in trimmed else trimmed
+    out = [trimmed, trimmed + "."]
+    if spaced != trimmed:
+        out += [spaced, spaced + "."]
+    return tuple(v for v in out if v != body)
 
 
 class _Agg:
@@ -108,6 +125,7 @@ class Matching:
             self._known_text = True
         # Each needle in the line gets its first matching row: a traceback pasted on one line
         # holds the exception and its "Last error:" cause, two findings.
+        variants: tuple[str, ...] | None = None
         hit = set() if hit is None else hit
         for needle in self.t.needles_in(text):
             if needle in _SATURATING:
@@ -116,7 +134,14 @@ class Matching:
             if rows:
                 self._known_text = True
             for p in rows:
-                g = self.t.regex[p.id].search(body) or self.t.regex[p.id].search(text)
+                rx = self.t.regex[p.id]
+                g = rx.search(body) or rx.search(text)
+                if g is None and variants is None:
+                    variants = _variants(body)
+                for v in variants or ():
+                    if g is not None:
+                        break
+                    g = rx.search(v)
                 if g is None:
                     continue
                 self._hit(p, kb.groups_of(p, g, meta.loc), text, lineno, meta, hit)

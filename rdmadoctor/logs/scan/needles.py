@@ -31,6 +31,14 @@ _FACT_NEEDLES = (
     # ... and one a pasted GID table judges (checks/logs.py).
     "GID_INDEX set by environment",
 )
+# The settings the knowledge base reads, as code or a config file writes them (`os.environ["NCCL_NET"] =
+# "Socket"`, `NCCL_IB_DISABLE: "1"`): prefix.settings_said reads each as `export NAME=value`.
+# (each with what follows the name there, so that no needle that overlaps it is lost: "NCCL_NET set by
+# environment" is found through "NET set by environment")
+# A name in single quotes is looked for with what follows the quote ("']", "', "): a tail of capitals
+# and quotes alone would be searched as it is, a pass over every block.
+_SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE']", "NCCL_IB_DISABLE', ", "NCCL_IB_DISABLE:", "NCCL_IB_DISABLE ",
+                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:")
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
 _HEAD_FACT_NEEDLES = ("] - NET/",
@@ -133,7 +141,7 @@ class _Tables:
             self.by_needle.setdefault(p.needle, []).append(p)
         self.regex = _Compiled({p.id: p.regex for p in patterns})
         literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
-                    | set(_HEAD_FACT_NEEDLES))
+                    | set(_HEAD_FACT_NEEDLES) | set(_SETTING_NEEDLES))
         # The needles of a line, longest first at a position (see needles_in).
         self.line_needles = re.compile("|".join(re.escape(n) for n in sorted(literals, key=len, reverse=True)))
         self.literals = tuple(sorted(literals))

@@ -40,6 +40,16 @@ _COMMANDS = {
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
 _JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod", "show_gids",
                              "nccl-tests", "dev_infiniband"})
+_TEST_TYPES = "float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|fp8_e4m3|fp8_e5m2"
+_TEST_ROW = (r"^\s*\d{1,19}\s+\d{1,19}\s+(?:" + _TEST_TYPES + r")\s+(?:(?:sum|prod|max|min|avg|none|mulsum)\s+)?"
+             r"(?:-?\d{1,6}\s+)?\d{1,12}(?:\.\d{1,6})?\s+\d{1,12}(?:\.\d{1,6})?\s+\d{1,12}(?:\.\d{1,6})?\s")
+# The column headings nccl-tests printed, by the number of columns of a row (src/common.cu): 2.x with
+# #wrong (root -1 for the reductions), the 2.0 era's with `error`, and the oldest without redop.
+_TEST_HEADINGS = {
+    13: "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+    12: "#       size         count    type   redop     time   algbw   busbw  error     time   algbw   busbw  error",
+    11: "#       size         count    type     time   algbw   busbw  error     time   algbw   busbw  error",
+}
 # Tool output pasted without its prompt, recognised by its first line.
 _HEADERS = (
     (r"^\s*CA '[^']*'\s*$", "ibstat"),
@@ -52,7 +62,7 @@ _HEADERS = (
     (r"^\s*Module\s+Size\s+Used by", "lsmod"),
     (r"^\s*Limit\s+Soft Limit\s+Hard Limit", "limits"),
     (r"^\s*Max locked memory\s", "limits"),
-    # Without a header or a prompt (issue 16): `df -h | grep shm` rows, `ulimit -a` and its lines.
+    # Without a header or a prompt: `df -h | grep shm` rows, `ulimit -a` and its lines.
     (r"^\s*\S+\s+(?:\S+\s+)?\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d[\d.,]{0,12}[KMGTPE]?\s+\d{1,3}%\s+/dev/shm\s*$", "df"),
     (r"^\s*(?:sudo\s+)?ulimit\s+-[aHSl]{1,3}\s*$", "ulimit"),
     (r"^\s*(?:core file size|real-time non-blocking time|max locked memory)\s+\(", "ulimit"),
@@ -68,6 +78,10 @@ _HEADERS = (
     # NCCL's RAS report without its prompt: the text's first line, the JSON's first key (src/ras/client_support.cc).
     (r"^\s*NCCL version \S{1,40} compiled with CUDA \S{1,20}\s*$", "ncclras"),
     (r'^\s*\{?\s*"nccl_version":\s*"', "ncclras"),
+    # nccl-tests' result table without its column heading (issue 30): its units line, or a row
+    # (size, count, type, [redop], [root], then times and bandwidths). _close_segment gives it the heading.
+    (r"^\s*#\s+\(B\)\s+\(elements\)", "nccl-tests"),
+    (_TEST_ROW, "nccl-tests"),
 )
 # Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command): a prompt line
 # is otherwise the start of a command's output, not a line to match.
@@ -75,7 +89,9 @@ _LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=", "NCCL_NET=")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:",
                    "PORT    INDEX", "PORT\tINDEX", " ==> ",
-                   "GPU0    GPU1", "GPU0\tGPU1", "GPU0    NIC0", "GPU0\tNIC0", "compiled with CUDA", '"nccl_version"')
+                   "GPU0    GPU1", "GPU0\tGPU1", "GPU0    NIC0", "GPU0\tNIC0", "compiled with CUDA", '"nccl_version"',
+                   "(elements)", " float ", " bfloat16 ", " half ", " double ")
+_HEADER_ANY = re.compile("|".join(re.escape(h) for h in _HEADER_NEEDLES))  # one search, not one `in` per needle
 
 # Commands that run another on a pod, a container or a host (`kubectl exec POD -- ibstat`,
 # `docker exec -it ctr ibv_devinfo`, `ssh node-3 ibstat`): the output is the inner command's.
@@ -143,6 +159,12 @@ def _others_unopened(aggs: list[_Agg], segments: list[Segment]) -> list[_Agg]:
                                "a pod can open only those it was given. Information; use the one it opened "
                                "(NCCL_IB_HCA, perftest -d).")
     return aggs
+
+
+def _test_heading(line: str) -> bool:
+    from rdmadoctor.parsers.nccltests import is_header
+
+    return is_header(line)
 
 
 class Pastes:
@@ -216,7 +238,7 @@ class Pastes:
 
     def _opens_output(self, text: str, lineno: int) -> bool:
         """Is ``text`` the first line of a tool's output pasted without its prompt? Then it is opened."""
-        if any(h in text for h in _HEADER_NEEDLES):
+        if _HEADER_ANY.search(text) is not None:
             for rx, kind in self.t.headers:
                 if rx.search(text):
                     self._open_segment(kind, "", lineno, text)
@@ -272,6 +294,15 @@ class Pastes:
             return
         while seg["lines"] and not seg["lines"][-1].strip():
             seg["lines"].pop()
+        if seg["kind"] == "nccl-tests" and not seg["prompted"] and not _test_heading(seg["lines"][0]):
+            # Rows without their heading: the heading of a row with as many columns, one line above them
+            # (so each row keeps its line number).
+            row: list[str] = next((x.split() for x in seg["lines"] if x.strip() and not x.lstrip().startswith("#")), [])
+            heading = _TEST_HEADINGS.get(len(row))
+            if heading is None:
+                return  # not a table of a shape nccl-tests prints: nothing of it is judged
+            seg["lines"].insert(0, heading)
+            seg["line"] -= 1
         if len(self.segments) >= MAX_SEGMENTS:
             self.dropped_segments += 1
             return
@@ -287,7 +318,7 @@ class Pastes:
 
     def _starts_output(self, text: str) -> bool:
         """Is ``text`` the first line of a tool's output (a header this scanner knows)?"""
-        return any(h in text for h in _HEADER_NEEDLES) and any(rx.search(text) for rx, _ in self.t.headers)
+        return _HEADER_ANY.search(text) is not None and any(rx.search(text) for rx, _ in self.t.headers)
 
     def _judged(self) -> bool:
         """A tool's output rdmadoctor judges was read (`kubectl get node` read as text is not one)."""

@@ -118,10 +118,6 @@ def test_no_failing_text_passes(row: dict, request: pytest.FixtureRequest) -> No
     assert rep["status"] not in ("pass", "ok"), rep["status"]
 
 
-@pytest.mark.xfail(strict=True, reason="scan change: NCCL_SOCKET_FALLBACK is derived in rdmadoctor/logs/scan.py from "
-                   "NCCL's network before any row is read; it must not fire when the network is GCP's FastSocket or "
-                   "GPUDirectTCPX plugin (NCCL_GCP_NET_PLUGIN), and rdmadoctor/logs/nccl.py must read "
-                   "`NET/FastSocket : Using` as plugin FastSocket, not network Socket")
 @pytest.mark.parametrize("name", ["nccl-651-fastsocket-init-healthy.log", "nccl-1519-fastsocket-gdr-per-nic.log"])
 def test_gcp_plugins_are_the_designed_transport(name: str) -> None:
     rep = report_of(name)
@@ -131,8 +127,8 @@ def test_gcp_plugins_are_the_designed_transport(name: str) -> None:
 
 # Lines shaped like a failure that no row knows (the shapes issue 30 lists: a signal banner cut before its
 # signal line, "cannot", "fatal", "no ... found", a non-zero exit). Written here to stand for each shape. Each
-# reads today as "nothing to judge": a silent pass the scan's unknown-error reader must turn into
-# LOG_ERROR_UNKNOWN with the line quoted.
+# read as "nothing to judge" until the scan's unknown-error reader (rdmadoctor/logs/scan/errors.py,
+# _failure_shape) made it LOG_ERROR_UNKNOWN with the line quoted.
 FAILURE_SHAPES = [
     "[node1:12345] *** Process received signal ***",
     "cannot create cq",
@@ -142,9 +138,6 @@ FAILURE_SHAPES = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason="scan change: rdmadoctor/logs/scan.py's unknown-error reader (_ERROR_LINE and "
-                   "_CONTEXT_NEEDLES) takes only lines with 'Error', 'WARN' or 'failed'-like words; it must also take "
-                   "fatal, abort, cannot, a signal banner, 'no ... found' and a non-zero exit as LOG_ERROR_UNKNOWN")
 @pytest.mark.parametrize("line", FAILURE_SHAPES)
 def test_a_failure_shaped_line_no_row_knows_is_an_unknown_error(line: str) -> None:
     reader = Diagnoser()

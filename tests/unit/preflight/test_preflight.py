@@ -617,9 +617,6 @@ def test_job_uid_is_passed_as_an_expectation():
 
     assert parse_argv(["--example", "x", "--job-uid", "1000"]).job_uid == 1000
     assert parse_argv(["--job-uid", "root"]) is None  # typer explains a uid that is not a number
-    # After the user's --set items, so the flag wins, as --expect-hcas and --min-rate do.
-    assert pf.expectation_sets(["job_uid=0"], None, None, 1000) == ["job_uid=0", "job_uid=1000"]
-    assert pf.expectation_sets([], 8, 400.0) == ["expected_hcas=8", "min_rate_gbps=400"]
 
 
 def test_library_raises_usage_errors_and_prints_nothing(capsys):

@@ -243,7 +243,7 @@ b = ("# +expiry-time=2030-01-01T00:00:00Z\n" + "rdmadoctor.io/b=" + "b" * 60 + "
 sys.stdout.write("go\n"); sys.stdout.flush()
 i = 0
 while True:
-    nfd.write_atomic(d, "rdmadoctor", (a if i % 2 else b).encode())
+    nfd.write_feature_file(d, "rdmadoctor", (a if i % 2 else b).encode())
     i += 1
 """
 
@@ -302,7 +302,7 @@ def half_then_hang(fd, data):
     time.sleep(60)
     return n
 os.write = half_then_hang
-nfd.write_atomic(sys.argv[1], "rdmadoctor", b"# +expiry-time=2030-01-01T00:00:00Z\nrdmadoctor.io/ready=true\n" * 50)
+nfd.write_feature_file(sys.argv[1], "rdmadoctor", b"# +expiry-time=2030-01-01T00:00:00Z\nrdmadoctor.io/ready=true\n" * 50)
 """
 
 

@@ -340,3 +340,17 @@ def test_a_refused_taint_names_the_policy_and_frees_the_lease(api, tmp_path: Pat
     assert not api.taints("gpu-01")
     assert not api.lease(NAMESPACE, lease_name("default"))["spec"].get("holderIdentity")
     assert q.cycle(FAIL, G1)["action"] == Q.HOLD  # the next cycle, allowed, holds
+
+
+def test_the_pool_a_match_chose_is_the_quarantine_pool(api, tmp_path: Path) -> None:
+    """One DaemonSet for several pools: without --pool, the pool a [pools.NAME] table's `match`
+    chose for the node is the pool whose budget, storm and Lease the node counts in."""
+    q = _one(api, tmp_path)
+    chosen = dict(FAIL, pool={"name": "h100", "chosen_by": "match", "why": "gpu_model H100"})
+    assert q.labels(chosen)["rdmadoctor.io/pool"] == "h100" and q.pool == "h100"
+    assert lease_name(q.pool) == "rdmadoctor-quarantine-h100"
+    # a name that is no label value keeps the pool; --pool given is never overridden by the report
+    assert q.labels(dict(FAIL, pool={"name": "bad name!"}))["rdmadoctor.io/pool"] == "h100"
+    pub = make_publisher("node", node="gpu-01", kubeconfig=api.kubeconfig(tmp_path / "kc2"), backoff=0.01, prefix="rdmadoctor.io/")
+    fixed = KubeQuarantine(api=pub.api, node="gpu-01", mode="taint", pool="a100", prefix="rdmadoctor.io/", namespace=NAMESPACE)
+    assert fixed.labels(chosen)["rdmadoctor.io/pool"] == "a100"

@@ -217,7 +217,7 @@ def test_run_names_the_dead_rank_and_the_stragglers_with_this_nodes_ports(tmp_pa
                 scraped[:] = r.read().decode().splitlines()
         p.early = got
 
-    err, report = run_until_asked(tmp_path, server, str(root), "1", extra=("--metrics-port", "0"), during=scrape)
+    err, report = run_until_asked(tmp_path, server, str(root), "1", extra=("--metrics-port", "0", "--json"), during=scrape)
     assert 'rdmadoctor_job_hang{blamed_node="10.0.0.2"} 1.0' in scraped and "rdmadoctor_job_hangs_total 1.0" in scraped
     assert server.queries[0] == "json"
     assert "rdmadoctor: the job looks hung (no output for" in err and "NCCL's RAS blames 10.0.0.2, 10.0.0.1" in err
@@ -228,6 +228,8 @@ def test_run_names_the_dead_rank_and_the_stragglers_with_this_nodes_ports(tmp_pa
     assert hang["ras"]["format"] == "json" and hang["blamed_nodes"][0] == "10.0.0.2"
     assert [f["code"] for f in report["findings"][:3]] == ["JOB_HANG", "NCCL_RAS_PROCESS_DEAD", "NCCL_RAS_STRAGGLER"]
     assert report["findings"][1]["cause"] == "JOB_HANG"
+    # --json: the same document, hangs and findings included, is the last line of stderr (issue 29).
+    assert json.loads(err.rstrip("\n").rsplit("\n", 1)[-1]) == report
 
 
 def test_run_says_a_quiet_ras_beside_a_watchdog_is_not_health(tmp_path, standin):

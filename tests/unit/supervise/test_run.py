@@ -568,6 +568,35 @@ def test_json_puts_the_gate_document_on_stderr():
     assert r.stderr.decode()[end:].startswith("\nrdmadoctor: running ")
 
 
+def test_json_ends_stderr_with_the_run_document():
+    """Issue 29: `run --json` emitted only the gate's verdict; the run's document (what
+    --report-file gets: how the job ended, the diagnosis, the live hangs) is now the last line of
+    stderr, after the job's own stderr (here cut mid-line) and rdmadoctor's lines."""
+    r = run("--example", "hgx-h100-ib", "--json", "--",
+            *printer(WC_LOG, code=1, then="sys.stderr.write('50%'); sys.stderr.flush()"))
+    assert r.returncode == 1 and r.stdout == WC_LOG.encode()
+    err = r.stderr.decode()
+    assert "\n50%\nrdmadoctor: " in err
+    gate, _ = json.JSONDecoder().raw_decode(err)
+    assert gate["schema"] == "rdmadoctor.preflight/v1"
+    *before, last = err.rstrip("\n").split("\n")
+    doc = json.loads(last)
+    assert doc["schema"] == "rdmadoctor.run/v1" and doc["exit_code"] == 1 and doc["gate"] == gate
+    assert doc["child"]["exit_code"] == 1 and doc["findings"] and doc["hangs"] == [] and doc["started"]
+    assert before[-1].startswith("rdmadoctor: ")  # the diagnosis came before it
+    # Without --json, stderr has no such line.
+    plain = run("--example", "hgx-h100-ib", "--", *printer(WC_LOG, code=1)).stderr.decode()
+    assert '"rdmadoctor.run/v1"' not in plain
+
+
+def test_json_after_no_go_ends_with_the_run_document_too():
+    r = run("--example", "broken-pod", "--json", "--", "true")
+    err = r.stderr.decode().rstrip("\n").split("\n")
+    assert r.returncode == 1 and err[-2].startswith("rdmadoctor: NO-GO: not running true")
+    doc = json.loads(err[-1])
+    assert doc["exit_code"] == 1 and doc["child"] is None and doc["gate"]["verdict"] == "no-go"
+
+
 def test_no_gate_skips_the_checks():
     # broken-pod would say NO-GO: without the gate the job runs anyway.
     r = run("--no-gate", "--example", "broken-pod", "--", *printer("ran\n"))

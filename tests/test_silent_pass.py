@@ -1,0 +1,250 @@
+"""Never a silent pass (issue 30, item 2): a failing text is never read as clean or as "nothing to judge",
+and a healthy one that only says "error" or "failed" in passing stays clean.
+
+Each text is an excerpt of output posted in a public issue (its URL above it), fed to the diagnosis the
+way `rdmadoctor diagnose FILE` feeds it (the logs.diagnose check on a logs-only host). The shapes the scan
+reads (rdmadoctor/logs/scan/errors.py ``_failure_shape``) are also held here one by one, beside the
+lines that look like them and are not failures.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rdmadoctor.host import logs_only_host
+from rdmadoctor.logs import Diagnoser
+from rdmadoctor.logs.scan.errors import _failure_shape
+from rdmadoctor.runner import Options, diagnose
+
+PROBLEM = ("error", "warning")
+
+
+def report(text: str, name: str = "paste.txt") -> dict:
+    reader = Diagnoser()
+    reader.feed(text.encode(), source=name)
+    reader.end_source()
+    return diagnose(Options(only=["logs"], logs=[name], log_diagnosis=reader), host=logs_only_host(name)).report
+
+
+def findings(rep: dict) -> list[dict]:
+    return [f for c in rep["checks"] for f in c["findings"]]
+
+
+def problems(rep: dict) -> list[dict]:
+    return [f for f in findings(rep) if f["severity"] in PROBLEM]
+
+
+def quoted(f: dict) -> list[str]:
+    return [e["text"] for e in (f.get("data") or {}).get("evidence") or ()]
+
+
+# ---- failing texts: each gets a problem, with the line that shows it quoted ------------------------------
+
+# https://github.com/Mellanox/k8s-rdma-sriov-dev-plugin/issues/30 (a pod on calico's CNI: ibv_devices shows
+# the ConnectX-4 Lx, show_gids lists no GID at all)
+GIDS_EMPTY = (
+    "[root@rdma-test-wv8kj tmp]# show_gids \n"
+    "DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n"
+    "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n"
+    "n_gids_found=0\n"
+    "[root@rdma-test-wv8kj tmp]# ibv_devices \n"
+    "    device          \t   node GUID\n"
+    "    ------          \t----------------\n"
+    "    mlx5_0          \t98039b03003b0346\n"
+)
+
+
+def test_a_gid_table_with_no_gids_beside_a_device_list_that_shows_the_device() -> None:
+    rep = report(GIDS_EMPTY)
+    assert rep["status"] == "fail"
+    f = next(f for f in problems(rep) if f["code"] == "ROCE_NO_V2_GID")
+    assert f["subject"] == "mlx5_0" and "n_gids_found=0" in f["message"]
+    assert f["data"]["evidence"][0]["line"] == 4 and quoted(f) == ["n_gids_found=0"]
+
+
+def test_an_empty_gid_table_alone_says_nothing_of_devices_it_does_not_show() -> None:
+    # No device list beside it: the table may be of a host without RDMA devices (nothing to fault).
+    rep = report(GIDS_EMPTY.split("[root@rdma-test-wv8kj tmp]# ibv_devices")[0])
+    assert "ROCE_NO_V2_GID" not in {f["code"] for f in findings(rep)}
+
+
+# https://github.com/open-mpi/ompi/issues/12038 (Open MPI 5.0's OFI MTL in MPI_Init on Crusher)
+OMPI_FI_DOMAIN = (
+    "--------------------------------------------------------------------------\n"
+    "Open MPI failed an OFI Libfabric library call (fi_domain).  This is highly\n"
+    "unusual; your job may behave unpredictably (and/or abort) after this.\n"
+    "\n"
+    "  Local host: crusher051\n"
+    "  Location: ../../../../../ompi/mca/mtl/ofi/mtl_ofi_component.c:999\n"
+    "  Error: Function not implemented (38)\n"
+    "--------------------------------------------------------------------------\n"
+)
+# https://github.com/open-mpi/ompi/issues/13803 (btl/ofi on Polaris: fi_domain fails, then a double free)
+BTL_OFI_FI_DOMAIN = (
+    "[polaris-login-02][[46076,1],0][../../../../../opal/mca/btl/ofi/btl_ofi_component.c:581:mca_btl_ofi_init_device] "
+    "cxi0 failed fi_domain with err=Function not implemented\n"
+    "free(): double free detected in tcache 2\n"
+)
+# https://github.com/open-mpi/ompi/issues/166 (the openib BTL's ibv_create_cq fails in MPI_Init)
+OPENIB_CREATE_CQ = (
+    "The OpenFabrics (openib) BTL failed to initialize while trying to\n"
+    "create an internal queue.  This typically indicates a failed\n"
+    "OpenFabrics installation, faulty hardware, or that Open MPI is\n"
+    "attempting to use a feature that is not supported on your hardware\n"
+    "  Local host:  rc008\n"
+    "  OMPI source: btl_openib.c:190\n"
+    "  Function:    ibv_create_cq()\n"
+    "  Error:       Device or resource busy (errno=16)\n"
+    "  Device:      mlx4_0\n"
+)
+# https://github.com/openucx/ucx/issues/551 (Open MPI's oob/ud creating its CQ at init)
+CREATE_CQ_ENOMEM = (
+    "--------------------------------------------------------------------------\n"
+    "Failed to create a completion queue (CQ):\n"
+    "\n"
+    "Hostname: XXXX\n"
+    "Requested CQE: 16384\n"
+    "Error:    Cannot allocate memory\n"
+    "\n"
+    "Check the CQE attribute.\n"
+    "--------------------------------------------------------------------------\n"
+)
+# https://github.com/open-mpi/ompi/issues/3144 (MPI_Init failing, Open MPI's own banner)
+MPI_INIT_FATAL = (
+    "*** An error occurred in MPI_Init\n"
+    "*** on a NULL communicator\n"
+    "*** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n"
+    "***    and potentially your MPI job)\n"
+)
+# https://github.com/open-mpi/ompi/issues/12913 (a segfault in MPI_Init after fi_domain failed): the banner
+# cut after its first line, as a paste cut short or a log that stops there shows it.
+SIGNAL_BANNER_CUT = "[nid007955:08519] *** Process received signal ***\n"
+
+FAILING = {
+    "ompi-12038-ofi-fi-domain": (OMPI_FI_DOMAIN, "Open MPI failed an OFI Libfabric library call (fi_domain)."),
+    "ompi-13803-btl-ofi-fi-domain": (BTL_OFI_FI_DOMAIN, "cxi0 failed fi_domain with err=Function not implemented"),
+    "ompi-166-openib-create-cq": (OPENIB_CREATE_CQ, "The OpenFabrics (openib) BTL failed to initialize"),
+    "ucx-551-create-cq-enomem": (CREATE_CQ_ENOMEM, "Failed to create a completion queue (CQ):"),
+    "ompi-3144-mpi-init": (MPI_INIT_FATAL, "*** An error occurred in MPI_Init"),
+    "ompi-12913-signal-banner-cut": (SIGNAL_BANNER_CUT, "*** Process received signal ***"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FAILING))
+def test_an_mpi_failure_no_row_knows_is_an_unknown_error_quoting_its_first_line(name: str) -> None:
+    """An MPI library's fatal error in its own init, a transport layer's failed libfabric call, a crash banner
+    cut before its signal line: each read as "nothing to judge" before; now LOG_ERROR_UNKNOWN heads the report
+    and quotes the line where the failure is first said."""
+    text, first = FAILING[name]
+    rep = report(text)
+    assert rep["status"] == "fail", [(f["code"], f["severity"]) for f in findings(rep)]
+    head = problems(rep)[0]
+    assert head["code"] == "LOG_ERROR_UNKNOWN" and first in quoted(head)[0], (head["code"], quoted(head))
+    assert not head.get("cause")
+
+
+def test_the_signal_lines_after_the_banner_are_told_by_the_crash_row() -> None:
+    # https://github.com/open-mpi/ompi/issues/12913: with its signal line the banner is PROCESS_CRASHED (a row);
+    # the banner's first line no row knows is told by that finding, not a second one.
+    rep = report(SIGNAL_BANNER_CUT + "[nid007955:08519] Signal: Segmentation fault (11)\n"
+                 "[nid007955:08519] Signal code: Address not mapped (1)\n")
+    assert [f["code"] for f in problems(rep)] == ["PROCESS_CRASHED"]
+    assert any("Process received signal" in t for t in quoted(problems(rep)[0]))
+
+
+def test_an_unknown_line_next_to_a_known_error_follows_it() -> None:
+    # https://github.com/open-mpi/ompi/issues/12913 (the same report): Open MPI's fi_domain box, then the crash;
+    # the crash (a row) and the box's lines (none) are one failure, the first line seen heads it.
+    rep = report(OMPI_FI_DOMAIN + SIGNAL_BANNER_CUT + "[nid007955:08519] Signal: Segmentation fault (11)\n")
+    shown = problems(rep)
+    assert shown[0]["code"] == "LOG_ERROR_UNKNOWN" and "fi_domain" in quoted(shown[0])[0]
+    assert "PROCESS_CRASHED" in {f["code"] for f in shown}
+
+
+# ---- healthy texts: something said "error" or "failed", nothing failed -----------------------------------
+
+HEALTHY = {
+    # https://github.com/CSTR-Edinburgh/merlin/issues/324 ("error" is a distance here, its maintainer says)
+    "merlin-324-metric-named-error": "epoch 1, validation error 4.640231, train error 4.867310 time spent 6.72.\n",
+    # https://github.com/NVIDIA/nccl-tests/issues/119 (nccl-tests' summary of a run with no wrong value)
+    "nccltests-119-zero-wrong": "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 84.8558\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(HEALTHY))
+def test_a_healthy_text_that_says_error_stays_clean(name: str) -> None:
+    rep = report(HEALTHY[name])
+    assert not problems(rep), [(f["code"], quoted(f)) for f in problems(rep)]
+
+
+def test_a_pytorch_warning_that_says_failed_adds_no_unknown_error() -> None:
+    # https://github.com/pytorch/PiPPy/issues/158: the [W] retry of the c10d store's client, a warning's own
+    # line. (Its row, NCCL_BOOTSTRAP_FAILED, judges what it says; the failure-shaped reader adds nothing.)
+    rep = report("[W socket.cpp:558] [c10d] The client socket has failed to connect to [localhost]:29500 "
+                 "(errno: 99 - Cannot assign requested address).\n")
+    assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in findings(rep)}
+
+
+# ---- the shapes, one line each ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("line", "label", "symptom"), [
+    ("FATAL: rank 3 aborted: unable to allocate verbs resources", "fatal", False),
+    ("cannot create cq", "cannot", False),
+    ("No RDMA-capable devices found.", "not found", False),
+    ("bash: ibv_devinfo: command not found", "not found", False),
+    ("RuntimeError: NCCL communicator was aborted on rank 3.", "error", False),
+    ("2024-03-18 17:38:50 ERROR worker 3 lost", "error", False),
+    ("Error while loading shared libraries: libibverbs.so.1", "error", False),
+    ("srun: error: node7: task 3: Exited with exit code 1", "error", False),
+    ("task 3: Exited with exit code 1", "exit status", True),
+    ("  exitcode  : -9 (pid: 2411)", "exit status", True),
+    ("Primary job  terminated normally, but 1 process returned a non-zero exit code.", "exit status", True),
+    ("[node1:12345] *** Process received signal ***", "signal", True),
+    ("Aborted (core dumped)", "abort", True),
+    ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD", "abort", True),
+])
+def test_a_failure_shape(line: str, label: str, symptom: bool) -> None:
+    got = _failure_shape(line)
+    assert got is not None and got[0] == label and got[2] is symptom, got
+
+
+@pytest.mark.parametrize("line", [
+    "0 errors, 2 warnings",
+    "no errors found",
+    "No problems found.",
+    "train/error_rate: 0.031 | val_error: 0.12",
+    "validation error 4.640231, train error 4.867310",
+    "Tests: 12 passed, failed: 0",
+    "failures=0 retries=0",
+    "fatal: false",
+    "a non-fatal condition",
+    "exited with code 0",
+    "Exit status: 0",
+    "[W socket.cpp:663] [c10d] The client socket has failed to connect to [localhost]:29500",
+    "[W1128 10:00:00.000000 1005 socket.cpp:697] [c10d] The server socket cannot be initialized on [::]:29500",
+    "/usr/lib/python3/site-packages/torch/cuda/__init__.py:52: UserWarning: CUDA initialization failed",
+    "WARNING: retrying after the connection failed",
+    "[user:852715] 15 more processes have sent help message help-mpi-btl-openib.txt / error in device init",
+    "I cannot resolve this, could you please give me some guidance?",
+    "Why does ibv_devinfo say failed?",
+    "abortFlag 0",
+    "error_handler=default",
+])
+def test_not_a_failure_shape(line: str) -> None:
+    assert _failure_shape(line) is None
+
+
+def test_nccls_own_info_lines_are_not_read_for_failure_words() -> None:
+    # ../shared/realworld/gpu-h200/dense_all.log.gz (a healthy H200 run) prints these: NCCL INFO, not errors.
+    rep = report("vm:438:438 [0] NCCL INFO dlvsym failed on mlx5dv_reg_dmabuf_mr - /lib/x86_64-linux-gnu/libmlx5.so: "
+                 "undefined symbol: mlx5dv_reg_dmabuf_mr, version MLX5_1.25\n"
+                 "vm:438:470 [0] NCCL INFO [Proxy Service UDS] exit: stop 1 abortFlag 0\n")
+    assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in findings(rep)}
+
+
+def test_a_long_line_of_failure_words_is_read_in_linear_time() -> None:
+    # Bounded repeats only (no possessive quantifiers in Python 3.10): a line of many "no"s and no "found" is
+    # read within _FAILURE_SPAN, as one of many "error"s.
+    for line in ("no " * 50000, "error " * 50000, "exit code " * 20000, "No x " * 40000 + "found"):
+        _failure_shape(line)
