@@ -35,7 +35,7 @@ _CATEGORY_SAMPLES = {
 _GENERIC = " a0.:-/\tZ"
 
 
-def _walk(tree, pieces: list[str], chars: set[str]) -> None:  # noqa: ANN001
+def _walk(tree, pieces: list[str], chars: set[str]) -> None:
     run: list[str] = []
 
     def flush() -> None:
@@ -81,7 +81,7 @@ def _walk(tree, pieces: list[str], chars: set[str]) -> None:  # noqa: ANN001
     flush()
 
 
-def _in_class(c: str, items) -> bool:  # noqa: ANN001
+def _in_class(c: str, items) -> bool:
     hit = False
     for op, av in items:
         name = str(op)
@@ -95,7 +95,7 @@ def _in_class(c: str, items) -> bool:  # noqa: ANN001
     return hit != negate
 
 
-def _sample(tree) -> str:  # noqa: ANN001
+def _sample(tree) -> str:
     """A short string the (sub)pattern matches: the fewest repeats, the first alternative."""
     out: list[str] = []
     for op, av in tree:
@@ -204,7 +204,7 @@ class OverBudget(Exception):
 
 
 @contextlib.contextmanager
-def cpu_budget(seconds: float):  # noqa: ANN201
+def cpu_budget(seconds: float):
     """Raise OverBudget once this process has spent ``seconds`` of CPU inside the block (``re``
     checks for signals while it matches, so a runaway search is stopped too). CPU time, not wall
     clock: a loaded machine does not advance it. Main thread only (a signal handler)."""
@@ -233,7 +233,7 @@ RATIO = 8.0  # time at LENGTH over time at SMALL: about 4 for a linear search, 1
 FLOOR = 0.05
 
 
-def _timed(rx: re.Pattern, subject, budget: float) -> tuple[float, bool]:  # noqa: ANN001
+def _timed(rx: re.Pattern, subject, budget: float) -> tuple[float, bool]:
     """CPU seconds of one search (cut at twice ``budget``), and whether it was cut."""
     collecting = gc.isenabled()
     gc.disable()  # a collection inside one search is not the pattern's time
@@ -264,7 +264,7 @@ def run(budget: float, only: str | None = None, n: int = LENGTH, max_slow: int =
         source = rx.pattern if text_pattern else rx.pattern.decode("latin-1")
         small = [line for _, line in lines(source, needle, examples, n // 4)]  # the same cases, in the same order
         for k, (label, line) in enumerate(lines(source, needle, examples, n)):
-            def subject(text: str):  # noqa: ANN202
+            def subject(text: str):
                 return text if text_pattern else text.encode("latin-1", "replace")
 
             spent, cut = _timed(rx, subject(line), budget)

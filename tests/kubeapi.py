@@ -819,7 +819,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     do_GET = do_PATCH = do_PUT = do_POST = do_DELETE = _serve
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - quiet
+    def log_message(self, format: str, *args) -> None:  # quiet
         pass
 
 

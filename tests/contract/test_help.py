@@ -25,7 +25,7 @@ def _flat(text: str) -> str:
     return " ".join(text.replace("│", " ").split())
 
 
-def _source_helps(cmd) -> list[str]:  # noqa: ANN001
+def _source_helps(cmd) -> list[str]:
     helps = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
     # Rich markup's escape is the source's way to write a bracket the reader sees.
     return [h.replace("\\[", "[") for h in helps if h]
@@ -37,7 +37,7 @@ def test_every_command_is_covered() -> None:
 
 
 @pytest.mark.parametrize(("argv", "cmd"), _commands(), ids=lambda v: " ".join(v) if isinstance(v, list) else "")
-def test_no_bracket_of_the_source_vanishes_from_help(argv: list[str], cmd) -> None:  # noqa: ANN001
+def test_no_bracket_of_the_source_vanishes_from_help(argv: list[str], cmd) -> None:
     res = CliRunner().invoke(app, [*argv, "--help"], env={"COLUMNS": "4000"})
     assert res.exit_code == 0, res.output
     shown = _flat(res.stdout)
@@ -81,7 +81,7 @@ def test_count_says_one_and_many() -> None:
     assert count(1, "entry", "entries") == "1 entry" and count(3, "entry", "entries") == "3 entries"
 
 
-def _strings(path) -> list[tuple[int, str]]:  # noqa: ANN001
+def _strings(path) -> list[tuple[int, str]]:
     """The string literals of a module (f-strings' literal parts too), docstrings left out."""
     import ast
 

@@ -97,7 +97,7 @@ def _scan_cpu(data: bytes, runs: int = 1) -> float:
     return best
 
 
-def assert_linear(make, cap: float) -> None:  # noqa: ANN001 - make(n) -> the input with lines of about n bytes
+def assert_linear(make, cap: float) -> None:  # make(n) -> the input with lines of about n bytes
     with cpu_budget(cap * 8):
         large = _scan_cpu(make(LARGE))
         assert large < cap, f"{large:.2f} s of CPU at {LARGE} bytes a line"

@@ -30,7 +30,7 @@ SOURCES = [*sorted((ROOT / "rdmadoctor").rglob("*.py")), *sorted((ROOT / "checks
 _NEW_SYNTAX = {"POSSESSIVE_REPEAT", "ATOMIC_GROUP"}
 
 
-def _walk(tree) -> str | None:  # noqa: ANN001 - sre_parse's SubPattern
+def _walk(tree) -> str | None:  # tree: sre_parse's SubPattern
     for op, av in tree:
         name = str(op)
         if name in _NEW_SYNTAX:
@@ -154,7 +154,7 @@ def test_no_compiled_pattern_of_the_package_needs_python_3_11():
         "\n".join(f"  {k}: {v}" for k, v in sorted(found.items()))
 
 
-def _literals(path: Path):  # noqa: ANN202
+def _literals(path: Path):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, (str, bytes)):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from slurm_cluster import SlurmCluster, free_ports, unavailable, wait_for  # noqa: E402
+from slurm_cluster import SlurmCluster, free_ports, unavailable, wait_for
 
 pytestmark = [pytest.mark.real]
 

@@ -30,7 +30,7 @@ from rdmadoctor.output.metrics import AgentMetrics
 from rdmadoctor.runner import Options, UsageError
 
 prometheus_client = pytest.importorskip("prometheus_client")
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "rdmadoctor" / "examples"

@@ -32,9 +32,9 @@ import pytest
 
 prometheus_client = pytest.importorskip("prometheus_client")
 
-from rdmadoctor.agent.log import Log  # noqa: E402
-from rdmadoctor.agent.server import MAX_HEAD, MetricsServer  # noqa: E402
-from rdmadoctor.output.metrics import AgentMetrics  # noqa: E402
+from rdmadoctor.agent.log import Log
+from rdmadoctor.agent.server import MAX_HEAD, MetricsServer
+from rdmadoctor.output.metrics import AgentMetrics
 
 ROOT = Path(__file__).resolve().parents[3]
 HELD = 1000

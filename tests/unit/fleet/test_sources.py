@@ -282,10 +282,10 @@ class FakePrometheus:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):  # noqa: ANN002
+            def log_message(self, *a):
                 pass
 
-            def do_GET(self):  # noqa: N802
+            def do_GET(self):
                 fake.seen.append(self.headers.get("Authorization"))
                 if fake.auth is not None and self.headers.get("Authorization") != fake.auth:
                     body = b'{"status":"error","error":"unauthorized"}'

@@ -11,8 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import logs_expected  # noqa: E402
-from logs_expected import EXPECTED, LOGS, NEW_CODES, body, header  # noqa: E402
+import logs_expected
+from logs_expected import EXPECTED, LOGS, NEW_CODES, body, header
 
 FILES = sorted(p.name for p in LOGS.glob("*.log"))
 ROWS = {row["file"]: row for row in EXPECTED}

@@ -42,7 +42,7 @@ def findings(rep: dict) -> list[dict]:
     return [f for c in rep["checks"] for f in c["findings"] if f["code"] != "LOGS_READ"]
 
 
-def codes(d) -> list[tuple[str, str, str | None]]:  # noqa: ANN001
+def codes(d) -> list[tuple[str, str, str | None]]:
     return [(f.code, f.severity, f.cause) for f in d.findings]
 
 

@@ -20,11 +20,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from logs_expected import HEADER_END  # noqa: E402
+from logs_expected import HEADER_END
 
-from rdmadoctor.host import logs_only_host  # noqa: E402
-from rdmadoctor.logs import Diagnoser, diagnose_bytes, prefix  # noqa: E402
-from rdmadoctor.runner import Options, diagnose  # noqa: E402
+from rdmadoctor.host import logs_only_host
+from rdmadoctor.logs import Diagnoser, diagnose_bytes, prefix
+from rdmadoctor.runner import Options, diagnose
 
 FRAMES = Path(__file__).resolve().parents[2] / "fixtures" / "frames"
 PROBLEM = ("error", "warning")

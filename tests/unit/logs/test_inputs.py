@@ -26,13 +26,13 @@ ERR = ("node-1:330:401 [0] transport/net_ib.cc:1019 NCCL WARN NET/IB : Got compl
 CODE = "NCCL_IB_COMPLETION_ERROR"
 
 
-def rd(*args: str, stdin=None, timeout: float = 120, cwd=None, **kw) -> subprocess.CompletedProcess:  # noqa: ANN001
+def rd(*args: str, stdin=None, timeout: float = 120, cwd=None, **kw) -> subprocess.CompletedProcess:
     env = dict(os.environ, RDMADOCTOR_DISABLE_PLUGIN_AUTOLOAD="1")
     return subprocess.run([sys.executable, "-m", "rdmadoctor", *args], stdin=stdin, capture_output=True, env=env,
                           timeout=timeout, cwd=cwd, **kw)
 
 
-def codes(d) -> list[str]:  # noqa: ANN001
+def codes(d) -> list[str]:
     return [f.code for f in d.findings]
 
 

@@ -26,9 +26,9 @@ import time
 import pytest
 
 pytest.importorskip("lightkube")
-from kubeapi import FakeKubeAPI  # noqa: E402
+from kubeapi import FakeKubeAPI
 
-from rdmadoctor.publish import PublishError, make_publisher  # noqa: E402
+from rdmadoctor.publish import PublishError, make_publisher
 
 NODE = "gpu-1"
 LABELS = {"rdmadoctor.io/ready": "true", "feature.node.kubernetes.io/network-rdma.capable": "true"}

@@ -25,12 +25,12 @@ import pytest
 pytest.importorskip("lightkube")
 kubeapi = pytest.importorskip("kubeapi")
 
-from rdmadoctor.agent import Agent, Log, Settings  # noqa: E402
-from rdmadoctor.core import quarantine as Q  # noqa: E402
-from rdmadoctor.output.metrics import AgentMetrics  # noqa: E402
-from rdmadoctor.publish import make_publisher  # noqa: E402
-from rdmadoctor.publish.quarantine import TAINT_KEY, KubeQuarantine, lease_name  # noqa: E402
-from rdmadoctor.runner import Options  # noqa: E402
+from rdmadoctor.agent import Agent, Log, Settings
+from rdmadoctor.core import quarantine as Q
+from rdmadoctor.output.metrics import AgentMetrics
+from rdmadoctor.publish import make_publisher
+from rdmadoctor.publish.quarantine import TAINT_KEY, KubeQuarantine, lease_name
+from rdmadoctor.runner import Options
 
 HEALTHY, BROKEN = "hgx-h100-ib", "broken-pod"
 NAMESPACE = "rdmadoctor"

@@ -31,7 +31,7 @@ JOB = (
 TOTAL_LINES = 1 + FILLER_LINES + 1
 
 
-def _run_job_under(d: Diagnoser, diagnosing: diagnosis.Diagnosing, tmp_path, after_copy=None):  # noqa: ANN001, ANN202
+def _run_job_under(d: Diagnoser, diagnosing: diagnosis.Diagnosing, tmp_path, after_copy=None):
     watch = diagnosis.Watch(diagnosing, "job output")
     feeds = {name: supervise.LineFeed(watch.feed) for name in ("stdout", "stderr")}
     out_path, err_path = tmp_path / "out", tmp_path / "err"
