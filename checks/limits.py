@@ -160,28 +160,6 @@ def _nonneg_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _status_field(text: str | None, key: str) -> str | None:
-    """The value of one ``Key:`` line of /proc/<pid>/status."""
-    for line in (text or "").splitlines():
-        if line.startswith(key + ":"):
-            return line[len(key) + 1 :].strip()
-    return None
-
-
-def parse_status_uid(text: str | None) -> int | None:
-    """The effective uid (second field of ``Uid:``): the one capabilities follow."""
-    words = (_status_field(text, "Uid") or "").split()
-    return int(words[1]) if len(words) >= 2 and words[1].isdigit() else None
-
-
-def parse_status_caps(text: str | None, key: str) -> int | None:
-    value = _status_field(text, key)
-    try:
-        return int(value, 16) if value else None
-    except ValueError:
-        return None
-
-
 def in_user_namespace(uid_map: str | None) -> bool | None:
     """/proc/self/uid_map -> True in a user namespace, False in the initial one, None unknown."""
     if uid_map is None:
@@ -262,6 +240,8 @@ def probe_memlock(ctx) -> MemlockFacts:
                 cap_eff, cap_source = parsed_cap.value, "proc/self/status"
         if cap_eff is None and rt.cap_eff is not None:
             cap_eff, cap_source = rt.cap_eff, "runtime.json"
+    from rdmadoctor.parsers.system import parse_status_caps, parse_status_uid
+
     uid = parse_status_uid(status)
     if uid is None:
         uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", or the live process's euid
