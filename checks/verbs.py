@@ -15,7 +15,7 @@ from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import RdmaDevice
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, Paste, PodChange
 from rdmadoctor.core.record import field, record
 from rdmadoctor.core.words import count
 from rdmadoctor.logs.kb import verbs as kb_verbs
@@ -884,6 +884,18 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+def judge_pasted_dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`ls /dev/infiniband` pasted from a pod (logs.diagnose): RDMA needs a uverbsN node per device the
+    pod was given."""
+    names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
+    if not names or any(n.startswith("uverbs") for n in names):
+        return []
+    return [Finding(DEV_UVERBS_MISSING.code, ERROR, "/dev/infiniband",
+                    f"/dev/infiniband holds {', '.join(sorted(names))} and no uverbs* node: verbs cannot open any RDMA "
+                    "device here (ibv_devices lists none), so NCCL uses sockets.",
+                    DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
+
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 40
 
@@ -913,6 +925,7 @@ CHECKS = [
         ),
         needs=(Need("rdma devices or libibverbs messages", _has_devices_or_messages),),
         inventory=_inventory,
+        pastes=(Paste("dev_infiniband", judge_pasted_dev_nodes),),
         description="libibverbs.so.1, a provider of the right ABI for every device's kernel driver, "
         "the recommended packages, and /dev/infiniband/uverbs* + rdma_cm openable read-write.",
     ),
