@@ -22,6 +22,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
     Need,
+    Paste,
 )
 from rdmadoctor.core.record import record
 from rdmadoctor.core.words import count, listing
@@ -429,6 +430,26 @@ EXPECT: dict[str, Expect] = {
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 70
 
+
+def judge_pasted_topo(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """A pasted `nvidia-smi topo -m` (logs.diagnose): each GPU near an RDMA device, as this check judges
+    the node's from /sys."""
+    from rdmadoctor.checks._paste import matrix
+
+    m = matrix(seg)
+    if m is None:
+        return []
+    wanted = {k: v for k, v in expect.items() if k != "expected_gpus"}  # a paste may show a few GPUs of the node
+    return [f for f in judge_topology(topology_of(m), wanted) if f.code in (GPU_NIC_FAR.code, GPU_NIC_NEAR.code)]
+
+
+def _has_matrix(seg, layers: dict[str, str]) -> bool:
+    """Is a pasted nvidia-smi output the GPU x NIC matrix (not the GPU table, not `-q`)?"""
+    from rdmadoctor.checks._paste import matrix
+
+    return matrix(seg) is not None
+
+
 CHECKS = [
     Check(
         id="gpu.topology",
@@ -441,6 +462,7 @@ CHECKS = [
         needs=(GPUS_PRESENT,),
         defaults=EXPECT,
         inventory=_inventory,
+        pastes=(Paste("nvidia-smi", judge_pasted_topo, rows=_has_matrix),),
         description="GPUs (NVIDIA, AMD) on the PCI bus and, for each, its nearest RDMA device in nvidia-smi topo -m "
         "terms (PIX/PXB/PHB/NODE/SYS), computed from the sysfs PCI tree.",
     ),

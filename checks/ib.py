@@ -28,6 +28,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
     Need,
+    Paste,
     PodChange,
 )
 from rdmadoctor.core.record import record, replace
@@ -626,6 +627,35 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# ---- a port list pasted into a job's log (logs.diagnose) -----------------------------------------
+
+# What a pasted port list can show: a port's state, rate and link layer (not how many the node has).
+PASTE_CODES = frozenset(c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
+                                         IB_LINK_LAYER_MISMATCH))
+
+
+def judge_pasted_ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """A pasted `ibstat`, `ibstatus`, `ibv_devinfo` or `rdma link`: its devices and ports, as ib.devices
+    and ib.ports judge the node's."""
+    from rdmadoctor.checks._paste import port_inventory
+
+    inv, wanted = port_inventory(seg, expect)
+    if not inv.devices:
+        # A paste that lists no device proves nothing about the node: the tool may have stopped
+        # early (an ibpanic on one device), or been filtered. "No IB devices found" has its own row.
+        return []
+    found = [f for f in judge_devices(inv, wanted) + judge_ports(inv, wanted) if f.code in PASTE_CODES]
+    if any(p.state == "ACTIVE" for d in inv.devices for p in d.ports):
+        # Beside ACTIVE ports, a port disabled by software is often one the node does not use (the second
+        # port of a dual-port card, a storage NIC): a warning in a paste, which does not say the node's plan.
+        found = [replace(f, severity=WARNING, message=f"{f.message} Other ports in the paste are ACTIVE: if this one is "
+                         "unused on purpose, nothing to do.")
+                 if f.code == IB_PORT_DOWN.code and f.data.get("phys_state") == "Disabled" else f for f in found]
+    return found
+
+
+PASTES = tuple(Paste(kind, judge_pasted_ports) for kind in ("ibstat", "ibstatus", "ibv_devinfo", "rdma_link"))
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 10
 
@@ -659,6 +689,7 @@ CHECKS = [
             IB_PORT_STATE_UNKNOWN,
         ),
         needs=(HAS_DEVICES,),
+        pastes=PASTES,
         description="Every port of every device: state, physical state, rate, link layer, LID / SM LID, netdev.",
     ),
 ]

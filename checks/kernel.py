@@ -20,6 +20,7 @@ from rdmadoctor.core.model import (
     Check,
     Code,
     Finding,
+    Paste,
 )
 from rdmadoctor.core.record import record
 from rdmadoctor.core.words import count
@@ -390,6 +391,17 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+def judge_pasted_lsmod(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """A pasted `lsmod` (logs.diagnose): only the modules a paste can prove missing. GPUDirect over
+    dma-buf, for one, depends on the driver and kernel, which an lsmod does not show."""
+    from rdmadoctor.checks._paste import PasteHost
+
+    facts = probe_kernel(PasteHost({"/cmd/lsmod.txt": seg.text}, expect))
+    if facts.modules is None:
+        return []
+    return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
+
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 60
 
@@ -404,6 +416,7 @@ CHECKS = [
         judge=judge_kernel,
         codes=(MOD_MISSING, GDR_PEERMEM_MISSING, GDR_DMABUF, MODULES_UNKNOWN),
         inventory=_inventory,
+        pastes=(Paste("lsmod", judge_pasted_lsmod),),
         description="ib_core, ib_uverbs, rdma_ucm and each HCA's IB driver (mlx5_ib, ...) loaded or built in; "
         "with NVIDIA GPUs, nvidia_peermem (or the dma-buf path of the open kernel module).",
     ),

@@ -12,8 +12,8 @@ CapEff bit does not count.
 from __future__ import annotations
 
 from rdmadoctor.core.expect import MAX_BYTES, Expect
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, PodChange
-from rdmadoctor.core.record import record
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Paste, PodChange
+from rdmadoctor.core.record import record, replace
 
 KIB, MIB, GIB = 1024, 1024**2, 1024**3
 CAP_IPC_LOCK_BIT = 14  # include/uapi/linux/capability.h
@@ -160,28 +160,6 @@ def _nonneg_int(v) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _status_field(text: str | None, key: str) -> str | None:
-    """The value of one ``Key:`` line of /proc/<pid>/status."""
-    for line in (text or "").splitlines():
-        if line.startswith(key + ":"):
-            return line[len(key) + 1 :].strip()
-    return None
-
-
-def parse_status_uid(text: str | None) -> int | None:
-    """The effective uid (second field of ``Uid:``): the one capabilities follow."""
-    words = (_status_field(text, "Uid") or "").split()
-    return int(words[1]) if len(words) >= 2 and words[1].isdigit() else None
-
-
-def parse_status_caps(text: str | None, key: str) -> int | None:
-    value = _status_field(text, key)
-    try:
-        return int(value, 16) if value else None
-    except ValueError:
-        return None
-
-
 def in_user_namespace(uid_map: str | None) -> bool | None:
     """/proc/self/uid_map -> True in a user namespace, False in the initial one, None unknown."""
     if uid_map is None:
@@ -262,6 +240,8 @@ def probe_memlock(ctx) -> MemlockFacts:
                 cap_eff, cap_source = parsed_cap.value, "proc/self/status"
         if cap_eff is None and rt.cap_eff is not None:
             cap_eff, cap_source = rt.cap_eff, "runtime.json"
+    from rdmadoctor.parsers.system import parse_status_caps, parse_status_uid
+
     uid = parse_status_uid(status)
     if uid is None:
         uid = _nonneg_int(getattr(rt, "uid", None))  # runtime.json "uid", or the live process's euid
@@ -562,6 +542,59 @@ EXPECT_SHM: dict[str, Expect] = {
 }
 
 
+# ---- limits pasted into a job's log (logs.diagnose) ------------------------------------------------
+
+
+def judge_pasted_memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`ulimit -a` (or its memlock line), or a process's /proc/<pid>/limits table."""
+    from rdmadoctor.checks._paste import PasteHost
+
+    paste = PasteHost({"/proc/self/limits" if seg.kind == "limits" else "/cmd/ulimit.txt": seg.text}, expect)
+    facts = probe_memlock(paste)
+    if not facts.known:
+        return []
+    have = getattr(node, "memlock", None)
+    if have is not None and have.cap_eff is not None:
+        # The paste shows the limit; whether it binds RDMA depends on CAP_IPC_LOCK, which only
+        # the node (the pod checked, `diagnose LOG --live` inside the job's pod) can say.
+        facts = replace(facts, cap_eff=have.cap_eff, cap_source=have.cap_source, uid=have.uid, cap_bnd=have.cap_bnd,
+                        userns=have.userns)
+    out = []
+    for f in judge_memlock(facts, expect):
+        if f.code == MEMLOCK_LIMITED.code:
+            out.append(f)
+        elif f.code == CAPS_UNREADABLE.code and f.data.get("memlock_soft") is not None:
+            # Below the expected limit, capabilities unknown: it binds RDMA unless the job holds
+            # CAP_IPC_LOCK. A warning, raised to an error when the log shows registration failing.
+            soft = fmt_bytes(f.data.get("memlock_soft"))
+            want = expect.get("memlock_min_bytes")
+            out.append(
+                Finding(
+                    MEMLOCK_LIMITED.code,
+                    WARNING,
+                    "memlock",
+                    f"memlock soft limit {soft}; expected {'unlimited' if want is None else 'at least ' + fmt_bytes(want)}, "
+                    "or CAP_IPC_LOCK, which lifts it for RDMA (the log does not show the job's capabilities): RDMA "
+                    "memory registration (ibv_reg_mr) fails with 'Cannot allocate memory' unless the job holds it.",
+                    MEMLOCK_LIMITED.fix,
+                    data=dict(f.data),
+                    pod=PodChange(ipc_lock=True, whole=False),
+                )
+            )
+    return out
+
+
+def judge_pasted_shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`df -h` (or its /dev/shm row)."""
+    from rdmadoctor.checks._paste import PasteHost
+    from rdmadoctor.parsers.outputs import CMD_OF_KIND
+
+    facts = probe_shm(PasteHost({f"/cmd/{CMD_OF_KIND['df']}.txt": seg.text}, expect))
+    if facts.size is None:
+        return []  # a `df` without a /dev/shm row says nothing about it
+    return [f for f in judge_shm(facts, expect) if f.code in (SHM_TOO_SMALL.code, SHM_NEARLY_FULL.code)]
+
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 50
 
@@ -577,6 +610,7 @@ CHECKS = [
         codes=(MEMLOCK_LIMITED, MEMLOCK_UNREADABLE, MEMLOCK_BYPASSED_BY_IPC_LOCK, CAP_IPC_LOCK_MISSING, CAPS_UNREADABLE),
         defaults=EXPECT_MEMLOCK,
         inventory=_memlock_inventory,
+        pastes=(Paste("ulimit", judge_pasted_memlock), Paste("limits", judge_pasted_memlock)),
         description="RLIMIT_MEMLOCK (soft and hard) of the job's process and CAP_IPC_LOCK in its effective "
         "capabilities, which lifts the limit for RDMA memory registration.",
     ),
@@ -591,6 +625,7 @@ CHECKS = [
         codes=(SHM_TOO_SMALL, SHM_NEARLY_FULL, SHM_UNREADABLE),
         defaults=EXPECT_SHM,
         inventory=_shm_inventory,
+        pastes=(Paste("df", judge_pasted_shm),),
         description="Size and free space of /dev/shm, where NCCL's shared-memory transport lives.",
     ),
 ]

@@ -5,9 +5,10 @@ and a bundle's ``logs/`` (``rdmadoctor collect --log FILE``) with :mod:`rdmadoct
 knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. Then:
 
 - tool outputs pasted into the text (``ibstat``, ``ibv_devinfo``, ``ulimit -a``, ``df -h
-  /dev/shm``, ``lsmod``) go through the node checks' own probes and judges, on a small in-memory
-  bundle that holds the paste as its ``cmd/`` file: a pasted ``ibstat`` is judged exactly as
-  ``check --bundle`` judges a recorded one (one knowledge base, not two);
+  /dev/shm``, ``lsmod``) go to the checks that declare them (``Check.pastes``: every check loaded,
+  a plugin's too), whose judges read them through their own probes, on a small in-memory bundle
+  that holds the paste as its ``cmd/`` file (checks/_paste.py): a pasted ``ibstat`` is judged
+  exactly as ``check --bundle`` judges a recorded one (one knowledge base, not two);
 - NCCL's fallback to sockets is joined with the node (the check runs after every other one):
   "NCCL fell back to sockets although this node has 8 ACTIVE InfiniBand ports: <the reason the
   node checks found>", following from that finding (the uverbs device missing in the pod,
@@ -18,13 +19,15 @@ knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. T
 
 from __future__ import annotations
 
-import functools
 import re
 
 from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
 from rdmadoctor.checks import ib as ib_checks
 from rdmadoctor.checks._nccl_judge import gid_index_problem
-from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, gid_of, ignored, port_subject, probe_inventory
+from rdmadoctor.checks._paste import PORT_FILES as _PORT_FILES
+from rdmadoctor.checks._paste import port_list as _port_list
+from rdmadoctor.checks._paste import roce_gids as _roce_gids
+from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, ignored, port_subject
 from rdmadoctor.checks.ib import (
     IB_LINK_LAYER_MISMATCH,
     IB_NO_DEVICES,
@@ -32,22 +35,15 @@ from rdmadoctor.checks.ib import (
     IB_PORT_DOWN,
     IB_PORT_INIT,
     IB_PORT_RATE_LOW,
-    judge_devices,
-    judge_ports,
 )
-from rdmadoctor.checks.kernel import MOD_MISSING, judge_kernel, probe_kernel
+from rdmadoctor.checks.kernel import MOD_MISSING
 from rdmadoctor.checks.limits import (
-    CAPS_UNREADABLE,
     MEMLOCK_LIMITED,
     SHM_NEARLY_FULL,
     SHM_TOO_SMALL,
-    judge_memlock,
-    judge_shm,
-    probe_memlock,
-    probe_shm,
 )
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
-from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID, RoceFacts, RocePort, judge_roce, roce_ports
+from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
@@ -63,7 +59,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
     Need,
-    PodChange,
+    Paste,
 )
 from rdmadoctor.core.record import field, record, replace
 from rdmadoctor.core.words import count, listing
@@ -78,7 +74,7 @@ from rdmadoctor.logs.kb.nccl import (
 )
 from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
 from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
-from rdmadoctor.parsers.outputs import CMD_OF_KIND, ROWS_ONLY_KINDS, filtered
+from rdmadoctor.parsers.outputs import ROWS_ONLY_KINDS, filtered
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -190,200 +186,9 @@ def _read(ctx) -> Any:
 # ---- pasted tool outputs, judged by the node checks ------------------------------------------
 
 
-class _Paste:
-    """What a node probe reads (host, expectations, shared probes), over one pasted output."""
-
-    def __init__(self, files: dict[str, str], expect: dict):
-        from rdmadoctor.host import mem_host
-
-        self.host = mem_host(files, label="pasted output")
-        self.expect = expect
-        self.logs: tuple[str, ...] = ()
-        self._memo: dict = {}
-
-    def get(self, probe):
-        if probe not in self._memo:
-            self._memo[probe] = probe(self)
-        return self._memo[probe]
-
-
-# Expectations about how many HCAs and ports a node has: a paste may show one device of eight.
-_COUNTS = ("expected_hcas", "expected_active_ports")
-_ROCE_CODES = {NET_MTU_LOW.code, ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
-_PORT_CODES = {c.code for c in (IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW, IB_LINK_LAYER_MISMATCH)}
-
-
-# The pasted outputs that list ports -> the cmd/<name>.txt their parser reads (the file a bundle records them as).
-_PORT_FILES = {kind: CMD_OF_KIND[kind] for kind in ("ibstat", "ibstatus", "ibv_devinfo", "rdma_link")}
-
-
-@functools.lru_cache(maxsize=32)
-def _port_list(kind: str, text: str) -> tuple:
-    """The devices (with their ports) a pasted port list shows, read once for every judge and join that
-    asks (link layers, ACTIVE ports, GID tables); () for an output that cannot be read."""
-    try:
-        return probe_inventory(_Paste({f"/cmd/{_PORT_FILES[kind]}.txt": text}, {})).devices
-    except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
-        return ()
-
-
-def _ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    name = _PORT_FILES[seg.kind]
-    paste = _Paste({f"/cmd/{name}.txt": seg.text}, {k: v for k, v in expect.items() if k not in _COUNTS})
-    inv = probe_inventory(paste)
-    if not inv.devices:
-        # A paste that lists no device proves nothing about the node: the tool may have stopped
-        # early (an ibpanic on one device), or been filtered. "No IB devices found" has its own row.
-        return []
-    found = [f for f in judge_devices(inv, paste.expect) + judge_ports(inv, paste.expect) if f.code in _PORT_CODES]
-    if any(p.state == "ACTIVE" for d in inv.devices for p in d.ports):
-        # Beside ACTIVE ports, a port disabled by software is often one the node does not use (the second
-        # port of a dual-port card, a storage NIC): a warning in a paste, which does not say the node's plan.
-        found = [replace(f, severity=WARNING, message=f"{f.message} Other ports in the paste are ACTIVE: if this one is "
-                         "unused on purpose, nothing to do.")
-                 if f.code == IB_PORT_DOWN.code and f.data.get("phys_state") == "Disabled" else f for f in found]
-    # Its ACTIVE RoCE ports as the RoCE check judges them: the active MTU, and the GID table where the output
-    # holds one (`ibv_devinfo -v`), on a RoCE node only (no port of another link layer listed): beside an
-    # InfiniBand port an Ethernet one is the front-end NIC (an Azure accelerated-networking VF at MTU 1024),
-    # not the fabric the job trains over.
-    roce_node = all(p.link_layer == "Ethernet" for d in inv.devices for p in d.ports)
-    roce = tuple(RocePort(d, p, None, bool(p.gids)) for d, p in roce_ports(inv, expect) if p.state == "ACTIVE") if roce_node else ()
-    return found + [f for f in judge_roce(RoceFacts(roce, seg.kind), expect) if f.code in _ROCE_CODES]
-
-
-def _memlock(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    # `ulimit -a` (or its memlock line), or a process's /proc/<pid>/limits table.
-    paste = _Paste({"/proc/self/limits" if seg.kind == "limits" else "/cmd/ulimit.txt": seg.text}, expect)
-    facts = probe_memlock(paste)
-    if not facts.known:
-        return []
-    have = node.memlock
-    if have is not None and have.cap_eff is not None:
-        # The paste shows the limit; whether it binds RDMA depends on CAP_IPC_LOCK, which only
-        # the node (the pod checked, `diagnose LOG --live` inside the job's pod) can say.
-        facts = replace(facts, cap_eff=have.cap_eff, cap_source=have.cap_source, uid=have.uid, cap_bnd=have.cap_bnd,
-                        userns=have.userns)
-    out = []
-    for f in judge_memlock(facts, expect):
-        if f.code == MEMLOCK_LIMITED.code:
-            out.append(f)
-        elif f.code == CAPS_UNREADABLE.code and f.data.get("memlock_soft") is not None:
-            # Below the expected limit, capabilities unknown: it binds RDMA unless the job holds
-            # CAP_IPC_LOCK. A warning, raised to an error when the log shows registration failing.
-            soft = limits.fmt_bytes(f.data.get("memlock_soft"))
-            want = expect.get("memlock_min_bytes")
-            out.append(
-                Finding(
-                    MEMLOCK_LIMITED.code,
-                    WARNING,
-                    "memlock",
-                    f"memlock soft limit {soft}; expected {'unlimited' if want is None else 'at least ' + limits.fmt_bytes(want)}, "
-                    "or CAP_IPC_LOCK, which lifts it for RDMA (the log does not show the job's capabilities): RDMA "
-                    "memory registration (ibv_reg_mr) fails with 'Cannot allocate memory' unless the job holds it.",
-                    MEMLOCK_LIMITED.fix,
-                    data=dict(f.data),
-                    pod=PodChange(ipc_lock=True, whole=False),
-                )
-            )
-    return out
-
-
-def _shm(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    paste = _Paste({f"/cmd/{CMD_OF_KIND['df']}.txt": seg.text}, expect)
-    facts = probe_shm(paste)
-    if facts.size is None:
-        return []  # a `df` without a /dev/shm row says nothing about it
-    return [f for f in judge_shm(facts, expect) if f.code in (SHM_TOO_SMALL.code, SHM_NEARLY_FULL.code)]
-
-
-def _modules(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    paste = _Paste({"/cmd/lsmod.txt": seg.text}, expect)
-    facts = probe_kernel(paste)
-    if facts.modules is None:
-        return []
-    # Only the modules a paste can prove missing: GPUDirect over dma-buf, for one, depends on the
-    # driver and kernel, which an lsmod does not show.
-    return [f for f in judge_kernel(facts, expect) if f.code == MOD_MISSING.code]
-
-
-def _dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    """`ls /dev/infiniband` in a pod: RDMA needs a uverbsN node per device the pod was given."""
-    names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
-    if not names or any(n.startswith("uverbs") for n in names):
-        return []
-    return [Finding(DEV_UVERBS_MISSING.code, ERROR, "/dev/infiniband",
-                    f"/dev/infiniband holds {', '.join(sorted(names))} and no uverbs* node: verbs cannot open any RDMA "
-                    "device here (ibv_devices lists none), so NCCL uses sockets.",
-                    DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
-
-
-def _roce_gids(text: str, layers: dict[str, str]) -> dict[tuple[str, int], tuple[str | None, tuple]]:
-    """(device, port) -> (its netdev, its GIDs) of the RoCE ports a pasted `show_gids` lists. A RoCE
-    port: by its link layer where the paste shows it, else by a v2 GID (an InfiniBand port has none)
-    or an Ethernet netdev's name; an InfiniBand port's GIDs are not RoCE's."""
-    from rdmadoctor.parsers.netdev import parse_show_gids
-
-    table: dict[tuple[str, int], list] = {}
-    for row in parse_show_gids(text).value:
-        table.setdefault((row.device, row.port), []).append(row)
-    out = {}
-    for (dev, port), rows in table.items():
-        netdev = next((r.netdev for r in rows if r.netdev), None)
-        if _roce_netdev(dev, netdev, layers) or dev not in layers and any(r.version.lower() == "v2" for r in rows):
-            out[(dev, port)] = (netdev, tuple(gid_of(r) for r in rows))
-    return out
-
-
-def _gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
-    from rdmadoctor.core.facts import Port, RdmaDevice
-
-    ports = []
-    table = _roce_gids(seg.text, layers)
-    for (dev, port), (netdev, gids) in table.items():
-        p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
-        ports.append(RocePort(RdmaDevice(dev, ports=(p,), source="show_gids"), p, None, True))
-    # show_gids ends with `n_gids_found=N`: without it the paste may stop inside the last port's rows,
-    # whose missing v2 GID then proves nothing.
-    cut = None if "n_gids_found" in seg.text or not table else "/".join(map(str, list(table)[-1]))
-    codes = {ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
-    return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {})
-            if f.code in codes and not (f.code == ROCE_NO_V2_GID.code and f.subject == cut)]
-
-
-def _matrix(seg):
-    """The GPU x NIC matrix of a pasted `nvidia-smi topo -m` (None: another nvidia-smi output, or none)."""
-    from rdmadoctor.parsers.nvidia_smi import parse_topo
-
-    if seg.command and " topo" not in f" {seg.command}":
-        return None  # `nvidia-smi`'s GPU table, `nvidia-smi -q`: nothing this judges
-    parsed = parse_topo(seg.text)
-    m = parsed.value if parsed.ok else None
-    return m if m is not None and m.gpus and m.nics else None
-
-
-def _topo(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    """`nvidia-smi topo -m`: each GPU near an RDMA device (what the node check judges from /sys)."""
-    m = _matrix(seg)
-    if m is None:
-        return []
-    wanted = {k: v for k, v in expect.items() if k != "expected_gpus"}  # a paste may show a few GPUs of the node
-    return [f for f in gpu.judge_topology(gpu.topology_of(m), wanted) if f.code in (gpu.GPU_NIC_FAR.code, gpu.GPU_NIC_NEAR.code)]
-
-
-# Netdev names of Ethernet ports (systemd's en*, the kernel's eth*, bonds); `ib*` are InfiniBand ports'
-# IPoIB netdevs. In a pod, SR-IOV CNIs name either kind net1, net2...: told only by the link layer.
-_ETHERNET_NAME = re.compile(r"^(?:en|eth|bond|em|p\d)")
-
-
-def _roce_netdev(device: str, netdev: str | None, layers: dict[str, str]) -> bool | None:
-    """Is ``netdev`` (of RDMA ``device``) a RoCE port's? The link layer the paste or NCCL shows for the
-    device decides, else the netdev's name; None: it cannot be told (a pod's net1)."""
-    if device in layers:
-        return layers[device] == "Ethernet"
-    if not netdev or netdev.startswith("ib"):
-        return False
-    return True if _ETHERNET_NAME.match(netdev) else None
+# What a pasted port list and GID table can show (the finding's line is quoted by them).
+_PORT_CODES = ib_checks.PASTE_CODES
+_ROCE_CODES = roce.PASTE_CODES
 
 
 def _link_layers(diag) -> dict[str, str]:
@@ -400,37 +205,6 @@ def _link_layers(diag) -> dict[str, str]:
     return out
 
 
-def _netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
-    """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
-    IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
-    rows = _parse_links(seg.text)
-    links = [x for x in rows if _roce_netdev(x.device, x.netdev, layers)]
-    up = [x for x in links if x.up]
-    ib = any(_roce_netdev(x.device, x.netdev, layers) is False for x in rows)
-    out = []
-    for x in links:
-        if x.up is not False:
-            continue
-        also = [f"{y.netdev} ({y.device})" for y in up]
-        if also or ib:
-            sev, tail = WARNING, (f" Other RoCE netdevs are up ({', '.join(also[:4])})" if also else
-                                  " The paste also lists InfiniBand ports") + ": if this port is unused on purpose, nothing to do."
-        else:
-            sev, tail = ERROR, " No RoCE netdev in the paste is up: no RoCE port can carry NCCL's traffic."
-        out.append(Finding(ROCE_NETDEV_DOWN.code, sev, f"{x.device}/{x.port}",
-                           f"netdev {x.netdev} of {x.device} port {x.port} is Down; expected Up: a RoCE port is ACTIVE only "
-                           f"while its netdev is up.{tail}",
-                           f"ip link set dev {x.netdev} up   # if it stays down: the cable and switch port, `ethtool {x.netdev}`",
-                           data={"netdev": x.netdev}))
-    return out
-
-
-_JUDGES = {"ibstat": _ports, "ibstatus": _ports, "ibv_devinfo": _ports, "rdma_link": _ports, "ulimit": _memlock,
-           "limits": _memlock, "df": _shm, "lsmod": _modules, "dev_infiniband": _dev_nodes, "show_gids": _gids,
-           "ibdev2netdev": _netdevs, "nvidia-smi": _topo}
-# Outputs judged only for some of their rows: the others say nothing (ibdev2netdev's IPoIB netdevs).
-_JUDGED_ROWS = {"ibdev2netdev": lambda seg, layers: any(_roce_netdev(x.device, x.netdev, layers) for x in _parse_links(seg.text)),
-                "nvidia-smi": lambda seg, layers: _matrix(seg) is not None}
 # Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
 # `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output
 # (a bundle's transcript reads them by the same rule).
@@ -488,36 +262,49 @@ def _filtered(command: str) -> bool:
     return filtered(command)
 
 
-def _parse_links(text: str) -> list:
-    from rdmadoctor.parsers.netdev import parse_ibdev2netdev
+def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
+    """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
+    out: dict[str, list[Paste]] = {}
+    for c in checks:
+        for p in getattr(c, "pastes", ()) or ():
+            out.setdefault(p.kind, []).append(p)
+    return {kind: tuple(ps) for kind, ps in out.items()}
 
-    return parse_ibdev2netdev(text).value
+
+def _loaded(ctx) -> tuple[Check, ...]:
+    """Every check loaded (the engine's Context.loaded), else those of this run."""
+    return tuple(getattr(ctx, "loaded", ()) or ()) or tuple((getattr(ctx, "checks", None) or {}).values())
 
 
-def _judged(diag) -> list[str]:
+def _judged(diag, judges: dict[str, tuple[Paste, ...]]) -> list[str]:
     """The pasted outputs that were judged (a filtered one only where its rows are what is judged)."""
     names: list[str] = []
-    layers = _link_layers(diag) if any(seg.kind in _JUDGED_ROWS for seg in diag.segments) else {}
+    some_rows = any(p.rows is not None for seg in diag.segments for p in judges.get(seg.kind, ()))
+    layers = _link_layers(diag) if some_rows else {}
     for seg in diag.segments:
-        if seg.kind == "nccl-tests" or seg.kind in _JUDGES and (not _filtered(seg.command) or seg.kind in _ROWS_ONLY) and (
-                seg.kind not in _JUDGED_ROWS or _JUDGED_ROWS[seg.kind](seg, layers)):
+        decl = judges.get(seg.kind, ())
+        if seg.kind == "nccl-tests" or decl and (not _filtered(seg.command) or seg.kind in _ROWS_ONLY) and any(
+                p.rows is None or p.rows(seg, layers) for p in decl):
             name = _shown(seg)
             if name not in names:
                 names.append(name)
     return names
 
 
-def _pasted(diag, expect: dict, node) -> list[Finding]:
+def _pasted(diag, expect: dict, node, judges: dict[str, tuple[Paste, ...]]) -> list[Finding]:
     out: dict[tuple[str, str], Finding] = {}
-    layers = _link_layers(diag) if any(seg.kind in ("ibdev2netdev", "show_gids") for seg in diag.segments) else {}
+    # Device -> link layer, for the judges that tell a RoCE port from an InfiniBand one (show_gids, ibdev2netdev).
+    layers = _link_layers(diag) if any(seg.kind in judges and seg.kind not in _PORT_FILES for seg in diag.segments) else {}
     for seg in diag.segments:
-        judge = _JUDGES.get(seg.kind)
-        if judge is None or _filtered(seg.command) and seg.kind not in _ROWS_ONLY:
+        decl = judges.get(seg.kind)
+        if not decl or _filtered(seg.command) and seg.kind not in _ROWS_ONLY:
             continue  # `ibstat | grep State`: a filtered output proves nothing missing
-        try:
-            found = judge(seg, expect, node, layers)
-        except Exception:  # noqa: BLE001 - an odd paste never breaks the log's diagnosis
-            continue
+        found: list[Finding] = []
+        for paste in decl:
+            try:
+                found += paste.judge(seg, expect, node, layers)
+            except Exception:  # noqa: BLE001 - an odd paste (or a plugin's broken judge) never breaks the log's diagnosis
+                continue
         shown = _shown(seg)
         for f in found:
             n, text = _locate(seg, f)
@@ -942,15 +729,18 @@ class LogFacts:
     diagnosis: Any  # rdmadoctor.logs.Diagnosis
     pasted: tuple[Finding, ...] = ()  # judged from the tool outputs pasted into the logs
     node: NodeView = field(default_factory=lambda: NodeView(False))
+    judged: tuple[str, ...] = ()  # the pasted outputs a check judged, as shown to the user
 
 
 def probe_logs(ctx) -> LogFacts:
     diag = _read(ctx)
     node = _node_view(ctx)
     tables = _test_tables(diag)
+    judges = pastes_of(_loaded(ctx))
     layers = _link_layers(diag) if diag.settings.get("NCCL_IB_GID_INDEX") else {}
-    return LogFacts(diag, tuple(_ras_reports(diag) + _pasted(diag, ctx.expect, node) + _busbw(diag, node, tables) + _wrong(tables)
-                                + _gid_index(diag, layers) + _unused_nics(diag)), node)
+    return LogFacts(diag, tuple(_ras_reports(diag) + _pasted(diag, ctx.expect, node, judges) + _busbw(diag, node, tables)
+                                + _wrong(tables) + _gid_index(diag, layers) + _unused_nics(diag)), node,
+                    tuple(_judged(diag, judges)))
 
 
 def _size(n: int) -> str:
@@ -960,7 +750,7 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _summary(diag) -> Finding:
+def _summary(diag, judged: list[str]) -> Finding:
     from rdmadoctor.logs import transport_line
 
     read = [s for s in diag.sources if s.get("bytes")]
@@ -972,7 +762,6 @@ def _summary(diag) -> Finding:
         "NCCL's transport is not in the logs (run the job with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET)"
     )
     message = f"read {count(len(read), 'log')}, {_size(total)}, {count(lines, 'line')} ({names}): {line}."
-    judged = _judged(diag)
     if judged:
         message += f" Judged the pasted output of {listing(judged)}."
     if empty:
@@ -1004,7 +793,8 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
                     LOG_UNREADABLE.fix,
                 )
             )
-    if diag.read_any and not diag.recognised and not facts.pasted and not _judged(diag):
+    judged = list(facts.judged)
+    if diag.read_any and not diag.recognised and not facts.pasted and not judged:
         read = [s for s in diag.sources if s.get("bytes")]
         lines = sum(s.get("lines") or 0 for s in read)
         others = list(dict.fromkeys(f"`{_shown(seg)}`" for seg in diag.segments))
@@ -1018,7 +808,7 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
                            "a job run with NCCL_DEBUG=INFO, or a pasted command with its prompt.",
                            LOGS_NOTHING_TO_JUDGE.fix))
     if diag.read_any:
-        out.append(_summary(diag))
+        out.append(_summary(diag, judged))
     return out
 
 

@@ -36,6 +36,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
     Need,
+    Paste,
 )
 from rdmadoctor.core.record import record
 
@@ -294,6 +295,84 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+# ---- RoCE ports in outputs pasted into a job's log (logs.diagnose) -----------------------------------
+
+# What a pasted port list or GID table can show of a RoCE port.
+PASTE_CODES = frozenset(c.code for c in (NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID))
+
+
+def judge_pasted_ports(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """A pasted port list's ACTIVE RoCE ports as this check judges them: the active MTU, and the GID table
+    where the output holds one (`ibv_devinfo -v`), on a RoCE node only (no port of another link layer
+    listed): beside an InfiniBand port an Ethernet one is the front-end NIC (an Azure accelerated-networking
+    VF at MTU 1024), not the fabric the job trains over."""
+    from rdmadoctor.checks._paste import port_inventory
+
+    inv, _ = port_inventory(seg, expect)
+    if not inv.devices:
+        return []  # a paste that lists no device proves nothing about the node
+    roce_node = all(p.link_layer == "Ethernet" for d in inv.devices for p in d.ports)
+    roce = tuple(RocePort(d, p, None, bool(p.gids)) for d, p in roce_ports(inv, expect) if p.state == "ACTIVE") if roce_node else ()
+    return [f for f in judge_roce(RoceFacts(roce, seg.kind), expect) if f.code in PASTE_CODES]
+
+
+def judge_pasted_gids(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`show_gids`: each RoCE port needs a routable RoCE v2 GID (what NCCL_IB_GID_INDEX names)."""
+    from rdmadoctor.checks._paste import roce_gids
+
+    ports = []
+    table = roce_gids(seg.text, layers)
+    for (dev, port), (netdev, gids) in table.items():
+        p = Port(port, link_layer="Ethernet", netdev=netdev, gids=gids)
+        ports.append(RocePort(RdmaDevice(dev, ports=(p,), source="show_gids"), p, None, True))
+    # show_gids ends with `n_gids_found=N`: without it the paste may stop inside the last port's rows,
+    # whose missing v2 GID then proves nothing.
+    cut = None if "n_gids_found" in seg.text or not table else "/".join(map(str, list(table)[-1]))
+    codes = {ROCE_NO_V2_GID.code, ROCE_V2_GID.code}
+    return [f for f in judge_roce(RoceFacts(tuple(ports), "show_gids"), {})
+            if f.code in codes and not (f.code == ROCE_NO_V2_GID.code and f.subject == cut)]
+
+
+def judge_pasted_netdevs(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`ibdev2netdev`: a RoCE port works only while its netdev is up. An InfiniBand port's (Down) is its
+    IPoIB interface's state, not the port's (a pure IB fabric without IPoIB shows every port Down)."""
+    from rdmadoctor.checks._paste import parse_links, roce_netdev
+
+    rows = parse_links(seg.text)
+    links = [x for x in rows if roce_netdev(x.device, x.netdev, layers)]
+    up = [x for x in links if x.up]
+    ib = any(roce_netdev(x.device, x.netdev, layers) is False for x in rows)
+    out = []
+    for x in links:
+        if x.up is not False:
+            continue
+        also = [f"{y.netdev} ({y.device})" for y in up]
+        if also or ib:
+            sev, tail = WARNING, (f" Other RoCE netdevs are up ({', '.join(also[:4])})" if also else
+                                  " The paste also lists InfiniBand ports") + ": if this port is unused on purpose, nothing to do."
+        else:
+            sev, tail = ERROR, " No RoCE netdev in the paste is up: no RoCE port can carry NCCL's traffic."
+        out.append(Finding(ROCE_NETDEV_DOWN.code, sev, f"{x.device}/{x.port}",
+                           f"netdev {x.netdev} of {x.device} port {x.port} is Down; expected Up: a RoCE port is ACTIVE only "
+                           f"while its netdev is up.{tail}",
+                           f"ip link set dev {x.netdev} up   # if it stays down: the cable and switch port, `ethtool {x.netdev}`",
+                           data={"netdev": x.netdev}))
+    return out
+
+
+def _roce_rows(seg, layers: dict[str, str]) -> bool:
+    """Does a pasted `ibdev2netdev` list a RoCE port? Its IPoIB netdevs' states say nothing."""
+    from rdmadoctor.checks._paste import parse_links, roce_netdev
+
+    return any(roce_netdev(x.device, x.netdev, layers) for x in parse_links(seg.text))
+
+
+PASTES = (
+    *(Paste(kind, judge_pasted_ports) for kind in ("ibstat", "ibstatus", "ibv_devinfo", "rdma_link")),
+    Paste("show_gids", judge_pasted_gids),
+    Paste("ibdev2netdev", judge_pasted_netdevs, rows=_roce_rows),
+)
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 20
 
@@ -309,6 +388,7 @@ CHECKS = [
         codes=(ROCE_NO_V2_GID, ROCE_NETDEV_DOWN, NET_MTU_LOW, ROCE_V2_GID, ROCE_GIDS_UNKNOWN, ROCE_NETDEV_NOT_SEEN),
         needs=(HAS_ROCE,),
         inventory=_inventory_json,
+        pastes=PASTES,
         description="Every Ethernet (RoCE) RDMA port: a routable RoCE v2 GID (and its index for NCCL_IB_GID_INDEX), "
         "its netdev up, an active MTU of at least roce_min_mtu (4096).",
     ),

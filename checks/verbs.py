@@ -15,7 +15,7 @@ from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import RdmaDevice
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, PodChange
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Code, Finding, Need, Paste, PodChange
 from rdmadoctor.core.record import field, record
 from rdmadoctor.core.words import count
 from rdmadoctor.logs.kb import verbs as kb_verbs
@@ -238,40 +238,6 @@ DEV_REMEDY = (
 # ---- pure parsers -------------------------------------------------------------------------
 
 
-def parse_dpkg_status(text: str, only: frozenset[str] | set[str] | None = None) -> dict[str, tuple[str | None, str]]:
-    """/var/lib/dpkg/status -> {package: (version, state)}; state is the Status line's last word
-    ("installed", "half-installed", "unpacked", "config-files", "not-installed", ...).
-
-    Multi-arch packages appear once per architecture: an installed one wins. ``only`` limits the
-    work to some names (the file is megabytes on a big image and we run every minute).
-    """
-    out: dict[str, tuple[str | None, str]] = {}
-    if not isinstance(text, str):
-        return out
-    if "\r" in text:
-        text = text.replace("\r\n", "\n")
-    for stanza in text.split("\n\n"):
-        stanza = stanza.lstrip("\n")  # the same object when nothing is stripped: no copy
-        if not stanza.startswith("Package:"):
-            continue
-        eol = stanza.find("\n")
-        name = stanza[8 : eol if eol >= 0 else None].strip().split(":", 1)[0]
-        if not name or (only is not None and name not in only):
-            continue
-        version = None
-        state = "unknown"
-        for line in stanza[eol + 1 :].split("\n") if eol >= 0 else ():
-            if line.startswith("Status:"):
-                words = line[7:].split()
-                state = words[-1] if len(words) == 3 else "unknown"
-            elif line.startswith("Version:"):
-                version = line[8:].strip() or None
-        prev = out.get(name)
-        if prev is None or prev[1] != "installed":
-            out[name] = (version, state)
-    return out
-
-
 _SONAME = r"^libibverbs\.so\.1\.(\d+)\.([0-9A-Za-z]+)\.(\d+)$"
 _PROVIDER = r"^lib(.+)-rdmav(\d{1,4})\.so$"
 
@@ -411,10 +377,11 @@ def _packages(host, wanted: frozenset[str], notes: list[str]):
     """(packages, source, flavor, ofed_version)."""
     pkgs: dict[str, tuple[str, str]] | None
     flavor: str | None
+    from rdmadoctor.parsers.packages import parse_dpkg_l, parse_dpkg_status, parse_ofed_info, parse_rpm_qa
+
     data = host.read_bytes(DPKG_STATUS, 256 * 1024 * 1024)
     if data is not None:
         return parse_dpkg_status(data.decode("utf-8", "replace"), wanted), "dpkg", "deb", None
-    from rdmadoctor.parsers.packages import parse_dpkg_l, parse_ofed_info, parse_rpm_qa
 
     for name, parser, flavor in (("dpkg-l", parse_dpkg_l, "deb"), ("rpm-qa", parse_rpm_qa, "rpm")):
         res = host.cmd(name)
@@ -917,6 +884,18 @@ EXPECT: dict[str, Expect] = {
 }
 
 
+def judge_pasted_dev_nodes(seg, expect: dict, node, layers: dict[str, str]) -> list[Finding]:
+    """`ls /dev/infiniband` pasted from a pod (logs.diagnose): RDMA needs a uverbsN node per device the
+    pod was given."""
+    names = set(re.findall(r"(?<![\w/])(uverbs\d{1,4}|rdma_cm|umad\d{1,4}|issm\d{1,4})\b", seg.text))
+    if not names or any(n.startswith("uverbs") for n in names):
+        return []
+    return [Finding(DEV_UVERBS_MISSING.code, ERROR, "/dev/infiniband",
+                    f"/dev/infiniband holds {', '.join(sorted(names))} and no uverbs* node: verbs cannot open any RDMA "
+                    "device here (ibv_devices lists none), so NCCL uses sockets.",
+                    DEV_UVERBS_MISSING.fix, data={"nodes": sorted(names)})]
+
+
 # Where this module's checks stand in the report (engine.registry: built-ins are found by scanning checks/).
 ORDER = 40
 
@@ -946,6 +925,7 @@ CHECKS = [
         ),
         needs=(Need("rdma devices or libibverbs messages", _has_devices_or_messages),),
         inventory=_inventory,
+        pastes=(Paste("dev_infiniband", judge_pasted_dev_nodes),),
         description="libibverbs.so.1, a provider of the right ABI for every device's kernel driver, "
         "the recommended packages, and /dev/infiniband/uverbs* + rdma_cm openable read-write.",
     ),

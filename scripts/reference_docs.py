@@ -142,7 +142,7 @@ def _reads_from(roots: list[Any], keys: set[str]) -> set[str]:
             if isinstance(target, types.FunctionType):
                 stack.append(target)
             elif isinstance(target, (dict, list, tuple)) and len(target) < 1000:
-                # a dispatch table of functions (logs' _JUDGES: a paste's kind -> its judge)
+                # a dispatch table of functions (a kind -> its function)
                 items = target.values() if isinstance(target, dict) else target
                 stack.extend(v for v in items if isinstance(v, types.FunctionType))
     return out
@@ -240,11 +240,13 @@ def configuration() -> str:
     declared_by: dict[str, str] = {}
     named_by: dict[str, list[str]] = {}
     read_by: dict[str, list[str]] = {}
+    # The checks' judges of pasted outputs (Check.pastes) run in logs.diagnose, which reads those keys for them.
+    pasted = [p.judge for c in checks for p in getattr(c, "pastes", ())]
     for c in checks:
         for k in c.defaults or {}:
             declared_by.setdefault(k, c.id)
             named_by.setdefault(k, []).append(c.id)
-        roots = [c.probe, c.judge, c.inventory, *(n.test for n in c.needs)]
+        roots = [c.probe, c.judge, c.inventory, *(n.test for n in c.needs), *(pasted if c.id == "logs.diagnose" else ())]
         for k in sorted(_reads_from(roots, keys)):
             read_by.setdefault(k, []).append(c.id)
     elsewhere = _package_readers(keys)

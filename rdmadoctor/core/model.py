@@ -114,6 +114,25 @@ class Need:
 
 
 @record
+class Paste:
+    """A tool's output pasted into a job's log that a check judges (``rdmadoctor diagnose``, the
+    ``logs.diagnose`` check), as it judges the output recorded in a bundle.
+
+    ``kind``: what the log scan recognises the paste as (its Segment.kind: ``ibstat``, ``lsmod``,
+    ``show_gids``, ... ``ibv_devices``, ``cat``, ``ls``). ``judge(seg, expect, node, layers)`` ->
+    findings: ``seg`` the paste (``.text``, ``.command``, ``.kind``), ``node`` what the node checks
+    that ran before established (logs.diagnose's NodeView), ``layers`` device -> link layer as the
+    log shows it. ``rows(seg, layers)``: for an output judged only by some of its rows (ibdev2netdev's
+    RoCE netdevs), whether this one holds any; None: every paste of the kind is judged. Several
+    checks may judge one kind: their findings join, in check order.
+    """
+
+    kind: str
+    judge: Callable[[Any, dict[str, Any], Any, dict[str, str]], list[Finding]]
+    rows: Callable[[Any, dict[str, str]], bool] | None = None
+
+
+@record
 class Check:
     id: str  # family.name, e.g. "ib.ports"
     title: str
@@ -137,6 +156,8 @@ class Check:
     # Does `rdmadoctor preflight` (the pre-job gate) run it? Checks that judge node repairs only
     # the agent should chase (PCIe links) or that are slow on every pod start say False.
     gate: bool = False
+    # The tool outputs pasted into a job's log this check judges (Paste), found by logs.diagnose.
+    pastes: tuple[Paste, ...] = ()
 
 
 @record(frozen=False)

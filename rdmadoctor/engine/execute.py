@@ -29,6 +29,9 @@ class Context:
     results: dict[str, CheckResult] = field(default_factory=dict)
     # Every check of this run by id (run() fills it): what the report needs of each (inventory, codes).
     checks: dict[str, Check] = field(default_factory=dict)
+    # Every check loaded, selected for this run or not (run() fills it): logs.diagnose judges a pasted
+    # output with the checks that declare it (Check.pastes), a plugin's among them, under --only logs too.
+    loaded: tuple[Check, ...] = ()
     _memo: dict[Any, Any] = field(default_factory=dict)
     # Log files given on the command line (`rdmadoctor diagnose LOG`), "-" for stdin: the
     # logs.diagnose check reads them along with a bundle's logs/.
@@ -179,6 +182,7 @@ def run(
     results: list[CheckResult] = []
     chosen = select(checks, only, skip, gate_only)
     ctx.checks.update((c.id, c) for c in chosen)
+    ctx.loaded = tuple(checks)
     for check in order_checks(chosen):
         if scope == "node" and getattr(check, "scope", "node") == "pod":
             r = CheckResult(check.id, check.title, SKIP, reason=POD_SCOPE_REASON)

@@ -1,4 +1,4 @@
-"""Package listings: ``dpkg -l``, ``rpm -qa``, ``ofed_info`` (MLNX_OFED / DOCA-OFED)."""
+"""Package listings: ``dpkg -l``, ``rpm -qa``, ``ofed_info`` (MLNX_OFED / DOCA-OFED), and dpkg's database (/var/lib/dpkg/status)."""
 
 from __future__ import annotations
 
@@ -124,3 +124,37 @@ def parse_ofed_info(text: str) -> Parsed[PackageDb]:
     ok = version is not None or bool(packages)
     return Parsed(PackageDb(packages=packages, source="ofed_info", ofed_version=version),
                   tuple(warnings), ok=ok)
+
+
+def parse_dpkg_status(text: str, only: frozenset[str] | set[str] | None = None) -> dict[str, tuple[str | None, str]]:
+    """/var/lib/dpkg/status -> {package: (version, state)}; state is the Status line's last word
+    ("installed", "half-installed", "unpacked", "config-files", "not-installed", ...).
+
+    Multi-arch packages appear once per architecture: an installed one wins. ``only`` limits the
+    work to some names (the file is megabytes on a big image and we run every minute).
+    """
+    out: dict[str, tuple[str | None, str]] = {}
+    if not isinstance(text, str):
+        return out
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+    for stanza in text.split("\n\n"):
+        stanza = stanza.lstrip("\n")  # the same object when nothing is stripped: no copy
+        if not stanza.startswith("Package:"):
+            continue
+        eol = stanza.find("\n")
+        name = stanza[8 : eol if eol >= 0 else None].strip().split(":", 1)[0]
+        if not name or (only is not None and name not in only):
+            continue
+        version = None
+        state = "unknown"
+        for line in stanza[eol + 1 :].split("\n") if eol >= 0 else ():
+            if line.startswith("Status:"):
+                words = line[7:].split()
+                state = words[-1] if len(words) == 3 else "unknown"
+            elif line.startswith("Version:"):
+                version = line[8:].strip() or None
+        prev = out.get(name)
+        if prev is None or prev[1] != "installed":
+            out[name] = (version, state)
+    return out

@@ -85,6 +85,28 @@ def parse_proc_status_capeff(text: str) -> Parsed[int | None]:
     return Parsed(None, ("no CapEff line in the status file",), ok=False)
 
 
+def _status_field(text: str | None, key: str) -> str | None:
+    """The value of one ``Key:`` line of /proc/<pid>/status."""
+    for line in (text or "").splitlines():
+        if line.startswith(key + ":"):
+            return line[len(key) + 1 :].strip()
+    return None
+
+
+def parse_status_uid(text: str | None) -> int | None:
+    """The effective uid (second field of ``Uid:``): the one capabilities follow."""
+    words = (_status_field(text, "Uid") or "").split()
+    return int(words[1]) if len(words) >= 2 and words[1].isdigit() else None
+
+
+def parse_status_caps(text: str | None, key: str) -> int | None:
+    value = _status_field(text, key)
+    try:
+        return int(value, 16) if value else None
+    except ValueError:
+        return None
+
+
 def _df_row(line: str, unit: int, has_type: bool) -> DfRow | None:
     spans = [m.span() for m in re.finditer(r"\S+", line)]
     words = [line[a:b] for a, b in spans]

@@ -23,13 +23,13 @@ from rdmadoctor.checks.verbs import (
     VerbsFacts,
     judge_verbs,
     pabi_of_libibverbs,
-    parse_dpkg_status,
     provider_for,
     rdma_core_of,
 )
 from rdmadoctor.engine.execute import Context, run_check
 from rdmadoctor.engine.expectations import resolve
 from rdmadoctor.host import Link, mem_host, open_host
+from rdmadoctor.parsers.packages import parse_dpkg_status
 
 DOCKER_CAPS = 0x00000000A80425FB  # docker's default CapEff: no CAP_IPC_LOCK
 DOCKER_CAPS_IPC_LOCK = DOCKER_CAPS | 1 << 14  # after `--cap-add IPC_LOCK`
