@@ -36,7 +36,7 @@ _COMMANDS = {
     "cat": "cat", "ibv_devices": "ibv_devices", "ls": "ls",
     "ncclras": "ncclras",  # NCCL's RAS report (checks/logs.py _ras_reports)
 }
-# The outputs judged whole (checks/logs.py _JUDGES, nccl-tests' table): a paste that holds only
+# The outputs judged whole (those a check declares in Check.pastes, nccl-tests' table): a paste that holds only
 # others (a command rdmadoctor does not read) has nothing in it that was judged.
 _JUDGED_OUTPUTS = frozenset({"ibstat", "ibstatus", "ibv_devinfo", "rdma_link", "ulimit", "limits", "df", "lsmod", "show_gids",
                              "nccl-tests", "dev_infiniband"})
