@@ -500,9 +500,18 @@ def test_a_job_killed_by_a_signal_gets_the_diagnosis_too():
 
 
 def test_a_failed_job_without_a_known_error_says_so():
-    r = run("--no-gate", "--", *printer("training...\nValueError: bad batch\n", code=2))
+    r = run("--no-gate", "--", *printer("training...\nstep 1 loss 2.3\n", code=2))
     assert r.returncode == 2
     assert r.stderr.decode().splitlines()[-1] == "rdmadoctor: no known error in the output"
+
+
+def test_a_failed_job_with_an_unexplained_error_line_quotes_it():
+    # Never a silent pass: a failure-shaped line no row knows is LOG_ERROR_UNKNOWN, quoted.
+    r = run("--no-gate", "--", *printer("training...\nValueError: bad batch\n", code=2))
+    assert r.returncode == 2
+    err = r.stderr.decode()
+    assert 'rdmadoctor: LOG_ERROR_UNKNOWN error: ' in err and '"ValueError: bad batch"' in err
+    assert "no known error in the output" not in err
 
 
 # --- the environment -----------------------------------------------------------------------------------
