@@ -393,13 +393,17 @@ def pki(tmp_path) -> Path:
         pytest.skip("openssl is not installed")
     d = tmp_path / "pki"
     d.mkdir()
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca", cwd=d)
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    # The extensions Python 3.13's strict verification (VERIFY_X509_STRICT) asks of a CA and its
+    # certificates: key usage on the CA, an authority key identifier on each leaf.
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test-ca",
+             "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    leaf = "basicConstraints=CA:FALSE\nauthorityKeyIdentifier=keyid,issuer\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+    (d / "server.ext").write_text(leaf + "extendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1\n")
+    (d / "client.ext").write_text(leaf + "extendedKeyUsage=clientAuth\n")
     for name in ("server", "client"):
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={name}", cwd=d)
-        extra = ["-extfile", "san.ext"] if name == "server" else []
         _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.crt",
-                 "-days", "2", *extra, cwd=d)
+                 "-days", "2", "-extfile", f"{name}.ext", cwd=d)
     return d
 
 
