@@ -18,7 +18,7 @@ from rdmadoctor.host import Host
 @record(frozen=False)
 class Options:
     """What one run of the checks needs; how a command line spelled it is
-    rdmadoctor.cli.options.Args."""
+    rdmadoctor.options.Args."""
 
     root: str | None = None
     bundle: str | None = None

@@ -41,16 +41,12 @@ Logs go to stderr: one line at start, then only when the node's status or its pr
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import with_rows
 
     @app.command("agent", help=AGENT_HELP)
+    @with_rows("agent")  # the check options (--root ... --pool, --set, --only, --skip, --timeout): rdmadoctor/options.py
     def agent(
-        root: Optional[str] = RootOpt,
-        bundle: Optional[str] = BundleOpt,
-        example: Optional[str] = ExampleOpt,
-        profile: str = ProfileOpt,
-        config: Optional[str] = ConfigOpt,
-        pool: Optional[str] = PoolOpt,
+        args,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help="Where the labels go: an NFD features file (default, no API access), the Node object, or stdout."),
         features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help="Where the NFD feature file is written (with --publish nfd): NFD's local features directory, or, as deploy/base does, a staging directory its nfd-relay container copies rdmadoctor's own labels from (the agent then writes no host path)."),
         expiry: int = typer.Option(600, "--expiry", metavar="SECONDS", help="The NFD file's labels expire this long after the last write, so they vanish if the agent stops; keep it several intervals long."),
@@ -65,7 +61,6 @@ def register(app) -> None:
         report_file: Optional[str] = typer.Option(None, "--report-file", metavar="FILE", help="Write the last report (JSON, schema rdmadoctor.report/v1) here after every cycle, atomically: a reader sees the old or the new report, never a part."),
         log_format: str = typer.Option("text", "--log-format", metavar="text|json", help="Log lines on stderr as text, or as one JSON object a line (ts, level, msg, fields) for log pipelines."),
         quarantine: str = typer.Option("off", "--quarantine", metavar="off|dry-run|taint", help="With --publish node: after quarantine_after problem cycles add the NoSchedule taint rdmadoctor.io/unhealthy=<ROOT_CODE> to this Node, remove it after release_after healthy ones; within the pool's quarantine_budget, never in a storm (storm_share); dry-run only logs and emits Events. See docs/kubernetes-quarantine.md."),
-        sets: Optional[list[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set quarantine_budget=2 (repeatable)."),
         once: bool = typer.Option(False, "--once", help="Run one cycle (check, publish, report file) and exit with check's codes: 0 healthy, 1 a problem, 2 unknown or the publish failed."),
     ) -> None:
         from rdmadoctor.cli import errors as E
@@ -80,7 +75,11 @@ def register(app) -> None:
              "seconds the NFD labels outlive the last write, several intervals: e.g. --expiry 600 (the default); at most a year (31536000)"),
             ("--metrics-port", metrics_port, 0, 65535, False, "",
              "a TCP port, e.g. --metrics-port 9470 (the default); 0 turns /metrics and /healthz off"),
+            ("--timeout", args.timeout, 0, E.TOOL_TIMEOUT_MAX, True, "seconds",
+             "seconds a tool may run before it is killed, e.g. --timeout 10"),
         ):
+            if value is None:
+                continue
             bad = E.check_number(option, value, low=low, high=high, low_open=low_open, unit=unit, hint=hint)
             if bad is not None:
                 raise typer.Exit(bad)
@@ -88,14 +87,15 @@ def register(app) -> None:
             raise typer.Exit(fail_usage(f"--publish must be one of {', '.join(PUBLISH_MODES)}, got {publish!r}"))
         if log_format not in LOG_FORMATS:
             raise typer.Exit(fail_usage(f"--log-format must be text or json, got {log_format!r}"))
-        given = [x for x in (root, bundle, example) if x]
+        given = [x for x in (args.root, args.bundle, args.example) if x]
         if len(given) > 1:
             raise typer.Exit(fail_usage("--root, --bundle and --example are exclusive: give one"))
 
         from rdmadoctor.agent import run_agent
-        from rdmadoctor.runner import Options, UsageError
+        from rdmadoctor.cli.options import runner_options
+        from rdmadoctor.runner import UsageError
 
-        opts = Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node", sets=list(sets or []))
+        opts = runner_options(args, scope="node")
         try:
             code = run_agent(
                 opts,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 
@@ -42,7 +42,7 @@ DRY_RUN_HELP = "Print what would be written (the file, or the patch and labels) 
 
 def register(app) -> None:
     """Add the command(s) of this module to the typer app."""
-    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import with_rows
 
     @app.command(
         "label",
@@ -58,13 +58,9 @@ def register(app) -> None:
             "(ready=false is published), 2 unknown; 2 also when the publish failed or on a usage error."
         ),
     )
+    @with_rows("label")  # the check options (--root ... --pool, --set, --only, --skip, --timeout): rdmadoctor/options.py
     def label(
-        root: Optional[str] = RootOpt,
-        bundle: Optional[str] = BundleOpt,
-        example: Optional[str] = ExampleOpt,
-        profile: str = ProfileOpt,
-        config: Optional[str] = ConfigOpt,
-        pool: Optional[str] = PoolOpt,
+        args,
         publish: str = typer.Option("nfd", "--publish", metavar="nfd|node|stdout", help=PUBLISH_HELP),
         features_dir: str = typer.Option(DEFAULT_FEATURES_DIR, "--features-dir", metavar="DIR", help=FEATURES_DIR_HELP, show_default=False),
         expiry: float = typer.Option(600, "--expiry", metavar="SECONDS", help=EXPIRY_HELP),
@@ -76,8 +72,7 @@ def register(app) -> None:
     ) -> None:
         raise typer.Exit(
             run_label(
-                root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool,
-                publish=publish, features_dir=features_dir, expiry=expiry, node=node,
+                args=args, publish=publish, features_dir=features_dir, expiry=expiry, node=node,
                 kubeconfig=kubeconfig, prefix=prefix, conditions=conditions, dry_run=dry_run,
             )
         )
@@ -85,12 +80,7 @@ def register(app) -> None:
 
 def run_label(
     *,
-    root: str | None = None,
-    bundle: str | None = None,
-    example: str | None = None,
-    profile: str = "generic",
-    config: str | None = None,
-    pool: str | None = None,
+    args: Any = None,
     publish: str = "nfd",
     features_dir: str | None = None,
     expiry: float = 600,
@@ -100,12 +90,19 @@ def run_label(
     conditions: bool = False,
     dry_run: bool = False,
 ) -> int:
-    from rdmadoctor.cli.errors import EXPIRY_MAX, check_number, fail_usage
+    """``label`` for ``args`` (its check options, an :class:`rdmadoctor.options.Args`; default: all
+    at their defaults) and its own options."""
+    from rdmadoctor.cli.errors import EXPIRY_MAX, TOOL_TIMEOUT_MAX, check_number, fail_usage
+    from rdmadoctor.cli.options import Args, runner_options
     from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
-    from rdmadoctor.runner import Options, UsageError, diagnose
+    from rdmadoctor.runner import UsageError, diagnose
 
+    args = Args() if args is None else args
     # Options first: a wrong flag should not cost a whole diagnosis.
     bad = check_number("--expiry", expiry, low=0, high=EXPIRY_MAX, hint=EXPIRY_HINT)
+    if bad is None and args.timeout is not None:
+        bad = check_number("--timeout", args.timeout, low=0, high=TOOL_TIMEOUT_MAX, low_open=True, unit="seconds",
+                           hint="seconds a tool may run before it is killed, e.g. --timeout 10")
     if bad is not None:
         return bad
     try:
@@ -117,7 +114,7 @@ def run_label(
         return fail_usage(e.message, e.hint)
     try:
         try:
-            diag = diagnose(Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile, config=config, pool=pool, scope="node"))
+            diag = diagnose(runner_options(args, scope="node"))
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report

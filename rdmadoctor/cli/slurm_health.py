@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -18,20 +18,12 @@ The node: $SLURMD_NODENAME, else --node, else the short host name. Exit 0 health
 
 
 def register(group) -> None:
-    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import with_rows
 
     @group.command("health", help=HEALTH_HELP, short_help="Check this node; drain it on a problem, resume it when healthy (HealthCheckProgram).")
+    @with_rows("slurm health")  # the check options (--root ... --pool, --set, --only, --skip, --timeout): rdmadoctor/options.py
     def health(
-        root: Optional[str] = RootOpt,
-        bundle: Optional[str] = BundleOpt,
-        example: Optional[str] = ExampleOpt,
-        profile: str = ProfileOpt,
-        config: Optional[str] = ConfigOpt,
-        pool: Optional[str] = PoolOpt,
-        sets: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set quarantine_after=1 (repeatable)."),
-        only: Optional[List[str]] = typer.Option(None, "--only", metavar="ID", help="Run only these checks (ids or families; repeatable or comma-separated)."),
-        skip: Optional[List[str]] = typer.Option(None, "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),
-        timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool the checks run after this long (default 5)."),
+        args,
         strict: bool = typer.Option(False, "--strict", help="Warnings are problems too (they drain)."),
         node: Optional[str] = typer.Option(None, "--node", metavar="NAME", help="The Slurm NodeName of this node, when SLURMD_NODENAME is not set (default: the short host name)."),
         scontrol: Optional[str] = typer.Option(None, "--scontrol", metavar="PATH", help="The scontrol to run (default: the one on PATH)."),
@@ -44,25 +36,25 @@ def register(group) -> None:
         verbose: bool = typer.Option(False, "--verbose", help="Also show informational findings."),
     ) -> None:
         raise typer.Exit(health_command(
-            root=root, bundle=bundle, example=example, profile=profile, config=config, pool=pool, sets=list(sets or []),
-            only=list(only or []), skip=list(skip or []), timeout=timeout, strict=strict, node=node, scontrol=scontrol,
-            scontrol_timeout=scontrol_timeout, dry_run=dry_run, state_dir=state_dir, unknown=unknown, features=features,
-            report_file=report_file, verbose=verbose,
+            args, strict=strict, node=node, scontrol=scontrol, scontrol_timeout=scontrol_timeout, dry_run=dry_run,
+            state_dir=state_dir, unknown=unknown, features=features, report_file=report_file, verbose=verbose,
         ))
 
 
-def health_command(*, root, bundle, example, profile, config, pool, sets, only, skip, timeout, strict, node,
-                   scontrol, scontrol_timeout, dry_run, state_dir, unknown, features, report_file, verbose) -> int:
+def health_command(args, *, strict, node, scontrol, scontrol_timeout, dry_run, state_dir, unknown, features,
+                   report_file, verbose) -> int:
+    """The command for ``args`` (its check options, an :class:`rdmadoctor.options.Args`) and its own options."""
     from rdmadoctor.cli import errors as E
     from rdmadoctor.cli.errors import fail_usage
+    from rdmadoctor.cli.options import runner_options
     from rdmadoctor.core.quarantine import GuardError
-    from rdmadoctor.runner import Options, UsageError, diagnose
+    from rdmadoctor.runner import UsageError, diagnose
     from rdmadoctor.slurm import health as H
     from rdmadoctor.slurm.scontrol import Scontrol, SlurmError, find
 
     # Everything that can be wrong with the line is said before anything runs or changes.
     for option, value, high, hint in (
-        ("--timeout", timeout, E.TOOL_TIMEOUT_MAX, "seconds a tool may run before it is killed, e.g. --timeout 10"),
+        ("--timeout", args.timeout, E.TOOL_TIMEOUT_MAX, "seconds a tool may run before it is killed, e.g. --timeout 10"),
         ("--scontrol-timeout", scontrol_timeout, 3600, "seconds each scontrol call may take, e.g. --scontrol-timeout 20"),
     ):
         if value is not None:
@@ -80,8 +72,8 @@ def health_command(*, root, bundle, example, profile, config, pool, sets, only, 
         H.prepare_state_dir(state_dir)
     except SlurmError as e:
         return fail_usage(str(e), e.hint)
-    opts = Options(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile,
-                   config=config, pool=pool, sets=sets, only=only, skip=skip, strict=strict, timeout=timeout, scope="node")
+    opts = runner_options(args, scope="node")
+    opts.strict = strict
     try:
         diag = diagnose(opts)
     except UsageError as e:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import Optional
 
 import typer
 
@@ -17,20 +17,12 @@ Without --gang: this node's gating checks; on a problem it sets its drain reason
 
 
 def register(group) -> None:
-    from rdmadoctor.cli.options import BundleOpt, ConfigOpt, ExampleOpt, PoolOpt, ProfileOpt, RootOpt
+    from rdmadoctor.cli.options import with_rows
 
     @group.command("prolog", help=PROLOG_HELP, short_help="Slurm's Prolog: this node's checks, or with --gang the job's nodes against each other.")
+    @with_rows("slurm prolog")  # the check options (--root ... --pool, --set, --only, --skip, --timeout): rdmadoctor/options.py
     def prolog(
-        root: Optional[str] = RootOpt,
-        bundle: Optional[str] = BundleOpt,
-        example: Optional[str] = ExampleOpt,
-        profile: str = ProfileOpt,
-        config: Optional[str] = ConfigOpt,
-        pool: Optional[str] = PoolOpt,
-        sets: Optional[List[str]] = typer.Option(None, "--set", metavar="KEY=VALUE", help="Override one expectation, e.g. --set min_rate_gbps=400 (repeatable)."),
-        only: Optional[List[str]] = typer.Option(None, "--only", metavar="ID", help="Run only these of the gating checks (repeatable or comma-separated)."),
-        skip: Optional[List[str]] = typer.Option(None, "--skip", metavar="ID", help="Skip these checks (repeatable or comma-separated)."),
-        timeout: Optional[float] = typer.Option(None, "--timeout", metavar="SECONDS", help="Kill a tool the checks run after this long (default 5)."),
+        args,
         strict: bool = typer.Option(False, "--strict", help="Warnings block too; with --gang, a gang nobody can be blamed for is requeued by rank 0."),
         gang: bool = typer.Option(False, "--gang", help="Meet the job's other nodes and compare what NCCL needs alike (docs/gang.md)."),
         bandwidth: bool = typer.Option(False, "--bandwidth", help="With --gang: a short bandwidth test between the nodes; a slow one is blamed."),
@@ -45,9 +37,7 @@ def register(group) -> None:
         from rdmadoctor.preflight.request import Request
 
         raise typer.Exit(prolog_command(
-            gate_args=Request(root=root, bundle=bundle, example=example, profile="generic" if profile is None else profile,
-                              config=config, pool=pool, sets=list(sets or []), only=list(only or []), skip=list(skip or []),
-                              timeout=timeout),
+            gate_args=Request(args),
             strict=strict, gang=gang, bandwidth=bandwidth, gang_port=gang_port, gang_timeout=gang_timeout, node=node,
             scontrol=scontrol, scontrol_timeout=scontrol_timeout, dry_run=dry_run, report_file=report_file,
         ))

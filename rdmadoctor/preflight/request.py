@@ -1,8 +1,8 @@
 """One request to the gate: what `preflight`, `run` and the Slurm Prolog ask of it, as one record.
 
-The command line's option record (:class:`rdmadoctor.cli.options.Args`) travels as it is: a
+The command line's option record (:class:`rdmadoctor.options.Args`) travels as it is: a
 :class:`Request` reads each of its fields as an attribute, so an option added to the table
-(rdmadoctor/cli/options.py) reaches the gate, ``run_preflight`` and ``run_job`` with no signature
+(rdmadoctor/options.py) reaches the gate, ``run_preflight`` and ``run_job`` with no signature
 to extend; it is read where it is used (``req.<field>``). What the CLI works out from the table,
 once, rides along:
 
@@ -12,22 +12,26 @@ once, rides along:
 - ``env``: the environment rank 0 and the gang are read from (None: this process').
 
 A library call names only the fields it sets (``run_preflight(example="roce-node", gang=True)``);
-a field it does not name reads as None, which every reader takes as the option's default.
+a field it does not name reads as the option's default (the table's). A name that is no field of
+the gate's commands (:func:`keywords`: `preflight`'s, `run`'s and `slurm prolog`'s rows), nor
+``overrides``, ``exec_argv`` or ``env``, is a TypeError that names the closest one: ``run_preflight(exampel=...)`` must not run the gate on
+this host as if the bundle had been given.
 """
 
 from __future__ import annotations
+
+from rdmadoctor.options import OPTIONS, Args
+from rdmadoctor.options import fields as _fields
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-# A library call's keywords for the options that set an expectation, as their rows of the option
-# table say (`sets=`); tests/unit/preflight/test_request.py keeps the two alike. The CLI reads the table itself.
-KEYWORD_SETS = {
-    "expect_hcas": ("--expect-hcas", "expected_hcas"),
-    "min_rate": ("--min-rate", "min_rate_gbps"),
-    "job_uid": ("--job-uid", "job_uid"),
-}
+# A library call's keywords for the options that set an expectation: the rows of the option
+# table that say so (`sets=`), field -> (flag, expectation).
+KEYWORD_SETS = {o.field: (o.flag, o.sets) for o in OPTIONS if o.sets is not None}
+# What a Request carries besides the record's fields.
+_OWN = ("overrides", "exec_argv", "env")
 
 # The flag's own words for a value out of range, said before any check runs. An option that sets
 # another expectation needs no entry: its value is checked against the expectation's declaration
@@ -45,7 +49,11 @@ class Request:
     def __init__(self, record: Any = None, *, overrides: Any = (), exec_argv: list[str] | None = None,
                  env: dict[str, str] | None = None, **fields: Any):
         if record is not None:
-            self.__dict__.update(record if isinstance(record, dict) else vars(record))
+            given = record if isinstance(record, dict) else vars(record)
+            if not isinstance(record, Args):  # a parsed record is the table's: a dict is a caller's
+                _known(given)
+            self.__dict__.update(given)
+        _known(fields)
         self.__dict__.update(fields)
         self.overrides: list[tuple[str, str, Any]] = list(overrides)
         self.exec_argv = exec_argv
@@ -69,15 +77,17 @@ class Request:
 
     def replace(self, **fields: Any) -> Request:
         """A copy with ``fields`` changed (the gang takes its own --set item out of ``sets``)."""
+        _known(fields)
         new = Request.__new__(Request)
         new.__dict__.update(vars(self), **fields)
         return new
 
     def __getattr__(self, name: str) -> Any:
         # Only for a field the record does not carry (a library call's): the option's default.
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return None
+        defaults = _fields()
+        if name in defaults:
+            return defaults[name]
+        raise AttributeError(f"a Request has no field {name!r}{_closest(name)}")
 
     def __repr__(self) -> str:
         return "Request(" + ", ".join(f"{k}={v!r}" for k, v in vars(self).items()) + ")"
@@ -103,3 +113,25 @@ def _shown(value: Any) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(int(value))
     return str(value)
+
+
+def _known(given: Any) -> None:
+    """Raise TypeError for a name no option sets: a library call's typo, said with the closest name."""
+    known = keywords()
+    for name in given:
+        if name not in known:
+            raise TypeError(f"unexpected keyword {name!r}: no option of preflight, run or the Slurm Prolog sets it{_closest(name, known)}")
+
+
+def keywords() -> list[str]:
+    """The names a library call may give: the fields of the rows of `preflight`, `run` and `slurm
+    prolog` (the gate's commands), then ``overrides``, ``exec_argv`` and ``env``."""
+    out = {o.field: None for o in OPTIONS if {"preflight", "run", "slurm prolog"} & set(o.commands)}
+    return [*out, *_OWN]
+
+
+def _closest(name: str, known: list[str] | None = None) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, known or [*_fields(), *_OWN], n=1)
+    return f"; did you mean {near[0]!r}?" if near else f" (it takes {', '.join(known or keywords())})"

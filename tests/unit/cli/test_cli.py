@@ -67,7 +67,9 @@ def test_a_new_row_reaches_both_parsers_the_help_and_the_record(monkeypatch):
 
     row = options.Option("--settle", "settle", "float", "Wait SECONDS for the links first.", metavar="SECONDS",
                          commands=("check", "run"), aliases=("-W",))
-    monkeypatch.setattr(options, "OPTIONS", options.OPTIONS + (row,))
+    import rdmadoctor.options as table
+
+    monkeypatch.setattr(table, "OPTIONS", table.OPTIONS + (row,))
     line = ["--example", "roce-node", "--settle", "2.5", "--only", "ib"]
     fast_args = fast.parse(line)
     assert fast_args is not None and fast_args.settle == 2.5 and fast_args.only == ["ib"]

@@ -87,7 +87,47 @@ def test_the_library_keywords_set_what_the_table_says():
         assert table.get(name) == (flag, key), name
     req = Request.of(example="x", expect_hcas=8, min_rate=400.0, sets=["job_uid=0"], job_uid=1000)
     assert req.set_items() == ["job_uid=0", "expected_hcas=8", "min_rate_gbps=400", "job_uid=1000"]
-    assert req.example == "x" and req.root is None and req.wait is None  # a field not named: its default
+    assert req.example == "x" and req.root is None and req.wait is False  # a field not named: its default
+    assert req.profile == "generic" and req.sets == ["job_uid=0"] and req.only == []
+
+
+@pytest.mark.parametrize("call", ["run_preflight", "gate", "run_job", "Request.of", "replace"])
+def test_a_misspelt_keyword_is_an_error_naming_the_closest(call):
+    """``run_preflight(exampel="roce-node")`` would run the gate on this host as if no bundle had
+    been named: a keyword no option sets raises TypeError, with the closest valid name."""
+    from rdmadoctor.preflight import gate, run_preflight
+    from rdmadoctor.preflight.request import Request
+    from rdmadoctor.supervise import run_job
+
+    for wrong, near in (("exampel", "example"), ("min_rat", "min_rate"), ("gang_tiemout", "gang_timeout")):
+        calls = {"run_preflight": lambda: run_preflight(**{wrong: "x"}), "gate": lambda: gate(**{wrong: "x"}),
+                 "run_job": lambda: run_job(["true"], **{wrong: "x"}), "Request.of": lambda: Request.of({wrong: "x"}),
+                 "replace": lambda: Request.of(example="x").replace(**{wrong: "x"})}
+        with pytest.raises(TypeError, match=f"unexpected keyword '{wrong}'.*did you mean '{near}'"):
+            calls[call]()
+    with pytest.raises(AttributeError, match="did you mean 'master_port'"):
+        Request.of(example="x").master_prot  # noqa: B018 - the read itself is what is tried
+
+
+def test_every_option_of_the_table_reaches_a_request():
+    """Each field a row of the gate's commands sets is a keyword a library call may give, and a
+    Request of it carries the value; a field not given reads as the table's default."""
+    from rdmadoctor.options import fields
+    from rdmadoctor.preflight.request import KEYWORD_SETS, Request, keywords
+
+    gate_rows = [r for r in options.OPTIONS if {"preflight", "run", "slurm prolog"} & set(r.commands)]
+    assert {r.field for r in gate_rows} <= set(keywords())
+    for r in gate_rows:
+        value = _value(r)[1]
+        req = Request.of(**{r.field: value})
+        if r.field in KEYWORD_SETS:  # --min-rate and the like: an override of the checks' expectation
+            assert req.overrides == [(r.flag, r.sets, value)], r
+        else:
+            assert getattr(req, r.field) == value, r
+    defaults = fields()
+    bare = Request.of()
+    for name, default in defaults.items():
+        assert getattr(bare, name) == default, name
 
 
 def test_a_flag_out_of_range_is_said_in_its_own_words():
