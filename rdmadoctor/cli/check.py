@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.runner import Options, UsageError, diagnose
+from rdmadoctor.cli.options import runner_options
+from rdmadoctor.runner import UsageError, diagnose
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
@@ -23,21 +24,8 @@ FORMATS = ("text", "json", "npd")
 def check_command(args: Any) -> int:
     """``rdmadoctor check`` for one command line (an :class:`rdmadoctor.cli.options.Args`)."""
     timeout, as_json, output_format = args.timeout, args.as_json, args.output_format
-    opts = Options(
-        root=args.root,
-        bundle=args.bundle,
-        example=args.example,
-        profile="generic" if args.profile is None else args.profile,
-        config=args.config,
-        pool=args.pool,
-        sets=list(args.sets or []),
-        only=list(args.only or []),
-        skip=list(args.skip or []),
-        strict=args.strict,
-        timeout=timeout,
-        scope="all" if args.scope is None else args.scope,
-        sample=args.sample,
-    )
+    opts = runner_options(args, scope="all" if args.scope is None else args.scope)  # as the node's commands take them
+    opts.strict, opts.sample = args.strict, args.sample
     if args.sample is not None:  # rdmadoctor.cli.errors is imported when there is a number to judge
         from rdmadoctor.cli.errors import check_number
 
