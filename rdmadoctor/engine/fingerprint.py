@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from typing import Any
 
 from rdmadoctor.core.labels import RELATIONS
+from rdmadoctor.core.report import Report
 
 SCHEMA = "rdmadoctor.fingerprint/v1"
 # The compact form's version, "s" in the compact document.
@@ -90,10 +91,15 @@ def _pcie(pcie: Any) -> dict[str, dict] | None:
     return out
 
 
-def build(report: dict, pool: str | None = None) -> dict:
+def build(report: Report | dict, pool: str | None = None) -> dict:
     """The fingerprint of the node a report describes (its ``inventory`` and ``host``); ``pool``:
-    the ``--pool`` it was judged with, which ``rdmadoctor fleet`` groups by (not compared)."""
-    inv = report.get("inventory") or {}
+    the ``--pool`` it was judged with, which ``rdmadoctor fleet`` groups by (not compared).
+
+    ``report``: the typed read model (:class:`rdmadoctor.core.report.Report`), or a report dict,
+    read through it (without its checks): an older or partial report gives what it has, a field
+    it lacks or holds of the wrong type is unknown (null), never a traceback here."""
+    rep = report if isinstance(report, Report) else Report.from_json(report, checks=False)
+    inv = rep.inventory
     devices = [d for d in inv.get("rdma_devices") or () if isinstance(d, dict) and not d.get("is_vf")]
     roce = inv.get("roce")
     roce = roce if isinstance(roce, dict) else {}
@@ -158,14 +164,13 @@ def build(report: dict, pool: str | None = None) -> dict:
                     "v2_gid_indices": list(r["v2_gid_indices"]) if isinstance(r.get("v2_gid_indices"), list) else None,
                 }
             )
-    host = report.get("host") or {}
     return {
         "schema": SCHEMA,
         "pool": pool,
         "node": node,
         "ports": ports,
         IDENTITY: {
-            "hostname": host.get("hostname"),
+            "hostname": rep.host.hostname,
             "node_guids": guids,
             "lids": lids,
             # Not in the inventory yet (GID IPv4s, netdev addresses): unknown, not empty.

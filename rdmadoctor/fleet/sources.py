@@ -173,9 +173,10 @@ def _entry(doc: Any, where: str, group_by: str | None) -> Entry | Skipped:
                            "not a node's (`diagnose --json` of a log?): skipped")
         _refuse(rep, "fingerprint", where)
         fp = rep.fingerprint
-        if fp is None:
+        if fp is None:  # a report from before the fingerprint: made from its inventory, as `check` makes it
+            _refuse(rep, "inventory", where)
             try:
-                fp = F.build(doc)
+                fp = F.build(rep)
             except Exception as e:  # noqa: BLE001 - an old report whose inventory has fields of the wrong type
                 raise SourceError(f"{where}: its inventory cannot be fingerprinted ({type(e).__name__})") from None
             fp = _obj(fp, "fingerprint", where)

@@ -124,6 +124,41 @@ def test_every_malformed_report_shape_is_named_and_left_out_never_exit_1(tmp_pat
     assert doc["outliers"] == [] and [p["nodes"] for p in doc["pools"] if p["pool"] == "roce"] == [3]
 
 
+def test_an_older_partial_report_is_read_tolerantly_through_the_typed_model(report):
+    """A report from before the fingerprint and the schema field, cut down to what an old agent
+    wrote (a host with a label only, part of an inventory, a summary of the wrong type, a section
+    this version does not know) is fingerprinted from its inventory through the typed read model
+    (rdmadoctor.core.report.Report): what it has is compared, what it lacks is unknown, never an error."""
+    import io
+
+    from rdmadoctor.core.report import Report
+    from rdmadoctor.engine import fingerprint as F
+
+    full = F.flatten(report["fingerprint"])
+    old = {
+        "version": "0.3.0",
+        "status": "healthy",
+        "host": {"label": "old-node-7", "kind": "live"},
+        "summary": "3 passed",  # of the wrong type: read as missing, not refused (the fleet does not read it)
+        "inventory": {k: report["inventory"][k] for k in ("kernel_release", "rdma_devices") if k in report["inventory"]},
+        "a_section_from_a_future_version": {"x": 1},
+    }
+    (entry,) = sources.from_paths(["-"], None, stdin=io.StringIO(json.dumps(old)))
+    assert isinstance(entry, sources.Entry), getattr(entry, "args", entry)
+    node, pool, _labels, flat, _sig, when = entry
+    assert node == "old-node-7" and pool == sources.NO_POOL and when is None
+    assert flat["node.kernel"] == full["node.kernel"]
+    ports = {k: v for k, v in full.items() if k.startswith("port.") and not k.endswith(".gid_index")}
+    assert {k: v for k, v in flat.items() if k.startswith("port.")} == ports
+    # What it did not keep (GPUs; the RoCE GID table that gives gid_index) is unknown, not zero.
+    assert "node.gpu_count" not in flat and not any(k.endswith(".gid_index") for k in flat)
+    # The fingerprint is the typed model's: a Report and its dict give the same.
+    assert F.build(Report.from_json(old)) == F.build(old)
+    # An inventory that is not an object is named, not read as empty.
+    (bad,) = sources.from_paths(["-"], None, stdin=io.StringIO(json.dumps({**old, "inventory": "x"})))
+    assert isinstance(bad, sources.SourceError) and "inventory is a string, expected an object" in str(bad)
+
+
 def test_one_bad_document_in_a_stream_leaves_the_others(report):
     import io
 
