@@ -29,7 +29,7 @@ SCHEMA = "rdmadoctor.report/v1"
 # The keys read into typed fields; any other top-level key is kept in Report.extra.
 _KNOWN = frozenset((
     "schema", "version", "time", "status", "exit_code", "host", "profile", "scope", "summary", "checks", "inventory",
-    "labels", "nccl", "fingerprint", "plugin_errors", "gang", "quarantine", "hangs",
+    "labels", "nccl", "fingerprint", "plugin_errors", "gang", "quarantine", "hangs", "pool",
 ))
 _COUNTS = ("checks", "pass", "warn", "fail", "unknown", "skip", "errors", "warnings")
 
@@ -189,10 +189,27 @@ class Summary:
 
 
 @record
+class Pool:
+    """The ``[pools.NAME]`` table of --config the node was judged with, and why: ``chosen_by``
+    "--pool" (given) or "match" (the first pool whose match fits the node's facts; ``name`` None:
+    none fit); ``why`` says so in words."""
+
+    name: str | None = None
+    chosen_by: str = ""
+    why: str = ""
+
+    @classmethod
+    def read(cls, d: dict | None, r: _Reader) -> Pool | None:
+        if d is None:
+            return None
+        return cls(name=r.text(d, "name", "pool", None), chosen_by=r.text(d, "chosen_by", "pool"), why=r.text(d, "why", "pool"))
+
+
+@record
 class Report:
     """An ``rdmadoctor.report/v1`` document, read (see the module's doc). ``inventory``,
     ``fingerprint``, ``nccl`` and the optional sections are JSON objects (their keys are the
-    checks' own); ``labels`` keeps only string values; ``extra`` holds the sections this reader
+    checks' own), but ``pool`` (:class:`Pool`, None when no pool applies); ``labels`` keeps only string values; ``extra`` holds the sections this reader
     does not know; ``notes`` says what was of the wrong type and read as missing."""
 
     schema: str | None = None
@@ -213,6 +230,7 @@ class Report:
     gang: dict | None = field(default=None, compare=False)
     quarantine: dict | None = field(default=None, compare=False)
     hangs: dict | None = field(default=None, compare=False)
+    pool: Pool | None = None
     extra: dict = field(default_factory=dict, compare=False)
     notes: tuple[str, ...] = ()
     raw: dict = field(default_factory=dict, compare=False)
@@ -257,7 +275,7 @@ class Report:
             checks=tuple(read_checks), inventory=r.obj(d, "inventory", ""), labels=labels, nccl=r.obj(d, "nccl", "", nullable=True),
             fingerprint=r.obj(d, "fingerprint", "", nullable=True), plugin_errors=tuple(plugin_errors),
             gang=r.obj(d, "gang", "", nullable=True), quarantine=r.obj(d, "quarantine", "", nullable=True),
-            hangs=r.obj(d, "hangs", "", nullable=True), extra={k: v for k, v in d.items() if k not in _KNOWN},
+            hangs=r.obj(d, "hangs", "", nullable=True), pool=Pool.read(r.obj(d, "pool", "", nullable=True), r), extra={k: v for k, v in d.items() if k not in _KNOWN},
             notes=tuple(r.notes), raw=d,
         )
 

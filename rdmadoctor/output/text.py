@@ -164,9 +164,8 @@ def summary_line(rep: Report | dict[str, Any]) -> str:
     host = rep.host
     name = host.hostname or host.label
     status = rep.status
-    # The pool the report was judged for ([pools.NAME], chosen by --pool or by its match): a raw section.
-    pool_section = rep.extra.get("pool")
-    pool = pool_section.get("name") if isinstance(pool_section, dict) else None
+    # The pool the report was judged for ([pools.NAME], chosen by --pool or by its match).
+    pool = rep.pool.name if rep.pool is not None else None
     head = f"{status.upper()}: {name} ({host.kind}, profile {rep.profile}{f', pool {pool}' if pool else ''})"
     missing = undecided(rep)
     if host.kind == "logs":  # no node was judged: the verdict is the log's

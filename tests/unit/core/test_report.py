@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rdmadoctor.core.report import Check, Finding, Host, Report, Summary, read
+from rdmadoctor.core.report import Check, Finding, Host, Pool, Report, Summary, read
 from rdmadoctor.examples import EXAMPLES
 from rdmadoctor.gang.facts import gang_facts, rails
 from rdmadoctor.output import conditions as C
@@ -108,6 +108,19 @@ def test_an_older_report_reads_with_defaults():
     _consumers(doc)
 
 
+def test_the_pool_is_typed_and_the_headline_names_it():
+    """The pool a report was judged for (`[pools.NAME]`, by --pool or by its match) is a typed
+    field, not a raw section: the headline reads its name; a report without one has none."""
+    doc = _example("hgx-h100-ib")
+    assert Report.from_json(doc).pool is None and ", pool " not in T.summary_line(doc)
+    doc["pool"] = {"name": "h100", "chosen_by": "match", "why": "gpu_model 10de:2330"}
+    rep = Report.from_json(doc)
+    assert rep.pool == Pool(name="h100", chosen_by="match", why="gpu_model 10de:2330") and "pool" not in rep.extra
+    assert ", pool h100)" in T.summary_line(rep) and T.summary_line(rep) == T.summary_line(doc)
+    doc["pool"] = {"name": None, "chosen_by": "match", "why": "no pool's match fits"}  # none fit: no pool named
+    assert Report.from_json(doc).pool.name is None and ", pool " not in T.summary_line(doc)
+
+
 def test_unknown_sections_are_kept_raw():
     doc = _example("hgx-h100-ib")
     doc["gang"] = {"verdict": "go"}
@@ -142,11 +155,14 @@ DAMAGE = [
     (("nccl",), [], "nccl is a list, expected an object"),
     (("plugin_errors",), [None], "plugin_errors[0] is null, expected a string"),
     (("quarantine",), "held", "quarantine is a string, expected an object"),
+    (("pool",), "h100", "pool is a string, expected an object"),
+    (("pool", "name"), 7, "pool.name is a number, expected a string"),
 ]
 
 
 def _broken_pod_with_findings() -> dict:
     doc = _example("broken-pod")
+    doc["pool"] = {"name": "h100", "chosen_by": "match", "why": "gpu_model 10de:2330"}
     # checks[1] must have a finding for the paths above
     with_findings = [c for c in doc["checks"] if c["findings"]]
     doc["checks"] = [doc["checks"][0], with_findings[0], *doc["checks"][1:]]
