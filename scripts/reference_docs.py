@@ -230,7 +230,7 @@ def _config_example() -> list[str]:
 
 
 def configuration() -> str:
-    from rdmadoctor.cli.options import OPTIONS
+    from rdmadoctor.options import OPTIONS
     from rdmadoctor.engine import expectations as X
     from rdmadoctor.engine.registry import builtin_modules, plugins_check
 
@@ -251,7 +251,7 @@ def configuration() -> str:
             read_by.setdefault(k, []).append(c.id)
     elsewhere = _package_readers(keys)
     profiles = {name: p for name, p in X.PROFILES.items()}
-    set_examples = sorted({m.group(0) for o in OPTIONS if o.flag == "--set" and isinstance(o.help, str)
+    set_examples = sorted({m.group(0) for o in OPTIONS if o.flag == "--set" and isinstance(o.help, str) and {"check", "preflight"} & set(o.commands)
                            for m in re.finditer(r"--set \S+=\S+", o.help)})
     set_examples = [f"`{e}`" for e in set_examples]
     set_commands = [" ".join(path[1:]) for path, cmd in _cli_commands() if any("--set" in getattr(p, "opts", ()) for p in cmd.params)]
@@ -711,7 +711,7 @@ def cli() -> str:
     out = [
         "# CLI reference",
         "",
-        _banner("the typer app (rdmadoctor/cli/app.py) and its option table (rdmadoctor/cli/options.py)"),
+        _banner("the typer app (rdmadoctor/cli/app.py) and its option table (rdmadoctor/options.py)"),
         "",
         "Every command of `rdmadoctor`: what it does, its options (their help and defaults) and its exit statuses,",
         "as `rdmadoctor COMMAND --help` prints them.",
