@@ -230,9 +230,9 @@ def _config_example() -> list[str]:
 
 
 def configuration() -> str:
-    from rdmadoctor.options import OPTIONS
     from rdmadoctor.engine import expectations as X
     from rdmadoctor.engine.registry import builtin_modules, plugins_check
+    from rdmadoctor.options import OPTIONS
 
     checks = [plugins_check(), *(c for _, mod in builtin_modules() for c in mod.CHECKS)]
     spec = X.declared(checks)
