@@ -132,7 +132,7 @@ def with_rows(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     return wrap
 
 
-def runner_options(args: Args, scope: str) -> Any:
+def runner_options(args: Any, scope: str) -> Any:
     """The checks' options (:class:`rdmadoctor.runner.Options`) of a command's record: what to
     read (--root, --bundle, --example), what to expect (--profile, --config, --pool, --set) and
     which checks (--only, --skip, --timeout), as every command that runs the checks takes them."""
