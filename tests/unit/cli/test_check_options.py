@@ -54,7 +54,11 @@ def seen(monkeypatch):
         got.append(opts)
         raise runner.UsageError("stopped by the test after the options were seen")
 
+    import rdmadoctor.agent as agent
+
     monkeypatch.setattr(runner, "diagnose", spy)
+    # The agent's loop binds diagnose when it is defined: its options are taken where it gets them.
+    monkeypatch.setattr(agent, "run_agent", lambda opts, **kw: spy(opts))
     return got
 
 
