@@ -1,5 +1,6 @@
 """The typer-free parser of the commands' options (see rdmadoctor.cli): :func:`parse`, which
-lives beside its table in rdmadoctor.cli.options (one module to import on the fast path)."""
+lives beside its table in rdmadoctor.options (rdmadoctor.cli.options names it too; neither
+imports typer)."""
 
 from rdmadoctor.cli.options import parse
 
