@@ -66,14 +66,22 @@ class Request:
         overrides as their flags' do."""
         if isinstance(request, Request):
             return request.replace(**fields) if fields else request
-        values = dict(request if isinstance(request, dict) else vars(request)) if request is not None else {}
+        _known(fields)
+        if isinstance(request, Args):  # the table's own record: every field is one (`command` too)
+            values = dict(vars(request))
+        else:
+            values = dict(request if isinstance(request, dict) else vars(request)) if request is not None else {}
+            _known(values)
         values.update(fields)
         overrides = list(values.pop("overrides", ()))
         for name, (flag, key) in KEYWORD_SETS.items():
             value = values.pop(name, None)
             if value is not None:
                 overrides.append((flag, key, value))
-        return cls(overrides=overrides, **values)
+        exec_argv, env = values.pop("exec_argv", None), values.pop("env", None)
+        new = cls(overrides=overrides, exec_argv=exec_argv, env=env)
+        new.__dict__.update(values)  # checked above
+        return new
 
     def replace(self, **fields: Any) -> Request:
         """A copy with ``fields`` changed (the gang takes its own --set item out of ``sets``)."""

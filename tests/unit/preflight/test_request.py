@@ -124,6 +124,10 @@ def test_every_option_of_the_table_reaches_a_request():
             assert req.overrides == [(r.flag, r.sets, value)], r
         else:
             assert getattr(req, r.field) == value, r
+    # The parsed record itself (every command's fields, `command` too) is taken whole.
+    req = Request.of(options.Args(example="x", min_rate=400.0, scope="node", command=["true"]), strict=True)
+    assert (req.example, req.strict, req.command) == ("x", True, ["true"])
+    assert req.overrides == [("--min-rate", "min_rate_gbps", 400.0)]
     defaults = fields()
     bare = Request.of()
     for name, default in defaults.items():
