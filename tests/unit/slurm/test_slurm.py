@@ -352,3 +352,21 @@ def test_prolog_strict_requeues_a_gang_nobody_can_be_blamed_for(fake, tmp_path, 
         assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
     assert any("no node drained, the job starts (--strict requeues it)" in x for x in lines)
     assert any("--strict: job 42 requeued, no node drained" in x for x in lines)
+
+
+def test_prolog_gang_remedy_speaks_slurm_and_says_what_it_drained(fake):
+    """A one-node gang whose member is broken: blamed, drained; the remedy says so in Slurm's words."""
+    env = {"SLURM_NODELIST": "n2", "SLURM_JOB_ID": "77", "SLURM_CLUSTER_NAME": "c"}
+    r = fake.run("prolog", "--gang", "--example", "broken-pod", node="n2", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    reason = fake.node("n2")["Reason"]
+    assert reason.startswith("rdmadoctor: IB_PORT_DOWN ") and reason.endswith("(job 77)")
+    assert "GANG_MEMBER_NO_GO" in r.stdout and "sbatch --exclude=n2 " in r.stdout, r.stdout
+    assert f'rdmadoctor drained n2 in its Prolog (reason "{reason}")' in r.stdout
+    assert "nodeAffinity" not in r.stdout and "Keep every job off it" not in r.stdout
+    # Drained by an administrator first: nothing drained by rdmadoctor, so the remedy still says how.
+    fake.set("n3", State="IDLE+DRAIN", Reason="admin: going away")
+    r = fake.run("prolog", "--gang", "--example", "broken-pod", node="n3", env=dict(env, SLURM_NODELIST="n3"))
+    assert r.returncode == 1 and fake.node("n3")["Reason"] == "admin: going away"
+    assert "Keep every job off it until it is fixed: scontrol update nodename=n3 state=drain" in r.stdout, r.stdout
+    assert "rdmadoctor drained" not in r.stdout
