@@ -214,6 +214,13 @@ OPTIONS: tuple[Option, ...] = (
            "while the job is hung (no output for hang_after_s, default 300, or PyTorch's watchdog), naming the node NCCL's "
            "RAS blames. Default: no server.",
            metavar="PORT", commands=("run",)),
+    Option("--drain-timeout", "drain_timeout", "float",
+           "After CMD exits, keep copying what its stdout and stderr still carry (a process it started may hold them open "
+           "and keep writing) and reading the diagnosis of its output for at most this long, counted from the exit; then "
+           "exit with CMD's status (default 5: the job's last writes are in the pipes already, and a scheduler sees "
+           "rdmadoctor end with the job, well inside Kubernetes' 30 s grace period or Slurm's KillWait). The copy also "
+           "ends when the pipes close or stay quiet for 0.1 s. Raise it for a slow diagnosis of a huge failed log.",
+           metavar="SECONDS", commands=("run",)),
     Option("--report-file", "report_file", "str",
            "At exit, write one JSON document there (schema rdmadoctor.run/v1): the gate's verdict, how CMD ended, what NCCL "
            "did (the `nccl` section) and the findings from its output. Written even when the gate stops CMD.",

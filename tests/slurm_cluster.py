@@ -1,4 +1,5 @@
-"""A real Slurm on this machine for the tests: its own munged, slurmctld and five slurmd.
+"""A real Slurm on this machine for the tests: its own munged, slurmctld and five slurmd (or the
+nodes a test names).
 
 Debian's slurmctld, slurmd, slurm-client and munge (scripts/test.sh installs them as root). Every
 file lives in one temp dir: the munge key and socket, slurm.conf, the state and spool dirs, the
@@ -70,8 +71,16 @@ def wait_for(condition, timeout: float = 90.0, interval: float = 0.5, what: str 
 
 
 class SlurmCluster:
-    def __init__(self, base: Path):
+    """``nodes``: the slurmd to run (n1..n5 by default). ``health_interval``: slurm.conf's
+    HealthCheckInterval (0: slurmd never runs the health script itself; the tests call it);
+    ``health_node_state``: its HealthCheckNodeState (Slurm's default when None)."""
+
+    def __init__(self, base: Path, nodes: tuple[str, ...] = NODES, health_interval: int = 0,
+                 health_node_state: str | None = None):
         self.base = base
+        self.nodes = tuple(nodes)
+        self.health_interval = health_interval
+        self.health_node_state = health_node_state
         self.procs: list[subprocess.Popen] = []
         self.conf = base / "slurm.conf"
         self.env = dict(os.environ, SLURM_CONF=str(self.conf))
@@ -83,18 +92,19 @@ class SlurmCluster:
     # -- setup -------------------------------------------------------------------------------
     def write(self, prolog: str, health: str) -> None:
         b = self.base
-        for d in ("state", "log", "facts", *(f"spool/{n}" for n in NODES)):
+        for d in ("state", "log", "facts", *(f"spool/{n}" for n in self.nodes)):
             (b / d).mkdir(parents=True, exist_ok=True)
-        for n in NODES:
+        for n in self.nodes:
             self.set_facts(n, "hgx-h100-ib")
-        ctld, *node_ports = free_ports(1 + len(NODES))
+        ctld, *node_ports = free_ports(1 + len(self.nodes))
         for name, text in (("prolog.sh", prolog), ("health.sh", health)):
             (b / name).write_text(text)
             (b / name).chmod(0o755)
         nodes = "\n".join(
             f"NodeName={n} NodeHostname={self.host} NodeAddr=127.0.0.1 Port={p} CPUs=1 State=UNKNOWN"
-            for n, p in zip(NODES, node_ports)
+            for n, p in zip(self.nodes, node_ports)
         )
+        node_state = f"HealthCheckNodeState={self.health_node_state}\n" if self.health_node_state else ""
         self.conf.write_text(f"""\
 ClusterName={CLUSTER}
 SlurmctldHost={self.host}
@@ -134,9 +144,9 @@ PrologFlags=Alloc
 Prolog={b}/prolog.sh
 SchedulerParameters=nohold_on_prolog_fail
 HealthCheckProgram={b}/health.sh
-HealthCheckInterval=0
-{nodes}
-PartitionName={PARTITION} Nodes=n[1-5] Default=YES MaxTime=INFINITE State=UP
+HealthCheckInterval={self.health_interval}
+{node_state}{nodes}
+PartitionName={PARTITION} Nodes={",".join(self.nodes)} Default=YES MaxTime=INFINITE State=UP
 """)
 
     def set_facts(self, node: str, example: str) -> None:
@@ -164,9 +174,10 @@ PartitionName={PARTITION} Nodes=n[1-5] Default=YES MaxTime=INFINITE State=UP
         # -i: ignore a state from an earlier run (there is none: the dir is new).
         self._start([_binary("slurmctld"), "-D", "-i", "-f", str(self.conf)], "slurmctld")
         wait_for(lambda: self.run(["scontrol", "ping"], check=False).stdout.count("UP") >= 1, 60, 0.5, "slurmctld to answer")
-        for n in NODES:
+        for n in self.nodes:
             self._start([_binary("slurmd"), "-D", "-N", n, "-f", str(self.conf)], f"slurmd.{n}")
-        wait_for(lambda: all(self.state(n) == "IDLE" for n in NODES), 90, 0.5, "all five nodes idle")
+        wait_for(lambda: all(self.state(n) == "IDLE" for n in self.nodes), 90, 0.5,
+                 f"all {len(self.nodes)} nodes idle")
 
     def stop(self) -> None:
         # slurmd first (they talk to slurmctld on the way out), then slurmctld, then munged.
@@ -217,11 +228,11 @@ PartitionName={PARTITION} Nodes=n[1-5] Default=YES MaxTime=INFINITE State=UP
 
     def reset(self, *nodes: str) -> None:
         """Every node back to idle with no reason, and to healthy facts (between tests)."""
-        for n in nodes or NODES:
+        for n in nodes or self.nodes:
             self.set_facts(n, "hgx-h100-ib")
             if "DRAIN" in self.state(n) or "DOWN" in self.state(n):
                 self.run(["scontrol", "update", f"nodename={n}", "state=resume"], check=False)
-        wait_for(lambda: all(self.state(n) == "IDLE" for n in nodes or NODES), 60, 0.5, "the nodes idle again")
+        wait_for(lambda: all(self.state(n) == "IDLE" for n in nodes or self.nodes), 60, 0.5, "the nodes idle again")
 
     def rdmadoctor(self, args: list[str], node: str | None = None, env: dict | None = None, timeout: float = 120):
         extra = dict(env or {})

@@ -43,6 +43,7 @@ INTERVAL_MIN = 0.1  # agent --interval: below this the agent runs cycle after cy
 INTERVAL_MAX = 86400.0
 MASTER_TIMEOUT_MAX = 86400.0  # preflight --master-timeout
 MIN_RATE_MAX = 10000.0  # preflight --min-rate, Gb/s (as min_rate_gbps)
+DRAIN_TIMEOUT_MAX = 3600.0  # run --drain-timeout (supervise.process.DRAIN_TIMEOUT_MAX)
 
 
 def _number(value: Any) -> str:

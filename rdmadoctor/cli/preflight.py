@@ -87,6 +87,8 @@ NUMBERS = (
      "the lowest acceptable port rate, e.g. --min-rate 400 for NDR, 200 for HDR"),
     ("--gang-timeout", "gang_timeout", 0, "MASTER_TIMEOUT_MAX", True, "seconds",
      "how long rank 0 waits for every member, and a member for rank 0, e.g. --gang-timeout 300 (default 120)"),
+    ("--drain-timeout", "drain_timeout", 0, "DRAIN_TIMEOUT_MAX", False, "seconds",
+     "how long `run` reads the job's output and its diagnosis after the job exits, e.g. --drain-timeout 30 (default 5)"),
 )
 
 

@@ -23,12 +23,14 @@ HANG, SLOW = "hang", "slow"
 class Field:
     """One compared fact: what a member that differs does to the job, and the fix."""
 
-    def __init__(self, name: str, label: str, effect: str, why: str, fix: str, unset_is_value: bool = False):
+    def __init__(self, name: str, label: str, effect: str, why: str, fix: str, unset_is_value: bool = False,
+                 slurm_fix: str = ""):
         self.name = name
         self.label = label
         self.effect = effect  # HANG: NCCL hangs, fails or falls back (NO-GO); SLOW: the gang crawls (a warning)
         self.why = why
         self.fix = fix
+        self.slurm_fix = slurm_fix or fix  # the fix in Slurm's words, where they differ (features, not labels)
         # An NCCL_* setting that is unset differs from one that is set; a hardware fact that could
         # not be read (None) is left out, never taken for a difference.
         self.unset_is_value = unset_is_value
@@ -42,7 +44,9 @@ FIELDS: tuple[Field, ...] = (
           "fix that member's own RDMA problems (its own preflight lists them), or exclude its node"),
     Field("link_layer", "link layer", HANG,
           "InfiniBand and Ethernet (RoCE) ports are different fabrics: NCCL's IB transport cannot connect them",
-          "run the job on one fabric: exclude the odd node, or select nodes by rdmadoctor.io/link-layer"),
+          "run the job on one fabric: exclude the odd node, or select nodes by rdmadoctor.io/link-layer",
+          slurm_fix="run the job on one fabric: exclude the odd node, or select nodes by feature "
+                    "(`sbatch --constraint=ib`, kept by `rdmadoctor slurm health --features`)"),
     Field("subnet_prefix", "IB subnet prefix", HANG,
           "two IB subnets (two fabrics, two subnet managers): the members cannot reach each other over IB",
           "run the job within one fabric: exclude the odd node, or label nodes by fabric and select on it"),
@@ -159,6 +163,10 @@ GANG_BANDWIDTH_UNMEASURED = Code(
     "Read the error given; install perftest (`ib_write_bw`) on RDMA pools; allow pod-to-pod TCP.", kind="unknown")
 
 
+# GANG_MEMBER_SLOW's fix without its exclusion, which the finding gives in the engine's words.
+_LOOK_AT_LINKS = "Look at that node's links (`ibstat`, `ethtool`, the cable and switch port, its NIC's PCIe link)"
+
+
 def gang_codes() -> tuple[Code, ...]:
     return (GANG_MISMATCH_HANG, GANG_MISMATCH_SLOW, GANG_MEMBER_NO_GO, GANG_MEMBER_UNKNOWN, GANG_MEMBER_MISSING,
             GANG_MEMBER_SLOW, GANG_UNREACHABLE, GANG_REFUSED, GANG_PROTOCOL, GANG_BANDWIDTH_UNMEASURED)
@@ -227,12 +235,30 @@ def mismatches(members: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def exclusion(hosts: list[str | None]) -> str:
-    """The two ways to keep the job off ``hosts``: a nodeAffinity NotIn, Slurm's --exclude."""
+KUBERNETES, SLURM, ANY_ENGINE = "kubernetes", "slurm", "unknown"
+ENGINES = (KUBERNETES, SLURM, ANY_ENGINE)
+# The first line of the Slurm remedy that rdmadoctor's Prolog replaces once it drained the node.
+_KEEP_OFF = "Keep every job off it until it is fixed: "
+
+
+def exclusion(hosts: list[str | None], engine: str = ANY_ENGINE, code: str = "") -> str:
+    """How to keep the job off ``hosts``, in the words of the engine the gang runs under
+    (:func:`rdmadoctor.gang.membership.engine_of`): a nodeAffinity NotIn on Kubernetes, sbatch's
+    --exclude and scontrol's drain under Slurm, both (each labelled) when the engine is not known.
+    ``code``: the finding's code, for the drain reason of the scontrol line."""
     names = sorted({h for h in hosts if h})
     if not names:
         return ""
+    what = "the node" if len(names) == 1 else f"these {len(names)} nodes"
+    if engine == KUBERNETES:
+        return f"Exclude {what} from the job: in the pod template\n" + _affinity(names)
+    if engine == SLURM:
+        return _slurm(names, what, code)
+    return (f"Exclude {what} from the job. On Kubernetes, in the pod template:\n" + _affinity(names) + "\n"
+            + "Under Slurm: " + _slurm(names, what, code, head=False))
 
+
+def _affinity(names: list[str]) -> str:
     def yaml_value(name: str) -> str:
         # Plain when YAML reads it back as this string; else a double-quoted scalar (JSON's
         # escapes are YAML's): a name cannot close the list or add a matchExpression.
@@ -241,22 +267,56 @@ def exclusion(hosts: list[str | None]) -> str:
         return json.dumps(name)
 
     values = ", ".join(yaml_value(n) for n in names)
-    shell = [n for n in names if plain_name(n)]
-    odd = len(names) - len(shell)
-    slurm = f"(Slurm: --exclude={','.join(shell)})" if shell else "(Slurm: --exclude=NODE)"
-    if odd:
-        slurm += (f"; {count(odd, 'name')} left out of the shell line: not a plain host name "
-                  "(letters, digits, '.', '-', '_')")
     return (
-        f"Exclude {'the node' if len(names) == 1 else f'these {len(names)} nodes'} from the job: in the pod template\n"
         "affinity:\n"
         "  nodeAffinity:\n"
         "    requiredDuringSchedulingIgnoredDuringExecution:\n"
         "      nodeSelectorTerms:\n"
         "      - matchExpressions:\n"
-        f"        - {{key: kubernetes.io/hostname, operator: NotIn, values: [{values}]}}\n"
-        + slurm
+        f"        - {{key: kubernetes.io/hostname, operator: NotIn, values: [{values}]}}"
     )
+
+
+def _slurm(names: list[str], what: str, code: str, head: bool = True) -> str:
+    """sbatch's --exclude for this job; scontrol's drain (a reason of the administrator's own, which
+    rdmadoctor never resumes) for every job until the node is fixed, and its resume."""
+    shell = [n for n in names if plain_name(n)]
+    odd = len(names) - len(shell)
+    listed = ",".join(shell) or "NODE"
+    lines = [(f"Exclude {what} from the job: " if head else "")
+             + f"sbatch --exclude={listed} (or `#SBATCH --exclude={listed}` in the script; srun and salloc take it too)"]
+    why = f"{code} gang" if code else "gang preflight"
+    lines.append(f'{_KEEP_OFF}scontrol update nodename={listed} state=drain reason="{why}: see the job log"; '
+                 f"once fixed: scontrol update nodename={listed} state=resume")
+    if odd:
+        lines.append(f"({count(odd, 'name')} left out of the shell lines: not a plain host name "
+                     "(letters, digits, '.', '-', '_'))")
+    return "\n".join(lines)
+
+
+def excluded(remedy: str) -> list[str]:
+    """The nodes a remedy of :func:`exclusion` tells Slurm to exclude (its ``--exclude=`` list)."""
+    m = re.search(r"sbatch --exclude=(\S+)", remedy)
+    return m.group(1).split(",") if m else []
+
+
+def drained_note(remedy: str, node: str, reason: str) -> str:
+    """``remedy`` once rdmadoctor's Prolog drained ``node`` with ``reason``: the scontrol line that
+    tells the reader to drain it says what was done instead (only when the remedy names that node
+    alone: with several, the line still serves the others)."""
+    note = (f'rdmadoctor drained {node} in its Prolog (reason "{reason}") and Slurm requeues the job onto other '
+            f"nodes; once fixed: scontrol update nodename={node} state=resume (`rdmadoctor slurm health` also "
+            "resumes it once the node's own checks pass: the reason is rdmadoctor's)")
+    out, done = [], False
+    for line in remedy.split("\n"):
+        if line.startswith(_KEEP_OFF) and f"nodename={node} " in line:
+            out.append(note)
+            done = True
+        else:
+            out.append(line)
+    if not done:
+        out.append(note)
+    return "\n".join(out)
 
 
 def _number(text: str) -> bool:
@@ -280,11 +340,13 @@ def judge(
     unmeasured: list[dict[str, Any]] | None = None,
     strict: bool = False,
     left: dict[int, str] | None = None,
+    engine: str = ANY_ENGINE,
 ) -> dict[str, Any]:
     """The gang's verdict from the members that arrived (``size`` expected): the ``gang`` JSON section.
 
     A member's ``verdict`` is its own preflight's; its ``problems`` the codes of its own problems.
     ``left``: the members that joined and then died before the verdict (why, by rank): missing.
+    ``engine``: what runs the job (:data:`ENGINES`): the exclusion in each remedy is in its words.
     """
     arrived = sorted(members, key=lambda m: m["rank"])
     ranks = {m["rank"] for m in arrived}
@@ -310,9 +372,10 @@ def judge(
         who = "; ".join(f"{_who(m)}: {f.label} {shown(m['value'], f)}" for m in odd)
         message = (f"{who}; the other {count(others, 'member')} {'has' if others == 1 else 'have'} {majority}: {f.why}. "
                    f"Expected every member alike.")
-        remedy = f"{f.fix}.\n{exclusion([m.get('host') for m in odd])}"
+        code = GANG_MISMATCH_HANG if hang else GANG_MISMATCH_SLOW
+        remedy = f"{f.slurm_fix if engine == SLURM else f.fix}.\n{exclusion([m.get('host') for m in odd], engine, code.code)}"
         severity = "error" if hang or strict else "warning"
-        problems.append(_finding(GANG_MISMATCH_HANG if hang else GANG_MISMATCH_SLOW, severity,
+        problems.append(_finding(code, severity,
                                  f"{f.name}: rank {', '.join(str(m['rank']) for m in odd)}", message, remedy))
     for m in arrived:
         codes = ", ".join(m.get("problems") or []) or "none named"
@@ -321,7 +384,7 @@ def judge(
                 GANG_MEMBER_NO_GO, "error", _who(m),
                 f"{_who(m)}: its own preflight said NO-GO ({codes}); expected GO on every member.",
                 f"Its log lists each problem with its fix (`rdmadoctor explain CODE`).\n"
-                f"{exclusion([m.get('host')])}"))
+                f"{exclusion([m.get('host')], engine, GANG_MEMBER_NO_GO.code)}"))
         elif m.get("verdict") != GO:
             problems.append(_finding(
                 GANG_MEMBER_UNKNOWN, "unknown", _who(m),
@@ -332,7 +395,7 @@ def judge(
             f"{_who(s)}: at best {s['gbps']:.3g} Gb/s{' on ' + display(s['rail']) if s.get('rail') else ''} "
             f"({s.get('direction', 'send')}, in both rounds, with two peers) against a gang median of "
             f"{s['median_gbps']:.3g} Gb/s; expected at least {s['share']:g} of the median.",
-            f"{GANG_MEMBER_SLOW.fix}\n{exclusion([s.get('host')])}"))
+            f"{_LOOK_AT_LINKS}, or exclude it.\n{exclusion([s.get('host')], engine, GANG_MEMBER_SLOW.code)}"))
     by_error: dict[str, list[str]] = {}
     for u in unmeasured or []:  # one finding per reason: a tool missing everywhere is one line, not 2N
         by_error.setdefault(u["error"], []).append(u["pair"])

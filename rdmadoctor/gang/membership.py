@@ -30,7 +30,20 @@ TOKEN_ENV = (
     "TORCHELASTIC_RUN_ID",  # torchrun --rdzv-id (under torchrun)
     "PET_RDZV_ID",
 )
+# Slurm sets these in a job (its steps, its Prolog); a Kubernetes pod has KUBERNETES_SERVICE_HOST.
+SLURM_ENV = ("SLURM_JOB_ID", "SLURM_JOBID", "SLURMD_NODENAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST")
 LOCAL_RANK_ENV = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
+
+
+def engine_of(env: dict[str, str]) -> str:
+    """What runs the job, for the words of an exclusion: "slurm" (a Slurm job, its step or Prolog:
+    Slurm first, since slurmd in pods, as Slinky runs it, also sees KUBERNETES_SERVICE_HOST, and
+    Slurm places its jobs), "kubernetes", else "unknown"."""
+    if any(env.get(name, "").strip() for name in SLURM_ENV):
+        return "slurm"
+    if env.get("KUBERNETES_SERVICE_HOST", "").strip():
+        return "kubernetes"
+    return "unknown"
 
 
 class Membership:

@@ -267,9 +267,11 @@ def run_rank0(
     strict: bool = False,
     log: Callable[[str], None] = lambda _m: None,
     server: Any = None,
+    engine: str = C.ANY_ENGINE,
 ) -> dict[str, Any]:
     """Rank 0: listen (``server``: an already bound socket, else :func:`protocol.listen`), gather
-    until all have joined or ``timeout``, judge, measure with ``bandwidth``, answer everyone."""
+    until all have joined or ``timeout``, judge, measure with ``bandwidth``, answer everyone.
+    ``engine``: what runs the job (:func:`membership.engine_of`), for the words of the remedies."""
     base = {"role": "rank0", "rank": 0, "size": size, "master": f"this pod, port {port}"}
     server = server if server is not None else P.listen(port)
     try:
@@ -319,7 +321,7 @@ def run_rank0(
             members = [m for m in members if m["rank"] not in later]
     elif bandwidth and not unmeasured:
         log("bandwidth not measured: not every member arrived")
-    gang = C.judge(members, size, slow=slow, unmeasured=unmeasured, strict=strict, left=left)
+    gang = C.judge(members, size, slow=slow, unmeasured=unmeasured, strict=strict, left=left, engine=engine)
     gang["bandwidth"] = bw_json
     gang["refused"] = (refused + list(left.values()))[:100]
     P.answer(joined, token, dict(gang))

@@ -135,6 +135,7 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
     """Run the exchange; fold its problems into ``g``; returns the ``gang`` section."""
     from rdmadoctor.gang import facts as F
     from rdmadoctor.gang import session
+    from rdmadoctor.gang.membership import engine_of
 
     report = g.rep
     live = report.host.kind == "live"
@@ -151,13 +152,13 @@ def meet(plan: Plan, g: Gate, env: dict[str, str], *, strict: bool,
     if ms.size == 1:
         from rdmadoctor.gang.compare import judge
 
-        section = dict(judge([dict(member, rank=0)], 1, strict=strict), role="rank0", rank=0, size=1,
+        section = dict(judge([dict(member, rank=0)], 1, strict=strict, engine=engine_of(env)), role="rank0", rank=0, size=1,
                        master="this pod", bandwidth=None, refused=[])
     elif ms.rank == 0:
         try:
             section = session.run_rank0(size=ms.size, port=plan.port, token=ms.token, member=member, rails=rails,
                                         timeout=plan.timeout, bandwidth=plan.bandwidth, share=plan.share,
-                                        strict=strict, log=log, server=plan.server)
+                                        strict=strict, log=log, server=plan.server, engine=engine_of(env))
         finally:
             plan.server = None
     else:

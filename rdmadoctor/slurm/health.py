@@ -9,8 +9,9 @@ then at most one change through scontrol.
   the root).
 
 The runs are counted in a small state file per node (``--state-dir``, default
-/var/lib/rdmadoctor/slurm). On a shared state dir every node also sees the others' latest
-verdicts, which is how the storm rule counts the partition's failing nodes beyond the drained.
+/var/lib/rdmadoctor/slurm). The storm rule counts the partition's failing nodes from Slurm's own
+record (the nodes drained with an ``rdmadoctor:`` reason), with no shared file system; on a
+shared state dir every node also sees the others' latest verdicts, the nodes not drained yet.
 """
 
 from __future__ import annotations
@@ -84,10 +85,19 @@ def save_state(path: str, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
+# Where a failing node of the partition was seen (the report's pool.failing_nodes).
+FROM_SLURM, FROM_STATE, FROM_THIS_RUN = "rdmadoctor's drain in Slurm", "its state file", "this run"
+
+
 def count_pool(me: dict[str, str], nodes: list[dict[str, str]], state_dir: str, verdict: str, root_code: str,
-               now: float) -> tuple[Q.Pool, list[str]]:
-    """The partition as seen now: its size, the nodes rdmadoctor holds (drained with its reason), the
-    failing ones (held, or a fresh state file saying problem; this node by this run's verdict)."""
+               now: float) -> tuple[Q.Pool, list[str], dict[str, str]]:
+    """The partition as seen now: its size, the nodes rdmadoctor holds, the failing ones, and where
+    each failing one was seen (:data:`FROM_SLURM`...).
+
+    Slurm's own record comes first and needs no shared file system: every node of the partition
+    whose drain reason starts ``rdmadoctor:`` (``scontrol show node -o``: a health check's drain
+    or a Prolog's) is held and failing. A shared ``--state-dir`` adds the nodes not drained (yet)
+    whose fresh state file says problem; this node counts by this run's verdict."""
     mine = set(partitions(me))
     pool = [n for n in nodes if mine & set(partitions(n))] or [me]
     name = me.get("NodeName", "")
@@ -104,11 +114,14 @@ def count_pool(me: dict[str, str], nodes: list[dict[str, str]], state_dir: str, 
             if fresh and st.get("verdict") == Q.PROBLEM:
                 failing.setdefault(nn, str(st.get("root_code") or ""))
     failing.pop(name, None)
+    seen = {n: FROM_SLURM if n in held else FROM_STATE for n in failing}
     if verdict == Q.PROBLEM:
         failing[name] = root_code
+        seen[name] = FROM_THIS_RUN
     codes = [c for c in failing.values() if c]
     common = max(sorted(set(codes)), key=codes.count) if codes else ""
-    return Q.Pool(size=len(pool), held=len(held), failing=len(failing), common_code=common), sorted(pool_names(pool))
+    pool_size = Q.Pool(size=len(pool), held=len(held), failing=len(failing), common_code=common)
+    return pool_size, sorted(pool_names(pool)), dict(sorted(seen.items()))
 
 
 def pool_names(pool: list[dict[str, str]]) -> list[str]:
@@ -195,9 +208,12 @@ def run_health(diagnosis: Any, *, name: str, sc: Scontrol, state_dir: str, unkno
     ours = is_drained(me) and R.is_ours(me.get("Reason"))
     history = replace(Q.History.from_json(saved.get("history")), held=ours,
                       held_code=R.code_of(me.get("Reason")) if ours else "")
-    pool, members = count_pool(me, nodes, state_dir, verdict, root, now)
+    pool, members, failing = count_pool(me, nodes, state_dir, verdict, root, now)
     d = Q.decide(verdict, root, history, pool, guard)
     action, why, new_history = d.action, d.reason, d.history
+    if action == Q.DEFER_STORM:
+        named = [f"{n} ({src})" for n, src in failing.items()]
+        why += f"; failing: {', '.join(named[:10])}{f' and {len(named) - 10} more' if len(named) > 10 else ''}"
     done = ""
     failed = ""
     try:
@@ -269,7 +285,7 @@ def run_health(diagnosis: Any, *, name: str, sc: Scontrol, state_dir: str, unkno
         "commands": list(sc.changes),
         "dry_run": sc.dry_run,
         "pool": {"partition": ",".join(partitions(me)), "nodes": members, "size": pool.size, "held": pool.held,
-                 "failing": pool.failing, "common_code": pool.common_code},
+                 "failing": pool.failing, "failing_nodes": failing, "common_code": pool.common_code},
         "guardrails": {"quarantine_after": guard.quarantine_after, "release_after": guard.release_after,
                        "quarantine_budget": guard.quarantine_budget, "storm_share": guard.storm_share},
         "history": new_history.to_json(),

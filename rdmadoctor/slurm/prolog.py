@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 SCHEMA = "rdmadoctor.slurm-prolog/v1"
+DRAIN_SET = "drain reason set: "
 # The Prolog's own usage problems: said, exit 2 (Slurm drains a node whose Prolog fails: the
 # message in slurmd's log names the fix).
 
@@ -115,7 +116,17 @@ def drain_self(sc: Scontrol, name: str, text: str) -> str:
     if is_drained(me) and not R.is_ours(me.get("Reason")):
         return f"already drained by another ({describe(me)}): its reason is kept"
     sc.drain(name, text)
-    return f"drain reason set: {text}"
+    return f"{DRAIN_SET}{text}"
+
+
+def mark_drained(g: Any, name: str, reason: str) -> None:
+    """The gang's remedies that tell the reader to exclude this node say that rdmadoctor drained it."""
+    from rdmadoctor.gang.compare import drained_note, excluded
+
+    for p in g.problems + g.warnings:
+        remedy = p.get("remedy") or ""
+        if p.get("check") == "gang" and name in excluded(remedy):
+            p["remedy"] = drained_note(remedy, name, reason)
 
 
 def run_prolog(*, gate_args: Any, name: str, sc: Scontrol, env: dict[str, str], gang: bool = False,
@@ -178,20 +189,17 @@ def run_prolog(*, gate_args: Any, name: str, sc: Scontrol, env: dict[str, str], 
     if gang_error:
         section = {"role": "rank0", "rank": 0, "size": None, "verdict": "unknown", "members": [], "mismatches": [],
                    "slow": [], "missing": [], "error": gang_error}
-    text = render_text(g, g.verdict, colour=False, gang=None if gang_error else section).rstrip("\n")
-    say(text.replace("rdmadoctor preflight:", "rdmadoctor slurm prolog:", 1))
-    if gang_error:
-        say(f"gang: not run: {gang_error}")
     blamed = ""
     if section is None:
         blamed = own_text if own == NO_GO else ""
     else:
         blamed = blame(section, rank, own == NO_GO, own_text)
-    done, code, error = "", 0, ""
+    done, code, error, drained = "", 0, "", ""
     try:
         if blamed:
             text = R.bounded(f"{R.PREFIX} {blamed}", R.MAX_REASON - len(suffix)) + suffix
             done = drain_self(sc, name, text)
+            drained = text if done.startswith(DRAIN_SET) and not sc.dry_run else ""
             code = 1
         elif section is not None and blamed_ranks(section) - {rank}:
             who = ", ".join(f"rank {r}" for r in sorted(blamed_ranks(section)))
@@ -208,6 +216,13 @@ def run_prolog(*, gate_args: Any, name: str, sc: Scontrol, env: dict[str, str], 
     except SlurmError as e:
         error = str(e)
         code = 2 if not blamed else 1
+    if drained:
+        mark_drained(g, name, drained)
+    # Said after the change, so that a remedy says what rdmadoctor did (drained this node).
+    text = render_text(g, g.verdict, colour=False, gang=None if gang_error else section).rstrip("\n")
+    say(text.replace("rdmadoctor preflight:", "rdmadoctor slurm prolog:", 1))
+    if gang_error:
+        say(f"gang: not run: {gang_error}")
     say(f"slurm: node {name}{' rank ' + str(rank) if section is not None else ''}: "
         f"{'blamed: ' + blamed if blamed else 'not blamed'}; {done or 'nothing to change'}")
     if error:

@@ -29,8 +29,9 @@ SLICE_BYTES = 64 << 10
 # process.COALESCE_BYTES); for POUR_S after one, the thread sleeps between slices.
 POUR_BYTES = 64 << 10
 POUR_S = 0.02
-# After the job ends, what is queued is read for at most DRAIN_S; then the rest is counted, not
-# read, but for its last FINAL_BYTES (where a job fails).
+# After the job ends, what is queued is read for at most DRAIN_S (`run --drain-timeout`, counted
+# from the job's exit, as the copy's drain of the pipes: process.DRAIN_MAX_S); then the rest is
+# counted, not read, but for its last FINAL_BYTES (where a job fails).
 DRAIN_S = 5.0
 FINAL_BYTES = 256 << 10
 STOP_S = 30.0  # a call into the scan that has not returned this long after the cut is given up
@@ -159,14 +160,16 @@ class Diagnosing:
     def notes(self) -> list[str]:
         return self.d.notes  # appended to once the job has ended only
 
-    def job_ended(self) -> None:
+    def job_ended(self, at: float | None = None) -> None:
         """Nothing is copied any more: from now on ``feed`` queues whatever comes (Watch's tail,
-        already in memory) and ``close`` waits at most ``drain_s`` for it to be read."""
+        already in memory) and ``close`` waits at most ``drain_s`` for it to be read, counted from
+        ``at`` (time.monotonic() when the job exited; now by default): the copy's own drain of the
+        pipes and this one share one bound."""
         import time
 
         with self.cond:
             self.ended = True
-            self.ended_at = time.monotonic()
+            self.ended_at = time.monotonic() if at is None else at
             self.cond.notify_all()
 
     def feed(self, data: bytes, source: str = "-") -> None:

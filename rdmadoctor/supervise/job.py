@@ -11,7 +11,7 @@ import sys
 from rdmadoctor.preflight.errors import PreflightError
 from rdmadoctor.preflight.request import Request
 from rdmadoctor.supervise.diagnosis import Diagnosing, Watch, transport_message
-from rdmadoctor.supervise.process import Child, SpawnError, signal_name, spawn_error
+from rdmadoctor.supervise.process import DRAIN_TIMEOUT_MAX, Child, SpawnError, signal_name, spawn_error
 from rdmadoctor.supervise.report import check_report_path, end_report, write_report
 from rdmadoctor.supervise.streams import PREFIX, LineFeed, Sink
 
@@ -82,7 +82,7 @@ def run_gate(req: Request, as_json: bool, err: Any) -> tuple[int, dict[str, Any]
 def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None = None, **fields: Any) -> int:
     """The whole ``rdmadoctor run`` of ``request`` (a :class:`~rdmadoctor.preflight.request.Request`
     of run's option record: the gate's options and run's own, ``no_gate``, ``as_json``,
-    ``nccl_debug``, ``report_file``, ``read_all``, ``metrics_port``; or a library call's keywords:
+    ``nccl_debug``, ``report_file``, ``read_all``, ``metrics_port``, ``drain_timeout``; or a library call's keywords:
     ``run_job(argv, no_gate=True)``); returns the exit code.
 
     Raises PreflightError (a UsageError) on a usage problem, before anything runs, and
@@ -105,6 +105,11 @@ def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None 
     hang_after = hang_after_s(req)
     if metrics_port is not None and not 0 <= metrics_port <= 65535:
         raise PreflightError(f"--metrics-port {metrics_port}: not a TCP port", "a port from 1 to 65535, or 0 for a free one (said on stderr)")
+    drain_s = req.drain_timeout
+    if drain_s is not None and (isinstance(drain_s, bool) or not isinstance(drain_s, (int, float))
+                                or not 0 <= drain_s <= DRAIN_TIMEOUT_MAX):
+        raise PreflightError(f"--drain-timeout {drain_s!r}: not a number of seconds from 0 to {DRAIN_TIMEOUT_MAX:g}",
+                             "how long rdmadoctor reads the job's output and its diagnosis after the job exits (default 5)")
     started = time.time()
     report: dict[str, Any] = {"schema": SCHEMA, "command": list(argv), "gate": None, "child": None,
                               "exit_code": None, "transport": None, "nccl": None, "findings": [], "notes": [],
@@ -130,7 +135,7 @@ def run_job(argv: list[str], request: Any = None, *, env: dict[str, str] | None 
     try:
         return _run_child(argv, env, notes, report, report_file, started, read_all=bool(req.read_all),
                           hang_watch=_hang_watch(hang_after, env, req, report), metrics_port=metrics_port,
-                          as_json=as_json)
+                          as_json=as_json, drain_s=drain_s)
     except KeyboardInterrupt:  # Ctrl-C after the gate, before the child took over the signal
         err.write(f"{PREFIX}interrupted before {command_text(argv)} started\n")
         report["exit_code"] = 130
@@ -170,7 +175,7 @@ def _hang_watch(hang_after: float | None, env: dict[str, str], req: Request, rep
 
 def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: dict[str, Any],
                report_file: str | None, started: float, read_all: bool = False, hang_watch: Any = None, metrics_port: int | None = None,
-               as_json: bool = False) -> int:
+               as_json: bool = False, drain_s: float | None = None) -> int:
     from rdmadoctor.logs import Diagnoser
 
     err = sys.stderr
@@ -189,7 +194,7 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     # One source for both streams: the Diagnoser numbers lines per source and starts a new
     # source at every change of name, so two names interleaved would count lines wrongly.
     source = f"{os.path.basename(argv[0]) or argv[0]} output"
-    diagnosing = Diagnosing(diagnoser)
+    diagnosing = Diagnosing(diagnoser, drain_s=drain_s)
     watch = Watch(diagnosing, source, read_all=read_all)
     feeds = {name: LineFeed(watch.feed) for name in ("stdout", "stderr")}
     hang = hang_watch
@@ -203,7 +208,7 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
     else:
         def on_data(data: bytes, name: str) -> None:
             feeds[name].push(data)
-    child = Child(argv, env, out_sink, err_sink, on_data=on_data, on_eof=lambda name: feeds[name].close())
+    child = Child(argv, env, out_sink, err_sink, on_data=on_data, on_eof=lambda name: feeds[name].close(), drain_s=drain_s)
     server = None
     if hang is None and metrics_port is not None:
         err_sink.line(f"note: --metrics-port {metrics_port} serves the hang watch, which hang_after_s=null turns off: no server")
@@ -231,7 +236,13 @@ def _run_child(argv: list[str], env: dict[str, str], notes: list[str], report: d
         report["notes"] = notes + [str(e)]
         write_report(report_file, report, started, err)
         raise
-    diagnosing.job_ended()
+    diagnosing.job_ended(child.exited_at)  # one bound for both drains, from the job's exit
+    if child.drain_cut:
+        cut = (f"the job's output was still coming {child.drain_s:g} s after it exited (a process it started holds "
+               "its stdout or stderr open): rdmadoctor stopped copying it then (--drain-timeout); what it writes later "
+               "is lost (redirect that process's output to a file)")
+        err_sink.line(f"note: {cut}")
+        notes = notes + [cut]
     watch.close()
     diagnosing.close()
     if result.pid is not None:  # a kill (or `timeout`'s 124) is a finding: never "no known error"

@@ -29,10 +29,15 @@ PIPE_SIZE = 1 << 20
 # line by line is then read in batches (latency stays far below what a person notices).
 COALESCE_S = 0.01
 COALESCE_BYTES = 64 * 1024
-# Once the child has exited, what it left in the pipes is still copied; a grandchild that keeps
-# them open (a daemon started by the job) is not waited for longer than this.
+# Once the child has exited, what it left in the pipes is still copied, until they close, stay
+# quiet for DRAIN_QUIET_S, or DRAIN_MAX_S (`run --drain-timeout`) have passed since the exit: a
+# grandchild that keeps them open (a daemon the job started, a logger) is not waited for longer.
+# 5 s: the job's last writes are in the pipes already (the copy reads 1 MiB at once), and the
+# diagnosis gets the same bound (diagnosis.DRAIN_S); a scheduler then sees rdmadoctor end with the
+# job, well inside a pod's terminationGracePeriodSeconds (30) or Slurm's KillWait (30).
 DRAIN_QUIET_S = 0.1
 DRAIN_MAX_S = 5.0
+DRAIN_TIMEOUT_MAX = 3600.0  # --drain-timeout's highest (cli.errors has the same for the CLI's check)
 
 
 class SpawnError(PreflightError):
@@ -133,6 +138,7 @@ class Child:
         err: Sink,
         on_data: Callable[[bytes, str], None] | None = None,
         on_eof: Callable[[str], None] | None = None,
+        drain_s: float | None = None,
     ):
         self.argv = list(argv)
         self.env = env
@@ -145,6 +151,9 @@ class Child:
         self.reaped = False
         self.tty: int | None = None  # the terminal handed to the child's group
         self.stop_draining = False
+        self.drain_s = DRAIN_MAX_S if drain_s is None else drain_s  # after the exit: see DRAIN_MAX_S
+        self.exited_at: float | None = None  # time.monotonic() when the child was reaped
+        self.drain_cut = False  # the pipes were still carrying output when drain_s ran out
 
     # -- signals ---------------------------------------------------------------------------
     def _forward(self, signum: int, frame: Any) -> None:
@@ -348,12 +357,14 @@ class Child:
         buf = bytearray(READ_SIZE)
         view = memoryview(buf)
         exited_at: float | None = None
+        after_exit = 0  # bytes copied since the child exited
         on_data, sinks, counts = self.on_data, self.sinks, self.result.bytes
         try:
             while fds:
                 timeout: float | None
-                if exited_at is not None:
-                    timeout = DRAIN_QUIET_S * 1000
+                if exited_at is not None:  # quiet for DRAIN_QUIET_S, or the end of drain_s, ends the copy
+                    left = self.drain_s - (time.monotonic() - exited_at)
+                    timeout = max(0.0, min(DRAIN_QUIET_S, left)) * 1000
                 else:
                     timeout = None if wake_r >= 0 else 500
                 events = poller.poll(timeout)
@@ -390,11 +401,19 @@ class Child:
                     if woken:
                         self._wait(block=False)
                     if self.reaped:
-                        exited_at = time.monotonic()
+                        exited_at = self.exited_at = time.monotonic()
                     elif 0 < got < COALESCE_BYTES:
                         time.sleep(COALESCE_S)
-                elif (not got and not eof) or self.stop_draining or time.monotonic() - exited_at > DRAIN_MAX_S:
-                    break
+                else:
+                    after_exit += got
+                    if self.stop_draining:
+                        break
+                    if time.monotonic() - exited_at >= self.drain_s:
+                        # Still open, and still carrying output after the job's exit: said.
+                        self.drain_cut = bool(fds) and after_exit > 0
+                        break
+                    if not got and not eof:  # quiet: what the job left is copied
+                        break
         finally:
             view.release()
             for fd, name in fds.items():

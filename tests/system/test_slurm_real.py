@@ -106,6 +106,26 @@ def test_budget_and_storm_count_the_partition(cluster):
     c.reset()
 
 
+def test_storm_counts_slurms_record_without_a_shared_state_dir(cluster):
+    """Each node keeps its own --state-dir, as on nodes without a shared file system: n4's drain
+    is seen in Slurm's record (its reason starts rdmadoctor:), so n5 failing too is a storm."""
+    c = cluster
+    c.reset()
+    args = ("--set", "quarantine_budget=5", "--set", "storm_share=0.3")
+    assert health(c, "n4", "broken-pod", *args, state="own-n4").returncode == 1
+    assert c.drained("n4") and c.reason("n4").startswith("rdmadoctor: IB_PORT_DOWN")
+    r = health(c, "n5", "broken-pod", *args, state="own-n5")
+    assert "defer-storm" in r.stdout and "2 of 5" in r.stdout, r.stdout
+    assert "failing: n4 (rdmadoctor's drain in Slurm), n5 (this run)" in r.stdout, r.stdout
+    assert not c.drained("n5")
+    # An administrator's drain is not rdmadoctor's record: with n4 resumed, n5 alone is no storm.
+    c.run(["scontrol", "update", "nodename=n4", "state=resume"])
+    c.run(["scontrol", "update", "nodename=n3", "state=drain", "reason=admin: burn-in"])
+    r = health(c, "n5", "broken-pod", *args, state="own-n5")
+    assert c.drained("n5") and c.reason("n5").startswith("rdmadoctor: IB_PORT_DOWN"), r.stdout
+    c.reset()
+
+
 def test_health_features_follow_the_checks(cluster):
     c = cluster
     c.reset("n1")
@@ -169,5 +189,12 @@ def test_prolog_gang_drains_only_the_odd_node_and_the_job_runs_on_the_others(clu
         assert not c.drained(n), c.node(n)
     ran = result.read_text().split()
     assert ran[0] == "n[1-2,4-5]" and ran[1] != "restarts=0", ran
+    # The remedy in Slurm's words: the drained node's log says rdmadoctor drained it; the others say
+    # how to exclude it; no Kubernetes YAML anywhere.
+    odd = (c.base / "log" / "prolog.n3.log").read_text()
+    assert "sbatch --exclude=n3 " in odd and "rdmadoctor drained n3 in its Prolog" in odd, odd[-3000:]
+    other = (c.base / "log" / "prolog.n1.log").read_text()
+    assert "sbatch --exclude=n3 " in other and "scontrol update nodename=n3 state=drain" in other, other[-3000:]
+    assert "nodeAffinity" not in odd + other
     assert "Restarts=0" not in c.run(["scontrol", "show", "job", job]).stdout
     c.reset()

@@ -464,15 +464,15 @@ def test_a_host_name_cannot_forge_a_line_or_rewrite_the_node_affinity_fix():
     for p in section["problems"]:
         assert "\n" not in p["message"]
         remedy = p["remedy"]
-        affinity = yaml.safe_load(remedy[remedy.index("affinity:"):remedy.index("(Slurm")])
+        affinity = yaml.safe_load(remedy[remedy.index("affinity:"):remedy.index("Under Slurm:")])
         (term,) = affinity["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
             "nodeSelectorTerms"]
         (expr,) = term["matchExpressions"]
         assert expr["operator"] == "NotIn" and expr["key"] == "kubernetes.io/hostname"
-        slurm = remedy[remedy.index("(Slurm"):]
-        assert "$(" not in slurm and "]" not in slurm.split(";")[0] and "\n" not in slurm
+        slurm = remedy[remedy.index("Under Slurm:"):]
+        assert "$(" not in slurm and "]" not in slurm.split(";")[0] and "reboot" not in slurm and "evil" not in slurm
     no_go = [p for p in section["problems"] if p["code"] == "GANG_MEMBER_NO_GO"]
-    values = [yaml.safe_load(p["remedy"][p["remedy"].index("affinity:"):p["remedy"].index("(Slurm")])["affinity"]
+    values = [yaml.safe_load(p["remedy"][p["remedy"].index("affinity:"):p["remedy"].index("Under Slurm:")])["affinity"]
               ["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
               ["matchExpressions"][0]["values"] for p in no_go]
     assert values == [[FORGE], [YAML_BREAK], ["$(reboot)"]]
@@ -482,7 +482,7 @@ def test_plain_node_names_stay_plain_and_yaml_words_are_quoted():
     fix = C.exclusion(["gpu-node-3"])
     assert "values: [gpu-node-3]" in fix and "--exclude=gpu-node-3" in fix
     fix = C.exclusion(["true", "1e3"])
-    values = yaml.safe_load(fix[fix.index("affinity:"):fix.index("(Slurm")])
+    values = yaml.safe_load(fix[fix.index("affinity:"):fix.index("Under Slurm:")])
     expr = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert expr["matchExpressions"][0]["values"] == ["1e3", "true"]
 

@@ -352,3 +352,49 @@ def test_prolog_strict_requeues_a_gang_nobody_can_be_blamed_for(fake, tmp_path, 
         assert not [c for c in fake.db().get("calls", []) if c[0] == "update"]
     assert any("no node drained, the job starts (--strict requeues it)" in x for x in lines)
     assert any("--strict: job 42 requeued, no node drained" in x for x in lines)
+
+
+def test_prolog_gang_remedy_speaks_slurm_and_says_what_it_drained(fake):
+    """A one-node gang whose member is broken: blamed, drained; the remedy says so in Slurm's words."""
+    env = {"SLURM_NODELIST": "n2", "SLURM_JOB_ID": "77", "SLURM_CLUSTER_NAME": "c"}
+    r = fake.run("prolog", "--gang", "--example", "broken-pod", node="n2", env=env)
+    assert r.returncode == 1, r.stdout + r.stderr
+    reason = fake.node("n2")["Reason"]
+    assert reason.startswith("rdmadoctor: IB_PORT_DOWN ") and reason.endswith("(job 77)")
+    assert "GANG_MEMBER_NO_GO" in r.stdout and "sbatch --exclude=n2 " in r.stdout, r.stdout
+    assert f'rdmadoctor drained n2 in its Prolog (reason "{reason}")' in r.stdout
+    assert "nodeAffinity" not in r.stdout and "Keep every job off it" not in r.stdout
+    # Drained by an administrator first: nothing drained by rdmadoctor, so the remedy still says how.
+    fake.set("n3", State="IDLE+DRAIN", Reason="admin: going away")
+    r = fake.run("prolog", "--gang", "--example", "broken-pod", node="n3", env=dict(env, SLURM_NODELIST="n3"))
+    assert r.returncode == 1 and fake.node("n3")["Reason"] == "admin: going away"
+    assert "Keep every job off it until it is fixed: scontrol update nodename=n3 state=drain" in r.stdout, r.stdout
+    assert "rdmadoctor drained" not in r.stdout
+
+
+def test_storm_counts_slurms_own_record_without_a_shared_state_dir(fake, tmp_path):
+    """Each node its own --state-dir (no shared file system): the failing nodes are read from
+    `scontrol show node -o`, the drains whose reason starts rdmadoctor: (a health check's or a
+    Prolog's); another's drain is not counted."""
+    fake.set("n1", State="IDLE+DRAIN", Reason="rdmadoctor: IB_PORT_DOWN mlx5_0/1")
+    fake.set("n2", State="ALLOCATED+DRAIN", Reason="NHC: check_fs_mount /scratch")
+    own = ("--set", "quarantine_budget=4", "--set", "storm_share=0.3")
+    r = fake.run("health", "--example", "broken-pod", "--state-dir", str(tmp_path / "only-n3"),
+                 "--set", "quarantine_after=1", *own, "--report-file", str(tmp_path / "h.json"), node="n3")
+    assert "defer-storm" in r.stdout and "2 of 4 nodes" in r.stdout, r.stdout
+    assert "failing: n1 (rdmadoctor's drain in Slurm), n3 (this run)" in r.stdout, r.stdout
+    assert fake.node("n3")["State"] == "IDLE"
+    doc = json.loads((tmp_path / "h.json").read_text())
+    assert doc["pool"]["failing_nodes"] == {"n1": "rdmadoctor's drain in Slurm", "n3": "this run"}
+    assert doc["pool"]["held"] == 1 and doc["pool"]["failing"] == 2
+    # A Prolog's gang drain is rdmadoctor's too; with it, 3 of 4.
+    fake.set("n4", State="IDLE+DRAIN", Reason="rdmadoctor: GANG_MISMATCH_HANG link_layer Ethernet, the other 3 InfiniBand (job 9)")
+    r = fake.run("health", "--example", "broken-pod", "--state-dir", str(tmp_path / "only-n3"),
+                 "--set", "quarantine_after=1", *own, node="n3")
+    assert "3 of 4 nodes" in r.stdout and "n4 (rdmadoctor's drain in Slurm)" in r.stdout, r.stdout
+    # Below the share (only n3 failing once n1 and n4 are resumed): drained.
+    fake.set("n1", State="IDLE")
+    fake.set("n4", State="IDLE")
+    r = fake.run("health", "--example", "broken-pod", "--state-dir", str(tmp_path / "only-n3"),
+                 "--set", "quarantine_after=1", *own, node="n3")
+    assert fake.node("n3")["Reason"].startswith("rdmadoctor: IB_PORT_DOWN"), r.stdout

@@ -804,7 +804,7 @@ def test_fast_parser_matches_typer(args, monkeypatch):
 
 
 def test_gate_options_are_preflights():
-    # `run` takes every option of `preflight` but --exec, and its own five.
+    # `run` takes every option of `preflight` but --exec, and its own six.
     from typer.main import get_command
 
     from rdmadoctor.cli.app import app
@@ -812,7 +812,7 @@ def test_gate_options_are_preflights():
     cmd = get_command(app)
     opts = {c: {o for p in cmd.commands[c].params for o in p.opts if o.startswith("--")} for c in ("run", "preflight")}
     assert opts["run"] == (opts["preflight"] - {"--exec"}) | {"--no-gate", "--nccl-debug", "--report-file", "--read-all",
-                                                                     "--metrics-port"}
+                                                                     "--metrics-port", "--drain-timeout"}
     r = run("--no-gate", "python3", "-c", "import sys; print(sys.argv[1:])", "--json")  # no `--`: still CMD's
     assert r.returncode == 0 and r.stdout == b"['--json']\n"
 
