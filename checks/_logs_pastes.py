@@ -16,7 +16,7 @@ from rdmadoctor.checks.ib import IB_NO_DEVICES, IB_NO_SM
 from rdmadoctor.checks.limits import MEMLOCK_LIMITED, SHM_NEARLY_FULL, SHM_TOO_SMALL
 from rdmadoctor.checks.roce import ROCE_NO_V2_GID
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING
-from rdmadoctor.core.model import ERROR, Check, Finding, Paste
+from rdmadoctor.core.model import ERROR, Finding, Paste
 from rdmadoctor.core.record import replace
 from rdmadoctor.parsers.outputs import ROWS_ONLY_KINDS, filtered
 
@@ -94,20 +94,6 @@ def _shown(seg) -> str:
 def _filtered(command: str) -> bool:
     """A command whose output was filtered (`ibstat | grep State`): what it lacks proves nothing missing."""
     return filtered(command)
-
-
-def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
-    """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
-    out: dict[str, list[Paste]] = {}
-    for c in checks:
-        for p in getattr(c, "pastes", ()) or ():
-            out.setdefault(p.kind, []).append(p)
-    return {kind: tuple(ps) for kind, ps in out.items()}
-
-
-def _loaded(ctx) -> tuple[Check, ...]:
-    """Every check loaded (the engine's Context.loaded), else those of this run."""
-    return tuple(getattr(ctx, "loaded", ()) or ()) or tuple((getattr(ctx, "checks", None) or {}).values())
 
 
 def _judged(diag, judges: dict[str, tuple[Paste, ...]]) -> list[str]:

@@ -18,8 +18,9 @@ knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. T
 
 The check is spread over private modules, one job each: ``_logs_pastes`` (the pasted tool
 outputs, judged by the checks that declare them) and ``_logs_join`` (the node checks' findings,
-and the log's findings made to follow from them). This module keeps its codes, the reading, the
-judgments of nccl-tests, NCCL's RAS and settings against the fabric the log shows, and the check.
+and the log's findings made to follow from them), both loaded only when the check runs. This
+module keeps its codes, the reading, the judgments of nccl-tests, NCCL's RAS and settings against
+the fabric the log shows, and the check.
 """
 
 from __future__ import annotations
@@ -28,16 +29,6 @@ import re
 
 from rdmadoctor.checks import gpu, kernel, limits, nccl, pci, roce, verbs
 from rdmadoctor.checks import ib as ib_checks
-from rdmadoctor.checks._logs_join import NodeView, _join, _node_view
-from rdmadoctor.checks._logs_pastes import (
-    _filtered,
-    _judged,
-    _link_layers,
-    _loaded,
-    _pasted,
-    _shown,
-    pastes_of,
-)
 from rdmadoctor.checks._nccl_judge import gid_index_problem
 from rdmadoctor.checks._paste import PORT_FILES as _PORT_FILES
 from rdmadoctor.checks._paste import port_list as _port_list
@@ -73,6 +64,7 @@ from rdmadoctor.core.model import (
     Code,
     Finding,
     Need,
+    Paste,
 )
 from rdmadoctor.core.record import field, record, replace
 from rdmadoctor.core.words import count, listing
@@ -83,6 +75,8 @@ from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from rdmadoctor.checks._logs_join import NodeView
 
 LOGS_READ = Code(
     "LOGS_READ",
@@ -193,6 +187,8 @@ def _read(ctx) -> Any:
 def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:
     """(device, Gb/s) of the ACTIVE ports NCCL can use, from a pasted ibstat / ibv_devinfo of the
     same log, else from the node checked; and where they come from. None: nothing shows them."""
+    from rdmadoctor.checks._logs_pastes import _filtered
+
     found: list[tuple[str, float]] = []
     for seg in diag.segments:
         if seg.kind in ("ibstat", "ibstatus", "ibv_devinfo") and not _filtered(seg.command):
@@ -263,6 +259,8 @@ def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:
 
 def _unused_nics(diag) -> list[Finding]:
     """NCCL's device list against the ACTIVE ports of the same link layer a paste of the node shows."""
+    from rdmadoctor.checks._logs_pastes import _filtered, _shown
+
     devices = [d for d in (diag.nccl or {}).get("net_devices") or () if isinstance(d, dict) and d.get("name")]
     layers = {d.get("link_layer") for d in devices}
     if not devices or len(layers) != 1 or None in layers or (diag.nccl or {}).get("nodes") == 1:
@@ -408,6 +406,20 @@ def _wrong(tables: list) -> list[Finding]:
     return []
 
 
+def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
+    """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
+    out: dict[str, list[Paste]] = {}
+    for c in checks:
+        for p in getattr(c, "pastes", ()) or ():
+            out.setdefault(p.kind, []).append(p)
+    return {kind: tuple(ps) for kind, ps in out.items()}
+
+
+def _loaded(ctx) -> tuple[Check, ...]:
+    """Every check loaded (the engine's Context.loaded), else those of this run."""
+    return tuple(getattr(ctx, "loaded", ()) or ()) or tuple((getattr(ctx, "checks", None) or {}).values())
+
+
 # ---- the check -------------------------------------------------------------------------------
 
 
@@ -415,11 +427,22 @@ def _wrong(tables: list) -> list[Finding]:
 class LogFacts:
     diagnosis: Any  # rdmadoctor.logs.Diagnosis
     pasted: tuple[Finding, ...] = ()  # judged from the tool outputs pasted into the logs
-    node: NodeView = field(default_factory=lambda: NodeView(False))
+    node: NodeView = field(default_factory=lambda: _no_node())
     judged: tuple[str, ...] = ()  # the pasted outputs a check judged, as shown to the user
 
 
+def _no_node() -> NodeView:
+    from rdmadoctor.checks._logs_join import NodeView
+
+    return NodeView(False)
+
+
 def probe_logs(ctx) -> LogFacts:
+    # The parts that read pastes and join the node, loaded only when the check runs (a check
+    # without logs, the usual `rdmadoctor check`, never needs them).
+    from rdmadoctor.checks._logs_join import _node_view
+    from rdmadoctor.checks._logs_pastes import _judged, _link_layers, _pasted
+
     diag = _read(ctx)
     node = _node_view(ctx)
     tables = _test_tables(diag)
@@ -461,6 +484,9 @@ def _summary(diag, judged: list[str]) -> Finding:
 
 
 def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
+    from rdmadoctor.checks._logs_join import _join
+    from rdmadoctor.checks._logs_pastes import _shown
+
     diag = facts.diagnosis
     out = _join(list(diag.findings), list(facts.pasted), facts.node, diag.nccl)
     seen = {(f.code, f.subject) for f in out}
