@@ -448,3 +448,23 @@ def test_the_agent_follows_the_pool_before_the_labels_and_the_decision(tmp_path:
     assert agent.run_cycle() is report
     assert calls == [("follow_pool", "default"), ("labels", "h100"), ("cycle", "h100")]
     assert pub.published[0]["rdmadoctor.io/pool"] == "h100" and report["quarantine"]["pool"] == "h100"
+
+
+def test_a_dry_runs_mark_is_its_own_label_and_goes_when_the_dry_run_stops(api, tmp_path: Path) -> None:
+    """The would-hold label is written under the Lease with the owned-labels annotation naming it,
+    so the first publish of the agent run without the dry run (off, or taint) removes it."""
+    api.add_node("gpu-01", labels={"rdmadoctor.io/pool": "default"})
+    pub = make_publisher("node", node="gpu-01", kubeconfig=api.kubeconfig(tmp_path / "kc"), backoff=0.01, prefix="rdmadoctor.io/")
+    q = KubeQuarantine(api=pub.api, node="gpu-01", mode="dry-run", pool=None, prefix="rdmadoctor.io/", namespace=NAMESPACE)
+    state = q.cycle(FAIL, G1)
+    assert state["action"] == Q.HOLD and state["held"] and state["reason"].startswith("dry run: ") and not api.taints("gpu-01")
+    assert api.labels("gpu-01")["rdmadoctor.io/would-hold"] == "IB_PORT_DOWN"
+    owned = api.nodes["gpu-01"]["metadata"]["annotations"]["rdmadoctor.io/owned-labels"].split(",")
+    assert "rdmadoctor.io/would-hold" in owned
+    assert not api.lease(NAMESPACE, lease_name("default"))["spec"].get("holderIdentity")  # taken, and released
+    # The next cycle keeps it (found on the Node), and the labels the agent publishes name it.
+    assert q.cycle(FAIL, G1)["action"] == Q.KEEP and q.labels(FAIL)["rdmadoctor.io/would-hold"] == "IB_PORT_DOWN"
+    # The agent restarted with --quarantine off: its first publish removes the label it no longer computes.
+    pub.publish({"labels": {"rdmadoctor.io/ready": "false", "rdmadoctor.io/pool": "default"}})
+    assert "rdmadoctor.io/would-hold" not in api.labels("gpu-01") and not api.taints("gpu-01")
+    pub.close()
