@@ -15,6 +15,12 @@ knowledge base turns NCCL, libibverbs, PyTorch and kernel lines into findings. T
   NCCL_IB_HCA matching nothing, NCCL_IB_DISABLE, a missing libibverbs provider ...); the log's
   failures whose cause the node shows (ibv_reg_mr failing with ENOMEM under a low memlock limit,
   a shared-memory failure under a small /dev/shm) follow from the node's finding too.
+
+The check is spread over private modules, one job each: ``_logs_pastes`` (the pasted tool
+outputs, judged by the checks that declare them) and ``_logs_join`` (the node checks' findings,
+and the log's findings made to follow from them), both loaded only when the check runs. This
+module keeps its codes, the reading, the judgments of nccl-tests, NCCL's RAS and settings against
+the fabric the log shows, and the check.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from rdmadoctor.checks._nccl_judge import gid_index_problem
 from rdmadoctor.checks._paste import PORT_FILES as _PORT_FILES
 from rdmadoctor.checks._paste import port_list as _port_list
 from rdmadoctor.checks._paste import roce_gids as _roce_gids
-from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN, ignored, port_subject
+from rdmadoctor.checks._rdma import ROCE_NETDEV_DOWN
 from rdmadoctor.checks.ib import (
     IB_LINK_LAYER_MISMATCH,
     IB_NO_DEVICES,
@@ -42,9 +48,8 @@ from rdmadoctor.checks.limits import (
     SHM_NEARLY_FULL,
     SHM_TOO_SMALL,
 )
-from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
+from rdmadoctor.checks.nccl import NCCL_IB_GID_INDEX_BAD
 from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID
-from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
@@ -64,21 +69,14 @@ from rdmadoctor.core.model import (
 from rdmadoctor.core.record import field, record, replace
 from rdmadoctor.core.words import count, listing
 from rdmadoctor.logs import kb
-from rdmadoctor.logs.kb.nccl import (
-    NCCL_GDR_DISABLED,
-    NCCL_IB_MODIFY_QP_FAILED,
-    NCCL_QP_CQ_CREATE_FAILED,
-    NCCL_REG_MR_FAILED,
-    NCCL_SHM_FAILED,
-    NCCL_SOCKET_FALLBACK,
-)
+from rdmadoctor.logs.kb.nccl import NCCL_GDR_DISABLED, NCCL_SOCKET_FALLBACK
 from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
-from rdmadoctor.logs.kb.ucx import UCX_IB_RESOURCE_FAILED
-from rdmadoctor.parsers.outputs import ROWS_ONLY_KINDS, filtered
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from rdmadoctor.checks._logs_join import NodeView
 
 LOGS_READ = Code(
     "LOGS_READ",
@@ -183,189 +181,14 @@ def _read(ctx) -> Any:
     return d.finish()
 
 
-# ---- pasted tool outputs, judged by the node checks ------------------------------------------
-
-
-# What a pasted port list and GID table can show (the finding's line is quoted by them).
-_PORT_CODES = ib_checks.PASTE_CODES
-_ROCE_CODES = roce.PASTE_CODES
-
-
-def _link_layers(diag) -> dict[str, str]:
-    """Device -> link layer, from the ports a paste lists (ibstat, ibv_devinfo, rdma link) and NCCL's
-    device list (`NET/IB : Using [0]mlx5_0:1/RoCE`)."""
-    out: dict[str, str] = {}
-    for d in (diag.nccl or {}).get("net_devices") or ():
-        if isinstance(d, dict) and d.get("name") and d.get("link_layer") in ("InfiniBand", "Ethernet"):
-            out[d["name"]] = d["link_layer"]
-    for seg in diag.segments:
-        if seg.kind in _PORT_FILES:
-            out.update({d.name: p.link_layer for d in _port_list(seg.kind, seg.text) for p in d.ports
-                        if p.link_layer in ("InfiniBand", "Ethernet")})
-    return out
-
-
-# Outputs whose judges read one row and say nothing of a missing one: `df -h | grep shm` and
-# `ulimit -a | grep locked` show the /dev/shm size and the memlock limit as well as the whole output
-# (a bundle's transcript reads them by the same rule).
-_ROWS_ONLY = ROWS_ONLY_KINDS
-# What to quote as the evidence of a finding from a paste: the line that shows it.
-_QUOTE = {
-    MEMLOCK_LIMITED.code: r"locked memory|^\s*(?:\d+|unlimited)\s*$",
-    SHM_TOO_SMALL.code: r"/dev/shm",
-    SHM_NEARLY_FULL.code: r"/dev/shm",
-    IB_NO_DEVICES.code: r"No IB devices|no devices|wasn't found",
-    IB_NO_SM.code: r"(?i)sm lid",
-    DEV_UVERBS_MISSING.code: r"rdma_cm|umad\d|issm\d",
-}
-
-
-def _locate(seg, f: Finding) -> tuple[int, str]:
-    """The line of the paste that shows ``f``: (line number in the log, its text)."""
-    lines = seg.text.split("\n")
-    at = None
-    pattern = _QUOTE.get(f.code)
-    if pattern is not None:
-        at = next((i for i, x in enumerate(lines) if re.search(pattern, x, re.IGNORECASE)), None)
-    elif f.code in _PORT_CODES | _ROCE_CODES and seg.kind in _PORT_FILES and f.subject not in ("host", "fabric"):
-        dev, _, port = f.subject.partition("/")
-        one = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}/{re.escape(port or '1')}:?\s", x)), None)
-        start = next((i for i, x in enumerate(lines) if re.search(rf"'{re.escape(dev)}'|hca_id:\s*{re.escape(dev)}\s*$", x)), None)
-        if one is not None and start is None:  # `rdma link`: a line per port
-            at = one
-        elif start is not None:
-            at = start
-            # The port's block, then its state line: what the finding is about.
-            block = next((i for i in range(start, len(lines)) if re.search(rf"(?i)^\s*port:?\s*{re.escape(port or '1')}:?\s*$|port {re.escape(port or '1')} status", lines[i])), start)
-            at = next((i for i in range(block, min(block + 12, len(lines))) if re.search(r"(?i)^\s*state:", lines[i])), block)
-    elif seg.kind == "show_gids" and "/" in f.subject:  # the port's row (its GID index when one is named)
-        dev, _, port = f.subject.partition("/")
-        index = rf"{f.data['gid_index']}\s" if isinstance(f.data.get("gid_index"), int) else ""
-        at = next((i for i, x in enumerate(lines) if re.match(rf"\s*{re.escape(dev)}\s+{re.escape(port)}\s+{index}", x)), None)
-    elif seg.kind == "nvidia-smi" and f.subject.startswith("GPU"):  # the GPU's row of the matrix
-        at = next((i for i, x in enumerate(lines) if x.split()[:1] == [f.subject]), None)
-    elif seg.kind == "ibdev2netdev" and "/" in f.subject:  # "mlx5_2 port 1 ==> enp27s0f1np1 (Down)"
-        dev, _, port = f.subject.partition("/")
-        at = next((i for i, x in enumerate(lines) if re.search(rf"(?:^|\s){re.escape(dev)}\s.*\bport\s+{re.escape(port)}\b", x)), None)
-    if at is None:
-        at = 0  # the output's first line (lsmod's header for a module it lacks)
-    return seg.line + at, lines[at]
-
-
-def _shown(seg) -> str:
-    """How a pasted output is named to the user: its command, else what it was recognised as."""
-    return seg.command or {"rdma_link": "rdma link", "dev_infiniband": "ls /dev/infiniband", "nvidia-smi": "nvidia-smi topo -m"}.get(seg.kind, seg.kind)
-
-
-def _filtered(command: str) -> bool:
-    """A command whose output was filtered (`ibstat | grep State`): what it lacks proves nothing missing."""
-    return filtered(command)
-
-
-def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
-    """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
-    out: dict[str, list[Paste]] = {}
-    for c in checks:
-        for p in getattr(c, "pastes", ()) or ():
-            out.setdefault(p.kind, []).append(p)
-    return {kind: tuple(ps) for kind, ps in out.items()}
-
-
-def _loaded(ctx) -> tuple[Check, ...]:
-    """Every check loaded (the engine's Context.loaded), else those of this run."""
-    return tuple(getattr(ctx, "loaded", ()) or ()) or tuple((getattr(ctx, "checks", None) or {}).values())
-
-
-def _judged(diag, judges: dict[str, tuple[Paste, ...]]) -> list[str]:
-    """The pasted outputs that were judged (a filtered one only where its rows are what is judged)."""
-    names: list[str] = []
-    some_rows = any(p.rows is not None for seg in diag.segments for p in judges.get(seg.kind, ()))
-    layers = _link_layers(diag) if some_rows else {}
-    for seg in diag.segments:
-        decl = judges.get(seg.kind, ())
-        if seg.kind == "nccl-tests" or decl and (not _filtered(seg.command) or seg.kind in _ROWS_ONLY) and any(
-                p.rows is None or p.rows(seg, layers) for p in decl):
-            name = _shown(seg)
-            if name not in names:
-                names.append(name)
-    return names
-
-
-def _pasted(diag, expect: dict, node, judges: dict[str, tuple[Paste, ...]]) -> list[Finding]:
-    out: dict[tuple[str, str], Finding] = {}
-    # Device -> link layer, for the judges that tell a RoCE port from an InfiniBand one (show_gids, ibdev2netdev).
-    layers = _link_layers(diag) if any(seg.kind in judges and seg.kind not in _PORT_FILES for seg in diag.segments) else {}
-    for seg in diag.segments:
-        decl = judges.get(seg.kind)
-        if not decl or _filtered(seg.command) and seg.kind not in _ROWS_ONLY:
-            continue  # `ibstat | grep State`: a filtered output proves nothing missing
-        found: list[Finding] = []
-        for paste in decl:
-            try:
-                found += paste.judge(seg, expect, node, layers)
-            except Exception:  # noqa: BLE001 - an odd paste (or a plugin's broken judge) never breaks the log's diagnosis
-                continue
-        shown = _shown(seg)
-        for f in found:
-            n, text = _locate(seg, f)
-            ev = {"file": seg.file, "line": n, "text": text[:400], "host": None, "rank": None, "time": None}
-            have = out.get((f.code, f.subject))
-            if have is not None:
-                if len(have.data["evidence"]) < 3:
-                    have.data["evidence"].append(ev)
-                continue
-            data = {**f.data, "evidence": [ev], "pasted": seg.kind, "command": seg.command}
-            # The judges name their source ("not in cmd/lsmod.txt"): here that is the paste.
-            message = re.sub(r"\bcmd/[\w.-]+\.txt\b", "the pasted output", f.message)
-            out[(f.code, f.subject)] = replace(f, message=f"pasted `{shown}` output: {message}", data=data)
-    for f in _gids_empty(diag):
-        out.setdefault((f.code, f.subject), f)
-    return list(out.values())
-
-
-_IBV_DEVICES_ROW = re.compile(r"^\s{0,16}([A-Za-z][\w.-]{0,63})\s{1,40}([0-9a-fA-F]{16})\s*$", re.MULTILINE)
-
-
-def _gids_empty(diag) -> list[Finding]:
-    """A `show_gids` that lists no GID at all (`n_gids_found=0`) beside a device list (`ibv_devices`, ibstat,
-    ibv_devinfo, `rdma link`) that shows RDMA devices (issue 30: a silent pass before): the devices are there
-    and no port has an address a peer could reach (in a pod: no RDMA netdev in its network namespace, a CNI
-    such as calico's that gives none; on a node: ports without an IP). Nothing can connect over RDMA."""
-    tables = [seg for seg in diag.segments if seg.kind == "show_gids" and re.search(r"n_gids_found=0\b", seg.text)]
-    if not tables:
-        return []
-    from rdmadoctor.parsers.netdev import parse_show_gids
-
-    seg = tables[0]
-    if parse_show_gids(seg.text).value:
-        return []
-    devices: list[str] = []
-    for other in diag.segments:
-        names = ([m.group(1) for m in _IBV_DEVICES_ROW.finditer(other.text)] if other.kind == "ibv_devices"
-                 else [d.name for d in _port_list(other.kind, other.text)] if other.kind in _PORT_FILES else [])
-        devices += [n for n in names if n not in devices and n != "device"]
-    if not devices:
-        return []
-    lines = seg.text.split("\n")
-    at = next((i for i, x in enumerate(lines) if "n_gids_found" in x), 0)
-    ev = {"file": seg.file, "line": seg.line + at, "text": lines[at][:400], "host": None, "rank": None, "time": None}
-    shown = ", ".join(devices[:8]) + (", ..." if len(devices) > 8 else "")
-    return [Finding(ROCE_NO_V2_GID.code, ERROR, shown,
-                    f"pasted `show_gids` output lists no GID at all (n_gids_found=0) while the pasted device list shows "
-                    f"{shown}: no port has an address a peer can reach, so RDMA cannot connect (NCCL falls back to "
-                    "sockets or fails in ibv_modify_qp). Expected: a RoCE v2 GID with an IPv4 address on each port NCCL uses.",
-                    "Give each RDMA port's netdev an IP address (on a node: `ip addr add <ip>/<prefix> dev <netdev>`); in a "
-                    "Kubernetes pod, attach the RDMA NIC's netdev to the pod (an SR-IOV or macvlan network from Multus, or "
-                    "hostNetwork) rather than the cluster CNI's veth alone; then `show_gids` in the pod lists v2 GIDs.",
-                    data={"devices": devices, "evidence": [ev], "pasted": "show_gids", "command": seg.command})]
-
-
 # ---- nccl-tests' bandwidth against the fabric the same log shows -------------------------------
 
 
 def _fabric(diag, node) -> tuple[list[tuple[str, float]], str] | None:
     """(device, Gb/s) of the ACTIVE ports NCCL can use, from a pasted ibstat / ibv_devinfo of the
     same log, else from the node checked; and where they come from. None: nothing shows them."""
+    from rdmadoctor.checks._logs_pastes import _filtered
+
     found: list[tuple[str, float]] = []
     for seg in diag.segments:
         if seg.kind in ("ibstat", "ibstatus", "ibv_devinfo") and not _filtered(seg.command):
@@ -436,6 +259,8 @@ def _gid_index(diag, layers: dict[str, str]) -> list[Finding]:
 
 def _unused_nics(diag) -> list[Finding]:
     """NCCL's device list against the ACTIVE ports of the same link layer a paste of the node shows."""
+    from rdmadoctor.checks._logs_pastes import _filtered, _shown
+
     devices = [d for d in (diag.nccl or {}).get("net_devices") or () if isinstance(d, dict) and d.get("name")]
     layers = {d.get("link_layer") for d in devices}
     if not devices or len(layers) != 1 or None in layers or (diag.nccl or {}).get("nodes") == 1:
@@ -581,144 +406,18 @@ def _wrong(tables: list) -> list[Finding]:
     return []
 
 
-# ---- the node, for the join ------------------------------------------------------------------
+def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
+    """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
+    out: dict[str, list[Paste]] = {}
+    for c in checks:
+        for p in getattr(c, "pastes", ()) or ():
+            out.setdefault(p.kind, []).append(p)
+    return {kind: tuple(ps) for kind, ps in out.items()}
 
 
-@record
-class NodeView:
-    """What the node checks that ran before this one established, for the join with the log."""
-
-    ran: bool  # the RDMA devices were established (ib.devices ran and knew them)
-    active: tuple[tuple[str, str | None], ...] = ()  # (port, link layer) of every ACTIVE port
-    # (check id, finding) of every problem the node checks found, in report order.
-    problems: tuple[tuple[str, Finding], ...] = ()
-    memlock: Any = None  # limits.memlock's facts, for a pasted ulimit
-    hostname: str | None = None
-    rates: tuple[tuple[str, float], ...] = ()  # (device, Gb/s) of every ACTIVE port with a known rate
-
-
-def _node_view(ctx) -> NodeView:
-    results = getattr(ctx, "results", {}) or {}
-    problems = tuple(
-        (cid, f) for cid, r in results.items() if cid != "logs.diagnose" for f in r.findings if f.severity in (ERROR, WARNING)
-    )
-    mem = results.get("limits.memlock")
-    memlock = mem.facts if mem is not None and isinstance(mem.facts, limits.MemlockFacts) else None
-    try:
-        hostname = ctx.host.runtime.hostname
-    except Exception:  # noqa: BLE001 - an odd runtime.json: the host is unnamed
-        hostname = None
-    dev = results.get("ib.devices")
-    facts = getattr(dev, "facts", None)
-    inv = getattr(facts, "inv", facts)
-    if inv is None or getattr(inv, "source", "none") == "none":
-        return NodeView(False, (), problems, memlock, hostname)
-    expect = getattr(ctx, "expect", {}) or {}
-    active = tuple(
-        (port_subject(d, p), p.link_layer)
-        for d in inv.pfs()
-        for p in d.ports
-        if p.state == "ACTIVE" and not ignored(d, p, expect)
-    )
-    rates = tuple((d.name, p.rate_gbps) for d in inv.pfs() for p in d.ports
-                  if p.state == "ACTIVE" and p.rate_gbps and not ignored(d, p, expect))
-    return NodeView(True, active, problems, memlock, hostname, rates)
-
-
-# Why NCCL takes sockets on a node with ACTIVE ports, as the node checks say it, surest first: a
-# setting that turns IB off, then the pod not reaching the devices, then the userspace, then a
-# device list that selects nothing.
-_FALLBACK_REASONS = (
-    NCCL_IB_DISABLED_BY_ENV, DEV_UVERBS_MISSING, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING, VERBS_ABI_MISMATCH,
-    NCCL_IB_HCA_NO_MATCH,
-)
-# Why NCCL takes sockets on a node without a usable port.
-_NO_PORT_REASONS = (IB_NO_DEVICES, IB_NO_SM, IB_PORT_INIT, IB_PORT_DOWN)
-# A failure in the log -> the node findings it follows from (when the log's words allow it).
-_NODE_CAUSES: dict[str, tuple[tuple[str, str | None], ...]] = {
-    NCCL_REG_MR_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
-    NCCL_QP_CQ_CREATE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
-    UCX_IB_RESOURCE_FAILED.code: ((MEMLOCK_LIMITED.code, "Cannot allocate memory"),),
-    NCCL_SHM_FAILED.code: ((SHM_TOO_SMALL.code, None), (SHM_NEARLY_FULL.code, None)),
-    NCCL_GDR_DISABLED.code: ((kernel.GDR_PEERMEM_MISSING.code, None),),
-    # A QP moved to RTR with a GID a peer cannot route to (NCCL_IB_GID_INDEX on a v1 or link-local entry).
-    NCCL_IB_MODIFY_QP_FAILED.code: ((NCCL_IB_GID_INDEX_BAD.code, None), (ROCE_NO_V2_GID.code, None)),
-}
-
-
-def _pick(problems: tuple[tuple[str, Finding], ...], codes: tuple[Code, ...]) -> tuple[str, Finding] | None:
-    for severity in (ERROR, WARNING):
-        for code in codes:
-            for cid, f in problems:
-                if f.code == code.code and f.severity == severity:
-                    return cid, f
-    return None
-
-
-def _ports_text(active: tuple[tuple[str, str | None], ...]) -> str:
-    layers = {ll for _, ll in active}
-    word = {"InfiniBand": "InfiniBand", "Ethernet": "RoCE"}.get(next(iter(layers)) or "", "RDMA") if len(layers) == 1 else "RDMA"
-    return f"{len(active)} ACTIVE {word} port{'s' if len(active) != 1 else ''}"
-
-
-def _follows(cid: str, f: Finding) -> dict:
-    return {"code": f.code, "subject": f.subject, "check": cid}
-
-
-def _join_fallback(fb: Finding, node: NodeView, nccl: dict | None) -> Finding:
-    if not node.ran:
-        return fb
-    hosts, on_sockets = (nccl or {}).get("hosts") or [], (nccl or {}).get("socket_hosts") or []
-    if node.hostname and node.hostname in hosts and node.hostname not in on_sockets:
-        # The log shows this very host on RDMA: other hosts fell back, the reason is theirs.
-        return replace(fb, message=f"{fb.message} This node ({node.hostname}) is not one of them: check those hosts.")
-    data = {**fb.data, "log_message": fb.message, "active_ports": [p for p, _ in node.active]}
-    if node.active:
-        head = f"NCCL fell back to sockets although this node has {_ports_text(node.active)}"
-        hit = _pick(node.problems, _FALLBACK_REASONS)
-        if hit is None:
-            return replace(
-                fb,
-                message=f"{head}, and the checks of this node found no reason for it (IB enabled, uverbs devices present, "
-                "libibverbs and its provider installed): the job's pod may not be the one checked; run `rdmadoctor "
-                f"diagnose LOG --live` inside it. The log: {fb.message}",
-                data=data,
-            )
-    else:
-        head = "NCCL fell back to sockets: this node has no ACTIVE RDMA port"
-        hit = _pick(node.problems, _NO_PORT_REASONS)
-        if hit is None:
-            return replace(fb, message=f"{head}. The log: {fb.message}", data=data)
-    cid, why = hit
-    data["follows"] = _follows(cid, why)
-    return replace(
-        fb,
-        message=f"{head}: {why.message}",
-        remedy=why.remedy or fb.remedy,
-        pod=why.pod or fb.pod,
-        cause=why.code,
-        data=data,
-    )
-
-
-def _quoted(f: Finding) -> str:
-    return " ".join([f.message] + [str(e.get("text", "")) for e in f.data.get("evidence") or ()])
-
-
-def _join(findings: list[Finding], pasted: list[Finding], node: NodeView, nccl: dict | None = None) -> list[Finding]:
-    problems = tuple(("logs.diagnose", f) for f in pasted if f.severity in (ERROR, WARNING)) + node.problems
-    out = []
-    for f in findings:
-        if f.code == NCCL_SOCKET_FALLBACK.code:
-            f = _join_fallback(f, node, nccl)
-        elif f.code in _NODE_CAUSES and not f.cause:
-            for code, words in _NODE_CAUSES[f.code]:
-                hit = next(((cid, p) for cid, p in problems if p.code == code), None)
-                if hit is not None and (words is None or words in _quoted(f)):
-                    f = replace(f, cause=code, data={**f.data, "follows": _follows(*hit)})
-                    break
-        out.append(f)
-    return out
+def _loaded(ctx) -> tuple[Check, ...]:
+    """Every check loaded (the engine's Context.loaded), else those of this run."""
+    return tuple(getattr(ctx, "loaded", ()) or ()) or tuple((getattr(ctx, "checks", None) or {}).values())
 
 
 # ---- the check -------------------------------------------------------------------------------
@@ -728,11 +427,22 @@ def _join(findings: list[Finding], pasted: list[Finding], node: NodeView, nccl: 
 class LogFacts:
     diagnosis: Any  # rdmadoctor.logs.Diagnosis
     pasted: tuple[Finding, ...] = ()  # judged from the tool outputs pasted into the logs
-    node: NodeView = field(default_factory=lambda: NodeView(False))
+    node: NodeView = field(default_factory=lambda: _no_node())
     judged: tuple[str, ...] = ()  # the pasted outputs a check judged, as shown to the user
 
 
+def _no_node() -> NodeView:
+    from rdmadoctor.checks._logs_join import NodeView
+
+    return NodeView(False)
+
+
 def probe_logs(ctx) -> LogFacts:
+    # The parts that read pastes and join the node, loaded only when the check runs (a check
+    # without logs, the usual `rdmadoctor check`, never needs them).
+    from rdmadoctor.checks._logs_join import _node_view
+    from rdmadoctor.checks._logs_pastes import _judged, _link_layers, _pasted
+
     diag = _read(ctx)
     node = _node_view(ctx)
     tables = _test_tables(diag)
@@ -774,6 +484,9 @@ def _summary(diag, judged: list[str]) -> Finding:
 
 
 def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
+    from rdmadoctor.checks._logs_join import _join
+    from rdmadoctor.checks._logs_pastes import _shown
+
     diag = facts.diagnosis
     out = _join(list(diag.findings), list(facts.pasted), facts.node, diag.nccl)
     seen = {(f.code, f.subject) for f in out}

@@ -173,7 +173,9 @@ class Agent:
             guard = self._guardrails(diag, strict)
             if guard is None:
                 return None
-            # The pool, and the root code while failing: what the pool's budget and storm count.
+            # The pool this cycle counts in (a [pools.NAME] match may choose it), then its labels: the
+            # pool, and the root code while failing: what the pool's budget and storm count.
+            self.quarantine.follow_pool(report)
             report.setdefault("labels", {}).update(self.quarantine.labels(report))
         self.last_report = report
         self.metrics.update(diag.results, report=report)

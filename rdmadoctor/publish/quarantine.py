@@ -24,12 +24,18 @@ then the next agent takes it over. An agent that finds the Lease held waits for 
 The storm rule counts the pool's Nodes labelled ``<prefix>ready=false``, and names the most
 common ``<prefix>problem`` label (the root code each agent writes while its node fails).
 
-Requests, all through :class:`rdmadoctor.publish.kube.NodeAPI` (its deadline, retries, 401
+A dry run (``--quarantine dry-run``) decides the same way and writes no taint: where ``taint``
+would add one, it sets the label ``<prefix>would-hold=<ROOT_CODE>`` on its own Node instead (a
+JSON merge patch of that label, under the same Lease), and removes it where ``taint`` would
+release. The pool's count takes that label as a hold, so the dry runs of a pool announce exactly
+the holds, deferrals and releases that ``taint`` would make, within the one budget.
+
+Requests, all through :class:`rdmadoctor.publish.nodeapi.NodeAPI` (its deadline, retries, 401
 handling): ``GET`` the Node when an action may follow (a healthy node that holds nothing costs no
 request, except a re-read every :data:`RESYNC_SECONDS`); ``GET /api/v1/nodes?labelSelector=``
 and the Lease calls only when a hold is due; ``PATCH`` the Node for a hold or a release; ``POST``
 an Event for each action; ``PATCH nodes/status`` for the ``RDMAQuarantineDeferred`` condition
-when it changes. Events and the condition are best effort (a failure is logged, never raised).
+when it changes (not in a dry run). Events and the condition are best effort (a failure is logged, never raised).
 """
 
 from __future__ import annotations
@@ -43,16 +49,9 @@ from typing import Any, Callable
 
 from rdmadoctor.core import quarantine as Q
 from rdmadoctor.core.record import replace
-from rdmadoctor.publish.base import PublishConfigError, PublishError, normalize_prefix, rfc3339
-from rdmadoctor.publish.kube import (
-    EVENT_NAMESPACE,
-    NodeAPI,
-    _micro_time,
-    _Refused,
-    _Retry,
-    _Unauthorized,
-    event_body,
-)
+from rdmadoctor.publish.base import PublishConfigError, PublishError, normalize_prefix, owned_annotation, rfc3339
+from rdmadoctor.publish.kube import EVENT_NAMESPACE, _micro_time, event_body
+from rdmadoctor.publish.nodeapi import NodeAPI, _as_dict, _Refused, _Retry, _Unauthorized
 
 MODES = ("off", "dry-run", "taint")
 TAINT_KEY = "rdmadoctor.io/unhealthy"
@@ -114,6 +113,12 @@ def own_taint(node: dict) -> dict | None:
         if t.get("key") == TAINT_KEY:
             return t
     return None
+
+
+def _labels(node: dict) -> dict:
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else {}
 
 
 def _taints(node: dict) -> list[dict]:
@@ -186,9 +191,14 @@ class KubeQuarantine:
     def problem_label(self) -> str:
         return self.prefix + "problem"
 
-    def labels(self, report: dict) -> dict[str, str]:
-        """The labels the agent adds to the report's while quarantine is on: the pool, and the
-        root code while the node fails (the storm's most common code is counted from it)."""
+    @property
+    def would_hold_label(self) -> str:
+        return self.prefix + "would-hold"
+
+    def follow_pool(self, report: dict) -> str:
+        """Without --pool, take the pool a [pools.NAME] table's `match` chose for this node in
+        ``report`` as the quarantine pool (its budget, storm and Lease); returns the pool. The
+        agent calls it once a cycle, before :meth:`labels` and :meth:`cycle`."""
         chosen = report.get("pool") if isinstance(report, dict) else None
         name = chosen.get("name") if isinstance(chosen, dict) else None
         if self.pool_from_report and isinstance(name, str):
@@ -196,10 +206,18 @@ class KubeQuarantine:
                 self.pool = check_pool(name)
             except PublishConfigError:
                 pass  # a pool name that is no label value keeps the pool as it was (said by the config's check)
+        return self.pool
+
+    def labels(self, report: dict) -> dict[str, str]:
+        """The labels the agent adds to the report's while quarantine is on: the pool, the root
+        code while the node fails (the storm's most common code is counted from it) and, in a dry
+        run, the hold it would have made (the pool's count reads it). Reads only."""
         verdict, code, _ = Q.verdict_of(report)
         out = {Q_LABEL_POOL: self.pool}
         if verdict == Q.PROBLEM and code:
             out[Q_LABEL_PROBLEM] = taint_for(code)["value"]
+        if self.dry_run and self.history.held:
+            out[Q_LABEL_WOULD_HOLD] = taint_for(self.history.held_code)["value"]
         return out
 
     def namespace(self) -> str:
@@ -222,21 +240,19 @@ class KubeQuarantine:
             if need_read:
                 node = self.api.get_node(self.node)
                 self.last_read = now
-                if not self.dry_run:
-                    mine = own_taint(node)
-                    if mine is not None and not self.history.held:
-                        self._note("found rdmadoctor's own taint on the node (set before this agent started)", taint=_taint_text(mine))
-                    elif mine is None and self.history.held:
-                        self._note("rdmadoctor's taint is gone from the node (removed by someone else)")
-                    self.history = replace(
-                        self.history, held=mine is not None, held_code=str(mine.get("value") or "") if mine else "",
-                    )
+                mine = self._mark(node)
+                what = f"dry-run label {self.would_hold_label}" if self.dry_run else "taint"
+                if mine is not None and not self.history.held:
+                    self._note(f"found rdmadoctor's own {what} on the node (set before this agent started)", mark=mine)
+                elif mine is None and self.history.held:
+                    self._note(f"rdmadoctor's {what} is gone from the node (removed by someone else)")
+                self.history = replace(self.history, held=mine is not None, held_code=mine or "")
             # Would the node be held, whatever the pool? Only then is the pool counted.
             free_pool = Q.Pool(size=1 << 30)
             decision = Q.decide(verdict, code, self.history, free_pool, guard, counters_quiet=quiet)
             if decision.action == Q.HOLD:
                 decision = self._hold(verdict, code, guard, quiet, node)
-            elif decision.action == Q.RELEASE and not self.dry_run:
+            elif decision.action == Q.RELEASE:
                 decision = self._release(decision)
         except (_Retry, _Unauthorized, PublishError) as e:
             why = getattr(e, "why", None) or getattr(e, "message", None) or str(e)
@@ -269,9 +285,10 @@ class KubeQuarantine:
     # -- hold: under the pool's Lease, count then taint -------------------------------------------
     def _hold(self, verdict: str, code: str, guard: Q.Guardrails, quiet: bool, node: dict | None) -> Q.Decision:
         """Count the pool; a storm or a spent budget defers without the Lease. A hold counts again
-        under the pool's Lease (another node may have taken the last place meanwhile), then taints."""
+        under the pool's Lease (another node may have taken the last place meanwhile), then taints
+        (a dry run: sets its would-hold label, which the pool's count reads as a hold)."""
         decision = Q.decide(verdict, code, self.history, self._count(verdict, code), guard, counters_quiet=quiet)
-        if decision.action != Q.HOLD or self.dry_run:
+        if decision.action != Q.HOLD:
             return decision
         taken = self._acquire()
         if isinstance(taken, str):
@@ -279,8 +296,9 @@ class KubeQuarantine:
             return Q.Decision(Q.WAIT, taken, waiting, code)
         try:
             decision = Q.decide(verdict, code, self.history, self._count(verdict, code), guard, counters_quiet=quiet)
-            if decision.action == Q.HOLD and not self._write_taint(add=taint_for(code)):
-                return Q.Decision(Q.KEEP, "rdmadoctor's taint was already on the node", decision.history, code)
+            if decision.action == Q.HOLD and not self._write_mark(code):
+                what = "dry-run label" if self.dry_run else "taint"
+                return Q.Decision(Q.KEEP, f"rdmadoctor's {what} was already on the node", decision.history, code)
             return decision
         finally:
             self._release_lease(taken)
@@ -294,7 +312,7 @@ class KubeQuarantine:
             if meta.get("name") == self.node:
                 continue  # this node counts by what it knows now, not by a label that may lag
             size += 1
-            if own_taint(item) is not None:
+            if own_taint(item) is not None or (self.dry_run and _labels(item).get(self.would_hold_label)):
                 held += 1
             if labels.get(self.prefix + "ready") == "false":
                 failing += 1
@@ -314,8 +332,6 @@ class KubeQuarantine:
 
     def _list_pool(self):
         from lightkube.resources.core_v1 import Node
-
-        from rdmadoctor.publish.kube import _as_dict
 
         selector = f"{self.pool_label}={self.pool}"
         state: dict = {}
@@ -338,6 +354,42 @@ class KubeQuarantine:
                 "ServiceAccount needs list on nodes to count its pool: the ClusterRole of deploy/overlays/direct-quarantine",
                 transient=False,
             ) from None
+
+    # -- the mark: rdmadoctor's taint, or in a dry run its would-hold label ------------------------
+    def _mark(self, node: dict) -> str | None:
+        """The root code this node is held for, as the Node says it (rdmadoctor's taint; in a dry
+        run the would-hold label), or None when it carries no such mark."""
+        if self.dry_run:
+            value = _labels(node).get(self.would_hold_label)
+            return value if isinstance(value, str) and value else None
+        mine = own_taint(node)
+        return str(mine.get("value") or "") if mine is not None else None
+
+    def _write_mark(self, code: str | None) -> bool:
+        """Hold for ``code`` (release when None); False when there was nothing to do."""
+        if self.dry_run:
+            return self._write_label(code)
+        return self._write_taint(add=taint_for(code) if code is not None else None)
+
+    def _write_label(self, code: str | None) -> bool:
+        """A dry run's hold: the label ``<prefix>would-hold=<code>`` on its own Node (removed when
+        ``code`` is None), by a JSON merge patch of that one label; no taint, nothing in spec.
+        Recorded in the owned-labels annotation as the publisher's labels are, so a later publish
+        that no longer wants it (quarantine off or taint) removes it."""
+        node = self.api.get_node(self.node)
+        key = self.would_hold_label
+        have = _labels(node).get(key)
+        if (code is None) == (have is None):
+            return False
+        meta: dict = {"labels": {key: taint_for(code)["value"] if code is not None else None}}
+        if code is not None:
+            annotations = (node.get("metadata") or {}).get("annotations")
+            said = (annotations if isinstance(annotations, dict) else {}).get(owned_annotation(self.prefix))
+            owned = {k.strip() for k in said.split(",") if k.strip()} if isinstance(said, str) else set()
+            if key not in owned:
+                meta["annotations"] = {owned_annotation(self.prefix): ",".join(sorted(owned | {key}))}
+        self.api.patch_node(self.node, {"metadata": meta})
+        return True
 
     # -- the taint: read, change our one entry, write with the resourceVersion --------------------
     def _write_taint(self, add: dict | None) -> bool:
@@ -373,8 +425,9 @@ class KubeQuarantine:
         return False  # pragma: no cover - the loop returns or raises
 
     def _release(self, decision: Q.Decision) -> Q.Decision:
-        if not self._write_taint(add=None):
-            return replace(decision, action=Q.NONE, reason="rdmadoctor's taint was already gone from the node")
+        if not self._write_mark(None):
+            what = "dry-run label" if self.dry_run else "taint"
+            return replace(decision, action=Q.NONE, reason=f"rdmadoctor's {what} was already gone from the node")
         return decision
 
     # -- the Lease -------------------------------------------------------------------------------
@@ -546,6 +599,8 @@ class KubeQuarantine:
 
 Q_LABEL_POOL = "rdmadoctor.io/pool"
 Q_LABEL_PROBLEM = "rdmadoctor.io/problem"
+# A dry run's hold, in place of the taint (the publisher moves it under --prefix as the others).
+Q_LABEL_WOULD_HOLD = "rdmadoctor.io/would-hold"
 
 
 def _taint_text(t: dict) -> str:

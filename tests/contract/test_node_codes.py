@@ -8,8 +8,10 @@ root cause is one headline: what follows from it names it in ``cause``.
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, check_json
@@ -37,9 +39,11 @@ def _builtin_modules() -> tuple:
 
 
 def _parts(module) -> list:
-    """The module and its private helpers, named ``_<module>_<job>`` beside it (_nccl_codes, ...)."""
+    """The module and its private helpers, named ``_<module>_<job>`` beside it (_nccl_codes, ...),
+    found on disk: a helper the module imports only when its check runs (logs.py's) is read too."""
     package, _, name = module.__name__.rpartition(".")
-    return [module] + [sys.modules[n] for n in sorted(sys.modules) if n.startswith(f"{package}._{name}_")]
+    here = Path(module.__file__).parent
+    return [module] + [importlib.import_module(f"{package}.{p.stem}") for p in sorted(here.glob(f"_{name}_*.py"))]
 
 
 MODULES = _builtin_modules()

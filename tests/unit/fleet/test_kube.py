@@ -161,7 +161,7 @@ def test_fleet_kube_reads_a_page_of_500_realistic_nodes_past_the_one_object_cap(
 
 
 def test_fleet_kube_asks_smaller_pages_when_a_page_is_over_its_cap(tmp_path, monkeypatch):
-    import rdmadoctor.publish.kube as K
+    import rdmadoctor.publish.nodeapi as K
 
     monkeypatch.setattr(K, "MAX_PAGE_BYTES", 2 << 20)  # 500 realistic Nodes are ~6 MB: 125 fit
     with FakeKubeAPI() as api:
@@ -185,7 +185,7 @@ def test_fleet_kube_stops_at_a_continue_token_it_has_seen(tmp_path):
 
 
 def test_fleet_kube_bounds_the_pages_and_nodes_of_a_listing_that_never_ends(tmp_path, monkeypatch):
-    import rdmadoctor.publish.kube as K
+    import rdmadoctor.publish.nodeapi as K
 
     monkeypatch.setattr(K, "MAX_LIST_PAGES", 40)
     with FakeKubeAPI() as api:

@@ -232,11 +232,60 @@ def test_dry_run_changes_nothing_and_says_what_it_would_do(api, tmp_path: Path) 
         fleet.close()
     assert not fleet.tainted()
     assert all(e["message"].startswith("dry run: would") for e in api.events if e["reason"].startswith("RDMA"))
-    # No taint write, no Lease, no condition: only labels, reads and Events.
-    assert not [r for r in api.requests if "leases" in r.path or r.path.endswith("/status")]
+    # No taint write, no condition: labels (the would-hold one set, then removed), reads, the
+    # pool's Lease (count-then-mark, as taint counts-then-taints) and Events.
+    assert not [r for r in api.requests if r.path.endswith("/status")]
     assert not [r for r in api.requests if r.method == "PATCH" and "spec" in (r.body or {})]
+    assert [r for r in api.requests if "leases" in r.path]
+    marks = [r.body["metadata"]["labels"]["rdmadoctor.io/would-hold"] for r in api.requests
+             if r.method == "PATCH" and "rdmadoctor.io/would-hold" in ((r.body or {}).get("metadata") or {}).get("labels", {})]
+    assert marks[:1] == ["IB_PORT_DOWN"] and None in marks
+    assert "rdmadoctor.io/would-hold" not in api.labels("gpu-00")
     assert fleet.agents["gpu-00"].last_report["quarantine"]["mode"] == "dry-run"
     assert 'action="would-hold"} 1.0' in _metrics(fleet.agents["gpu-00"])
+
+
+def test_dry_run_holds_within_the_budget_as_taint_would(api, tmp_path: Path) -> None:
+    """Three nodes of a pool of four fail, the budget is 2: the dry runs announce exactly two holds
+    and defer the third, as taint mode would, though no taint is ever written (each dry run marks
+    its would-be hold with the would-hold label, under the pool's Lease, and the count reads it)."""
+    sets = ("quarantine_after=2", "release_after=1", "quarantine_budget=2", "storm_share=0.9")
+    fleet = Fleet(api, tmp_path, n=4, mode="dry-run", sets=sets)
+    broken = ["gpu-00", "gpu-01", "gpu-02"]
+    try:
+        fleet.start()
+        until("every node published ready=true and the pool label",
+              lambda: all(fleet.ready(n) == "true" and api.labels(n).get("rdmadoctor.io/pool") == "default" for n in fleet.names))
+        fleet.set(broken, BROKEN)
+        until("two would-be holds and the third deferred",
+              lambda: len(fleet.events("RDMAQuarantined")) == 2 and set(broken) - fleet.events("RDMAQuarantined")
+              <= fleet.events("RDMAQuarantineDeferred"))
+        held = fleet.events("RDMAQuarantined")
+        (third,) = set(broken) - held
+        # Several cycles more of every broken node: still two, the third still waiting for a place.
+        until("four more cycles of each broken node",
+              lambda: all(fleet.agents[n].quarantine.history.problem_streak >= 6 for n in broken))
+        assert fleet.events("RDMAQuarantined") == held
+        assert [e["reason"] for e in api.events if e["reason"] == "RDMAQuarantined"] == ["RDMAQuarantined"] * 2
+        assert {n for n in fleet.names if api.labels(n).get("rdmadoctor.io/would-hold") == "IB_PORT_DOWN"} == held
+        said = fleet.agents[third].last_report["quarantine"]
+        assert said["action"] == Q.DEFER_BUDGET and not said["held"] and "2 of 4 nodes held, at most 2" in said["reason"]
+        (deferred,) = [e for e in api.events if e["reason"] == "RDMAQuarantineDeferred"]
+        assert deferred["involvedObject"]["name"] == third and deferred["message"].startswith("dry run: no taint:")
+        for n in held:
+            assert fleet.agents[n].last_report["quarantine"]["held"]
+        # A held one heals: its mark goes, and the third takes the place it freed.
+        first = sorted(held)[0]
+        fleet.set([first], HEALTHY)
+        until("the healed released and the third would-held",
+              lambda: first in fleet.events("RDMAReleased") and third in fleet.events("RDMAQuarantined"))
+        until("the labels follow", lambda: {n for n in fleet.names if api.labels(n).get("rdmadoctor.io/would-hold")} == held - {first} | {third})
+    finally:
+        fleet.close()
+    assert not fleet.tainted()
+    assert not [r for r in api.requests if r.method == "PATCH" and "spec" in (r.body or {})]
+    assert not [r for r in api.requests if r.path.endswith("/status")]
+    assert all(e["message"].startswith("dry run: ") for e in api.events if e["reason"].startswith("RDMA"))
 
 
 def _one(api, tmp_path: Path, **kw) -> KubeQuarantine:
@@ -347,10 +396,75 @@ def test_the_pool_a_match_chose_is_the_quarantine_pool(api, tmp_path: Path) -> N
     chose for the node is the pool whose budget, storm and Lease the node counts in."""
     q = _one(api, tmp_path)
     chosen = dict(FAIL, pool={"name": "h100", "chosen_by": "match", "why": "gpu_model H100"})
-    assert q.labels(chosen)["rdmadoctor.io/pool"] == "h100" and q.pool == "h100"
+    # labels() only reads: the pool is followed by its own step, which the agent takes first.
+    assert q.labels(chosen)["rdmadoctor.io/pool"] == "default" and q.pool == "default"
+    assert q.follow_pool(chosen) == "h100" and q.pool == "h100"
+    assert q.labels(chosen)["rdmadoctor.io/pool"] == "h100"
     assert lease_name(q.pool) == "rdmadoctor-quarantine-h100"
     # a name that is no label value keeps the pool; --pool given is never overridden by the report
-    assert q.labels(dict(FAIL, pool={"name": "bad name!"}))["rdmadoctor.io/pool"] == "h100"
+    assert q.follow_pool(dict(FAIL, pool={"name": "bad name!"})) == "h100"
     pub = make_publisher("node", node="gpu-01", kubeconfig=api.kubeconfig(tmp_path / "kc2"), backoff=0.01, prefix="rdmadoctor.io/")
     fixed = KubeQuarantine(api=pub.api, node="gpu-01", mode="taint", pool="a100", prefix="rdmadoctor.io/", namespace=NAMESPACE)
-    assert fixed.labels(chosen)["rdmadoctor.io/pool"] == "a100"
+    assert fixed.follow_pool(chosen) == "a100" and fixed.labels(chosen)["rdmadoctor.io/pool"] == "a100"
+
+
+def test_the_agent_follows_the_pool_before_the_labels_and_the_decision(tmp_path: Path) -> None:
+    """The agent's cycle: the pool a match chose is followed first, then the labels are read (they
+    name that pool) and published, then the quarantine decides in that pool."""
+    from types import SimpleNamespace
+
+    calls: list[tuple[str, str]] = []
+
+    class Recording(KubeQuarantine):
+        def follow_pool(self, report):
+            calls.append(("follow_pool", self.pool))
+            return super().follow_pool(report)
+
+        def labels(self, report):
+            calls.append(("labels", self.pool))
+            return super().labels(report)
+
+        def cycle(self, report, guard):
+            calls.append(("cycle", self.pool))
+            return {"mode": self.mode, "pool": self.pool, "held": False, "action": Q.NONE, "reason": "test"}
+
+    class Publisher:
+        def __init__(self):
+            self.published: list[dict] = []
+
+        def publish(self, report):
+            self.published.append(dict(report["labels"]))
+            return []
+
+        def close(self):
+            pass
+
+    q = Recording(api=SimpleNamespace(), node="gpu-01", mode="dry-run", pool=None, prefix="rdmadoctor.io/", namespace=NAMESPACE)
+    report = {"schema": "rdmadoctor.report/v1", "status": "pass", "exit_code": 0, "summary": {}, "checks": [],
+              "labels": {"rdmadoctor.io/ready": "true"}, "pool": {"name": "h100", "chosen_by": "match"}}
+    pub = Publisher()
+    agent = Agent(Options(example=HEALTHY), pub, AgentMetrics("test", ("node",)), Log("text", io.StringIO()), Settings(interval=60.0),
+                  quarantine=q, diagnose_fn=lambda opts: SimpleNamespace(report=report, results=[]))
+    assert agent.run_cycle() is report
+    assert calls == [("follow_pool", "default"), ("labels", "h100"), ("cycle", "h100")]
+    assert pub.published[0]["rdmadoctor.io/pool"] == "h100" and report["quarantine"]["pool"] == "h100"
+
+
+def test_a_dry_runs_mark_is_its_own_label_and_goes_when_the_dry_run_stops(api, tmp_path: Path) -> None:
+    """The would-hold label is written under the Lease with the owned-labels annotation naming it,
+    so the first publish of the agent run without the dry run (off, or taint) removes it."""
+    api.add_node("gpu-01", labels={"rdmadoctor.io/pool": "default"})
+    pub = make_publisher("node", node="gpu-01", kubeconfig=api.kubeconfig(tmp_path / "kc"), backoff=0.01, prefix="rdmadoctor.io/")
+    q = KubeQuarantine(api=pub.api, node="gpu-01", mode="dry-run", pool=None, prefix="rdmadoctor.io/", namespace=NAMESPACE)
+    state = q.cycle(FAIL, G1)
+    assert state["action"] == Q.HOLD and state["held"] and state["reason"].startswith("dry run: ") and not api.taints("gpu-01")
+    assert api.labels("gpu-01")["rdmadoctor.io/would-hold"] == "IB_PORT_DOWN"
+    owned = api.nodes["gpu-01"]["metadata"]["annotations"]["rdmadoctor.io/owned-labels"].split(",")
+    assert "rdmadoctor.io/would-hold" in owned
+    assert not api.lease(NAMESPACE, lease_name("default"))["spec"].get("holderIdentity")  # taken, and released
+    # The next cycle keeps it (found on the Node), and the labels the agent publishes name it.
+    assert q.cycle(FAIL, G1)["action"] == Q.KEEP and q.labels(FAIL)["rdmadoctor.io/would-hold"] == "IB_PORT_DOWN"
+    # The agent restarted with --quarantine off: its first publish removes the label it no longer computes.
+    pub.publish({"labels": {"rdmadoctor.io/ready": "false", "rdmadoctor.io/pool": "default"}})
+    assert "rdmadoctor.io/would-hold" not in api.labels("gpu-01") and not api.taints("gpu-01")
+    pub.close()
