@@ -1,4 +1,4 @@
-"""Port error counters, read twice a window apart (the counters.* checks).
+"""Port error counters, read twice a window apart (the ib.counters check, checks/counters.py).
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
 code keeps its string and its meaning for life (docs/architecture.md, "Codes are a contract").

@@ -1,4 +1,4 @@
-"""GPUs, the NICs near them and the PCIe links between them (the gpu.* and pci.* checks).
+"""GPUs, the NICs near them and the PCIe links between them (gpu.topology, pci.link).
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
 code keeps its string and its meaning for life (docs/architecture.md, "Codes are a contract").
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import COULD_NOT_DECIDE, INFORMATION, PROBLEM, Code
 
-# gpu.* (checks/gpu.py).
+# gpu.topology (checks/gpu.py).
 GPU_NIC_FAR = Code(
     "GPU_NIC_FAR",
     "GPU far from its nearest RDMA device",
@@ -84,7 +84,7 @@ GPU_NIC_NEAR = Code(
     kind=INFORMATION,
 )
 
-# pci.* (checks/pci.py).
+# pci.link (checks/pci.py).
 PCIE_LINK_DEGRADED = Code(
     "PCIE_LINK_DEGRADED",
     "PCIe link below its capability",

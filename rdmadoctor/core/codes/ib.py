@@ -1,4 +1,4 @@
-"""InfiniBand devices and ports: the ib.* checks, and the IB tools' own words in a log
+"""InfiniBand devices and ports: ib.devices and ib.ports, and the IB tools' own words in a log
 (ibstat, ibv_devinfo, ibv_devices, perftest) that the knowledge base reads.
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A

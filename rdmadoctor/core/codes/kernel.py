@@ -1,4 +1,4 @@
-"""Kernel modules (the kernel.* checks) and the kernel's own log lines (dmesg, journal).
+"""Kernel modules (kernel.modules) and the kernel's own log lines (dmesg, journal).
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
 code keeps its string and its meaning for life (docs/architecture.md, "Codes are a contract").
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import COULD_NOT_DECIDE, GPUDIRECT, INFORMATION, LINK, PROBLEM, Code
 
-# kernel.* (checks/kernel.py).
+# kernel.modules (checks/kernel.py).
 MOD_MISSING = Code(
     "MOD_MISSING",
     "RDMA kernel module not loaded",

@@ -1,4 +1,4 @@
-"""What the container may do: locked memory, capabilities, /dev/shm (the limits.* checks).
+"""What the container may do: locked memory, capabilities, /dev/shm (limits.memlock, shm.size).
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
 code keeps its string and its meaning for life (docs/architecture.md, "Codes are a contract").

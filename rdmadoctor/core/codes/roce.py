@@ -1,4 +1,4 @@
-"""RDMA over Ethernet: RoCE (the roce.* checks) and iWARP (the iwarp.* checks).
+"""RDMA over Ethernet: RoCE (roce.config) and iWARP (iwarp.config).
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
 code keeps its string and its meaning for life (docs/architecture.md, "Codes are a contract").
@@ -40,7 +40,7 @@ IWARP_NO_IPV4 = Code(
     kind=PROBLEM,
 )
 
-# roce.* (checks/roce.py).
+# roce.config (checks/roce.py).
 ROCE_NO_V2_GID = Code(
     "ROCE_NO_V2_GID",
     "No routable RoCE v2 GID",
@@ -98,7 +98,7 @@ ROCE_NETDEV_NOT_SEEN = Code(
     kind=INFORMATION,
 )
 
-# iwarp.* (checks/iwarp.py).
+# iwarp.config (checks/iwarp.py).
 IWARP_PORT = Code(
     "IWARP_PORT",
     "iWARP port",

@@ -1,4 +1,4 @@
-"""libibverbs, its providers and /dev/infiniband: the verbs.* checks, and libibverbs' own
+"""libibverbs, its providers and /dev/infiniband: verbs.userspace, and libibverbs' own
 warnings in a log.
 
 The built-in codes of this family; the registry (rdmadoctor.core.codes) finds them here. A
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rdmadoctor.core.model import CONFIG, Code
 
-# verbs.* (checks/verbs.py).
+# verbs.userspace (checks/verbs.py).
 VERBS_LIB_MISSING = Code(
     "VERBS_LIB_MISSING",
     "libibverbs not installed",
