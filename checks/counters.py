@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from rdmadoctor.checks._rdma import IB_CLASS, ROCE, ignored, is_rnic, port_subject, probe_inventory, transport_of
 from rdmadoctor.checks.ib import HAS_DEVICES
-from rdmadoctor.core.codes.counters import (
+from rdmadoctor.core.codes.ib import (
     IB_LINK_FLAP,
     IB_SYMBOL_ERRORS,
     PORT_COUNTERS_RESET,

@@ -7,7 +7,7 @@ import re
 from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
 from rdmadoctor.core.codes.ib import IB_NO_DEVICES
-from rdmadoctor.core.codes.kernel import (
+from rdmadoctor.core.codes.node import (
     GDR_DMABUF,
     GDR_PEERMEM_MISSING,
     MOD_MISSING,

@@ -11,7 +11,7 @@ CapEff bit does not count.
 
 from __future__ import annotations
 
-from rdmadoctor.core.codes.limits import (
+from rdmadoctor.core.codes.node import (
     _IPC_LOCK_YAML,
     _RAISE_DEFAULT,
     CAP_IPC_LOCK_MISSING,

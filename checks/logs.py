@@ -45,7 +45,7 @@ from rdmadoctor.checks.limits import (
 from rdmadoctor.checks.nccl import NCCL_IB_DISABLED_BY_ENV, NCCL_IB_GID_INDEX_BAD, NCCL_IB_HCA_NO_MATCH
 from rdmadoctor.checks.roce import NET_MTU_LOW, ROCE_NO_V2_GID, ROCE_V2_GID
 from rdmadoctor.checks.verbs import DEV_UVERBS_MISSING, VERBS_ABI_MISMATCH, VERBS_LIB_MISSING, VERBS_PROVIDER_MISSING
-from rdmadoctor.core.codes.logs import (
+from rdmadoctor.core.codes.nccl import (
     LOG_UNREADABLE,
     LOGS_NOTHING_TO_JUDGE,
     LOGS_READ,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 
 from rdmadoctor.core import labels as L
-from rdmadoctor.core.codes.kubernetes import (
+from rdmadoctor.core.codes.node import (
     LABEL_INVALID,
     NODE_LABEL_MISSING,
     NODE_LABEL_STALE,

@@ -13,7 +13,7 @@ import re
 
 from rdmadoctor.checks._rdma import RdmaInventory, ignored, probe_inventory
 from rdmadoctor.checks.ib import HAS_DEVICES, probe_tool_messages
-from rdmadoctor.core.codes.verbs import (
+from rdmadoctor.core.codes.ib import (
     DEV_INFINIBAND_UNKNOWN,
     DEV_RDMA_CM_MISSING,
     DEV_UVERBS_MISSING,

@@ -11,7 +11,7 @@ scheduler messages, and the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.codes.kubernetes import (
+from rdmadoctor.core.codes.node import (
     K8S_UNSCHEDULABLE,
     NODE_DRIVER_FAILED,
     POD_NETWORK_FAILED,

@@ -10,7 +10,7 @@ source (nv_get_p2p_free_callback) and the lines quoted by NVIDIA/NVSentinel and 
 
 from __future__ import annotations
 
-from rdmadoctor.core.codes.kernel import (
+from rdmadoctor.core.codes.node import (
     GDR_PEERMEM_INVALID_CONTEXT,
     GDR_PEERMEM_LOAD_FAILED,
     GPU_XID,

@@ -9,7 +9,6 @@ shared memory into ``src/os/linux.cc``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.codes.kernel import NIC_LINK_DOWN
 from rdmadoctor.core.codes.nccl import (
     JOB_HANG,
     LOG_ERROR_UNKNOWN,
@@ -56,6 +55,7 @@ from rdmadoctor.core.codes.nccl import (
     NCCL_TOPOLOGY_FAILED,
     RCCL_HOST_SETUP,
 )
+from rdmadoctor.core.codes.node import NIC_LINK_DOWN
 from rdmadoctor.core.model import ERROR, INFO, WARNING
 from rdmadoctor.logs.kb import Pattern
 

@@ -7,7 +7,7 @@ linux-rdma/rdma-core (HEAD, v64; the history named in each ``ref``).
 
 from __future__ import annotations
 
-from rdmadoctor.core.codes.verbs import (
+from rdmadoctor.core.codes.ib import (
     VERBS_KERNEL_ABI_MISMATCH,
 )
 from rdmadoctor.core.model import ERROR, WARNING
