@@ -22,8 +22,8 @@ Two transports are judged beyond the settings' syntax:
 
 Its codes are in the registry's NCCL family (rdmadoctor/core/codes/nccl.py). The check is spread
 over private modules, one job each: ``_nccl_rules`` (NCCL's own parsing and matching rules, with
-their NCCL source files), ``_nccl_probe`` (facts: settings, ports, and the interfaces the Host reads, ``host.interfaces()``)
-and ``_nccl_judge`` (facts -> findings).
+their NCCL source files), ``_nccl_probe`` (facts: settings, ports, and the interfaces the Host
+reads, ``host.interfaces()``) and ``_nccl_judge`` (facts -> findings).
 This module declares the check and keeps every name it ever offered importable from here.
 """
 
