@@ -29,6 +29,7 @@ This module declares the check and keeps every name it ever offered importable f
 
 from __future__ import annotations
 
+# Re-exported: other modules, plugins and tests import these from rdmadoctor.checks.nccl.
 from rdmadoctor.checks._nccl_judge import ROCE_V2, judge_nccl  # noqa: F401
 from rdmadoctor.checks._nccl_probe import HAS_ENV, HcaPort, NcclFacts, NetIf, probe_nccl  # noqa: F401
 from rdmadoctor.checks._nccl_rules import (  # noqa: F401
@@ -50,8 +51,6 @@ from rdmadoctor.checks._nccl_rules import (  # noqa: F401
     select_hcas,
     select_interfaces,
 )
-
-# Re-exported: other modules, plugins and tests import these from rdmadoctor.checks.nccl.
 from rdmadoctor.core.codes.nccl import (
     IWARP_NCCL_IB,
     NCCL_ENV_INFO,
