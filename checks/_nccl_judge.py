@@ -1,5 +1,5 @@
 """nccl.env's judges: the facts of checks/_nccl_probe.py against the expectations, read with NCCL's
-own rules (checks/_nccl_rules.py), into findings with the codes of checks/_nccl_codes.py."""
+own rules (checks/_nccl_rules.py), into findings with the codes of rdmadoctor/core/codes/nccl.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,20 @@ TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are stri
 if TYPE_CHECKING:
     from typing import Iterable
 
-from rdmadoctor.checks._nccl_codes import (
+from rdmadoctor.checks._nccl_probe import HcaPort, NcclFacts, NetIf
+from rdmadoctor.checks._nccl_rules import (
+    HcaEntryReport,
+    c_strtoll,
+    clip,
+    master_addr_error,
+    nccl_auto_interfaces,
+    numeric_exact,
+    parse_if_list,
+    select_hcas,
+    select_interfaces,
+)
+from rdmadoctor.checks._rdma import ROCE_V2
+from rdmadoctor.core.codes.nccl import (
     IWARP_NCCL_IB,
     NCCL_ENV_INFO,
     NCCL_ENV_INVALID,
@@ -30,19 +43,6 @@ from rdmadoctor.checks._nccl_codes import (
     NCCL_SOCKET_SPEED_UNKNOWN,
     NCCL_SOCKET_TRANSPORT,
 )
-from rdmadoctor.checks._nccl_probe import HcaPort, NcclFacts, NetIf
-from rdmadoctor.checks._nccl_rules import (
-    HcaEntryReport,
-    c_strtoll,
-    clip,
-    master_addr_error,
-    nccl_auto_interfaces,
-    numeric_exact,
-    parse_if_list,
-    select_hcas,
-    select_interfaces,
-)
-from rdmadoctor.checks._rdma import ROCE_V2
 from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Finding, PodChange
 from rdmadoctor.core.words import count
 

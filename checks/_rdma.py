@@ -10,60 +10,13 @@ from __future__ import annotations
 import posixpath
 import re
 
+from rdmadoctor.core.codes.roce import ROCE_NETDEV_DOWN  # noqa: F401 - checks/logs.py imports it from here
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
-from rdmadoctor.core.model import PROBLEM, Code
 from rdmadoctor.core.record import fields, record, replace
 from rdmadoctor.host.net import NET_CLASS
 from rdmadoctor.host.net import speed_mbps as netdev_speed_mbps  # noqa: F401 - iwarp, nccl: the Host's reading
 from rdmadoctor.host.net import sysfs_int as parse_int  # roce, iwarp, nccl read sysfs integers with it too
 from rdmadoctor.parsers.common import ipv4_of_gid, leading_number, phys_state, port_state
-
-# Codes more than one check module names (as a finding's cause, or to order root causes): declared
-# here, below every check module, so none has to import another (ib -> iwarp -> kernel -> verbs ->
-# ib would be a cycle). Each is still emitted and listed by its own check (ib.devices, roce.config,
-# iwarp.config).
-IB_NO_DEVICES = Code(
-    "IB_NO_DEVICES",
-    "No RDMA devices",
-    "Nothing is listed in /sys/class/infiniband, so no RDMA transport can be used: NCCL falls back "
-    "to TCP sockets (IPoIB or Ethernet), typically at a fraction of the bandwidth.",
-    "On the node: check the HCA is seen (`lspci | grep -i -e mellanox -e infiniband`) and its driver is "
-    "loaded (`modprobe mlx5_ib`, or install MLNX_OFED / DOCA-OFED). In a pod: request the device "
-    "(resources.limits: {rdma/hca: 1} with the RDMA shared device plugin) or run with hostNetwork and "
-    "the /dev/infiniband devices; /sys/class/infiniband is only filled when the host's drivers are loaded.",
-    kind=PROBLEM,
-)
-
-ROCE_NETDEV_DOWN = Code(
-    "ROCE_NETDEV_DOWN",
-    "RoCE netdev down",
-    "A RoCE port is only ACTIVE while its Ethernet netdev is up with a carrier; while it is down the "
-    "port is DOWN and NCCL cannot use it.",
-    "`ip link set dev <netdev> up`; if it stays down (NO-CARRIER), check the cable and the switch port "
-    "(`ethtool <netdev>`, `mlxlink -d <dev>`).",
-    kind=PROBLEM,
-)
-IWARP_NETDEV_DOWN = Code(
-    "IWARP_NETDEV_DOWN",
-    "iWARP netdev down",
-    "An iWARP port is up only while its Ethernet netdev has a carrier: the kernel reports the port DOWN "
-    "(physical state Disabled) otherwise (core/device.c iw_query_port). No RDMA connection can be made on it.",
-    "`ip link set dev <netdev> up`; if it stays without a carrier (NO-CARRIER in `ip link`), check the cable, "
-    "the transceiver and the switch port (`ethtool <netdev>`).",
-    kind=PROBLEM,
-)
-IWARP_NO_IPV4 = Code(
-    "IWARP_NO_IPV4",
-    "iWARP netdev has no IPv4 address",
-    "The kernel keeps an iWARP port in INIT (physical state PortConfigurationTraining) while its netdev has a "
-    "carrier but no IPv4 address, and reports it ACTIVE only once it has one (core/device.c iw_query_port). "
-    "iWARP connections are TCP connections set up by rdma_cm, which resolves the peer by IP address: without "
-    "an address the port carries nothing.",
-    "Give the netdev an address: `ip addr add 10.0.0.11/24 dev <netdev>`, and make it persistent (netplan, "
-    "NetworkManager, or the CNI / Multus NetworkAttachmentDefinition's IPAM when the netdev is in a pod).",
-    kind=PROBLEM,
-)
-
 
 IB_CLASS = "/sys/class/infiniband"
 

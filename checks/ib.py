@@ -3,29 +3,37 @@
 from __future__ import annotations
 
 from rdmadoctor.checks._rdma import (
-    IB_NO_DEVICES,
     IWARP,
-    IWARP_NETDEV_DOWN,
-    IWARP_NO_IPV4,
-    ROCE_NETDEV_DOWN,
     RdmaInventory,
     ignored,
     port_subject,
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.codes.ib import (
+    IB_ACTIVE_PORTS_LOW,
+    IB_DEVICE_COUNT_LOW,
+    IB_LINK_LAYER_MISMATCH,
+    IB_NO_DEVICES,
+    IB_NO_SM,
+    IB_PARSE_WARNING,
+    IB_PORT_DOWN,
+    IB_PORT_INIT,
+    IB_PORT_RATE_LOW,
+    IB_PORT_STATE_UNKNOWN,
+    RDMA_INVENTORY_UNKNOWN,
+    RDMA_NOT_REQUIRED,
+    VERBS_NO_DEVICES,
+)
+from rdmadoctor.core.codes.roce import IWARP_NETDEV_DOWN, IWARP_NO_IPV4, ROCE_NETDEV_DOWN
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
-    COULD_NOT_DECIDE,
     ERROR,
     INFO,
-    INFORMATION,
     LINK,
-    PROBLEM,
     UNKNOWN,
     WARNING,
     Check,
-    Code,
     Finding,
     Need,
     Paste,
@@ -33,122 +41,6 @@ from rdmadoctor.core.model import (
 )
 from rdmadoctor.core.record import record, replace
 from rdmadoctor.core.words import count
-from rdmadoctor.logs.kb.ibtools import VERBS_NO_DEVICES
-
-RDMA_NOT_REQUIRED = Code(
-    "RDMA_NOT_REQUIRED",
-    "No RDMA devices, as the profile expects",
-    "Information: the profile says this pool trains over TCP sockets on purpose (rdma_required = false, the tcp "
-    "profile): NCCL finds no RDMA device and uses its socket transport, which is the design here. What matters "
-    "then is the interface NCCL's sockets use: nccl.env judges NCCL_SOCKET_IFNAME (up, an address, its speed "
-    "and MTU against socket_min_gbps and socket_min_mtu).",
-    "Nothing to fix. If this node should have RDMA, use a profile that expects it (generic, hgx-8gpu-ndr, ...).",
-    kind=INFORMATION,
-)
-IB_DEVICE_COUNT_LOW = Code(
-    "IB_DEVICE_COUNT_LOW",
-    "Fewer RDMA devices than expected",
-    "The node has RDMA devices, but fewer than its profile expects (expected_hcas): an HCA fell off the "
-    "bus, failed a firmware update, or is not bound to its driver. NCCL uses the ones it finds, so the "
-    "job runs with less inter-node bandwidth, and ranks whose GPU lost its near HCA go through the CPU.",
-    "Count them: `lspci -d 15b3:` (every ConnectX function) against `ls /sys/class/infiniband`. A function "
-    "without its driver: `dmesg | grep mlx5` (firmware or PCIe errors), `mlxfwmanager --query`; try "
-    "`echo 1 > /sys/bus/pci/devices/<bdf>/remove; echo 1 > /sys/bus/pci/rescan` or a cold boot; an HCA "
-    "missing from lspci needs hardware service (drain the node). If the node really has fewer HCAs, set "
-    "expected_hcas in the config.",
-    kind=PROBLEM,
-)
-RDMA_INVENTORY_UNKNOWN = Code(
-    "RDMA_INVENTORY_UNKNOWN",
-    "RDMA devices could not be established",
-    "The input has no /sys (or /sys/class/infiniband could not be listed: permission denied) and no "
-    "recorded ibstat or ibv_devinfo output, so whether the node has RDMA devices, and what state their ports "
-    "are in, cannot be decided. This is not a finding about the node: the evidence is missing.",
-    "Collect a bundle on the node with `rdmadoctor collect` (it keeps /sys/class/infiniband), or add the "
-    "output of `ibstat` as cmd/ibstat.txt (or `ibv_devinfo -v` as cmd/ibv_devinfo.txt) to the bundle. "
-    "On a node or a mounted root: run as root with the host's /sys mounted readable.",
-    kind=COULD_NOT_DECIDE,
-)
-IB_PORT_DOWN = Code(
-    "IB_PORT_DOWN",
-    "RDMA port down",
-    "The port has no link (state DOWN, physical state Polling or Disabled). NCCL skips it, or hangs "
-    "if NCCL_IB_HCA names it.",
-    "Polling: no cable, a bad cable/transceiver, or the switch port is down; check `ibstat`, reseat the "
-    "cable, look at the switch port. Disabled: the port was disabled by software "
-    "(`ibportstate <lid> <port> enable`, or `mlxlink -d <dev> -a UP`). Or exclude the port with "
-    "ignore_ports in the rdmadoctor config if it is unused.",
-    kind=PROBLEM,
-)
-IB_PORT_INIT = Code(
-    "IB_PORT_INIT",
-    "InfiniBand port not configured by a subnet manager",
-    "The link is physically up (LinkUp) but the port is INIT or ARMED: no subnet manager has assigned it "
-    "a LID and moved it to ACTIVE. Traffic cannot flow until it does.",
-    "Make sure a subnet manager runs on the fabric (`sminfo`; on a UFM-managed fabric check UFM; on a "
-    "small fabric `systemctl start opensm` on one node). If the SM runs, check the port is not "
-    "excluded by its partition or policy configuration.",
-    kind=PROBLEM,
-)
-IB_PORT_RATE_LOW = Code(
-    "IB_PORT_RATE_LOW",
-    "Port rate below expectation",
-    "The port trained at a lower rate than the node profile expects (a wrong cable, a link that fell "
-    "back to fewer lanes or a lower speed, an HDR switch in an NDR fabric): bandwidth drops by the same factor.",
-    "Check the cable and the switch port: `ibstat` (Rate), `mlxlink -d <dev> -m` (eye/BER), "
-    "`mlxlink -d <dev> --show_module`. If the lower rate is intended, set min_rate_gbps in the config.",
-    kind=PROBLEM,
-)
-IB_NO_SM = Code(
-    "IB_NO_SM",
-    "No subnet manager on the InfiniBand fabric",
-    "Every InfiniBand port with a physical link is waiting for a subnet manager (sm_lid 0, state INIT).",
-    "Start a subnet manager: the switches' embedded SM, UFM, or `opensm` on one host "
-    "(`apt install opensm && systemctl enable --now opensm`). `sminfo` shows whether one answers.",
-    kind=PROBLEM,
-)
-
-IB_LINK_LAYER_MISMATCH = Code(
-    "IB_LINK_LAYER_MISMATCH",
-    "Port link layer differs from the pool's",
-    "The pool expects InfiniBand ports and this one runs Ethernet (RoCE), or the reverse. A port of the wrong "
-    "link layer cannot reach the pool's other nodes over RDMA at all (an InfiniBand port talks to an InfiniBand "
-    "fabric, a RoCE port to an Ethernet one), so NCCL either falls back to sockets on this node or, in a gang "
-    "whose nodes disagree on the transport, hangs at connection setup.",
-    "Set the port's type to the pool's with mlxconfig (LINK_TYPE_P<port>: 1 = InfiniBand, 2 = Ethernet), e.g. for "
-    "a RoCE pool `mlxconfig -d <pci> set LINK_TYPE_P1=2`, then reboot (or `mlxfwreset`); the finding names the "
-    "device's PCI address and the value. Or, if the node belongs to another pool, pick the profile or pool that "
-    "matches its fabric (--profile, --pool).",
-    kind=PROBLEM,
-)
-IB_PARSE_WARNING = Code(
-    "IB_PARSE_WARNING",
-    "Tool output incomplete or odd",
-    "A recorded tool output (ibstat, ibv_devinfo, ...) was cut off or contained errors; what was read is "
-    "reported, what was not is unknown.",
-    "Re-run the tool and attach its full output, or better, a bundle from `rdmadoctor collect`.",
-    kind=PROBLEM,
-)
-IB_PORT_STATE_UNKNOWN = Code(
-    "IB_PORT_STATE_UNKNOWN",
-    "RDMA port state could not be read",
-    "The device lists no ports, or a port's state and physical state could not be read (sysfs files "
-    "missing, a tool output without them): whether the port can carry traffic cannot be decided.",
-    "On the node: `cat /sys/class/infiniband/<dev>/ports/*/state` and `ibstat <dev>`. In a bundle: collect "
-    "it again with `rdmadoctor collect`, or add the full `ibstat` output as cmd/ibstat.txt.",
-    kind=COULD_NOT_DECIDE,
-)
-IB_ACTIVE_PORTS_LOW = Code(
-    "IB_ACTIVE_PORTS_LOW",
-    "Fewer ACTIVE ports than expected",
-    "The node has fewer ACTIVE RDMA ports than its profile expects (expected_active_ports): NCCL spreads "
-    "the traffic over the ports it finds, so the job runs with a fraction of the node's network bandwidth, "
-    "or hangs when NCCL_IB_HCA names a port that is not up. Usually the port findings beside it "
-    "(IB_PORT_DOWN, IB_PORT_INIT) say which ports and why.",
-    "Bring up the ports named in the port findings (`rdmadoctor explain IB_PORT_DOWN`). If the node has "
-    "fewer cabled ports by design, lower expected_active_ports in the config.",
-    kind=PROBLEM,
-)
 
 _NO_INVENTORY = (
     "no /sys in the bundle and no recorded ibstat or ibv_devinfo output: the RDMA devices cannot be "

@@ -26,10 +26,7 @@ libfabric's verbs;ofi_rxm.
 from __future__ import annotations
 
 from rdmadoctor.checks._rdma import (
-    IB_NO_DEVICES,
     IWARP,
-    IWARP_NETDEV_DOWN,
-    IWARP_NO_IPV4,
     NET_CLASS,
     RdmaInventory,
     ignored,
@@ -39,9 +36,18 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.codes.ib import IB_NO_DEVICES
+from rdmadoctor.core.codes.roce import (
+    IWARP_CM_MISSING,
+    IWARP_NETDEV_DOWN,
+    IWARP_NO_IPV4,
+    IWARP_NO_PORTS,
+    IWARP_PORT,
+    IWARP_UNEXPECTED,
+)
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Port, RdmaDevice
-from rdmadoctor.core.model import ERROR, INFO, INFORMATION, LINK, PROBLEM, Check, Code, Finding, Need
+from rdmadoctor.core.model import ERROR, INFO, LINK, Check, Finding, Need
 from rdmadoctor.core.record import record
 
 # The iWARP drivers: kernel driver (as bound to the device) -> (kernel IB module, libibverbs
@@ -62,60 +68,6 @@ CM_MODULES = {
     "rdma_cm": "the RDMA connection manager above iw_cm: librdmacm's rdma_connect / rdma_accept (libfabric verbs, "
     "MPI) resolve the peer by IP address through it",
 }
-
-IWARP_PORT = Code(
-    "IWARP_PORT",
-    "iWARP port",
-    "Information: this port is iWARP (RDMA over TCP; node_type RNIC), not RoCE, although its link layer is "
-    "Ethernet too. What that means for a job:\n"
-    "- NCCL: its IB transport (NET/IB) takes the port as a RoCE port and the first connection between two "
-    "nodes fails at ibv_modify_qp (see IWARP_NCCL_IB). NCCL jobs keep NET/IB off it: NCCL_IB_HCA naming only "
-    "other ports, or NCCL_IB_DISABLE=1 to train over TCP sockets on purpose (the RNIC's netdev works as a plain "
-    "fast NIC for that), or a NCCL net plugin over libfabric (aws-ofi-nccl with FI_PROVIDER=verbs, which "
-    "connects through rdma_cm; its README says most libfabric providers should work, possibly through a "
-    "utility provider such as ofi_rxm; test it before relying on it).\n"
-    "- UCX (Open MPI's pml ucx, UCX-based MPICH, Horovod over them): UCX skips every device whose transport "
-    "type is not InfiniBand (uct/ib/base/ib_md.c uct_ib_device_is_supported; `UCX_LOG_LEVEL=debug` shows "
-    "'unsupported transport type iWARP'), so the job runs over TCP without saying so.\n"
-    "- Open MPI 5: iWARP is supported through the ofi MTL and the cm PML over libfabric's verbs;ofi_rxm "
-    "(Open MPI docs, tuning-apps/networking/iwarp.rst; the openib BTL that served iWARP before is gone). "
-    "libfabric's verbs provider names the fabric 'Ethernet-iWARP' and connects with rdma_cm, which needs "
-    "/dev/infiniband/rdma_cm in the container and an IP address on the RNIC's netdev.",
-    "Nothing to fix on the node. MPI jobs: `mpirun --mca pml cm --mca mtl ofi -x FI_PROVIDER=verbs ...` "
-    "(libfabric layers ofi_rxm over verbs by itself). NCCL jobs: see IWARP_NCCL_IB.",
-    kind=INFORMATION,
-)
-IWARP_CM_MISSING = Code(
-    "IWARP_CM_MISSING",
-    "iWARP connection manager module not loaded",
-    "Every iWARP QP is connected by the iWARP connection manager (iw_cm), which rdma_cm drives for userspace. "
-    "Without rdma_cm, librdmacm (libfabric's verbs provider, MPI, `ib_write_bw -R`) cannot connect; without "
-    "iw_cm no iWARP connection exists at all. The iWARP drivers depend on iw_cm, so a missing iw_cm usually "
-    "means a driver built without it.",
-    "`modprobe iw_cm rdma_cm rdma_ucm` and persist them: `printf 'iw_cm\\nrdma_cm\\nrdma_ucm\\n' > "
-    "/etc/modules-load.d/iwarp.conf` (rdma-core's kernel-boot rules load them when an iWARP device appears).",
-    kind=PROBLEM,
-)
-IWARP_UNEXPECTED = Code(
-    "IWARP_UNEXPECTED",
-    "iWARP port where the profile expects another transport",
-    "The profile (rdma_transport) expects RoCE or InfiniBand, and this port is iWARP. Its Ethernet link layer "
-    "satisfies link_layer = Ethernet, but NCCL's IB transport cannot connect it (IWARP_NCCL_IB): a node like "
-    "this in a RoCE pool takes NCCL jobs that fail at their first connection.",
-    "Give the pool RoCE-capable NICs, move this node to an iWARP pool (`--profile iwarp`, or rdma_transport = "
-    "\"iWARP\" in its [pools.<name>]), or, when the port is not meant for jobs, list it in ignore_ports.",
-    kind=PROBLEM,
-)
-IWARP_NO_PORTS = Code(
-    "IWARP_NO_PORTS",
-    "No iWARP port where the profile expects one",
-    "The profile expects iWARP (rdma_transport = \"iWARP\") and the node has no iWARP port: its RDMA ports are "
-    "InfiniBand or RoCE, or it has none.",
-    "Check the RNIC is seen and bound (`lspci -d 1425:` for Chelsio; `rdma link` lists every RDMA port with its "
-    "netdev); for irdma, the E810 must be in iWARP mode (the irdma module parameter roce_ena=0, the default). "
-    "Or give this node the profile of what it has.",
-    kind=PROBLEM,
-)
 
 
 @record

@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.checks._rdma import IB_NO_DEVICES, RdmaInventory, probe_inventory
+from rdmadoctor.checks._rdma import RdmaInventory, probe_inventory
 from rdmadoctor.checks.verbs import RDMA_DRIVERS, rdma_driver_entry
+from rdmadoctor.core.codes.ib import IB_NO_DEVICES
+from rdmadoctor.core.codes.node import (
+    GDR_DMABUF,
+    GDR_PEERMEM_MISSING,
+    MOD_MISSING,
+    MODULES_UNKNOWN,
+)
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
     CONFIG,
-    COULD_NOT_DECIDE,
     ERROR,
-    GPUDIRECT,
     INFO,
-    INFORMATION,
-    PROBLEM,
     UNKNOWN,
     WARNING,
     Check,
-    Code,
     Finding,
     Paste,
 )
@@ -37,52 +39,6 @@ MODULE_WHY = {
     "ib_uverbs": "userspace verbs: it creates /dev/infiniband/uverbs* that libibverbs and NCCL open",
     "rdma_ucm": "the RDMA connection manager for userspace: /dev/infiniband/rdma_cm (librdmacm, UCX, MPI)",
 }
-
-MOD_MISSING = Code(
-    "MOD_MISSING",
-    "RDMA kernel module not loaded",
-    "Without ib_core/ib_uverbs there is no RDMA device for userspace; without rdma_ucm librdmacm "
-    "(UCX, MPI) cannot connect; without the HCA's IB driver (mlx5_ib for ConnectX) the NIC works as "
-    "Ethernet only and /sys/class/infiniband stays empty.",
-    "Load it now and at every boot:\n"
-    "  modprobe <module>\n"
-    "  echo <module> >> /etc/modules-load.d/rdma.conf\n"
-    "With MLNX_OFED / DOCA-OFED: `/etc/init.d/openibd restart`. With the NVIDIA network operator, its "
-    "MOFED driver container loads them: check its pod on the node.",
-    kind=PROBLEM,
-)
-GDR_PEERMEM_MISSING = Code(
-    "GDR_PEERMEM_MISSING",
-    "GPUDirect RDMA not available (no nvidia_peermem)",
-    "GPUDirect RDMA lets the HCA read and write GPU memory directly. It needs nvidia_peermem (or the "
-    "old nv_peer_mem), or dma-buf (the open NVIDIA kernel module on kernel >= 5.12). Without it NCCL "
-    "stages every transfer through host memory: no 'GDRDMA' in NCCL_DEBUG=INFO and a fraction of the bandwidth.",
-    "`modprobe nvidia-peermem` (it ships with the NVIDIA driver >= 470) and persist it: "
-    "`echo nvidia-peermem > /etc/modules-load.d/nvidia-peermem.conf`. With the GPU Operator: "
-    "`helm upgrade gpu-operator nvidia/gpu-operator -n gpu-operator --reuse-values --set driver.rdma.enabled=true` "
-    "(add `--set driver.rdma.useHostMofed=true` when MLNX_OFED is installed on the host).",
-    condition=GPUDIRECT,
-    kind=PROBLEM,
-)
-GDR_DMABUF = Code(
-    "GDR_DMABUF",
-    "GPUDirect RDMA through dma-buf",
-    "No nvidia_peermem, but the open NVIDIA kernel module on a kernel >= 5.12 exports GPU memory as "
-    "dma-buf, which NCCL >= 2.19 uses for GPUDirect RDMA by default (NCCL_DMABUF_ENABLE=1).",
-    "Nothing to do; if NCCL_DEBUG=INFO shows no 'GDRDMA', check NCCL_DMABUF_ENABLE is not 0, or load nvidia-peermem.",
-    condition=GPUDIRECT,
-    kind=INFORMATION,
-)
-MODULES_UNKNOWN = Code(
-    "MODULES_UNKNOWN",
-    "Loaded kernel modules could not be read",
-    "Neither /proc/modules, a recorded lsmod nor /sys/module could be read, so whether the RDMA modules "
-    "(ib_core, ib_uverbs, rdma_ucm, the HCA's IB driver) and GPUDirect RDMA (nvidia_peermem) are loaded "
-    "cannot be decided. This is missing evidence, not a finding about the node.",
-    "On the node: `lsmod | grep -e ib_ -e rdma -e mlx -e peermem`. In a bundle: add `lsmod` as "
-    "cmd/lsmod.txt, or collect it with `rdmadoctor collect` (it keeps /proc/modules).",
-    kind=COULD_NOT_DECIDE,
-)
 
 
 @record

@@ -20,37 +20,16 @@ Two transports are judged beyond the settings' syntax:
   /sys/class/net/<if>/speed (net_socket.cc ncclNetSocketGetSpeed). Their speed and MTU are judged
   against socket_min_gbps and socket_min_mtu.
 
-The check is spread over private modules, one job each: ``_nccl_codes`` (its codes),
-``_nccl_rules`` (NCCL's own parsing and matching rules, with their NCCL source files),
-``_nccl_probe`` (facts: settings, ports, and the interfaces the Host reads, ``host.interfaces()``)
-and ``_nccl_judge`` (facts -> findings).
+Its codes are in the registry's NCCL family (rdmadoctor/core/codes/nccl.py). The check is spread
+over private modules, one job each: ``_nccl_rules`` (NCCL's own parsing and matching rules, with
+their NCCL source files), ``_nccl_probe`` (facts: settings, ports, and the interfaces the Host
+reads, ``host.interfaces()``) and ``_nccl_judge`` (facts -> findings).
 This module declares the check and keeps every name it ever offered importable from here.
 """
 
 from __future__ import annotations
 
 # Re-exported: other modules, plugins and tests import these from rdmadoctor.checks.nccl.
-from rdmadoctor.checks._nccl_codes import (
-    IWARP_NCCL_IB,
-    NCCL_ENV_INFO,
-    NCCL_ENV_INVALID,
-    NCCL_IB_DISABLED_BY_ENV,
-    NCCL_IB_GID_INDEX_BAD,
-    NCCL_IB_GID_INDEX_UNKNOWN,
-    NCCL_IB_HCA_NO_MATCH,
-    NCCL_IB_HCA_PREFIX,
-    NCCL_IB_HCA_UNKNOWN,
-    NCCL_MASTER_ADDR_BAD,
-    NCCL_SOCKET_IFNAME_MTU_LOW,
-    NCCL_SOCKET_IFNAME_NO_ADDR,
-    NCCL_SOCKET_IFNAME_NO_MATCH,
-    NCCL_SOCKET_IFNAME_SLOW,
-    NCCL_SOCKET_IFNAME_UNKNOWN,
-    NCCL_SOCKET_IFNAME_UNSET,
-    NCCL_SOCKET_SPEED_NOT_REPORTED,
-    NCCL_SOCKET_SPEED_UNKNOWN,
-    NCCL_SOCKET_TRANSPORT,
-)
 from rdmadoctor.checks._nccl_judge import ROCE_V2, judge_nccl  # noqa: F401
 from rdmadoctor.checks._nccl_probe import HAS_ENV, HcaPort, NcclFacts, NetIf, probe_nccl  # noqa: F401
 from rdmadoctor.checks._nccl_rules import (  # noqa: F401
@@ -71,6 +50,27 @@ from rdmadoctor.checks._nccl_rules import (  # noqa: F401
     parse_if_list,
     select_hcas,
     select_interfaces,
+)
+from rdmadoctor.core.codes.nccl import (
+    IWARP_NCCL_IB,
+    NCCL_ENV_INFO,
+    NCCL_ENV_INVALID,
+    NCCL_IB_DISABLED_BY_ENV,
+    NCCL_IB_GID_INDEX_BAD,
+    NCCL_IB_GID_INDEX_UNKNOWN,
+    NCCL_IB_HCA_NO_MATCH,
+    NCCL_IB_HCA_PREFIX,
+    NCCL_IB_HCA_UNKNOWN,
+    NCCL_MASTER_ADDR_BAD,
+    NCCL_SOCKET_IFNAME_MTU_LOW,
+    NCCL_SOCKET_IFNAME_NO_ADDR,
+    NCCL_SOCKET_IFNAME_NO_MATCH,
+    NCCL_SOCKET_IFNAME_SLOW,
+    NCCL_SOCKET_IFNAME_UNKNOWN,
+    NCCL_SOCKET_IFNAME_UNSET,
+    NCCL_SOCKET_SPEED_NOT_REPORTED,
+    NCCL_SOCKET_SPEED_UNKNOWN,
+    NCCL_SOCKET_TRANSPORT,
 )
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import CONFIG, Check

@@ -12,53 +12,17 @@ from __future__ import annotations
 import json
 
 from rdmadoctor.core import labels as L
-from rdmadoctor.core.model import COULD_NOT_DECIDE, INFO, INFORMATION, PROBLEM, UNKNOWN, WARNING, Check, Code, Finding
+from rdmadoctor.core.codes.node import (
+    LABEL_INVALID,
+    NODE_LABEL_MISSING,
+    NODE_LABEL_STALE,
+    NODE_LABELS,
+    NODE_OBJECT_UNREADABLE,
+)
+from rdmadoctor.core.model import INFO, UNKNOWN, WARNING, Check, Finding
 from rdmadoctor.core.quarantine import EXPECT as QUARANTINE_EXPECT
 from rdmadoctor.core.record import record
 from rdmadoctor.core.words import count
-
-NODE_LABEL_MISSING = Code(
-    "NODE_LABEL_MISSING",
-    "Node label missing",
-    "The node does not carry a label rdmadoctor computes for it. Schedulers and nodeSelectors that "
-    "rely on it (rdmadoctor.io/ready=true, feature.node.kubernetes.io/network-rdma.capable=true) skip "
-    "the node, or a DaemonSet meant for RDMA nodes does not land on it.",
-    "Run the rdmadoctor agent (it publishes the labels), or set it by hand: "
-    "`kubectl label node <name> <key>=<value> --overwrite`.",
-    kind=PROBLEM,
-)
-NODE_LABEL_STALE = Code(
-    "NODE_LABEL_STALE",
-    "Node label out of date",
-    "The node carries an rdmadoctor (or NFD RDMA) label whose value no longer matches the node: jobs "
-    "are scheduled on a node that lost a port or GPUDirect, or kept off one that was repaired.",
-    "`kubectl label node <name> <key>=<value> --overwrite` (or `kubectl label node <name> <key>-` to "
-    "remove it), or let the rdmadoctor agent publish the labels.",
-    kind=PROBLEM,
-)
-NODE_OBJECT_UNREADABLE = Code(
-    "NODE_OBJECT_UNREADABLE",
-    "Node object unreadable",
-    "cmd/node.json is not a Node object as `kubectl get node <name> -o json` prints it, so the labels "
-    "it carries cannot be compared.",
-    "Record it again: `kubectl get node <name> -o json > cmd/node.json`.",
-    kind=COULD_NOT_DECIDE,
-)
-LABEL_INVALID = Code(
-    "LABEL_INVALID",
-    "Computed label refused",
-    "A label value computed from this node's facts breaks the Kubernetes label rules (63 characters, "
-    "alphanumerics, '-', '_', '.'); it is left out rather than published half-valid.",
-    "Report it with `rdmadoctor collect`: a value from an odd tool output slipped through.",
-    kind=PROBLEM,
-)
-NODE_LABELS = Code(
-    "NODE_LABELS",
-    "Node labels",
-    "The labels rdmadoctor computes for this node.",
-    "Nothing to fix.",
-    kind=INFORMATION,
-)
 
 
 @record

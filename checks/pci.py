@@ -19,58 +19,16 @@ from rdmadoctor.checks._pci import (
     normalize_bdf,
     probe_pci,
 )
+from rdmadoctor.core.codes.gpu import (
+    PCIE_ACS_ENABLED,
+    PCIE_ACS_NO_PEERS,
+    PCIE_GPU_LINK_IDLE,
+    PCIE_LINK_DEGRADED,
+)
 from rdmadoctor.core.expect import Expect
-from rdmadoctor.core.model import CONFIG, ERROR, INFO, INFORMATION, PROBLEM, WARNING, Check, Code, Finding, Need
+from rdmadoctor.core.model import CONFIG, ERROR, INFO, WARNING, Check, Finding, Need
 from rdmadoctor.core.record import field, record
 from rdmadoctor.core.words import count
-
-PCIE_LINK_DEGRADED = Code(
-    "PCIE_LINK_DEGRADED",
-    "PCIe link below its capability",
-    "The link trained at a lower speed or with fewer lanes than both of its ends support. An x8 link "
-    "halves, a Gen4 link on a Gen5 path halves the bandwidth between the device and the rest of the "
-    "node: a 400 Gb/s HCA needs Gen5 x16 (or Gen4 x16 for 200 Gb/s) to run at line rate, and GPUDirect "
-    "RDMA through the same switch is capped by the slowest link on the path.",
-    "Check both ends: `lspci -s <bdf> -vv | grep -e LnkCap -e LnkSta` (as root). Fewer lanes is almost "
-    "always physical: reseat the card, check the riser or cable, the slot's bifurcation setting in the "
-    "BIOS. A lower speed: the BIOS slot speed setting, a retimer, or signal errors (`dmesg | grep -i aer`); "
-    "for an HCA `mlxlink -d <bdf> --port_type PCIE` shows the link's eye and errors. A link that is "
-    "still degraded after a cold boot needs hardware service.",
-    kind=PROBLEM,
-)
-PCIE_ACS_ENABLED = Code(
-    "PCIE_ACS_ENABLED",
-    "ACS redirect on a bridge between a GPU and an HCA",
-    "Access Control Services request/completion redirect is on for a PCIe bridge between a GPU and an "
-    "HCA: peer-to-peer transactions are sent up to the root complex (and through the IOMMU) instead of "
-    "across the switch. GPUDirect RDMA and GPU peer traffic either fail or collapse to a fraction of "
-    "their bandwidth; NCCL may hang or fall back to staging through host memory.",
-    "Now (until reboot, as root): `setpci -s <bdf> ECAP_ACS+0x6.w=0000` for each bridge reported. For "
-    "good: turn ACS off in the BIOS (often 'PCIe ACS Control' or under IOMMU/virtualization settings), or "
-    "boot Linux (>= 5.1) with `pci=disable_acs_redir=<bdf>;<bdf>` naming the bridges; the kernel enables "
-    "ACS redirect when the IOMMU is on, so bare-metal training nodes usually also run with the IOMMU off "
-    "or in passthrough (`intel_iommu=off` / `amd_iommu=off`, or `iommu=pt`).",
-    kind=PROBLEM,
-)
-
-PCIE_GPU_LINK_IDLE = Code(
-    "PCIE_GPU_LINK_IDLE",
-    "GPU link at a lower speed while idle",
-    "The GPU's PCIe link runs below its maximum speed with all its lanes: GPUs (NVIDIA and AMD) lower "
-    "the link speed when idle to save power and raise it under load. This is normal and costs nothing.",
-    "Nothing to fix. To see the speed under load: `nvidia-smi -q -d PCIE` while a job runs (Link Gen "
-    "Current), or `lspci -s <bdf> -vv | grep LnkSta`.",
-    kind=INFORMATION,
-)
-PCIE_ACS_NO_PEERS = Code(
-    "PCIE_ACS_NO_PEERS",
-    "ACS redirect on a bridge, with no GPU and HCA pair to affect",
-    "A recorded lspci shows ACS request/completion redirect on a PCIe bridge, but the listing has no GPU "
-    "and RDMA device pair whose peer-to-peer traffic it could send up to the root complex, so it does "
-    "not slow GPUDirect RDMA on this node.",
-    "Nothing to fix for RDMA. If GPUs or HCAs are added, see `rdmadoctor explain PCIE_ACS_ENABLED`.",
-    kind=INFORMATION,
-)
 
 
 @record

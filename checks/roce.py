@@ -12,7 +12,6 @@ from rdmadoctor.checks._rdma import (
     IWARP,
     NET_CLASS,
     ROCE,
-    ROCE_NETDEV_DOWN,
     ROCE_V2,
     RdmaInventory,
     ignored,
@@ -21,81 +20,28 @@ from rdmadoctor.checks._rdma import (
     probe_inventory,
     transport_of,
 )
+from rdmadoctor.core.codes.roce import (
+    NET_MTU_LOW,
+    ROCE_GIDS_UNKNOWN,
+    ROCE_NETDEV_DOWN,
+    ROCE_NETDEV_NOT_SEEN,
+    ROCE_NO_V2_GID,
+    ROCE_V2_GID,
+)
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.facts import Gid, Port, RdmaDevice
 from rdmadoctor.core.model import (
-    COULD_NOT_DECIDE,
     ERROR,
     INFO,
-    INFORMATION,
     LINK,
-    PROBLEM,
     UNKNOWN,
     WARNING,
     Check,
-    Code,
     Finding,
     Need,
     Paste,
 )
 from rdmadoctor.core.record import record
-
-ROCE_NO_V2_GID = Code(
-    "ROCE_NO_V2_GID",
-    "No routable RoCE v2 GID",
-    "RoCE v2 GIDs are derived from the IP addresses of the port's netdev. Without an IPv4 (or global "
-    "IPv6) address there is no RoCE v2 GID a peer can route to: NCCL finds no usable GID and falls back "
-    "to TCP sockets, or fails with `ibv_modify_qp` errors when NCCL_IB_GID_INDEX points at a missing one.",
-    "Give the netdev an address (`ip addr add 10.0.0.11/24 dev <netdev>`, or in netplan / NetworkManager "
-    "so it survives a reboot); the kernel adds the RoCE v1 and v2 GIDs for it at once. Check with "
-    "`show_gids` or `cat /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/*`. If only RoCE v1 GIDs "
-    "appear, the RDMA CM default was changed: `cat /sys/kernel/config/rdma_cm/<dev>/ports/<port>/default_roce_mode` "
-    "should say `RoCE v2` (`cma_roce_mode -d <dev> -p <port> -m 2`).",
-    kind=PROBLEM,
-)
-NET_MTU_LOW = Code(
-    "NET_MTU_LOW",
-    "RoCE MTU below 4096",
-    "The RoCE path MTU is derived from the netdev MTU (netdev MTU minus ~100 bytes of headers, rounded "
-    "down to 256/512/1024/2048/4096). At 1500 the RoCE MTU is 1024: every message is cut into 4x more "
-    "packets and large-message bandwidth drops by 10-20%.",
-    "Set the netdev MTU to 9000 (`ip link set dev <netdev> mtu 9000`, persistently in netplan / "
-    "NetworkManager) and make sure every switch port on the path allows jumbo frames (9216). Then "
-    "`ibv_devinfo -d <dev>` shows active_mtu 4096.",
-    kind=PROBLEM,
-)
-ROCE_V2_GID = Code(
-    "ROCE_V2_GID",
-    "RoCE v2 GID indices",
-    "Which GID table entries are RoCE v2, and which one carries the IPv4 address: the value "
-    "NCCL_IB_GID_INDEX should take when it is set.",
-    "Nothing to fix. Set NCCL_IB_GID_INDEX to the index with the IPv4 address, or leave it unset on "
-    "NCCL 2.21+, which picks a RoCE v2 IPv4 GID itself.",
-    kind=INFORMATION,
-)
-
-ROCE_GIDS_UNKNOWN = Code(
-    "ROCE_GIDS_UNKNOWN",
-    "RoCE GID table not recorded",
-    "The input lists the RoCE port but not its GID table (an `ibstat` or plain `ibv_devinfo` without -v, "
-    "or a kernel older than 4.5 without gid_attrs/types): whether the port has a routable RoCE v2 GID, "
-    "and which NCCL_IB_GID_INDEX to use, cannot be decided.",
-    "Record the table: `show_gids > cmd/show_gids.txt` or `ibv_devinfo -v > cmd/ibv_devinfo.txt`, or "
-    "collect a bundle with `rdmadoctor collect`. On the node: "
-    "`grep . /sys/class/infiniband/<dev>/ports/<port>/gid_attrs/types/* 2>/dev/null`.",
-    kind=COULD_NOT_DECIDE,
-)
-ROCE_NETDEV_NOT_SEEN = Code(
-    "ROCE_NETDEV_NOT_SEEN",
-    "RoCE netdev not visible",
-    "The RoCE port's Ethernet netdev, or its state, is not visible here: in a pod it usually lives in "
-    "the host's (or another) network namespace, and a pasted tool output may not name it. The port "
-    "state judged by ib.ports already says whether the link is up (a RoCE port is ACTIVE only while its "
-    "netdev is up), so this is information, not a problem.",
-    "Nothing to fix. To see it: on the node `rdma link show` names the netdev of each port, and "
-    "`ip link show <netdev>` its state; in a bundle add `ibdev2netdev` as cmd/ibdev2netdev.txt.",
-    kind=INFORMATION,
-)
 
 
 @record

@@ -2,7 +2,9 @@
 CODE` says (its kind, what it means, how to fix it), one heading per code so that the alerts'
 runbook_url (deploy/monitoring/rules.yaml) can link to it as docs/codes.md#<code in lower case>.
 
-The checks are the one source: tests/system/test_monitoring.py fails when docs/codes.md is stale.
+Each code's text comes from the code registry (rdmadoctor.core.codes, one definition per code), in
+the order and under the check that declares it: tests/system/test_monitoring.py fails when
+docs/codes.md is stale.
 Regenerate it from the repository's root:
 
     .venv/bin/python scripts/codes_doc.py > docs/codes.md
@@ -37,6 +39,7 @@ def _dedent(lines: list[str]) -> list[str]:
 
 def render() -> str:
     from rdmadoctor.cli.info import CONTRACT, KIND_WORDS
+    from rdmadoctor.core import codes as registry
     from rdmadoctor.engine.registry import load_checks
 
     # listing: plugins.load and its codes too, as `rdmadoctor list-checks` shows them.
@@ -61,6 +64,7 @@ def render() -> str:
         out += [f"## {check.id}: {check.title}", ""]
         for c in codes:
             seen.add(c.code)
+            c = registry.get(c.code) or c  # a plugin's code it did not register: as its check declares it
             out += [f"### {c.code}", "", f"**{c.title}** ({KIND_WORDS.get(c.kind, c.kind)}; check `{check.id}`)", ""]
             out += ["What it means:", "", *_block(c.meaning), ""]
             out += ["How to fix it:" if c.kind == "problem" else "What to do:", "", *_block(c.fix), ""]

@@ -29,22 +29,29 @@ def _load():
 
 
 def _all_codes(checks) -> dict:
-    codes: dict = {}
+    """Code string -> (the Code, what raises it): every code of the registry (rdmadoctor.core.codes:
+    the built-in ones and those plugins registered), and a plugin check's codes it did not register."""
+    raisers: dict = {}
     for c in checks:
         for code in c.codes:
-            codes.setdefault(code.code, (code, c.id))
+            raisers.setdefault(code.code, (code, c.id))
     from rdmadoctor.preflight import master_codes
 
     for code in master_codes():
-        codes.setdefault(code.code, (code, "preflight --wait-for-master"))
+        raisers.setdefault(code.code, (code, "preflight --wait-for-master"))
     from rdmadoctor.gang.compare import gang_codes
 
     for code in gang_codes():
-        codes.setdefault(code.code, (code, "preflight --gang"))
+        raisers.setdefault(code.code, (code, "preflight --gang"))
     from rdmadoctor.logs import kb
 
     for code in kb.codes():
-        codes.setdefault(code.code, (code, "logs.diagnose"))
+        raisers.setdefault(code.code, (code, "logs.diagnose"))
+    from rdmadoctor.core import codes as registry
+
+    codes: dict = {code.code: (code, raisers.get(code.code, (None, "a plugin"))[1]) for code in registry.all_codes()}
+    for name, pair in raisers.items():
+        codes.setdefault(name, pair)
     return codes
 
 

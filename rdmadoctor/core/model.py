@@ -47,6 +47,21 @@ class Code:
     fix: str  # how to fix it, with commands or YAML
     kind: str = PROBLEM  # problem | unknown | info (see KINDS)
     condition: str | None = None  # overrides the check's condition for this code (GDR_* -> gpudirect)
+    # Roles: what other parts do with a finding of this code, read through the code registry
+    # (rdmadoctor.core.codes.get(string)). Off unless the code's definition turns one on.
+    # The log scan: the rows of this code that name one subject are one finding, whichever row saw it.
+    one_per_subject: bool = False
+    # The log scan: the job was stopped from outside (a signal); the finding says how far NCCL got.
+    kill: bool = False
+    # The log scan: only an earlier error is its cause; a warning before it is not (a job killed
+    # after "IB not found" was not killed because of it).
+    explained_by_errors_only: bool = False
+    # The log scan: what a job on TCP sockets instead of RDMA can end in (a collective too slow for
+    # its timeout): a warning that only says why NCCL is on sockets explains it.
+    slow_symptom: bool = False
+    # Raised from port error counters inside their recovery window: quarantine releases a node only
+    # once no such finding is left.
+    from_counters: bool = False
 
 
 @record

@@ -14,8 +14,7 @@ NCCL_RAS_QUIET, information, and beside a hang it says that RAS does not see eve
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Finding
-from rdmadoctor.logs.kb.nccl import (
+from rdmadoctor.core.codes.nccl import (
     NCCL_RAS_PROCESS_DEAD,
     NCCL_RAS_QUIET,
     NCCL_RAS_RANK_ERROR,
@@ -23,6 +22,7 @@ from rdmadoctor.logs.kb.nccl import (
     NCCL_RAS_STRAGGLER,
     NCCL_RAS_UNAVAILABLE,
 )
+from rdmadoctor.core.model import ERROR, INFO, UNKNOWN, WARNING, Finding
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -22,29 +22,9 @@ VOLCANO_PYTORCH_PORT = 23456
 
 def master_codes() -> tuple:
     """The codes only preflight raises (the master wait), for `rdmadoctor explain`."""
-    from rdmadoctor.core.model import Code
+    from rdmadoctor.core.codes.preflight import MASTER_UNREACHABLE, MASTER_UNRESOLVED
 
-    return (
-        Code(
-            "MASTER_UNRESOLVED",
-            "Master address does not resolve",
-            "`preflight --wait-for-master` never got a DNS answer for MASTER_ADDR (or the first host of "
-            "VC_<TASK>_HOSTS) before --master-timeout. torch.distributed would hang in init_process_group and "
-            "then fail with a rendezvous timeout, after the whole job had been scheduled.",
-            "Check the name: PyTorchJob and Volcano's svc plugin create a headless Service named like the "
-            "pods' subdomain; `kubectl get svc,pods -n <ns>` should show it and the master pod. "
-            "Raise --master-timeout when the master pod starts slowly.",
-        ),
-        Code(
-            "MASTER_UNREACHABLE",
-            "Master port does not accept connections",
-            "MASTER_ADDR resolves, but nothing accepted a TCP connection on MASTER_PORT before --master-timeout: "
-            "rank 0 is not running, not listening on that port yet, or a NetworkPolicy drops the traffic.",
-            "`kubectl logs` of rank 0; make MASTER_PORT the port rank 0 listens on (torchrun: 29500 unless "
-            "--master-port is given; Volcano's pytorch plugin: 23456); allow pod-to-pod traffic on it; raise "
-            "--master-timeout if rank 0 runs its own preflight or pulls a large image first.",
-        ),
-    )
+    return (MASTER_UNRESOLVED, MASTER_UNREACHABLE)
 
 
 class Master:

@@ -47,6 +47,7 @@ import time
 from collections import Counter
 from typing import Any, Callable
 
+from rdmadoctor.core import codes
 from rdmadoctor.core import quarantine as Q
 from rdmadoctor.core.record import replace
 from rdmadoctor.publish.base import PublishConfigError, PublishError, normalize_prefix, owned_annotation, rfc3339
@@ -67,9 +68,6 @@ RESYNC_SECONDS = 300.0
 CONFLICT_RETRIES = 5
 EVENT_ACTION = "Quarantine"
 CONDITION = "RDMAQuarantineDeferred"
-# Findings that stay while a port's error counters are inside their recovery window
-# (checks/counters.py): a release waits until none is left.
-COUNTER_CODES = frozenset({"IB_LINK_FLAP", "IB_SYMBOL_ERRORS", "ROCE_ACK_TIMEOUTS"})
 # Event reasons, one per action.
 REASONS = {
     Q.HOLD: "RDMAQuarantined",
@@ -128,9 +126,13 @@ def _taints(node: dict) -> list[dict]:
 
 
 def counters_quiet(report: dict) -> bool:
+    """No finding of a port's error counters inside their recovery window (Code.from_counters,
+    checks/counters.py) is left: a release waits until none is."""
     for c in report.get("checks") or ():
         for f in c.get("findings") or () if isinstance(c, dict) else ():
-            if isinstance(f, dict) and f.get("code") in COUNTER_CODES:
+            name = f.get("code") if isinstance(f, dict) else None
+            code = codes.get(name) if isinstance(name, str) else None
+            if code is not None and code.from_counters:
                 return False
     return True
 

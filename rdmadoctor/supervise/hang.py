@@ -275,8 +275,8 @@ class HangWatch:
             findings = judge_report(report, hang=reason, source=f"NCCL's RAS at {host}:{port}")
             asked = {k: v for k, v in asked.items() if k != "text"} | {"nccl_version": report.nccl_version}
         except ras.RasError as e:
+            from rdmadoctor.core.codes.nccl import NCCL_RAS_UNAVAILABLE
             from rdmadoctor.core.model import UNKNOWN, Finding
-            from rdmadoctor.logs.kb.nccl import NCCL_RAS_UNAVAILABLE
 
             findings = [Finding(NCCL_RAS_UNAVAILABLE.code, UNKNOWN, "NCCL RAS", f"could not ask NCCL's RAS: {e}.",
                                 NCCL_RAS_UNAVAILABLE.fix)]
@@ -332,8 +332,8 @@ class HangWatch:
     # -- what the job's end carries -----------------------------------------------------------
     def findings(self) -> list[dict]:
         """JOB_HANG (with the last RAS findings folded under it) for the final report."""
+        from rdmadoctor.core.codes.nccl import JOB_HANG
         from rdmadoctor.core.model import ERROR, WARNING, Finding
-        from rdmadoctor.logs.kb.nccl import JOB_HANG
 
         out = []
         for h in self.hangs:

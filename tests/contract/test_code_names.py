@@ -55,3 +55,108 @@ def test_a_typo_in_a_codes_string_is_caught() -> None:
               'NAMED = Code(NAME_FROM_ELSEWHERE, "t", "m", "f", kind=PROBLEM)\n')
     assert misnamed(source, "x.py") == ['x.py:2: HCA_FW_OLD = Code(\'HCA_FW_0LD\', ...)',
                                         "x.py:4: NAMED = Code(NAME_FROM_ELSEWHERE, ...)"]
+
+
+# ---- one registry: every code defined once, in its family module (rdmadoctor/core/codes/) ----------
+
+FAMILIES = ROOT / "rdmadoctor" / "core" / "codes"
+
+
+def _code_calls(path: Path) -> list[ast.Call]:
+    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            if isinstance(n, ast.Call) and (getattr(n.func, "id", None) == "Code" or getattr(n.func, "attr", None) == "Code")]
+
+
+def _family_names() -> list[tuple[str, str]]:
+    """(family module, NAME) of every ``NAME = Code(...)`` in the registry's family modules."""
+    out = []
+    for path in sorted(FAMILIES.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and getattr(getattr(node.value, "func", None), "id", None) == "Code":
+                out += [(f"rdmadoctor.core.codes.{path.stem}", t.id) for t in node.targets if isinstance(t, ast.Name)]
+    return out
+
+
+def test_codes_are_defined_in_the_registry_only() -> None:
+    # A Code(...) anywhere else is a second place a code's text lives: kb rows, checks, the gang and
+    # the scan import theirs from rdmadoctor/core/codes/<family>.py.
+    elsewhere = [f"{p.relative_to(ROOT)}:{call.lineno}" for p in _sources() if FAMILIES not in p.parents
+                 for call in _code_calls(p)]
+    assert elsewhere == [], "Code(...) outside rdmadoctor/core/codes/: " + ", ".join(elsewhere)
+
+
+def test_every_builtin_code_is_in_the_registry_exactly_once() -> None:
+    import importlib
+
+    from rdmadoctor.core import codes
+
+    defined = _family_names()
+    names = [name for _, name in defined]
+    assert len(names) >= 180
+    assert len(names) == len(set(names)), f"defined twice: {sorted({n for n in names if names.count(n) > 1})}"
+    for module, name in defined:
+        assert codes.get(name) is getattr(importlib.import_module(module), name), f"{module}.{name}"
+    every = [c.code for c in codes.all_codes()]
+    assert len(every) == len(set(every))
+    assert set(names) <= set(every)
+
+
+def test_no_two_codes_share_a_string() -> None:
+    """Every Code object any loaded module holds is the registry's one of its string."""
+    import sys
+
+    from rdmadoctor.cli.info import _all_codes, _load
+    from rdmadoctor.core import codes
+    from rdmadoctor.core.model import Code
+
+    checks, _ = _load()
+    raised = _all_codes(checks)  # every check, the kb, the gang, preflight: all loaded
+    held = [(name, v) for name, m in list(sys.modules.items()) if name.startswith("rdmadoctor")
+            for v in list(vars(m).values()) if isinstance(v, Code)]
+    held += [(c.id, k) for c in checks for k in c.codes]
+    assert held
+    for where, code in held:
+        assert codes.get(code.code) is code, f"{where}: a second Code of the string {code.code}"
+    # ... and each code of the registry is raised by something `explain` can name.
+    assert not [name for name, (_, by) in raised.items() if by == "a plugin"]
+
+
+def _roles() -> list[str]:
+    from rdmadoctor.core.model import Code
+    from rdmadoctor.core.record import fields
+
+    return [n for n in fields(Code) if Code.__record_defaults__.get(n) is False]  # type: ignore[attr-defined]
+
+
+def test_every_role_is_carried_by_codes_that_are_raised() -> None:
+    """A role (an attribute of Code the scan or quarantine reads) is carried by at least one code,
+    and only by codes that the part reading it can see: a role on a code no one raises is dead."""
+    from rdmadoctor.core import codes
+    from rdmadoctor.engine import registry
+    from rdmadoctor.logs import kb, scan
+
+    roles = _roles()
+    assert roles == ["one_per_subject", "kill", "explained_by_errors_only", "slow_symptom", "from_counters"]
+    from_rows = {p.code for p in kb.patterns()} | {v.code for v in vars(scan).values() if isinstance(v, kb.Pattern)}
+    counters = {k.code for c in registry.load_checks(autoload=False)[0] if c.id == "ib.counters" for k in c.codes}
+    for role in roles:
+        carriers = {c.code for c in codes.all_codes() if getattr(c, role)}
+        assert carriers, f"no code has the role {role}"
+        seen_by = counters if role == "from_counters" else from_rows
+        assert carriers <= seen_by, f"{role}: {sorted(carriers - seen_by)} never reach the part that reads it"
+
+
+def test_a_builtin_checks_codes_state_their_kind() -> None:
+    """``kind=`` is written on every code a built-in check declares (the knowledge base's own codes
+    may take the default, problem): nobody reads a check's problem code out of a default."""
+    from rdmadoctor.engine import registry
+    from rdmadoctor.logs import kb
+
+    calls = {}
+    for path in sorted(FAMILIES.glob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and getattr(getattr(node.value, "func", None), "id", None) == "Code":
+                calls[node.targets[0].id] = (path.name, node.value)  # type: ignore[union-attr]
+    mine = {k.code for c in registry.load_checks(autoload=False)[0] for k in c.codes} - {c.code for c in kb.codes()}
+    bad = [f"{calls[n][0]}: {n}" for n in sorted(mine) if n in calls and not any(k.arg == "kind" for k in calls[n][1].keywords)]
+    assert bad == [], "Code without kind=: " + ", ".join(bad)

@@ -1,7 +1,8 @@
 """The knowledge base: what rdmadoctor knows about the messages a training job prints.
 
 Knowledge is data. Each source has one module holding a ``PATTERNS`` tuple of :class:`Pattern`
-rows and a ``CODES`` tuple of the :class:`~rdmadoctor.core.model.Code` objects it introduces:
+rows and a ``CODES`` tuple of the :class:`~rdmadoctor.core.model.Code` objects it introduces (each
+defined in its family's module of the code registry, :mod:`rdmadoctor.core.codes`, and imported):
 
 - ``nccl``: NCCL WARN / INFO lines (2.5 .. 2.30), its work-completion, shared-memory and verbs
   wrappers (``src/transport/net_ib*``, ``src/misc/ibvwrap.cc``, ``src/misc/shmutils.cc``, ...)

@@ -9,20 +9,11 @@ failed with ...``. Strings checked against pytorch/pytorch 1.9 .. 2.8 and facebo
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
-from rdmadoctor.logs.kb import Pattern
-
-GLOO_LOOPBACK = Code(
-    "GLOO_LOOPBACK",
-    "PyTorch's Gloo backend listens on the loopback address",
-    "The host name resolves to no usable local address (a pod whose /etc/hosts maps it to 127.0.1.1, a "
-    "name DNS does not know), so Gloo, PyTorch's CPU collectives (barriers, object gathers, the CPU groups "
-    "of DeepSpeed, Lightning, vLLM), listens on 127.0.0.1: ranks on other hosts cannot connect to it and a "
-    "multi-node job fails at its first Gloo call (`Gloo connectFullMesh failed`). On one host it is harmless.",
-    "Set GLOO_SOCKET_IFNAME to the pod's interface in the pod spec (`eth0`, `net1` for a Multus network: the "
-    "name NCCL_SOCKET_IFNAME selects, without its `=`), or make the host name resolve to the pod's address.",
-    condition=CONFIG,
+from rdmadoctor.core.codes.pytorch import (
+    GLOO_LOOPBACK,
 )
+from rdmadoctor.core.model import ERROR, WARNING
+from rdmadoctor.logs.kb import Pattern
 
 CODES = (GLOO_LOOPBACK,)
 

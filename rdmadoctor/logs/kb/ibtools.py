@@ -8,68 +8,15 @@ these rows are the error lines around it. Strings checked against linux-rdma/rdm
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
+from rdmadoctor.core.codes.ib import (
+    IB_DEVICE_NAME_UNKNOWN,
+    IB_QP_CONNECT_FAILED,
+    IB_TOOL_FAILED,
+    VERBS_NO_DEVICES,
+    VERBS_RESOURCE_FAILED,
+)
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs.kb import Pattern
-
-VERBS_NO_DEVICES = Code(
-    "VERBS_NO_DEVICES",
-    "libibverbs lists no RDMA device",
-    "A verbs tool (ibv_devinfo, ib_write_bw, the pingpong examples) asked libibverbs for the RDMA "
-    "devices and got none. In a container that usually means the devices were not passed in (no "
-    "/dev/infiniband/uverbs*), or the image lacks the provider for the HCA; on a host, that no RDMA "
-    "driver is loaded. NCCL in the same environment falls back to sockets.",
-    "Compare with the host: `ls /sys/class/infiniband` (the kernel's devices), `ls /dev/infiniband` (what the "
-    "container got), `ls /etc/libibverbs.d` (the providers). Request the device in the pod spec "
-    "(resources.limits: {rdma/hca: 1}) and install ibverbs-providers in the image; on the host load "
-    "the driver (`modprobe mlx5_ib ib_uverbs`).",
-    condition=CONFIG,
-)
-IB_DEVICE_NAME_UNKNOWN = Code(
-    "IB_DEVICE_NAME_UNKNOWN",
-    "A tool was given an RDMA device name this host does not have",
-    "The device named with `-d`/`--ib-dev` (or ibstat's argument) is not among the devices libibverbs or "
-    "libibumad list: a typo, a name from another node (mlx5_N numbering differs between hosts, and "
-    "predictable names like ibp12s0 replace mlx5_N on some systems), or the device is not visible here.",
-    "List the names this host has (`ibv_devices`, `ibstat -l`, `rdma link`) and use one of them; in "
-    "scripts and NCCL_IB_HCA prefer names that are stable on every node.",
-    condition=CONFIG,
-)
-IB_TOOL_FAILED = Code(
-    "IB_TOOL_FAILED",
-    "An InfiniBand diagnostic tool aborted",
-    "ibstat, ibstatus, perfquery and the other infiniband-diags tools talk to the HCA through libibumad "
-    "(/dev/infiniband/umad*, module ib_umad). The tool stopped with `ibpanic` or warned that one device "
-    "could not be queried, so its output is missing or partial. NCCL itself does not need umad.",
-    "In a pod, the RDMA device plugin often passes only uverbs: read the port state from sysfs instead "
-    "(`cat /sys/class/infiniband/*/ports/*/state`) or run the tool on the host; there, `modprobe ib_umad`. "
-    "A device that fails alone and is not an InfiniBand port (Azure's mlx5_an0 VF) can be ignored; "
-    "rdma-core >= 54 keeps going after it.",
-    condition=CONFIG,
-)
-
-IB_QP_CONNECT_FAILED = Code(
-    "IB_QP_CONNECT_FAILED",
-    "An RDMA test could not connect its queue pair to the peer",
-    "perftest (ib_write_bw and the others) exchanged addresses with the peer over TCP and then could not "
-    "move its queue pair to ready-to-receive: the address (LID, or on RoCE the GID at the index used) does "
-    "not work from this port. On RoCE it is most often a GID index that is empty, link-local or IPv6 where the "
-    "peer uses IPv4, or a pod whose RoCE netdev has no address.",
-    "Run `show_gids` (or `ibv_devinfo -v`) on both hosts and pass the index of the RoCE v2 GID that holds "
-    "each host's IPv4 address (`-x N`; NCCL_IB_GID_INDEX for NCCL); check that both ports are ACTIVE and "
-    "that the MTUs match.",
-    condition=CONFIG,
-)
-
-VERBS_RESOURCE_FAILED = Code(
-    "VERBS_RESOURCE_FAILED",
-    "An RDMA tool could not create its queue pair or other verbs resources",
-    "perftest (and the other verbs tools) opened the device but could not create a queue pair, a "
-    "completion queue or a memory registration. In a container the usual reason is the locked-memory "
-    "limit (every queue pins memory): without IPC_LOCK or `ulimit -l unlimited` the calls fail.",
-    "Run `ulimit -l` in the pod: it must say unlimited (add IPC_LOCK to the container's capabilities, "
-    "or raise the runtime's memlock limit); then rerun the tool.",
-    condition=CONFIG,
-)
 
 CODES = (VERBS_NO_DEVICES, IB_DEVICE_NAME_UNKNOWN, IB_TOOL_FAILED, IB_QP_CONNECT_FAILED, VERBS_RESOURCE_FAILED)
 

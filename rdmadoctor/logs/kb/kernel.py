@@ -10,116 +10,19 @@ source (nv_get_p2p_free_callback) and the lines quoted by NVIDIA/NVSentinel and 
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import ERROR, GPUDIRECT, LINK, WARNING, Code
+from rdmadoctor.core.codes.node import (
+    GDR_PEERMEM_INVALID_CONTEXT,
+    GDR_PEERMEM_LOAD_FAILED,
+    GPU_XID,
+    MLX5_CMD_TIMEOUT,
+    MLX5_HEALTH_ERROR,
+    NIC_LINK_DOWN,
+    NIC_MODULE_EVENT,
+    NIC_TX_TIMEOUT,
+    PCIE_AER_ERROR,
+)
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs.kb import Pattern
-
-NIC_LINK_DOWN = Code(
-    "NIC_LINK_DOWN",
-    "A network port lost its link while the node was in use",
-    "The kernel driver (`mlx5_core ...: Link down`) or NCCL (an IB `port error` event) saw a port go "
-    "down: a cable, transceiver or switch-port problem, a switch reboot, or a flapping link. Traffic "
-    "on the port stops; NCCL connections over it fail with completion errors or time out.",
-    "Check the port now (`ibstat`, `ip link`, `mlxlink -d <dev> -m` for the module and BER, `ethtool -S "
-    "<if> | grep -i -e link_down -e phy`) and the switch port's log; reseat or replace the cable or "
-    "transceiver. A port that flaps repeatedly should be drained from scheduling until fixed.",
-    condition=LINK,
-)
-MLX5_CMD_TIMEOUT = Code(
-    "MLX5_CMD_TIMEOUT",
-    "The ConnectX firmware stopped answering driver commands",
-    "mlx5_core sent a command to the HCA's firmware and got no completion in time (`... timeout. Will "
-    "cause a leak of a command resource`). The device's control plane is broken: creating queues, "
-    "registering memory or resetting it hangs or fails, and jobs on the node fail.",
-    "Drain the node. Collect `dmesg`, `mlxfwmanager --query` and `devlink health show`; try a firmware "
-    "reset (`mlxfwreset -d <bdf> reset`) or a cold reboot, and update the firmware if it is old. If it "
-    "comes back, the card needs replacing.",
-    condition=LINK,
-)
-MLX5_HEALTH_ERROR = Code(
-    "MLX5_HEALTH_ERROR",
-    "A ConnectX device failed its health check",
-    "mlx5_core's health poll found the firmware heartbeat stopped (`device's health compromised - "
-    "reached miss count`) or the device reported a fatal syndrome (`synd 0x8: unrecoverable hardware "
-    "error`, `Fatal error N detected`). The driver resets or disables the device; every RDMA "
-    "connection on it is lost.",
-    "Drain the node and collect `dmesg` and `devlink health show`. After a reboot check the firmware "
-    "(`mlxfwmanager --query`) and the PCIe link (`lspci -vv -s <bdf>`); an `unrecoverable hardware "
-    "error` that returns means the card must be replaced.",
-    condition=LINK,
-)
-NIC_TX_TIMEOUT = Code(
-    "NIC_TX_TIMEOUT",
-    "A network interface's transmit queue stalled",
-    "The kernel's netdev watchdog found a transmit queue that sent nothing for seconds (`NETDEV "
-    "WATCHDOG ... transmit queue N timed out`) and asks the driver to recover it. mlx5 usually "
-    "recovers, but traffic on the interface (RoCE, IPoIB, NCCL's sockets) stalls meanwhile; "
-    "repeated timeouts mean a wedged NIC or firmware.",
-    "Check for mlx5 health or command-timeout messages around it (`dmesg | grep mlx5`) and `ethtool -S "
-    "<if>` for stuck queues; update the NIC firmware and driver. Repeated timeouts: drain the node "
-    "and reset the device.",
-    condition=LINK,
-)
-NIC_MODULE_EVENT = Code(
-    "NIC_MODULE_EVENT",
-    "The NIC reported a cable or transceiver problem",
-    "mlx5's port module event says the cable or transceiver was unplugged, or is in error (power budget "
-    "exceeded, high temperature, bad or shorted cable, unsupported cable). The port goes down or will "
-    "not come up.",
-    "Inspect the module: `mlxlink -d <dev> -m` (temperature, power, vendor), `ethtool -m <if>`; reseat "
-    "or replace the cable/transceiver, use one the NIC supports, and check the airflow for high "
-    "temperature.",
-    condition=LINK,
-)
-PCIE_AER_ERROR = Code(
-    "PCIE_AER_ERROR",
-    "The kernel reported PCIe bus errors (AER)",
-    "PCIe Advanced Error Reporting logged errors on a link. Corrected errors (bad TLPs/DLLPs, receiver "
-    "errors, replays) cost bandwidth when they are frequent and often precede a link that trains "
-    "down; uncorrected ones (completion timeouts, poisoned TLPs) can take the device (an HCA or a "
-    "GPU) off the bus.",
-    "Find the device (`lspci -s <bdf>`) and how often it happens (`grep -c AER` in dmesg, "
-    "/sys/bus/pci/devices/<bdf>/aer_dev_*); check its link (`lspci -vv -s <bdf> | grep LnkSta`) and "
-    "reseat the card or riser. Uncorrected errors on a GPU or HCA: drain the node for hardware service.",
-)
-GDR_PEERMEM_LOAD_FAILED = Code(
-    "GDR_PEERMEM_LOAD_FAILED",
-    "nvidia_peermem failed to load",
-    "The module that gives the HCA access to GPU memory (GPUDirect RDMA) would not load: it was built "
-    "against one RDMA stack (inbox ib_core) and the node runs another (MLNX_OFED/DOCA-OFED's ib_core), "
-    "so the kernel rejects its symbols (`Unknown symbol ib_register_peer_memory_client`, `disagrees "
-    "about version of symbol`). Without it NCCL stages every transfer through host memory.",
-    "Rebuild the NVIDIA driver's kernel modules against the installed OFED (install OFED first, then "
-    "the driver; or `dkms remove`/`dkms install` the nvidia module), then `modprobe nvidia_peermem`. "
-    "With the GPU Operator set `driver.rdma.enabled=true` and `driver.rdma.useHostMofed=true` when OFED "
-    "is on the host. Or skip peermem: DMA-BUF with the open kernel module and kernel >= 5.12.",
-    condition=GPUDIRECT,
-)
-GDR_PEERMEM_INVALID_CONTEXT = Code(
-    "GDR_PEERMEM_INVALID_CONTEXT",
-    "nvidia-peermem got a free callback for an unknown registration",
-    "nvidia-peermem's callback for freed GPU memory found a context it does not know (`ERROR detected "
-    "invalid context, skipping further processing`): GPU memory registered with the HCA was released "
-    "while, or after, the registration was torn down. Repeated messages go with GPUDirect RDMA "
-    "transfers that hang or fail.",
-    "Update the NVIDIA driver and the OFED stack to current releases; as a workaround use DMA-BUF "
-    "instead of peermem (open kernel module, kernel >= 5.12, NCCL_DMABUF_ENABLE=1) or, to confirm, run "
-    "with GPUDirect RDMA off (NCCL_NET_GDR_LEVEL=LOC).",
-    condition=GPUDIRECT,
-)
-
-GPU_XID = Code(
-    "GPU_XID",
-    "The NVIDIA driver reported a GPU error (Xid), or a GPU stopped answering",
-    "The driver logs an Xid for every GPU error it sees. Some are the application's (13, 31, 43: a kernel "
-    "that faulted); others are the hardware's or the driver's: 79 (the GPU fell off the bus: it no "
-    "longer answers, and `nvidia-smi` cannot find its handle), 48, 63, 64, 94, 95 (memory ECC), 74 "
-    "(NVLink), 92 (high single-bit ECC), 119 and 120 (the GSP firmware). A job on that GPU hangs or "
-    "dies, and its peers report NCCL timeouts or remote errors.",
-    "Xid 79, 74, 94/95, 48, 119/120: drain the node, reset the GPU (`nvidia-smi -r -i <n>`) or reboot, "
-    "and have the GPU checked if it repeats (`nvidia-bug-report.sh`). Xid 13/31/43: the application's "
-    "fault; rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel.",
-    condition=LINK,
-)
 
 CODES = (NIC_LINK_DOWN, MLX5_CMD_TIMEOUT, MLX5_HEALTH_ERROR, NIC_TX_TIMEOUT, NIC_MODULE_EVENT, PCIE_AER_ERROR,
          GDR_PEERMEM_LOAD_FAILED, GDR_PEERMEM_INVALID_CONTEXT, GPU_XID)

@@ -9,39 +9,13 @@ authfile.c), and the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
+from rdmadoctor.core.codes.mpi import (
+    MPI_LAUNCH_FAILED,
+    MPI_TRANSPORT_FAILED,
+)
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs.kb import Pattern
 from rdmadoctor.logs.kb.pytorch import _crash  # the signal, and what a crash by it usually means
-
-MPI_LAUNCH_FAILED = Code(
-    "MPI_LAUNCH_FAILED",
-    "The launcher could not start the job's processes on every node",
-    "mpirun (ORTE in Open MPI 4, PRRTE in 5) starts a daemon on each node over ssh (or the cluster's "
-    "launcher: Slurm, a Kubernetes MPIJob's launcher pod) and the ranks under it; PMIx carries their "
-    "wire-up. A node it could not reach (ssh refused, a key or host name that does not work, a worker "
-    "pod not yet resolvable), a daemon that died, a port a firewall blocks or a PMIx that cannot start "
-    "stops the job before NCCL runs.",
-    "Follow the line the launcher quotes: test `ssh <worker> hostname` from the launcher (key, its mode "
-    "0600, the sshd port, the worker's DNS name), check that Open MPI is installed at the same path on "
-    "every node, open the ports between the nodes, and for Kubernetes MPIJobs that the worker pods are "
-    "Running before the launcher starts.",
-    condition=CONFIG,
-)
-
-MPI_TRANSPORT_FAILED = Code(
-    "MPI_TRANSPORT_FAILED",
-    "The MPI library could not start or use its network transport",
-    "Each MPI library reaches the fabric through its own layer: Open MPI through a PML (ucx, ob1 with its BTLs: "
-    "openib, tcp, vader) or an MTL (ofi, psm2); Intel MPI and MPICH through OFI (libfabric) providers (mlx, verbs, psm3, "
-    "tcp); MVAPICH2 through its own verbs channel. When that layer cannot open the NIC, finds no provider, or cannot "
-    "create its queues, MPI_Init aborts (or the library drops to a slower path), before or beside NCCL: Horovod, "
-    "DeepSpeed and MPIJob launchers use MPI for setup.",
-    "Read the lines before it for the device-level reason (a verbs or UCX error, `ulimit -l`, a missing "
-    "/dev/infiniband/uverbs*). Check the transport the library picks: `ucx_info -d` (Open MPI's UCX), `fi_info` "
-    "(Intel MPI, MPICH: FI_PROVIDER / I_MPI_OFI_PROVIDER), `ibv_devinfo` (an ACTIVE port). To confirm, run once over "
-    "TCP (`-mca pml ob1 -mca btl tcp,self,vader`, I_MPI_FABRICS=shm:ofi with FI_PROVIDER=tcp).",
-    condition=CONFIG,
-)
 
 CODES = (MPI_LAUNCH_FAILED, MPI_TRANSPORT_FAILED)
 

@@ -7,33 +7,14 @@ Strings from NVIDIA/nccl-tests src/common.cu and src/common.h: ``%s: Test NCCL f
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.core.codes.nccl import (
+    NCCL_CUDA_FAILED,
+    NCCL_TEST_FAILED,
+    NCCL_TEST_WRONG_RESULTS,
+)
+from rdmadoctor.core.model import ERROR
 from rdmadoctor.logs.kb import Pattern
-from rdmadoctor.logs.kb.nccl import NCCL_CUDA_FAILED, _cuda
-
-NCCL_TEST_FAILED = Code(
-    "NCCL_TEST_FAILED",
-    "An nccl-tests run stopped on an NCCL error",
-    "nccl-tests (all_reduce_perf, ...) checks every NCCL call and stops the run at the first that fails, "
-    "printing the host, the source line of the test and NCCL's error string. The error string is generic "
-    "('internal error', 'unhandled system error', 'remote process exited'): the reason is in NCCL's WARN "
-    "lines before it, which rdmadoctor reports as the cause when the log has them.",
-    "Run the test again with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET (and NCCL_DEBUG_FILE=/tmp/nccl.%h.%p) and "
-    "diagnose that log. NCCL 2.18 reported some aborts as 'internal error - please report this issue': update NCCL.",
-    condition=CONFIG,
-)
-NCCL_TEST_WRONG_RESULTS = Code(
-    "NCCL_TEST_WRONG_RESULTS",
-    "nccl-tests found wrong results",
-    "With validation on (-c 1, the default) nccl-tests compares every result buffer with the expected values; "
-    "'Out of bounds values : N FAILED' counts the elements that differ. The collective completed but moved or "
-    "reduced wrong data: corruption on a GPU, PCIe or NVLink path, broken GPUDirect RDMA (ACS or IOMMU "
-    "redirecting peer traffic), or a bug in the NCCL version or a plugin.",
-    "Find the pair that corrupts: rerun on each host alone (-g N on one node), then with NCCL_P2P_DISABLE=1, "
-    "NCCL_SHM_DISABLE=1 or NCCL_NET_GDR_LEVEL=LOC to take one path out at a time; check ACS "
-    "(`lspci -vvv | grep ACSCtl`) and the IOMMU; run the GPUs' own diagnostics (dcgmi diag -r 3).",
-    condition=CONFIG,
-)
+from rdmadoctor.logs.kb.nccl import _cuda
 
 CODES = (NCCL_TEST_FAILED, NCCL_TEST_WRONG_RESULTS)
 

@@ -7,36 +7,13 @@ the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
+from rdmadoctor.core.codes.mpi import (
+    NVSHMEM_IBGDA_RESOURCE_FAILED,
+    NVSHMEM_IBGDA_UNAVAILABLE,
+)
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs.kb import Pattern
 
-NVSHMEM_IBGDA_UNAVAILABLE = Code(
-    "NVSHMEM_IBGDA_UNAVAILABLE",
-    "NVSHMEM's GPU-initiated RDMA (IBGDA) cannot use a NIC",
-    "IBGDA lets GPU threads post RDMA work to the NIC themselves (DeepEP's low-latency kernels need it). "
-    "For that the NIC must be an mlx5 device, NVSHMEM must place its queues and buffers in GPU memory "
-    "(GPU memory registered with the HCA: nvidia_peermem or DMA-BUF) and the GPU must map the NIC's "
-    "doorbell (UAR) pages, which the NVIDIA driver allows only with its PeerMappingOverride option. "
-    "A device it cannot use is skipped; without any, IBGDA falls back to the CPU proxy or fails.",
-    "For the UAR mapping set the driver option `options nvidia NVreg_RegistryDwords=\"PeerMappingOverride=1;\"` "
-    "(in /etc/modprobe.d, then reload the driver); for buffers, load nvidia_peermem or use a kernel and driver "
-    "with DMA-BUF (NVSHMEM_IB_ENABLE_IBGDA=1 with CUDA 12+); a non-mlx5 NIC (erdma, EFA) cannot do IBGDA: "
-    "use NVSHMEM's IBRC/UCX transport instead.",
-    condition=CONFIG,
-)
-NVSHMEM_IBGDA_RESOURCE_FAILED = Code(
-    "NVSHMEM_IBGDA_RESOURCE_FAILED",
-    "NVSHMEM could not create its GPU-initiated queues on the NIC",
-    "IBGDA builds its queue pairs, completion queues and doorbells itself, through mlx5's device-level interface "
-    "(mlx5dv / DevX: `mlx5dv_devx_obj_create`, `mlx5dv_devx_alloc_uar`, registered umem), with their buffers in GPU "
-    "memory. When one of them cannot be made (the NIC's UAR pages or QPs are used up by many PEs per NIC, the locked-"
-    "memory limit, GPU memory the NIC cannot register, an address handle to a peer's GID that does not resolve), "
-    "NVSHMEM's setup fails and DeepEP's kernels never start.",
-    "Raise the locked-memory limit (`ulimit -l unlimited`, IPC_LOCK in a pod); load nvidia_peermem or use DMA-BUF; "
-    "run fewer PEs per NIC or fewer QPs (NVSHMEM_IBGDA_NUM_RC_PER_PE, NVSHMEM_IBGDA_NUM_DCI); for `Unable to create ah` "
-    "check the RoCE GID (NVSHMEM_IB_GID_INDEX) and that `ib_write_bw` works between the hosts.",
-    condition=CONFIG,
-)
 CODES = (NVSHMEM_IBGDA_UNAVAILABLE, NVSHMEM_IBGDA_RESOURCE_FAILED)
 IB_QP_CONNECT_FAILED = "IB_QP_CONNECT_FAILED"
 

@@ -8,30 +8,12 @@ The plugin logs through NCCL with ``NET/OFI `` before its message (``NCCL WARN N
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, Code
+from rdmadoctor.core.codes.mpi import (
+    OFI_ERROR,
+    OFI_NO_PROVIDER,
+)
+from rdmadoctor.core.model import ERROR
 from rdmadoctor.logs.kb import Pattern
-
-OFI_NO_PROVIDER = Code(
-    "OFI_NO_PROVIDER",
-    "aws-ofi-nccl found no libfabric provider to use",
-    "The libfabric plugin asked libfabric for a provider that can carry NCCL's traffic (EFA on AWS) and got "
-    "none: the EFA device is not in the container, libfabric lacks the provider, or FI_PROVIDER names one that "
-    "is not there. NCCL then skips the plugin and falls back to its own IB transport or to sockets.",
-    "In the pod, request the EFA devices (vpc.amazonaws.com/efa: N in resources.limits) and check "
-    "`fi_info -p efa`; use the libfabric of the EFA installer (/opt/amazon/efa) in LD_LIBRARY_PATH; unset a "
-    "wrong FI_PROVIDER.",
-    condition=CONFIG,
-)
-OFI_ERROR = Code(
-    "OFI_ERROR",
-    "aws-ofi-nccl (libfabric) failed",
-    "The libfabric plugin reported a failure of a libfabric call (fi_* returning a negative errno: an "
-    "endpoint, an address vector, a domain, a completion). The communicator that needed it fails or hangs.",
-    "The message names the call and the errno. `Invalid argument` on an endpoint or AV usually means a "
-    "libfabric / plugin / EFA driver version mismatch: use the EFA installer's libfabric and the plugin built "
-    "for it; `Cannot allocate memory` is the locked-memory limit (IPC_LOCK, `ulimit -l unlimited`).",
-    condition=CONFIG,
-)
 
 CODES = (OFI_NO_PROVIDER, OFI_ERROR)
 

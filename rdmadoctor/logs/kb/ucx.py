@@ -8,35 +8,13 @@ checked against openucx/ucx v1.13 .. v1.18 and the issues named in each ``ref``.
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
+from rdmadoctor.core.codes.mpi import (
+    UCX_IB_RESOURCE_FAILED,
+    VERBS_REG_MEMORY_LIMITED,
+)
+from rdmadoctor.core.codes.nccl import NCCL_IB_COMPLETION_ERROR
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs.kb import Pattern
-from rdmadoctor.logs.kb.nccl import NCCL_IB_COMPLETION_ERROR
-
-UCX_IB_RESOURCE_FAILED = Code(
-    "UCX_IB_RESOURCE_FAILED",
-    "UCX could not create an RDMA resource or register memory",
-    "UCX (under Open MPI, UCC, RAPIDS) asked the HCA for a completion queue, a queue pair or a memory "
-    "registration and the verbs call failed. With `Cannot allocate memory` it is almost always the "
-    "locked-memory limit (every queue and registration pins memory); the transport on that device is "
-    "then unusable and UCX falls back to TCP or fails the job.",
-    "Raise the locked-memory limit for the job: add IPC_LOCK to the container "
-    "(securityContext.capabilities.add: [IPC_LOCK]) or run with `ulimit -l unlimited` (LimitMEMLOCK=infinity "
-    "for the container runtime, `--ulimit memlock=-1:-1` for docker). Check with `ulimit -l` inside the job.",
-    condition=CONFIG,
-)
-
-VERBS_REG_MEMORY_LIMITED = Code(
-    "VERBS_REG_MEMORY_LIMITED",
-    "The RDMA driver lets a process register only part of the memory",
-    "Open MPI measured how much memory the HCA driver lets it register and found less than the host has: "
-    "the driver's memory-translation tables are sized too small (mlx4_core's log_num_mtt and "
-    "log_mtts_per_seg on ConnectX-3 and older), or the locked-memory limit is low. Jobs that register "
-    "more run with erratic performance, hang or crash.",
-    "Raise the driver's limits so that all memory can be registered (for mlx4_core: `options mlx4_core "
-    "log_num_mtt=... log_mtts_per_seg=...` in /etc/modprobe.d, sized as Open MPI's FAQ item on "
-    "ib-locked-pages says, then reload the driver) and run with `ulimit -l unlimited`.",
-    condition=CONFIG,
-)
 
 CODES = (UCX_IB_RESOURCE_FAILED, VERBS_REG_MEMORY_LIMITED)
 

@@ -7,22 +7,11 @@ linux-rdma/rdma-core (HEAD, v64; the history named in each ``ref``).
 
 from __future__ import annotations
 
-from rdmadoctor.core.model import CONFIG, ERROR, WARNING, Code
-from rdmadoctor.logs.kb import Pattern
-
-VERBS_KERNEL_ABI_MISMATCH = Code(
-    "VERBS_KERNEL_ABI_MISMATCH",
-    "The verbs provider does not match the kernel driver's ABI",
-    "Each libibverbs provider supports a range of the kernel uverbs ABI; the kernel's RDMA driver "
-    "(inbox, or MLNX_OFED/DOCA-OFED's) reports another, so libibverbs skips the device and userspace "
-    "sees no RDMA device: NCCL falls back to sockets. Typical after installing MLNX_OFED kernel modules "
-    "on the host while the image keeps distro userspace that is far older, or the reverse.",
-    "Use userspace that matches the host's RDMA kernel stack: with MLNX_OFED/DOCA-OFED on the host, "
-    "install its user-space packages in the image (or use NVIDIA's images built for it); with the "
-    "inbox kernel driver, install a current rdma-core (`apt-get install -y rdma-core ibverbs-providers`). "
-    "`cat /sys/class/infiniband_verbs/abi_version` shows the kernel's side.",
-    condition=CONFIG,
+from rdmadoctor.core.codes.ib import (
+    VERBS_KERNEL_ABI_MISMATCH,
 )
+from rdmadoctor.core.model import ERROR, WARNING
+from rdmadoctor.logs.kb import Pattern
 
 CODES = (VERBS_KERNEL_ABI_MISMATCH,)
 

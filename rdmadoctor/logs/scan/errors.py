@@ -132,7 +132,7 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
 
 
 def _unknown_row(symptom: bool, shaped: bool = False) -> kb.Pattern:
-    from rdmadoctor.logs.kb.nccl import LOG_ERROR_UNKNOWN
+    from rdmadoctor.core.codes.nccl import LOG_ERROR_UNKNOWN
 
     return kb.Pattern(
         id=("log.unknown_failure_end" if symptom else "log.unknown_failure_line") if shaped else "log.unknown_error_symptom" if symptom else "log.unknown_error",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core import codes as code_registry
 from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.nccl import is_socket, tcp_fabric
@@ -24,7 +25,7 @@ from rdmadoctor.logs.scan.linking import (
     _socket_fallback,
     _told,
 )
-from rdmadoctor.logs.scan.matching import _ONE_FINDING, _RUN_KILLED, MAX_EVIDENCE
+from rdmadoctor.logs.scan.matching import _RUN_KILLED, MAX_EVIDENCE
 from rdmadoctor.logs.scan.pastes import _others_unopened
 
 TYPE_CHECKING = False
@@ -60,6 +61,12 @@ _SETTING_JOINS = (
      "Set NCCL_IB_HCA to devices that `ibv_devinfo` in the pod lists with an ACTIVE port (`=mlx5_0,mlx5_1`; "
      "`^mlx5_4` excludes one), or unset it so NCCL takes every ACTIVE port."),
 )
+
+
+def _kill(name: str) -> bool:
+    """A finding of a job stopped from outside (Code.kill): told how far NCCL got before it."""
+    code = code_registry.get(name)
+    return code is not None and code.kill
 
 
 class Joins:
@@ -151,8 +158,8 @@ class Joins:
     def _single_host(self, aggs: list[_Agg]) -> tuple[list[_Agg], Finding | None]:
         """On a job whose ranks are all on one host, `NET/IB : No device found` and NCCL on sockets
         are information: (the findings without them, the NCCL_SINGLE_HOST finding or None)."""
-        from rdmadoctor.logs.kb.gloo import GLOO_LOOPBACK
-        from rdmadoctor.logs.kb.nccl import NCCL_IB_NO_DEVICE, NCCL_LOOPBACK, NCCL_SINGLE_HOST
+        from rdmadoctor.core.codes.nccl import NCCL_IB_NO_DEVICE, NCCL_LOOPBACK, NCCL_SINGLE_HOST
+        from rdmadoctor.core.codes.pytorch import GLOO_LOOPBACK
 
         # (An image without libibverbs stays a finding: the next job with it on two nodes runs on TCP.)
         quiet = [a for a in aggs if a.pattern.code in (NCCL_IB_NO_DEVICE.code, GLOO_LOOPBACK.code, NCCL_LOOPBACK.code)]
@@ -175,7 +182,7 @@ class Joins:
 
     def _mixed_link_layers(self) -> Finding | None:
         """NCCL_MIXED_LINK_LAYERS: NCCL's IB device list holds InfiniBand and RoCE ports."""
-        from rdmadoctor.logs.kb.nccl import NCCL_MIXED_LINK_LAYERS
+        from rdmadoctor.core.codes.nccl import NCCL_MIXED_LINK_LAYERS
 
         devs = self.facts.net_devices
         layers = {d.get("link_layer") for d in devs}
@@ -192,7 +199,7 @@ class Joins:
     def _plugins_differ(self) -> Finding | None:
         """NCCL_PLUGIN_MISMATCH: the hosts of one job do not load the same net plugin (one the SHARP or
         OFI plugin, another NCCL's own transports): their ranks cannot connect, or hang."""
-        from rdmadoctor.logs.kb.nccl import NCCL_PLUGIN_MISMATCH
+        from rdmadoctor.core.codes.nccl import NCCL_PLUGIN_MISMATCH
 
         by: dict[str, list[str]] = {}
         for host, plugin in self.facts.host_plugins.items():
@@ -282,7 +289,7 @@ class Joins:
         aggs = _others_unopened(aggs, self.segments)
         aggs = _told(aggs)
         linked, cause = _link(aggs)
-        findings = [self._stage(f) if f.code in _ONE_FINDING else self._joined(f) for f in linked]
+        findings = [self._stage(f) if _kill(f.code) else self._joined(f) for f in linked]
         ids = list(range(len(findings)))  # each finding's agg; -1 the socket fallback, -2 the one-host note
         fallback = None if self.facts.single_host() else _socket_fallback(self.facts, nccl, aggs)
         reason = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core import codes
 from rdmadoctor.core.model import ERROR, INFO, WARNING, Finding
 from rdmadoctor.logs import kb
 from rdmadoctor.logs.nccl import is_socket, tcp_fabric
@@ -27,11 +28,6 @@ if TYPE_CHECKING:
     from rdmadoctor.logs.nccl import NcclFacts
     from rdmadoctor.logs.scan.matching import _Agg
 
-# Symptoms that only an error explains: a job killed after a warning (IB not found, say) was not
-# killed because of it; the kill leads unless an error came before it.
-_ERROR_CAUSES_ONLY = frozenset({"JOB_KILLED"})
-# What a job on sockets instead of RDMA can end in: a collective too slow for the timeout.
-_SLOW_SYMPTOMS = frozenset({"NCCL_TIMEOUT", "NCCL_WATCHDOG_HUNG"})
 _TS_SORTABLE = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?")
 
 
@@ -237,10 +233,16 @@ def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
     errors = [j for j in before if aggs[j].pattern.severity == ERROR]
     if errors:
         return errors[0]
-    if before and a.pattern.code not in _ERROR_CAUSES_ONLY:
+    # Symptoms that only an error explains (Code.explained_by_errors_only): a job killed after a
+    # warning (IB not found, say) was not killed because of it; the kill leads unless an error came
+    # before it. What a job on sockets instead of RDMA can end in (Code.slow_symptom): a collective
+    # too slow for the timeout.
+    code = codes.get(a.pattern.code)
+    slow = code is not None and code.slow_symptom
+    if before and not (code is not None and code.explained_by_errors_only):
         # A warning that only says why NCCL is on sockets (IB off, not found) explains a slow job and
         # its timeouts, not a connection a peer closed or refused.
-        warnings = [j for j in before if not aggs[j].pattern.explains_fallback or a.pattern.code in _SLOW_SYMPTOMS]
+        warnings = [j for j in before if not aggs[j].pattern.explains_fallback or slow]
         if warnings:
             return warnings[0]
     # Right after it (a summary line pasted above the log that explains it): the first error there,
@@ -248,7 +250,7 @@ def _cause_for(aggs: list[_Agg], i: int, candidates: list[int]) -> int | None:
     after = [j for j in candidates if j > i and aggs[j].seq[0] == a.seq[0]
              and a.seq[1] <= aggs[j].seq[1] <= a.seq[1] + LOOKAHEAD_LINES
              and (aggs[j].pattern.severity == ERROR or not aggs[j].pattern.explains_fallback
-                  or a.pattern.code in _SLOW_SYMPTOMS)]
+                  or slow)]
     return next((j for j in after if aggs[j].pattern.severity == ERROR), after[0] if after else None)
 
 
@@ -293,7 +295,7 @@ def _socket_fallback(facts: NcclFacts, nccl: dict | None, aggs: list[_Agg]) -> F
     data: dict[str, Any] = {"network": name, "socket_hosts": hosts, "socket_ifaces": nccl.get("socket_ifaces")}
     if follows:
         data["follows"] = follows
-    from rdmadoctor.logs.kb.nccl import NCCL_SOCKET_FALLBACK
+    from rdmadoctor.core.codes.nccl import NCCL_SOCKET_FALLBACK
 
     fix = NCCL_SOCKET_FALLBACK.fix
     if ofi_tcp and not socket_net:

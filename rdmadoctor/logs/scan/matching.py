@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from rdmadoctor.core import codes
 from rdmadoctor.core.model import ERROR
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.scan.index import _SATURATING
@@ -26,7 +27,7 @@ _SOURCE_MARKERS = ("libibverbs", "librdmacm", "mlx5_core", "mlx5_ib", "nvidia_pe
 
 
 def _run_killed_row() -> kb.Pattern:
-    from rdmadoctor.logs.kb.pytorch import JOB_KILLED
+    from rdmadoctor.core.codes.pytorch import JOB_KILLED
 
     return kb.Pattern(id="run.killed", code=JOB_KILLED.code, severity=ERROR, needle="", regex="",
                       subject="{signal_text}", message="{how}.", meaning=JOB_KILLED.meaning, fix=JOB_KILLED.fix,
@@ -34,11 +35,6 @@ def _run_killed_row() -> kb.Pattern:
 
 
 _RUN_KILLED = _run_killed_row()
-# Codes whose rows say one thing of a subject: one finding per subject, whichever row saw it.
-_ONE_FINDING = frozenset({"JOB_KILLED"})
-# The same: an NCCL result as `NCCL error in: ...` quotes it and as PyTorch explains it on the next
-# line (kb/pytorch _DETAILS) are one failure.
-_SAME_FINDING = _ONE_FINDING | {"NCCL_SYSTEM_ERROR", "NCCL_REMOTE_ERROR", "NCCL_CALL_FAILED"}
 
 
 # A colon as a writer spaces it ("NET/IB: Got completion", "failed:No space"), read the way NCCL does.
@@ -161,9 +157,10 @@ class Matching:
         hit.add((p.code, subject))
         if key is None:
             # Rows of one code that say the same of a subject (a kill, seen in torchrun's warning and
-            # in its SignalException; an NCCL result and PyTorch's words for it) are one finding;
-            # other rows keep one finding each.
-            key = (p.code, subject) if p.code in _SAME_FINDING else (p.id, subject)
+            # in its SignalException; an NCCL result and PyTorch's words for it) are one finding
+            # (Code.one_per_subject); other rows keep one finding each.
+            code = codes.get(p.code)
+            key = (p.code, subject) if code is not None and code.one_per_subject else (p.id, subject)
         agg = self.aggs.get(key)
         if agg is None:
             if len(self.aggs) >= MAX_FINDINGS:

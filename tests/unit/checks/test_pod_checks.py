@@ -876,24 +876,34 @@ MY_MODULES = (limits, verbs, nccl)
 
 
 def test_every_code_states_its_kind_in_the_source():
-    """`kind=` is written on every Code: the default (problem) is never taken by omission."""
-    import re as _re
+    """`kind=` is written on every Code a check declares, where it is defined (its family module in
+    rdmadoctor/core/codes/): the default (problem) is never taken by omission."""
+    import ast
 
+    from rdmadoctor.core import codes
+    from rdmadoctor.logs import kb
+
+    calls = {}  # NAME -> its Code(...) call, in the registry's family modules
+    for path in sorted(Path(codes.__file__).parent.glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and getattr(getattr(node.value, "func", None), "id", None) == "Code":
+                calls[node.targets[0].id] = node.value
     for mod in MY_MODULES:
-        # With the module's own private helpers (checks/_nccl_codes.py holds nccl.py's codes).
+        # With the module's own private helpers (checks/_nccl_judge.py names nccl.py's codes too).
         own = Path(mod.__file__)
-        text = "".join(p.read_text() for p in [own, *sorted(own.parent.glob(f"_{own.stem}_*.py"))])
-        declared = _re.findall(r"^(\w+) = Code\(", text, _re.M)
-        blocks = _re.findall(r"^\w+ = Code\((.*?)^\)", text, _re.M | _re.S)
-        assert len(declared) == len(blocks) and declared, mod.__name__
-        for name, block in zip(declared, blocks):
-            assert _re.search(r'\bkind="(problem|unknown|info)"', block), f"{mod.__name__}.{name} has no kind="
-        from rdmadoctor.logs import kb
-
+        imported = set()
+        for path in [own, *sorted(own.parent.glob(f"_{own.stem}_*.py"))]:
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rdmadoctor.core.codes"):
+                    imported |= {a.name for a in node.names if a.name in calls}
         # A check may also list codes of the knowledge base it reports (verbs.userspace reports
-        # libibverbs' own warnings with the knowledge base's codes); those are declared there.
+        # libibverbs' own warnings with the knowledge base's codes).
         listed = {c.code for c in mod.CHECKS for c in c.codes} - {c.code for c in kb.codes()}
-        assert set(declared) == listed, f"{mod.__name__}: declared but not in a Check's codes: {set(declared) ^ listed}"
+        assert imported == listed and imported, f"{mod.__name__}: imported but not in a Check's codes: {imported ^ listed}"
+        for name in sorted(listed):
+            kind = next((k.value for k in calls[name].keywords if k.arg == "kind"), None)
+            assert isinstance(kind, ast.Constant) and kind.value in ("problem", "unknown", "info"), (
+                f"{mod.__name__}.{name} has no kind=")
 
 
 def _bundles():

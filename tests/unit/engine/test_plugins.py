@@ -212,3 +212,47 @@ def test_a_built_in_check_module_that_fails_to_import_is_plugin_load_failed(tmp_
     assert rep["status"] == "unknown" and rep["labels"][L.READY] == "false"
     assert f["data"]["dist"] == "rdmadoctor" and f["data"]["entry_point"] == f"rdmadoctor.checks.{name}"
     assert "needs a module this node lacks" in f["data"]["error"]
+
+
+# A plugin that registers its own codes (rdmadoctor.core.codes.register) when its module loads.
+REGISTERING = '''
+from rdmadoctor.core import codes
+from rdmadoctor.core.model import Check, Code, Finding
+
+SITE_FABRIC_OK = codes.register(Code("SITE_FABRIC_OK", "Site fabric rule", "The site's own rule.", "Nothing to do.", kind="info"))
+CHECKS = [Check(id="sitefabric.rule", title="Site fabric rule", probe=lambda ctx: 1,
+                judge=lambda facts, expect: [Finding(SITE_FABRIC_OK.code, "info", "site", "seen fine, expected fine")],
+                codes=(SITE_FABRIC_OK,))]
+'''
+# ... and one that gives a built-in code's string a meaning of its own.
+CLASHING = '''
+from rdmadoctor.core import codes
+from rdmadoctor.core.model import Check, Code
+
+IB_PORT_DOWN = codes.register(Code("IB_PORT_DOWN", "Our own port rule", "m", "f", kind="problem"))
+CHECKS = []
+'''
+
+
+def test_a_plugins_registered_codes_are_known_by_string_and_a_clash_does_not_load(tmp_path, monkeypatch):
+    site = make_dist(tmp_path / "site", "sitefabric", f"sitefabric_{tmp_path.name.replace('-', '_')}", REGISTERING)
+    make_dist(site, "siteclash", f"siteclash_{tmp_path.name.replace('-', '_')}", CLASHING, ep_name="clash")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    env.pop(registry.AUTOLOAD_ENV, None)
+    code = (
+        "import json, sys\n"
+        "from rdmadoctor.core import codes\n"
+        "from rdmadoctor.engine import registry\n"
+        "checks, errors = registry.load_checks(autoload=True)\n"
+        "print(json.dumps({'ids': [c.id for c in checks], 'errors': errors,\n"
+        "                  'site': codes.get('SITE_FABRIC_OK').title, 'port': codes.get('IB_PORT_DOWN').title}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert "sitefabric.rule" in out["ids"] and out["site"] == "Site fabric rule"
+    # The clash is refused where it was made: that plugin did not load (PLUGIN_LOAD_FAILED), the
+    # built-in code keeps its meaning.
+    assert out["port"] != "Our own port rule" and registry.PLUGINS_ID in out["ids"]
+    (err,) = [e for e in out["errors"] if "siteclash" in e]
+    assert "CodeConflict" in err and "IB_PORT_DOWN" in err and "already defined by rdmadoctor.core.codes.ib" in err
