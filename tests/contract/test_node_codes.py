@@ -39,7 +39,7 @@ def _builtin_modules() -> tuple:
 
 
 def _parts(module) -> list:
-    """The module and its private helpers, named ``_<module>_<job>`` beside it (_nccl_codes, ...),
+    """The module and its private helpers, named ``_<module>_<job>`` beside it (_nccl_rules, ...),
     found on disk: a helper the module imports only when its check runs (logs.py's) is read too."""
     package, _, name = module.__name__.rpartition(".")
     here = Path(module.__file__).parent
