@@ -109,6 +109,14 @@ _NOTHING_BAD = re.compile(r"(?i:error|problem|issue|warning|fault|conflict|leak|
 # A box not closed within MAX_BOX_LINES lines was no box (a line of dashes of another program's).
 _BOX_EDGE = (50, 80)
 MAX_BOX_LINES = 60
+# Messages of several lines that an MPI library prints for one failure, each line shaped like a failure: Open
+# MPI's MPI_ERRORS_ARE_FATAL banner ("*** An error occurred in MPI_Init" ... "*** MPI_ERRORS_ARE_FATAL
+# (processes in this communicator will now abort,") and MPICH's (and Intel MPI's) error stack ("Fatal error in
+# PMPI_Init: Other MPI error, error stack:", then one `MPID_Init(1139)......: what failed` frame a line). Read as
+# one message: its first failure-shaped line is the finding, the next ones are quoted by it. kind -> (the most
+# lines from one of its lines to the next, its lines' shape).
+_MESSAGES = {"banner": (8, re.compile(r"\*\*\*")),
+             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:"))}
 _FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
                  "failed": "A line says something failed", "error": "A line reports an error",
                  "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
@@ -207,6 +215,7 @@ class Errors:
         self._known_warn: dict[tuple, tuple] = {}  # (host, pid) -> (line, finding) of its last WARN a row explained
         self._trace_origin: dict = {}
         self._box: dict | None = None  # the Open MPI help message being read (_boxed)
+        self._messages: dict[tuple, dict] = {}  # (host, pid) -> the banner or error stack it is printing (_continues)
 
     def _boxed(self, text: str, body: str, meta: prefix.Meta, lineno: int) -> bool:
         """Follow Open MPI's help messages (_BOX_EDGE): True when ``text`` is a box's edge. A box opens at
@@ -274,6 +283,8 @@ class Errors:
         if self._box is not None and label in _FAILURE_WHAT:
             self._in_box(error, text, lineno, meta, hit)
             return
+        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta):
+            return
         if label in _FAILURE_WHAT:
             pattern = _UNKNOWN_END if symptom else _UNKNOWN_LINE
         else:
@@ -295,6 +306,33 @@ class Errors:
                 label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
         groups = {"label": label, "quoted": quoted[:300], "what": what}
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
+        if label in _FAILURE_WHAT:
+            self._opens_message(quoted, key, lineno, meta)
+
+    def _opens_message(self, quoted: str, key: tuple, lineno: int, meta: prefix.Meta) -> None:
+        """A failure-shaped line that begins a message of several lines (_MESSAGES): its next lines are
+        that message's (``_continues``), not findings of their own."""
+        kind = ("banner" if quoted.startswith("***") else
+                "stack" if quoted.rstrip().endswith("error stack:") else None)
+        if kind is not None:
+            if len(self._messages) >= 1024:
+                self._messages.clear()
+            self._messages[(meta.host, meta.pid)] = {"kind": kind, "key": key, "src": self._src_index, "last": lineno}
+
+    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta) -> bool:
+        """Is this failure-shaped line the next line of the message being read (an MPI library's banner, an
+        MPICH error stack's frame)? Then it is quoted by that message's finding."""
+        m = self._messages.get((meta.host, meta.pid))  # (each process's own: ranks print theirs interleaved)
+        if m is None or m["src"] != self._src_index:
+            return False
+        kind = m["kind"]
+        if not (0 < lineno - m["last"] <= _MESSAGES[kind][0] and _MESSAGES[kind][1].match(quoted)):
+            return False
+        m["last"] = lineno
+        agg = self.aggs.get(m["key"])
+        if agg is not None and len(agg.evidence) < MAX_EVIDENCE:
+            agg.evidence.append(self._evidence(text, lineno, meta))
+        return True
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
         """A WARN a row explained: a trace of the same process right after it passes that error up."""

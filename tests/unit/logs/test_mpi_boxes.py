@@ -14,6 +14,8 @@ way `rdmadoctor diagnose FILE` feeds it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.unit.logs.test_fastpath import _fast, _reference
@@ -278,3 +280,55 @@ def test_a_box_reads_the_same_in_any_chunking(name: str, monkeypatch) -> None:
     reference = _reference(text, monkeypatch)
     assert _fast(text, 1 << 20) == reference
     assert _fast(text, 97) == reference
+
+
+# ---- other messages of several lines: an MPI library's banner, MPICH's error stack -----------------------
+
+SILENT = Path(__file__).resolve().parents[2] / "fixtures" / "silent"
+
+
+def _silent(name: str) -> str:
+    return (SILENT / name).read_text().split("\n# ---\n", 1)[1]
+
+
+@pytest.mark.parametrize(("name", "first", "then"), [
+    # https://github.com/cmbant/CosmoMC/issues/21: Cray MPICH's stack, "channel initialization failed" and "PMI2 init
+    # failed" two of its frames (three findings before)
+    ("craympich-cosmomc-21-pmi2-init.txt", "Fatal error in MPI_Init: Other MPI error, error stack:",
+     "channel initialization failed"),
+    # https://github.com/sxs-collaboration/spectre/issues/5935: the bottom frame says what failed
+    ("mpich-spectre-5935-ofi-endpoint-open.txt", "Fatal error in PMPI_Init: Unknown error class, error stack:",
+     "OFI endpoint open failed"),
+    # https://github.com/bayesiancook/pbmpi/issues/11: Open MPI's MPI_ERRORS_ARE_FATAL banner ("error", then "abort")
+    ("ompi-pbmpi-11-pmix-not-initialized.txt", "*** An error occurred in MPI_Init", "*** MPI_ERRORS_ARE_FATAL"),
+])
+def test_a_banner_or_an_error_stack_is_one_message(name: str, first: str, then: str) -> None:
+    """Each line of the message was a LOG_ERROR_UNKNOWN of its own; the message is one, quoting its first line
+    and the lines after it that say what failed."""
+    unknown = [f for f in problems(report(_silent(name))) if f["code"] == "LOG_ERROR_UNKNOWN"]
+    (f,) = [f for f in unknown if any(first in q for q in quoted(f))]
+    assert first in quoted(f)[0] and any(then in q for q in quoted(f)[1:]), quoted(f)
+    assert not [g for g in unknown if g is not f and any(then in q for q in quoted(g))]
+
+
+def test_each_process_prints_its_own_banner() -> None:
+    # https://github.com/open-mpi/ompi/issues/3573 (two ranks' MPI_Barrier banners; the second rank's lines here are the
+    # first's with its host, interleaved the way two processes' stderr meet): one finding for the failure both
+    # report, quoting each rank's first line and the first rank's "abort" line.
+    text = ("[opusgpu34-wbu2:20880] *** An error occurred in MPI_Barrier\n"
+            "[opusgpu25-wbu2:23686] *** An error occurred in MPI_Barrier\n"
+            "[opusgpu34-wbu2:20880] *** reported by process [1215758337,1]\n"
+            "[opusgpu34-wbu2:20880] *** on communicator MPI_COMM_WORLD\n"
+            "[opusgpu34-wbu2:20880] *** MPI_ERRORS_ARE_FATAL (processes in this communicator will now abort,\n")
+    unknown = [f for f in problems(report(text)) if f["code"] == "LOG_ERROR_UNKNOWN"]
+    assert len(unknown) == 1, [quoted(f) for f in unknown]
+    assert [q.split("]")[0] for q in quoted(unknown[0])] == ["[opusgpu34-wbu2:20880", "[opusgpu25-wbu2:23686",
+                                                             "[opusgpu34-wbu2:20880"], quoted(unknown[0])
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SILENT.iterdir()))
+def test_a_hunted_text_reads_the_same_in_any_chunking(name: str, monkeypatch) -> None:
+    text = _silent(name).encode()
+    reference = _reference(text, monkeypatch)
+    assert _fast(text, 1 << 20) == reference
+    assert _fast(text, 61) == reference
