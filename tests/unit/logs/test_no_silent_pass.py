@@ -58,7 +58,12 @@ SILENT: dict[str, dict] = {
     # UCX over verbs
     "ucx-spectre-3886-reg-mr-eagain.txt": {"codes": {"UCX_IB_RESOURCE_FAILED"}},
     "ucx-7978-devx-qp-enomem.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
+    # verbs programs: perftest and a tutorial's server
+    "perftest-139-irdma-create-qp-inline.txt": {"codes": {"VERBS_RESOURCE_FAILED"}},
+    "perftest-softiwarp-23-allocate-mr-segv.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
+    "verbs-rdmatutorial-6-create-qp-enomem.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
     # healthy
+    "perftest-132-write-bw-healthy.txt": {"healthy": True},
     "ucx-8851-info-two-rails-healthy.txt": {"healthy": True},
     "ucx-7245-osu-bibw-healthy.txt": {"healthy": True},
     "ompi-nccl-65-fork-warning-test-passed.txt": {"healthy": True},
