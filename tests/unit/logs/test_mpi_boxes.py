@@ -299,6 +299,9 @@ def _silent(name: str) -> str:
     # https://github.com/sxs-collaboration/spectre/issues/5935: the bottom frame says what failed
     ("mpich-spectre-5935-ofi-endpoint-open.txt", "Fatal error in PMPI_Init: Unknown error class, error stack:",
      "OFI endpoint open failed"),
+    # https://github.com/pmodels/mpich/issues/7417: MPICH over UCX, the frame of the address exchange at the bottom
+    ("mpich-7417-ucx-addr-exchange-stack.txt", "Fatal error in internal_Init_thread: Other MPI error, error stack:",
+     "ucx function returned with failed status"),
     # https://github.com/bayesiancook/pbmpi/issues/11: Open MPI's MPI_ERRORS_ARE_FATAL banner ("error", then "abort")
     ("ompi-pbmpi-11-pmix-not-initialized.txt", "*** An error occurred in MPI_Init", "*** MPI_ERRORS_ARE_FATAL"),
 ])

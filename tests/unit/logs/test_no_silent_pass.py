@@ -52,6 +52,8 @@ SILENT: dict[str, dict] = {
     "intelmpi-pcluster-1695-av-map.txt": {"codes": {"MPI_TRANSPORT_FAILED"}},
     "mpich-spectre-5935-ofi-endpoint-open.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
     "craympich-cosmomc-21-pmi2-init.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
+    "mpich-7417-ucx-addr-exchange-stack.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
+    "ompi-7768-ucx-thread-multiple-pml-box.txt": {"codes": {"MPI_TRANSPORT_FAILED", "LOG_ERROR_UNKNOWN"}},
     # Open MPI: PMIx, PSM2
     "ompi-pbmpi-11-pmix-not-initialized.txt": {"codes": {"LOG_ERROR_UNKNOWN"}},
     "ompi-10601-psm2-hfi-unit.txt": {"codes": {"MPI_TRANSPORT_FAILED"}},
