@@ -21,6 +21,7 @@ from rdmadoctor.core.codes.ib import (
     IB_PORT_INIT,
     IB_PORT_RATE_LOW,
     IB_PORT_STATE_UNKNOWN,
+    IB_TOOL_FAILED,
     RDMA_INVENTORY_UNKNOWN,
     RDMA_NOT_REQUIRED,
     VERBS_NO_DEVICES,
@@ -104,9 +105,13 @@ _VERBS_LINE = b"libibverbs:"  # its own prefix: "libibverbs: Warning: ..." (a pa
 # What ibv_devinfo / ibv_devices say of the device list besides listing it (rdma-core
 # libibverbs/examples/devinfo.c): the same knowledge-base rows read these lines in a pasted log.
 # The list's own rows -> ib.devices (why it is empty); a device it could not open -> verbs.userspace.
-_LISTING_ROWS = frozenset({"ibtools.no_devices", "ibtools.list_zero", "ibtools.device_list_failed"})
+# (ibstatus's "sys files not found" is its empty list: IB_NO_DEVICES, as diagnose reads it)
+_LISTING_ROWS = frozenset({"ibtools.no_devices", "ibtools.list_zero", "ibtools.device_list_failed", "ibtools.ibstatus_no_sysfs"})
 _OPEN_ROWS = frozenset({"ibtools.open_device_failed"})
-_TOOL_LINES = (b"No IB devices found", b"HCAs found:", b"Failed to get IB devices list", b"Failed to open device")
+# infiniband-diags aborting (ibpanic) or warning (ibwarn) on a device: IB_TOOL_FAILED -> ib.devices, as in diagnose.
+_TOOL_ROWS = frozenset({"ibtools.stat_failed", "ibtools.ibpanic", "ibtools.umad_init"})
+_TOOL_LINES = (b"No IB devices found", b"HCAs found:", b"Failed to get IB devices list", b"Failed to open device",
+               b"ibpanic: ", b"ibwarn: ", b"sys files not found")
 # Package lists name libibverbs in every other line; none of it is libibverbs speaking.
 _PACKAGE_LISTS = ("dpkg-l.txt", "rpm-qa.txt", "ofed_info.txt")
 MAX_MESSAGE_LINES = 64  # per file and row: a tool that repeats one warning per device says it 64 times at most
@@ -124,23 +129,28 @@ class ToolMessages:
     findings: tuple[Finding, ...] = ()
     unknown: tuple[tuple[str, int, str], ...] = ()  # (file, line, text) of libibverbs lines no row knows
     listing: tuple[Finding, ...] = ()  # the device list's own words (VERBS_NO_DEVICES), with their cause
+    tool: tuple[Finding, ...] = ()  # a device tool that aborted or could not query a device (IB_TOOL_FAILED)
 
 
-def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding], list[tuple[str, int, str]]]:
-    """(verbs.userspace's findings, the list's own, libibverbs lines no row knows) of one recorded output."""
+def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding], list[tuple[str, int, str]], list[Finding]]:
+    """(verbs.userspace's findings, the list's own, libibverbs lines no row knows, the tool's own failures)
+    of one recorded output."""
     from rdmadoctor.logs import diagnose_bytes
 
-    mine, listing = [], []
+    mine, listing, tool = [], [], []
     known: set[str] = set()  # the text of every line a row read (a row quotes 3 of its lines: the rest repeat them)
     for f in diagnose_bytes(data, name=file).findings:
         row = str(f.data.get("pattern", ""))
-        if not (row.startswith("verbs.") or row in _LISTING_ROWS or row in _OPEN_ROWS):
+        if not (row.startswith("verbs.") or row in _LISTING_ROWS or row in _OPEN_ROWS or row in _TOOL_ROWS):
             continue
         ev = [{k: e.get(k) for k in ("file", "line", "text", "host", "rank")} for e in f.data.get("evidence") or ()]
         known.update(str(e.get("text") or "").strip() for e in ev)
         data_ = {**f.data, "evidence": ev[:3]}
         if row in _LISTING_ROWS:
             listing.append(replace(f, data=data_))
+        elif row in _TOOL_ROWS:
+            data_.pop("follows", None)
+            tool.append(replace(f, data=data_, cause=None))
         else:
             # The node's own userspace problems: each is a root here, whatever line came before it.
             data_.pop("follows", None)
@@ -151,7 +161,7 @@ def _read_messages(file: str, data: bytes) -> tuple[list[Finding], list[Finding]
         text = raw.decode("utf-8", "replace").strip() if _VERBS_LINE in raw else ""
         if text and text[:400] not in known and len(unknown) < MAX_MESSAGE_LINES:
             unknown.append((file, n, text))
-    return mine, listing, unknown
+    return mine, listing, unknown, tool
 
 
 def probe_tool_messages(ctx) -> ToolMessages:
@@ -161,13 +171,15 @@ def probe_tool_messages(ctx) -> ToolMessages:
         return ToolMessages()
     merged: dict[tuple[str, str], Finding] = {}
     listing: list[Finding] = []
+    tool: list[Finding] = []
     unknown: list[tuple[str, int, str]] = []
     for name in host.listdir("/cmd"):
         data = host.read_bytes(f"/cmd/{name}") if name.endswith(".txt") and name not in _PACKAGE_LISTS else None
         if not data or not (_VERBS_LINE in data or any(t in data for t in _TOOL_LINES)):
             continue
-        mine, listed, odd = _read_messages(f"cmd/{name}", data)
+        mine, listed, odd, failed = _read_messages(f"cmd/{name}", data)
         listing += listed
+        tool += failed
         unknown += odd
         for f in mine:
             have = merged.get((f.code, f.subject))
@@ -176,7 +188,7 @@ def probe_tool_messages(ctx) -> ToolMessages:
             else:
                 have.data["count"] = have.data.get("count", 1) + f.data.get("count", 1)
                 have.data["evidence"] = (have.data["evidence"] + f.data["evidence"])[:3]
-    return ToolMessages(tuple(merged.values()), tuple(unknown), tuple(listing))
+    return ToolMessages(tuple(merged.values()), tuple(unknown), tuple(listing), tuple(tool))
 
 
 def _verbs_warning(w: str) -> bool:
@@ -196,14 +208,23 @@ def probe_devices(ctx) -> DeviceFacts:
 
 def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | None = None) -> list[Finding]:
     out: list[Finding] = []
+    # A device tool that failed (ibstat's ibpanic on a device) as the knowledge base reads it, the reading
+    # `diagnose` gives the same output pasted into a log: IB_TOOL_FAILED, not a parse problem of its output.
+    tool = list(messages.tool) if messages is not None else []
     if inv.source == "none":
+        empty = [f for f in (messages.listing if messages is not None else ()) if f.code == IB_NO_DEVICES.code]
+        if empty:  # the tool's own words for an empty list (ibstatus: "sys files not found")
+            return tool + empty[:1]
         message, fix = no_inventory(inv)
-        return [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", message, fix)]
+        return tool + [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host", message, fix)]
+    out += tool
     for w in inv.warnings:
         # libibverbs' lines are judged by the knowledge base (verbs.userspace reports them), or
         # reported below when no row knows them: never as a parse problem of the tool.
         if messages is not None and _verbs_warning(w):
             continue
+        if tool and ("ibpanic:" in w or "ibwarn:" in w):
+            continue  # the tool's failure, told above
         out.append(Finding(IB_PARSE_WARNING.code, WARNING, inv.source, w, "Send the full, unedited tool output."))
     for file, n, text in messages.unknown if messages is not None else ():
         out.append(
@@ -217,6 +238,12 @@ def judge_devices(inv: RdmaInventory, expect: dict, messages: ToolMessages | Non
             )
         )
     pfs = inv.pfs()
+    if not pfs and tool and inv.source != "sysfs":
+        # The tool stopped before it listed a device (`ibstat mlx5_an0` on a name that is no device): it
+        # says nothing of the devices the node has.
+        return out + [Finding(RDMA_INVENTORY_UNKNOWN.code, UNKNOWN, "host",
+                              f"{inv.source} failed before it listed a device: the RDMA devices cannot be established "
+                              "from its output.", "Run it without a device name, or read /sys/class/infiniband.")]
     if not pfs:
         where = "/sys/class/infiniband is empty or absent" if inv.source == "sysfs" else f"{inv.source} lists no device"
         # A tool's empty list right after libibverbs failed to load a provider: the devices may
@@ -560,7 +587,8 @@ CHECKS = [
         title="RDMA devices",
         probe=probe_devices,
         judge=lambda f, expect: judge_devices(f.inv, expect, f.messages),
-        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING, RDMA_NOT_REQUIRED, VERBS_NO_DEVICES),
+        codes=(IB_NO_DEVICES, IB_DEVICE_COUNT_LOW, RDMA_INVENTORY_UNKNOWN, IB_PARSE_WARNING, RDMA_NOT_REQUIRED, VERBS_NO_DEVICES,
+               IB_TOOL_FAILED),
         inventory=lambda f: _inventory_json(f.inv),
         description="RDMA devices in /sys/class/infiniband (any driver), with PCI address, NUMA node, firmware, board and node type.",
     ),

@@ -192,7 +192,9 @@ def judge_roce(facts: RoceFacts, expect: dict) -> list[Finding]:
                     )
                 )
         mtu = port.active_mtu
-        if isinstance(min_mtu, int) and mtu is not None and mtu < min_mtu:
+        # (a port that is not ACTIVE has no negotiated MTU: ibv_devinfo shows 1024 for a DOWN RoCE port, and
+        # IB_PORT_DOWN tells what is wrong with it; a pasted port list is judged the same, on ACTIVE ports)
+        if isinstance(min_mtu, int) and mtu is not None and mtu < min_mtu and port.state in (None, "ACTIVE"):
             nd_mtu = f"netdev {port.netdev} MTU {rp.netdev_mtu}" if rp.netdev_mtu is not None else (
                 f"netdev {port.netdev} MTU unknown" if port.netdev else "netdev MTU unknown"
             )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from rdmadoctor.core.model import ERROR
+from rdmadoctor.core.model import ERROR, WARNING
 from rdmadoctor.logs import kb, prefix
 from rdmadoctor.logs.scan.matching import MAX_EVIDENCE
 
@@ -38,7 +38,9 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     "FATAL", "Fatal", "fatal", "ABORT", "Abort", "abort", "cannot", "Cannot", "CANNOT", "can't",
                     "Can't", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
                     "eceived signal", "on signal", "Signal: ", "Segmentation fault", "core dumped", "SIGSEGV",
-                    "SIGABRT", "SIGBUS", " found", " FOUND", "xit code", "xit status", "xitcode", "non-zero exit")
+                    "SIGABRT", "SIGBUS", " found", " FOUND", "xit code", "xit status", "xitcode", "non-zero exit",
+                    # The frame of Open MPI's help messages (see _box_edge): a box is one message.
+                    "-" * 50)
 LAST_ERROR_LINES = 4  # lines after "Last error:" read as candidates: the quoted NCCL message
 
 # The error lines read even when no row knows them (an error the knowledge base does not
@@ -100,6 +102,21 @@ _NOT_FAILING_LINE = re.compile(r"^\W{0,4}(?:[WID]\d{4} |(?<=\[)[WID]\s|(?:WARN(?
 _NONE_BEFORE = re.compile(r"(?:\b(?:0|[Nn]o|NO|[Zz]ero|without|[Nn]ot)\s{1,3}|\b[Nn]on-?)\Z")
 _NONE_AFTER = re.compile(r"\s{0,3}[:=]\s{0,3}(?:0\b|[Ff]alse\b|[Nn]one\b|[Nn]o\b|[-+]?\d{0,9}\.\d)")  # (a metric's value)
 _NOTHING_BAD = re.compile(r"(?i:error|problem|issue|warning|fault|conflict|leak|corrupt|vulnerab|bug|violation|fail|differen)")
+# Open MPI prints its help messages (opal_show_help: "It looks like MPI_INIT failed", "No OpenFabrics connection
+# schemes reported ...") between two lines of dashes, 74 of them (55 in older orterun messages), a dozen lines of
+# prose between. A box is one message: the failure-shaped lines inside it ("failed", "abort", "failure") are one
+# finding at most, quoting the box's headline (its first line), and none when a row knows a line of the box.
+# A box not closed within MAX_BOX_LINES lines was no box (a line of dashes of another program's).
+_BOX_EDGE = (50, 80)
+MAX_BOX_LINES = 60
+# Messages of several lines that an MPI library prints for one failure, each line shaped like a failure: Open
+# MPI's MPI_ERRORS_ARE_FATAL banner ("*** An error occurred in MPI_Init" ... "*** MPI_ERRORS_ARE_FATAL
+# (processes in this communicator will now abort,") and MPICH's (and Intel MPI's) error stack ("Fatal error in
+# PMPI_Init: Other MPI error, error stack:", then one `MPID_Init(1139)......: what failed` frame a line). Read as
+# one message: its first failure-shaped line is the finding, the next ones are quoted by it. kind -> (the most
+# lines from one of its lines to the next, its lines' shape).
+_MESSAGES = {"banner": (8, re.compile(r"\*\*\*")),
+             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:"))}
 _FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
                  "failed": "A line says something failed", "error": "A line reports an error",
                  "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
@@ -131,6 +148,12 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
     return None
 
 
+def _box_edge(body: str) -> bool:
+    """Is ``body`` a line of dashes that frames an Open MPI help message (_BOX_EDGE)?"""
+    edge = body.strip()
+    return _BOX_EDGE[0] <= len(edge) <= _BOX_EDGE[1] and not edge.strip("-")
+
+
 def _unknown_row(symptom: bool, shaped: bool = False) -> kb.Pattern:
     from rdmadoctor.core.codes.nccl import LOG_ERROR_UNKNOWN
 
@@ -156,12 +179,29 @@ _UNKNOWN_LINE = _unknown_row(False, shaped=True)
 _UNKNOWN_END = _unknown_row(True, shaped=True)
 
 
+_PROBLEM_CODES: dict[int, frozenset[str]] = {}
+
+
+def _problem_codes(patterns: tuple[kb.Pattern, ...]) -> frozenset[str]:
+    """The codes of the rows that name a problem (an error or a warning), per set of rows."""
+    codes = _PROBLEM_CODES.get(id(patterns))
+    if codes is None:
+        codes = _PROBLEM_CODES[id(patterns)] = frozenset(p.code for p in patterns if p.severity in (ERROR, WARNING))
+    return codes
+
+
 class Errors:
     """Owns what is being followed: the lines still to read after "Last error:" (``_follow``,
     ``_quote_next``), the traceback being read (``_tb``), each thread's NCCL error trace
     (``_trace_start``, ``_trace_origin``) and each process's last explained WARN (``_known_warn``)."""
 
     if TYPE_CHECKING:
+        from rdmadoctor.logs.scan.needles import _Tables
+
+        t: _Tables
+        aggs: dict[tuple, _Agg]
+        _src_index: int
+
         def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict: ...
         def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set,
                  key: tuple | None = None) -> None: ...
@@ -174,10 +214,77 @@ class Errors:
         self._trace_start: dict[tuple, dict] = {}  # (host, pid) -> the first line of its NCCL error trace
         self._known_warn: dict[tuple, tuple] = {}  # (host, pid) -> (line, finding) of its last WARN a row explained
         self._trace_origin: dict = {}
+        self._box: dict | None = None  # the Open MPI help message being read (_boxed)
+        self._messages: dict[tuple, dict] = {}  # (host, pid) -> the banner or error stack it is printing (_continues)
+
+    def _boxed(self, text: str, body: str, meta: prefix.Meta, lineno: int) -> bool:
+        """Follow Open MPI's help messages (_BOX_EDGE): True when ``text`` is a box's edge. A box opens at
+        one line of dashes and closes at the next; its first line that says something is its headline,
+        read whatever it holds (the scan is told to read the line after an edge)."""
+        box = self._box
+        if box is not None and (box["src"] != self._src_index or not 0 <= lineno - box["start"] <= MAX_BOX_LINES):
+            box = self._box = None  # never closed: no box
+        if "---" in body and _box_edge(body):
+            # (an edge right after an edge: the first closed a box cut off above, the second opens one)
+            if box is None or box["head"] is None:
+                self._box = {"src": self._src_index, "start": lineno, "head": None, "key": None, "new": False,
+                             "symptom": True, "known": False}
+                self._follow = max(self._follow, 1)
+            else:
+                self._box = None
+            return True
+        if box is not None and box["head"] is None:
+            if body.strip():
+                box["head"] = (text, body.strip(), lineno, meta)
+            else:
+                self._follow = max(self._follow, 1)  # a blank line first: the headline is further down
+        return False
+
+    def _box_explained(self, hit: set) -> None:
+        """A row knew a line of the box being read: the box says what that row says, and no unknown error."""
+        box = self._box
+        assert box is not None
+        if box["known"] or not any(code in _problem_codes(self.t.patterns) for code, _ in hit):
+            return
+        box["known"] = True
+        if box["key"] is not None and box["new"]:
+            self.aggs.pop(box["key"], None)
+
+    def _in_box(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
+        """A failure-shaped line inside a box: the box's one finding, made at the box's headline (its first
+        failure that is no symptom, if it has one), this line added to what it quotes."""
+        box = self._box
+        assert box is not None
+        label, quoted, symptom = error
+        # (its details, indented under the prose, are quoted too: "  ompi_mpi_init: ompi_rte_init failed")
+        pre = text[: len(text) - len(quoted)] if text.endswith(quoted) else ""
+        detail = pre != "" and (not pre.strip() or pre.endswith(("  ", "\t")))
+        if box["known"] or (box["key"] is not None and (symptom or not box["symptom"])):
+            agg = self.aggs.get(box["key"]) if box["key"] is not None else None
+            if (agg is not None and detail and len(agg.evidence) < MAX_EVIDENCE
+                    and all(e["line"] != lineno for e in agg.evidence)):
+                agg.evidence.append(self._evidence(text, lineno, meta))
+            return
+        if box["key"] is not None and box["new"]:  # a symptom first ("abort"), a cause after ("failed")
+            self.aggs.pop(box["key"], None)
+        head_text, head, head_line, head_meta = box["head"] or (text, quoted, lineno, meta)
+        key = ("unknown", _NORMAL.sub("N", head[:300]))
+        box.update(key=key, new=key not in self.aggs, symptom=symptom)
+        groups = {"label": label, "quoted": head[:300],
+                  "what": _FAILURE_WHAT[label].replace("A line", "An Open MPI help message (a box of dashes)", 1)}
+        self._hit(_UNKNOWN_END if symptom else _UNKNOWN_LINE, groups, head_text, head_line, head_meta, hit, key=key)
+        agg = self.aggs.get(key)
+        if agg is not None and detail and head_line != lineno and len(agg.evidence) < MAX_EVIDENCE:
+            agg.evidence.append(self._evidence(text, lineno, meta))
 
     def _unknown(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
         """An error line no row explained: a finding of its own (LOG_ERROR_UNKNOWN)."""
         label, quoted, symptom = error
+        if self._box is not None and label in _FAILURE_WHAT:
+            self._in_box(error, text, lineno, meta, hit)
+            return
+        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta):
+            return
         if label in _FAILURE_WHAT:
             pattern = _UNKNOWN_END if symptom else _UNKNOWN_LINE
         else:
@@ -199,6 +306,33 @@ class Errors:
                 label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
         groups = {"label": label, "quoted": quoted[:300], "what": what}
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
+        if label in _FAILURE_WHAT:
+            self._opens_message(quoted, key, lineno, meta)
+
+    def _opens_message(self, quoted: str, key: tuple, lineno: int, meta: prefix.Meta) -> None:
+        """A failure-shaped line that begins a message of several lines (_MESSAGES): its next lines are
+        that message's (``_continues``), not findings of their own."""
+        kind = ("banner" if quoted.startswith("***") else
+                "stack" if quoted.rstrip().endswith("error stack:") else None)
+        if kind is not None:
+            if len(self._messages) >= 1024:
+                self._messages.clear()
+            self._messages[(meta.host, meta.pid)] = {"kind": kind, "key": key, "src": self._src_index, "last": lineno}
+
+    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta) -> bool:
+        """Is this failure-shaped line the next line of the message being read (an MPI library's banner, an
+        MPICH error stack's frame)? Then it is quoted by that message's finding."""
+        m = self._messages.get((meta.host, meta.pid))  # (each process's own: ranks print theirs interleaved)
+        if m is None or m["src"] != self._src_index:
+            return False
+        kind = m["kind"]
+        if not (0 < lineno - m["last"] <= _MESSAGES[kind][0] and _MESSAGES[kind][1].match(quoted)):
+            return False
+        m["last"] = lineno
+        agg = self.aggs.get(m["key"])
+        if agg is not None and len(agg.evidence) < MAX_EVIDENCE:
+            agg.evidence.append(self._evidence(text, lineno, meta))
+        return True
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
         """A WARN a row explained: a trace of the same process right after it passes that error up."""
@@ -210,6 +344,8 @@ class Errors:
         an NCCL WARN, the line PyTorch quotes after "Last error:", an NCCL result name, the last line
         of a traceback. Also follows the traceback being read."""
         found = None
+        if self._boxed(text, body, meta, lineno):
+            return None
         if self._tb is not None:
             exc = self._traceback_line(text, body, meta)
             if exc is not None:
