@@ -95,3 +95,124 @@ def test_the_store_clients_timeout_is_the_failure() -> None:
     f = only_problem(STORE_RETRY_TCPSTORE + STORE_TIMEOUT, "NCCL_BOOTSTRAP_FAILED", "c10d store")
     assert pattern(f) == "pytorch.store_connect_failed"
     assert "timed out after 600000ms while trying to connect to (172.18.21.4, 37907)" in f["message"]
+
+
+# ---- MPI libraries' own transports ------------------------------------------------------------------------
+
+def roots(rep: dict) -> list[dict]:
+    """The problems nothing else explains (no cause): what heads the account."""
+    return [f for f in problems(rep) if not f.get("cause")]
+
+
+def read_as(text: str, row: str, subject: str) -> dict:
+    """Every problem is MPI_TRANSPORT_FAILED, one root (the given row's, on the given subject)."""
+    rep = report(text)
+    shown = problems(rep)
+    assert {f["code"] for f in shown} <= {"MPI_TRANSPORT_FAILED", "LOG_ERROR_UNKNOWN"}, [f["code"] for f in shown]
+    top = roots(rep)
+    assert [(pattern(f), f["subject"]) for f in top] == [(row, subject)], [(pattern(f), f["subject"]) for f in top]
+    return top[0]
+
+
+# https://github.com/ofiwg/libfabric/issues/6710 (Open MPI 4.1.1's ofi MTL over libfabric 1.12 with psm3)
+OMPI_FI_ENDPOINT = (
+    "--------------------------------------------------------------------------\n"
+    "Open MPI failed an OFI Libfabric library call (fi_endpoint).  This is highly\n"
+    "unusual; your job may behave unpredictably (and/or abort) after this.  Local host: bear-pg0211u17a\n"
+    "  Location: mtl_ofi_component.c:513\n"
+    "  Error: Invalid argument (22)\n"
+    "--------------------------------------------------------------------------\n"
+)
+# https://github.com/open-mpi/ompi/issues/2168 (the TCP BTL pairing interfaces that cannot reach each other)
+BTL_TCP_CONNECT = ("[ivy08][[463,1],0][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] connect() to "
+                   "10.102.1.194 failed: No route to host (113)\n")
+# https://github.com/openucx/ucx/issues/3513 (Open MPI over UCX_TLS=tcp, mpirun's --timestamp-output --tag-output)
+PML_UCX_UNREACHABLE = (
+    "Sat Apr 20 22:59:55 2019[1,220]<stderr>:[clx-orion-037:24850] pml_ucx.c:380  Error: ucp_ep_create(proc=219) "
+    "failed: Destination is unreachable\n"
+    "Sat Apr 20 22:59:55 2019[1,220]<stderr>:[clx-orion-037:24850] pml_ucx.c:447  Error: Failed to resolve UCX "
+    "endpoint for rank 219\n"
+)
+# https://github.com/flux-framework/flux-core/issues/4451 (MVAPICH2 2.3.6 under Flux: the error stack on one line)
+MVAPICH2_CREATE_CQ = (
+    "0.260s: job.exception type=exec severity=0 MPI_Abort: Fatal error in MPI_Init: Other MPI error, error stack: "
+    "MPIR_Init_thread(493)....:  MPID_Init(419)...........: channel initialization failed MPIDI_CH3_Init(550)......:  "
+    "MPIDI_CH3I_RDMA_init(446):  rdma_iba_hca_init(1636)..: cannot create cq \n"
+)
+# https://github.com/pmodels/mpich/issues/6547 (MPICH 4.1 on a laptop with no network up)
+MPICH_FI_FABRIC = (
+    "Abort(337237391): Fatal error in internal_Init_thread: Other MPI error, error stack:\n"
+    "internal_Init_thread(67).: MPI_Init_thread(argc=0x7ffee0cd3980, argv=0x7ffee0cd3988, required=0, "
+    "provided=0x7ffee0cd3984) failed\n"
+    "MPII_Init_thread(234)....: \n"
+    "MPID_Init(513)...........: \n"
+    "MPIDI_OFI_init_local(580): OFI fi_fabric failed (ofi_init.c:580:MPIDI_OFI_init_local:Invalid argument)\n"
+)
+# https://github.com/ofiwg/libfabric/issues/5648 (Intel MPI 2019.6: a completion poll fails in MPI_Iprobe)
+IMPI_CQ_ENOMEM = (
+    "Abort(1681039) on node 18 (rank 18 in comm 0): Fatal error in PMPI_Iprobe: Other MPI error, error stack:\n"
+    "PMPI_Iprobe(119)...............: MPI_Iprobe(src=39, tag=820, MPI_COMM_WORLD, flag=0x7ffe34a5f8dc, "
+    "status=0x7ffe34a5f920) failed\n"
+    "MPID_Iprobe(441)...............: \n"
+    "MPIDI_Progress_test_impl(195)..: \n"
+    "MPIDI_OFI_handle_cq_error(1008): OFI poll failed (ofi_events.h:1008:MPIDI_OFI_handle_cq_error:Cannot allocate "
+    "memory)\n"
+)
+# https://github.com/easybuilders/easybuild-easyconfigs/issues/10213 (Intel MPI 2019.6 with an external libfabric)
+IMPI_OPEN_DOMAIN = (
+    "Abort(1091471) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:\n"
+    "MPIR_Init_thread(703)........: \n"
+    "MPID_Init(958)...............: \n"
+    "MPIDI_OFI_mpi_init_hook(1060): OFI fi_open domain failed (ofi_init.c:1060:MPIDI_OFI_mpi_init_hook:No data "
+    "available)\n"
+)
+
+MPI_TEXTS = {
+    "libfabric-6710-ompi-fi-endpoint": (OMPI_FI_ENDPOINT, "mpi.ompi_ofi_call", "mtl ofi fi_endpoint", "fi_endpoint"),
+    "ompi-2168-btl-tcp-connect": (BTL_TCP_CONNECT, "mpi.btl_tcp_connect", "btl tcp", "10.102.1.194 (No route to host"),
+    "ucx-3513-pml-ucx-unreachable": (PML_UCX_UNREACHABLE, "mpi.pml_ucx_error", "pml ucx", "Destination is unreachable"),
+    "flux-4451-mvapich2-create-cq": (MVAPICH2_CREATE_CQ, "mpi.mvapich2_iba_init", "MVAPICH2 rdma_iba_hca_init",
+                                     "cannot create cq"),
+    "mpich-6547-fi-fabric": (MPICH_FI_FABRIC, "mpi.ofi_init_local", "MPI OFI", "`fi_fabric` (Invalid argument)"),
+    "libfabric-5648-impi-cq-enomem": (IMPI_CQ_ENOMEM, "mpi.ofi_cq", "MPI OFI", "`poll` (Cannot allocate memory)"),
+    "easybuild-10213-impi-open-domain": (IMPI_OPEN_DOMAIN, "mpi.ofi_addrinfo", "MPI OFI", "`fi_open domain`"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MPI_TEXTS))
+def test_an_mpi_librarys_own_transport_failure_is_read(name: str) -> None:
+    text, row, subject, said = MPI_TEXTS[name]
+    f = read_as(text, row, subject)
+    assert said in f["message"], f["message"]
+
+
+@pytest.mark.parametrize("name", ["mpich-6547-fi-fabric", "libfabric-5648-impi-cq-enomem", "flux-4451-mvapich2-create-cq"])
+def test_mpichs_abort_banner_follows_the_layer_its_stack_names(name: str) -> None:
+    text, row, _, _ = MPI_TEXTS[name]
+    rep = report(text)
+    banner = next(f for f in problems(rep) if pattern(f) == "mpi.mpich_fatal")
+    assert banner["cause"] == "MPI_TRANSPORT_FAILED" and banner["data"]["follows"]["subject"] == roots(rep)[0]["subject"]
+    assert "Other MPI error" in banner["message"] and "LOG_ERROR_UNKNOWN" not in {f["code"] for f in problems(rep)}
+
+
+# https://github.com/openucx/ucx/issues/7978 (Intel MPI 2019u12 over UCX's mlx provider, 128 ranks a node): UCX's
+# DevX QP creation fails for memory, then MPICH's banner whose stack was cut. Its first line is Intel MPI's own
+# healthy report of the provider it chose.
+IMPI_UCX_DEVX = (
+    "[0] MPI startup(): libfabric provider: mlx\n"
+    "[1645552289.027611] [m7-31:723275:0]      ib_mlx5_dv.c:161  UCX  ERROR   mlx5dv_devx_obj_create(QP) failed, "
+    "syndrome 0: Cannot allocate memory\n"
+    "Abort(1091215) on node 5 (rank 5 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:\n"
+    "MPIR_Init_thread(138)........:\n"
+    "MPID_Init(1139)..............:\n"
+)
+
+
+def test_intel_mpis_banner_follows_ucxs_devx_failure() -> None:
+    rep = report(IMPI_UCX_DEVX)
+    top = roots(rep)
+    assert [(f["code"], pattern(f)) for f in top] == [("UCX_IB_RESOURCE_FAILED", "ucx.devx_no_memory")], top
+    assert "QP" in top[0]["subject"] and "locked-memory" in top[0]["message"]
+    banner = next(f for f in problems(rep) if pattern(f) == "mpi.mpich_fatal")
+    assert banner["cause"] == "UCX_IB_RESOURCE_FAILED"
+    assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in problems(rep)}
