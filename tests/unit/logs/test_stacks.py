@@ -216,3 +216,157 @@ def test_intel_mpis_banner_follows_ucxs_devx_failure() -> None:
     banner = next(f for f in problems(rep) if pattern(f) == "mpi.mpich_fatal")
     assert banner["cause"] == "UCX_IB_RESOURCE_FAILED"
     assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in problems(rep)}
+
+
+# https://github.com/openucx/ucx/issues/6223 (UCX 1.9 on ThunderX2: DevX is not there, then Open MPI's endpoint)
+UCX_DEVX_UAR = (
+    "[1611787738.347966] [pacu02:233164:0]        ib_mlx5.c:395  UCX  ERROR mlx5dv_devx_alloc_uar() failed: Operation "
+    "not supported\n"
+    "[pacu02:233164] pml_ucx.c:383  Error: ucp_ep_create(proc=0) failed: Out of memory\n"
+)
+
+
+def test_ucxs_devx_uar_failure_heads_open_mpis_endpoint_failure() -> None:
+    rep = report(UCX_DEVX_UAR)
+    top = roots(rep)
+    assert [(f["code"], f["subject"]) for f in top] == [("UCX_IB_RESOURCE_FAILED", "mlx5dv_devx_alloc_uar")]
+    assert "doorbell page (UAR) through DevX" in top[0]["message"] and "UCX_IB_MLX5_DEVX=n" in top[0]["remedy"]
+    assert {f["code"]: f.get("cause") for f in problems(rep)}["MPI_TRANSPORT_FAILED"] == "UCX_IB_RESOURCE_FAILED"
+
+
+# ---- NVSHMEM's device-level (DevX) failures ---------------------------------------------------------------
+
+# https://github.com/sgl-project/sglang/issues/12533 (GB200 CI runner, not privileged: IBGDA cannot get a UAR)
+NVSHMEM_DEVX_UAR = ("/opt/nvshmem/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: NULL value cannot allocate "
+                    "mlx5dv_devx_uar\n")
+
+
+def test_nvshmems_devx_uar_failure_is_read() -> None:
+    f = only_problem(NVSHMEM_DEVX_UAR, "NVSHMEM_IBGDA_RESOURCE_FAILED", "ibgda UAR")
+    assert pattern(f) == "nvshmem.devx_uar" and "privileged" in f["remedy"] and "NVSHMEM_IB_ENABLE_IBGDA=0" in f["remedy"]
+
+
+# ---- NCCL: sockets, and 2.29 / 2.30's new WARNs ------------------------------------------------------------
+# No public log shows these 2.29/2.30 WARNs yet: each line is made from the format string at the file:line its
+# row's ref names (NVIDIA/nccl v2.30.7-1), with a prefix as NCCL prints it.
+
+NCCL_30 = {
+    "incompatible-link-layers": (
+        "gpu-2:4101:4188 [3] transport/net_ib/connect.cc:987 NCCL WARN NET/IB : Attempted to connect incompatible "
+        "devices: [1]mlx5_1:1/RoCE and [0]mlx5_0:1/IB. Try selecting NICs of only one link type using NCCL_IB_HCA\n",
+        "NCCL_MIXED_LINK_LAYERS", "mlx5_1 (RoCE) and mlx5_0 (IB)"),
+    "remote-incompatible": (
+        "gpu-2:4101:4188 [3] transport/net_ib/connect.cc:1034 NCCL WARN NET/IB : Remote RoCE device is incompatible "
+        "with the local [0]mlx5_0:1/IB. Try selecting NICs of only one link type using NCCL_IB_HCA\n",
+        "NCCL_MIXED_LINK_LAYERS", "mlx5_0 (IB) and a remote RoCE device"),
+    "ras-version-mismatch": (
+        "gpu-7:2210:2299 [0] ras/ras.cc:415 NCCL WARN NCCL version mismatch with remote peer 10.0.3.17<37211> "
+        "(local: 2.30.7, remote 2.28.9)\n", "NCCL_RANKS_MISMATCH", "NCCL 2.30.7 and 2.28.9"),
+    "failover-no-replacement": (
+        "gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:116 NCCL WARN NET/IB: Could not find a replacement QP for "
+        "the failed QP with qpIndex=0 (devIndex=1)\n", "NCCL_IB_FAILOVER_FATAL", "NET/IB failover"),
+    "failover-probes": (
+        "gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:460 NCCL WARN NET/IB: Maximum number of probing attempts "
+        "(10) reached for request 0x7f3a2c0a1200 (id=17). Cannot post another probe.\n",
+        "NCCL_IB_FAILOVER_FATAL", "NET/IB failover"),
+    "ooo-rq-forced": (
+        "gpu-1:91:150 [0] transport/net_ib/connect.cc:670 NCCL WARN NET/IB: OOO RQ is force enabled but AR is not "
+        "enabled, which is required for OOO RQ (device=mlx5_0)\n", "NCCL_QP_CQ_CREATE_FAILED", "mlx5_0"),
+    "multi-rank-gpu": (
+        "ubuntu1583:1585:1585 [0] init.cc:1057 NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+        "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration.\n", "NCCL_DUPLICATE_GPU", "GPU"),
+    "socket-truncated": (
+        "node-2:301:399 [2] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.7<38212> message truncated : "
+        "receiving 1048576 bytes instead of 65536. If you believe your socket network is in a healthy state, there may "
+        "be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, NCCL_ALGO) between ranks\n",
+        "NCCL_RANKS_MISMATCH", "NET/Socket"),
+    "gin-no-gdr": (
+        "gpu-1:91:150 [0] transport/net_ib/gin.cc:42 NCCL WARN Unable to use GIN: Peermem is not supported, and device "
+        "0 does not support DMA-BUF.\n", "GDR_PEERMEM_MISSING", "GPU 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NCCL_30))
+def test_nccl_2_29_and_2_30_warns_are_read(name: str) -> None:
+    text, code, subject = NCCL_30[name]
+    only_problem(text, code, subject)
+
+
+def test_a_cqe_error_follows_the_completion_status_nccl_prints_after_it() -> None:
+    # 2.29.7+: the CQE line first, then ncclIbLogCompletionWithError's status line (p2p.cc:854, then :870).
+    rep = report(
+        "gpu-3:812:901 [2] transport/net_ib/p2p.cc:854 NCCL WARN NET/IB: Got CQE with error (devIndex=1, "
+        "req=0x7f3a2c0a1200, comm=0x7f3a2c001230 (send), wr_id=3, qp_num=4711)\n"
+        "gpu-3:812:901 [2] transport/net_ib/p2p.cc:870 NCCL WARN NET/IB: Got completion from peer 10.1.1.2<51234> with "
+        "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_RDMA_WRITE(1) vendor_err=129  localGid ::ffff:10.1.1.1 "
+        "remoteGids::ffff:10.1.1.2 hca mlx5_3\n")
+    top = roots(rep)
+    assert [pattern(f) for f in top] == ["nccl.wc_error"] and "IBV_WC_RETRY_EXC_ERR" in top[0]["subject"]
+    cqe = next(f for f in problems(rep) if pattern(f) == "nccl.ib_cqe_error")
+    assert cqe["cause"] == "NCCL_IB_COMPLETION_ERROR" and cqe["subject"] == "send QP 4711"
+
+
+# https://github.com/NVIDIA/nccl/issues/1515 (a maintainer: NCCL retries ECONNREFUSED and ETIMEDOUT silently, a WARN
+# only when the retries are spent). The INFO lines of a retry (src/misc/socket.cc:471 in 2.12-2.23, `Call to connect
+# returned %s, retrying`; src/os/linux.cc:293 in 2.29-2.30, `%s: connect to %s returned %s, retrying (%d/%ld) after
+# sleep for %u msec`) are not failures; the final WARN is.
+SOCKET_RETRIES = (
+    "node-1:55:120 [1] NCCL INFO Call to connect returned Connection refused, retrying\n"
+    "node-1:55:120 [1] NCCL INFO ncclOsSocketPollConnect: connect to 10.0.0.3<45119> returned Connection refused, "
+    "retrying (1/34) after sleep for 100 msec\n"
+)
+SOCKET_GAVE_UP = ("node-1:55:120 [1] os/linux.cc:288 NCCL WARN ncclOsSocketPollConnect: connect to 10.0.0.3<45119> "
+                  "returned Connection timed out, exceeded error retry count after 35 attempts\n")
+
+
+def test_ncclss_socket_retries_are_not_failures_and_giving_up_is() -> None:
+    nothing_alarms(SOCKET_RETRIES)
+    f = only_problem(SOCKET_RETRIES + SOCKET_GAVE_UP, "NCCL_SOCKET_ERROR", "10.0.0.3<45119>")
+    assert "Connection timed out" in f["message"]
+
+
+# ---- GCP's socket plugins: the designed transport, one note, no warning per NIC ------------------------------
+
+# The TCPXO plugin's teardown lines are quoted from a public test of a GKE benchmark runner (NCCL's prefix, `NET/FasTrak:`
+# then the plugin's message); the `GPU Direct RDMA Disabled` lines are NCCL's src/graph/topo.cc format
+# (`NET/%s : GPU Direct RDMA %s for HCA %d '%s'`) with the plugin's name, one per GPU NIC as on A3 Mega.
+TCPXO = "".join(f"node-0-0:870:938 [0] NCCL INFO NET/FasTrak : GPU Direct RDMA Disabled for HCA {i} 'eth{i + 1}'\n"
+                for i in range(8)) + (
+    "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: SCTP Closed\n"
+    "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: Socket closed, handler exiting.\n"
+)
+
+
+def test_gcp_tcpxo_is_one_note_not_a_warning_per_nic() -> None:
+    rep = nothing_alarms(TCPXO)
+    notes = [f for f in findings(rep) if f["code"] == "NCCL_GCP_NET_PLUGIN"]
+    assert len(notes) == 1 and notes[0]["subject"] == "FasTrak" and notes[0]["severity"] == "info"
+    assert not {"NCCL_GDR_DISABLED", "NCCL_SOCKET_FALLBACK"} & {f["code"] for f in findings(rep)}
+
+
+# ---- the real H200 logs (NCCL 2.28.9, ../shared/realworld/gpu-h200): none of these rows fires on them ---------
+
+NEW_ROWS = ("pytorch.store_connect_retry", "mpi.mpich_fatal", "mpi.mpich_stack_call", "mpi.mvapich2_iba_init",
+            "mpi.ompi_ofi_call", "mpi.btl_ofi_call", "mpi.openib_create_queue", "mpi.btl_tcp_connect_box",
+            "mpi.btl_tcp_connect", "mpi.ofi_init_local", "mpi.ofi_cq", "ucx.devx_no_memory", "nvshmem.devx_uar",
+            "nccl.ib_incompatible_devices", "nccl.ras_version_mismatch", "nccl.ib_cqe_error", "nccl.ib_failover_no_device",
+            "nccl.ib_failover_probes", "nccl.ib_ooo_rq_forced", "nccl.multi_rank_gpu", "nccl.net_socket_truncated",
+            "nccl.gin_no_gdr", "nccl.gcp_tcpxo")
+
+
+def test_the_new_rows_fire_on_nothing_in_a_real_healthy_h200_run(realworld) -> None:
+    import gzip
+    import re
+
+    from rdmadoctor.logs import kb
+
+    rows = {p.id: p for p in kb.patterns() if p.id in NEW_ROWS}
+    assert set(rows) == set(NEW_ROWS)
+    compiled = {i: re.compile(p.regex) for i, p in rows.items()}
+    folder = realworld / "gpu-h200"
+    texts = [gzip.open(folder / "dense_all.log.gz", "rt", errors="replace").read()]
+    texts += [(folder / name).read_text(errors="replace") for name in ("nccl_run.txt", "nccl_ib_disable.log",
+                                                                         "nccl_torchrun2.log")]
+    fired = [(i, line) for text in texts for line in text.splitlines() for i, p in rows.items()
+             if p.needle in line and compiled[i].search(line)]
+    assert not fired, fired[:3]
