@@ -454,28 +454,6 @@ PATTERNS: tuple[Pattern, ...] = (
         symptom=True,
     ),
     Pattern(
-        id="mpi.mpich_stack_call",
-        code=MPI_TRANSPORT_FAILED.code,
-        severity=ERROR,
-        needle=") failed",
-        # The error stack's first frame: the MPI call with its arguments, `... failed` (the reason is lower down).
-        regex=r"\w{1,60}\(\d{1,6}\)\.{0,60}: (?P<call>MPI_\w{1,40})\([^\n]{0,400}?\) failed\s*$",
-        subject="MPI {call}",
-        message="The MPI call {call} failed (the first frame of MPICH's error stack); the frames under it name the "
-                "layer that failed.",
-        meaning="This rank stops at that call.",
-        fix="Read the last frame of the stack (an `OFI ... failed` line names the libfabric call and its errno).",
-        ref="pmodels/mpich src/mpi/errhan/errutil.c (the error stack, `%s(%d)...: %s failed`); "
-            "https://github.com/pmodels/mpich/issues/6547, https://github.com/ofiwg/libfabric/issues/5648",
-        examples=(
-            "internal_Init_thread(67).: MPI_Init_thread(argc=0x7ffee0cd3980, argv=0x7ffee0cd3988, required=0, "
-            "provided=0x7ffee0cd3984) failed",
-            "PMPI_Iprobe(119)...............: MPI_Iprobe(src=39, tag=820, MPI_COMM_WORLD, flag=0x7ffe34a5f8dc, "
-            "status=0x7ffe34a5f920) failed",
-        ),
-        symptom=True,
-    ),
-    Pattern(
         id="mpi.mvapich2_iba_init",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
@@ -515,7 +493,7 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.btl_ofi_call",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
-        needle=" with err=",
+        needle="btl_ofi_component",  # BTL_VERBOSE's location, on every such line ("with err=" has no rare letter)
         regex=r"(?P<dev>[\w.-]{1,64}) failed (?P<call>fi_\w{1,40}) with err=(?P<error>[^\n]{1,120}?)\s*$",
         subject="btl ofi {dev}",
         message="Open MPI's ofi BTL could not use {dev}: libfabric's {call} failed with `{error}`.",
@@ -565,9 +543,9 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.btl_tcp_connect",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
-        needle="connect() to ",
-        regex=r"(?:btl_tcp_endpoint\.c:\d{1,6}:\w{1,60}\] |Message:\s{1,12})connect\(\) to (?P<peer>[\w.:%\[\]-]{1,300}) "
-              r"failed(?:: (?P<error>[^\n]{1,120}?))?\s*$",
+        needle="btl_tcp_endpoint",  # BTL_ERROR's location ("connect() to" has no rare letter to scan for)
+        regex=r"btl_tcp_endpoint\.c:\d{1,6}:\w{1,60}\] connect\(\) to (?P<peer>[\w.:%\[\]-]{1,300}) failed"
+              r"(?:: (?P<error>[^\n]{1,120}?))?\s*$",
         subject="btl tcp",
         message="Open MPI's TCP transport could not connect to {peer}{error_note}: that address is not reachable from "
                 "this node on the interface Open MPI chose.",
@@ -575,8 +553,8 @@ PATTERNS: tuple[Pattern, ...] = (
         fix="Pin the interfaces every node can reach (`-mca btl_tcp_if_include <iface or CIDR>`, and "
             "`oob_tcp_if_include`); `No route to host` is an interface (docker0, a second NIC) the peer cannot reach, "
             "or a firewall.",
-        ref="open-mpi/ompi opal/mca/btl/tcp/btl_tcp_endpoint.c mca_btl_tcp_endpoint_complete_connect (`connect() to %s "
-            "failed: %s (%d)` (<= 4.0), in the [client connect fail] box's Message line (4.0.3+)); "
+        ref="open-mpi/ompi opal/mca/btl/tcp/btl_tcp_endpoint.c mca_btl_tcp_endpoint_complete_connect (BTL_ERROR "
+            "`connect() to %s failed: %s (%d)`, <= 4.0; 4.0.3+ says it in the [client connect fail] box); "
             "https://github.com/open-mpi/ompi/issues/2168",
         examples=("[ivy08][[463,1],0][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] connect() to "
                   "10.102.1.194 failed: No route to host (113)",),

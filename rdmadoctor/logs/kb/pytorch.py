@@ -531,14 +531,14 @@ PATTERNS: tuple[Pattern, ...] = (
         id="pytorch.store_connect_retry",
         code=PYTORCH_NOTICE.code,
         severity=INFO,
-        needle="failed to connect",
-        # The client's retries while rank 0 starts (a [W] line per address, an [E] line per round in 1.10-2.2,
-        # TCPStore's `- retrying` in 2.3+): normal until the deadline; the timeout is the row above.
+        needle="client socket has ",  # the timeout's needle too: that row is tried first
+        # The client's retries while rank 0 starts (a [W] line per address, an [E] line per round in 1.10-2.2):
+        # normal until the deadline; the timeout is the row above. TCPStore's `- retrying` (2.3+) is the next row.
         regex=r"The client socket has failed to connect to (?:any network address of )?(?P<addr>\[[^\]\n]{1,300}\]:\d{1,5}|"
               r"\([^()\n]{1,300}\)|\S{1,300}?)(?: \((?:errno|system error): (?P<errno>-?\d{1,6}) - (?P<why>[^()\n]{1,120})\))?"
-              r"\.?\s*$|TCP client failed to connect/validate to host (?P<host>\S{1,300}) - retrying \(try=(?P<try>\d{1,6})",
+              r"\.?\s*$",
         subject="c10d store",
-        message="This rank tried to reach the c10d store at {where} and will try again{why_note}: PyTorch retries until "
+        message="This rank tried to reach the c10d store at {addr} and will try again{why_note}: PyTorch retries until "
                 "its timeout while rank 0's store starts, so this alone is no failure.",
         meaning="Nothing failed yet: only `The client socket has timed out` (or a DistNetworkError) after these lines "
                 "means the ranks never met.",
@@ -546,9 +546,8 @@ PATTERNS: tuple[Pattern, ...] = (
             "from this pod.",
         ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::tryConnect (C10D_WARNING `The "
             "client socket has failed to connect to {} (errno: {} - {}).`, C10D_ERROR `... to any network address of "
-            "({}, {}).`, then a retry), TCPStore.cpp TCPClient::connect (`... - retrying (try={}, ...)`, 2.3+); "
-            "https://github.com/gensyn-ai/rl-swarm/issues/197, https://github.com/hpcaitech/Open-Sora/issues/667, "
-            "https://github.com/TheTom/vllm-swift/issues/9",
+            "({}, {}).`, then a retry until the deadline); https://github.com/gensyn-ai/rl-swarm/issues/197, "
+            "https://github.com/hpcaitech/Open-Sora/issues/667",
         examples=(
             "[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
             "[::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out).",
@@ -556,11 +555,27 @@ PATTERNS: tuple[Pattern, ...] = (
             "Connection refused).",
             "[E socket.cpp:753] [c10d] The client socket has failed to connect to any network address of (6841231, "
             "47389).",
-            "[W426 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host "
-            "100.64.0.1:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
         ),
-        derive=lambda g: {"where": g.get("addr") or g.get("host") or "rank 0",
-                          "why_note": f" ({g['why']})" if g.get("why") else (f" (try {g['try']})" if g.get("try") else "")},
+        derive=lambda g: {"why_note": f" ({g['why']})" if g.get("why") else ""},
+    ),
+    Pattern(
+        id="pytorch.store_connect_retry_tcpstore",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="TCP client failed to connect",
+        regex=r"TCP client failed to connect/validate to host (?P<host>\S{1,300}) - retrying \(try=(?P<try>\d{1,6})",
+        subject="c10d store",
+        message="This rank tried to reach the c10d store at {host} and will try again (try {try}): PyTorch retries "
+                "until its timeout while rank 0's store starts, so this alone is no failure.",
+        meaning="Nothing failed yet: only `- timed out` (or a DistNetworkError) after these lines means the ranks never "
+                "met.",
+        fix="Nothing to fix while the job starts; if it then times out, check that MASTER_ADDR:MASTER_PORT answers "
+            "from this pod.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp TCPClient::connect (`TCP client failed to "
+            "connect/validate to host {}:{} - retrying (try={}, timeout={}ms, delay={}ms): {}`, 2.3+); "
+            "https://github.com/TheTom/vllm-swift/issues/9",
+        examples=("[W426 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host "
+                  "100.64.0.1:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",),
     ),
     Pattern(
         id="pytorch.store_host_unresolved",

@@ -87,7 +87,7 @@ STORE_TIMEOUT = (
 def test_the_store_clients_retries_are_information(text: str) -> None:
     rep = nothing_alarms(text)
     notes = [f for f in findings(rep) if f["code"] == "PYTORCH_NOTICE"]
-    assert notes and {pattern(f) for f in notes} == {"pytorch.store_connect_retry"}
+    assert notes and all(pattern(f).startswith("pytorch.store_connect_retry") for f in notes)
     assert notes[0]["subject"] == "c10d store" and "retries until its timeout" in notes[0]["message"]
 
 
@@ -192,7 +192,9 @@ def test_mpichs_abort_banner_follows_the_layer_its_stack_names(name: str) -> Non
     rep = report(text)
     banner = next(f for f in problems(rep) if pattern(f) == "mpi.mpich_fatal")
     assert banner["cause"] == "MPI_TRANSPORT_FAILED" and banner["data"]["follows"]["subject"] == roots(rep)[0]["subject"]
-    assert "Other MPI error" in banner["message"] and "LOG_ERROR_UNKNOWN" not in {f["code"] for f in problems(rep)}
+    assert "Other MPI error" in banner["message"]
+    # The stack's other frames (`MPI_Init_thread(...) failed`) no row reads: they follow the same root.
+    assert all(f.get("cause") for f in problems(rep) if f["code"] == "LOG_ERROR_UNKNOWN")
 
 
 # https://github.com/openucx/ucx/issues/7978 (Intel MPI 2019u12 over UCX's mlx provider, 128 ranks a node): UCX's
@@ -346,7 +348,7 @@ def test_gcp_tcpxo_is_one_note_not_a_warning_per_nic() -> None:
 
 # ---- the real H200 logs (NCCL 2.28.9, ../shared/realworld/gpu-h200): none of these rows fires on them ---------
 
-NEW_ROWS = ("pytorch.store_connect_retry", "mpi.mpich_fatal", "mpi.mpich_stack_call", "mpi.mvapich2_iba_init",
+NEW_ROWS = ("pytorch.store_connect_retry", "pytorch.store_connect_retry_tcpstore", "mpi.mpich_fatal", "mpi.mvapich2_iba_init",
             "mpi.ompi_ofi_call", "mpi.btl_ofi_call", "mpi.openib_create_queue", "mpi.btl_tcp_connect_box",
             "mpi.btl_tcp_connect", "mpi.ofi_init_local", "mpi.ofi_cq", "ucx.devx_no_memory", "nvshmem.devx_uar",
             "nccl.ib_incompatible_devices", "nccl.ras_version_mismatch", "nccl.ib_cqe_error", "nccl.ib_failover_no_device",
