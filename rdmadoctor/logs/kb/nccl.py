@@ -2166,6 +2166,9 @@ NCCL_GCP_NET_PLUGIN = Code(
 CODES = CODES + (NCCL_NET_COUNT_MISMATCH, NCCL_GCP_NET_PLUGIN)  # type: ignore[assignment]  # a longer tuple
 
 
+# A GCP plugin's line that reports a failure is not its healthy note (the error reader, or a row, takes it).
+_NOT_A_FAILURE = r"(?![^\n]{0,160}?(?:[Ff]ail|[Ee]rror|[Tt]imeout|not ready|[Uu]nable|[Cc]ould not|[Cc]annot))"
+
 PATTERNS = PATTERNS + (
     Pattern(
         id="nccl.socket_poll_failed",
@@ -2466,24 +2469,46 @@ PATTERNS = PATTERNS + (
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
         needle="NET/FasTrak",
-        regex=r"NET/FasTrak\b",
+        regex=r"NET/FasTrak\b" + _NOT_A_FAILURE,
         subject="FasTrak",
         message="NCCL uses GCP's GPUDirect-TCPXO plugin (FasTrak): the transport A3 Mega VMs are built for (the NIC "
                 "writes into GPU memory over TCP), not RDMA and not a fallback; its NICs' `GPU Direct RDMA Disabled` "
                 "lines are expected.",
         meaning="Inter-node traffic runs over the VM's eight GPU NICs as designed.",
         fix="Nothing to fix; check that every GPU NIC is listed (NCCL_FASTRAK_IFNAME) for full bandwidth.",
-        ref="GoogleCloudPlatform/container-engine-accelerators gpudirect-tcpxo (the plugin logs `NET/FasTrak %s: %s` "
-            "through NCCL's logger); a teardown log quoted in a public test: `NCCL INFO NET/FasTrak: SCTP Closed`",
+        ref="Google's GPUDirect-TCPXO NCCL plugin tcpdirect_plugin/fastrak_offload/init.cc (every message through NCCL's "
+            "logger as `NET/FasTrak %s: %s`, time then text; `Initializing network FasTrak, version: %d.%d.%d`); a "
+            "teardown log quoted in a public test: `NCCL INFO NET/FasTrak: SCTP Closed`",
         examples=("node-0-0:870:938 [0] NCCL INFO NET/FasTrak: SCTP Closed",
-                  "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: Socket closed, handler exiting."),
+                  "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: Socket closed, handler exiting.",
+                  "node-0-0:870:870 [0] NCCL INFO NET/FasTrak 2025-03-04T10:12:33.123456-08:00: Initializing network "
+                  "FasTrak, version: 1.0.15"),
+    ),
+    Pattern(
+        id="nccl.gcp_tcpxo_rxdm",
+        code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        severity=ERROR,
+        needle="RxDM not ready on ",
+        regex=r"Timeout: RxDM not ready on (?P<host>\S{1,255}) after (?P<s>\d{1,6}) seconds",
+        subject="FasTrak RxDM",
+        message="GCP's TCPXO plugin (FasTrak) waited {s} s for the receive-datapath manager (RxDM) on {host} and it never "
+                "answered: the plugin does not start, and NCCL goes on without GPUDirect-TCPXO.",
+        meaning="Inter-node traffic falls back to plain sockets over one NIC (a small share of the bandwidth), or the job "
+                "fails where the other nodes use TCPXO.",
+        fix="Run the TCPXO daemon beside the job (the `tcpxo-daemon` container of Google's GKE manifests, with "
+            "/dev/aperture_devices and its host network), then restart the job; `kubectl logs <pod> -c tcpxo-daemon`.",
+        ref="Google's GPUDirect-TCPXO NCCL plugin tcpdirect_plugin/fastrak_offload/init.cc WaitForRxDM (LOG(WARNING) "
+            "`Timeout: RxDM not ready on %s after %d seconds: %s`, logged as `NET/FasTrak %s: %s`)",
+        examples=("node-0-0:870:870 [0] NCCL WARN NET/FasTrak 2025-03-04T10:22:33.123456-08:00: Timeout: RxDM not ready on "
+                  "node-0-0 after 600 seconds: UNAVAILABLE: failed to connect to all addresses",),
+        explains_fallback=True,
     ),
     Pattern(
         id="nccl.gcp_fastsocket",
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
         needle="FastSocket ",  # its anchor is "Socket " (not "ET/FastSocket", a near match on every NET/IB line)
-        regex=r"NET/FastSocket (?::|plugin initialized)",
+        regex=r"NET/FastSocket (?::|plugin initialized)" + _NOT_A_FAILURE,
         subject="FastSocket",
         message="NCCL uses GCP's FastSocket plugin: the inter-node transport Google Cloud's GPU VMs without RDMA NICs "
                 "are built for (many TCP flows over gVNIC), not a fallback from RDMA; its NICs' `GPU Direct RDMA "
@@ -2502,7 +2527,7 @@ PATTERNS = PATTERNS + (
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
         needle="DirectTCPX",
-        regex=r"NET/GPUDirectTCPX(?:_v\d{1,2})? (?::|ver\.)|Using network GPUDirectTCPX",
+        regex=r"(?:NET/GPUDirectTCPX(?:_v\d{1,2})? (?::|ver\.)|Using network GPUDirectTCPX)" + _NOT_A_FAILURE,
         subject="GPUDirectTCPX",
         message="NCCL uses GCP's GPUDirect-TCPX plugin: the transport A3 VMs are built for (the NIC writes into GPU "
                 "memory over TCP), not RDMA and not a fallback; its NICs' `GPU Direct RDMA Disabled` lines are expected.",

@@ -346,6 +346,16 @@ def test_gcp_tcpxo_is_one_note_not_a_warning_per_nic() -> None:
     assert not {"NCCL_GDR_DISABLED", "NCCL_SOCKET_FALLBACK"} & {f["code"] for f in findings(rep)}
 
 
+def test_gcp_tcpxos_daemon_timeout_is_a_failure_not_the_plugins_note() -> None:
+    # Made from the plugin's format (tcpdirect_plugin/fastrak_offload/init.cc WaitForRxDM, logged as
+    # `NET/FasTrak %s: %s`): the plugin names itself on the line, and the line says it failed.
+    text = TCPXO.splitlines(keepends=True)[0] + (
+        "node-0-0:870:870 [0] NCCL WARN NET/FasTrak 2025-03-04T10:22:33.123456-08:00: Timeout: RxDM not ready on "
+        "node-0-0 after 600 seconds: UNAVAILABLE: failed to connect to all addresses\n")
+    f = only_problem(text, "NCCL_NET_PLUGIN_LOAD_FAILED", "FasTrak RxDM")
+    assert "600 s" in f["message"] and "tcpxo-daemon" in f["remedy"]
+
+
 # ---- the real H200 logs (NCCL 2.28.9, ../shared/realworld/gpu-h200): none of these rows fires on them ---------
 
 NEW_ROWS = ("pytorch.store_connect_retry", "pytorch.store_connect_retry_tcpstore", "mpi.mpich_fatal", "mpi.mvapich2_iba_init",
@@ -353,7 +363,7 @@ NEW_ROWS = ("pytorch.store_connect_retry", "pytorch.store_connect_retry_tcpstore
             "mpi.btl_tcp_connect", "mpi.ofi_init_local", "mpi.ofi_cq", "ucx.devx_no_memory", "nvshmem.devx_uar",
             "nccl.ib_incompatible_devices", "nccl.ras_version_mismatch", "nccl.ib_cqe_error", "nccl.ib_failover_no_device",
             "nccl.ib_failover_probes", "nccl.ib_ooo_rq_forced", "nccl.multi_rank_gpu", "nccl.net_socket_truncated",
-            "nccl.gin_no_gdr", "nccl.gcp_tcpxo")
+            "nccl.gin_no_gdr", "nccl.gcp_tcpxo", "nccl.gcp_tcpxo_rxdm")
 
 
 def test_the_new_rows_fire_on_nothing_in_a_real_healthy_h200_run(realworld) -> None:
