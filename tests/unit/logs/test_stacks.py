@@ -167,7 +167,44 @@ IMPI_OPEN_DOMAIN = (
     "available)\n"
 )
 
+# https://github.com/jbornschein/mpi4py-examples/issues/11 (Open MPI 4 on Raspberry Pis: the tcp BTL picked a
+# link-local 169.254 address), with the help-aggregation lines after the box
+BTL_TCP_BOX = (
+    "--------------------------------------------------------------------------\n"
+    "WARNING: Open MPI failed to TCP connect to a peer MPI process.  This\n"
+    "should not happen.\n"
+    "\n"
+    "Your Open MPI job may now fail.\n"
+    "\n"
+    "  Local host: pi02\n"
+    "  PID:        24783\n"
+    "  Message:    connect() to 169.254.140.13:1026 failed\n"
+    "  Error:      Resource temporarily unavailable (11)\n"
+    "--------------------------------------------------------------------------\n"
+    "[pi01:28731] 3 more processes have sent help message help-mpi-btl-tcp.txt / dropped inbound connection\n"
+    "[pi01:28731] Set MCA parameter \"orte_base_help_aggregate\" to 0 to see all help / error messages\n"
+)
+# https://github.com/open-mpi/ompi/issues/13803 (btl/ofi on Polaris: fi_domain fails on the cxi provider)
+BTL_OFI_DOMAIN = ("[polaris-login-02][[46076,1],0][../../../../../opal/mca/btl/ofi/btl_ofi_component.c:581:"
+                  "mca_btl_ofi_init_device] cxi0 failed fi_domain with err=Function not implemented\n")
+# https://github.com/open-mpi/ompi/issues/166 (the openib BTL's ibv_create_cq fails in MPI_Init)
+OPENIB_CREATE_CQ = (
+    "The OpenFabrics (openib) BTL failed to initialize while trying to\n"
+    "create an internal queue.  This typically indicates a failed\n"
+    "OpenFabrics installation, faulty hardware, or that Open MPI is\n"
+    "attempting to use a feature that is not supported on your hardware\n"
+    "  Local host:  rc008\n"
+    "  OMPI source: btl_openib.c:190\n"
+    "  Function:    ibv_create_cq()\n"
+    "  Error:       Device or resource busy (errno=16)\n"
+    "  Device:      mlx4_0\n"
+)
+
 MPI_TEXTS = {
+    "mpi4py-examples-11-btl-tcp-box": (BTL_TCP_BOX, "mpi.btl_tcp_connect_box", "btl tcp", "TCP transport"),
+    "ompi-13803-btl-ofi-domain": (BTL_OFI_DOMAIN, "mpi.btl_ofi_call", "btl ofi cxi0",
+                                  "fi_domain failed with `Function not implemented`"),
+    "ompi-166-openib-create-cq": (OPENIB_CREATE_CQ, "mpi.openib_create_queue", "btl openib", "verbs queue"),
     "libfabric-6710-ompi-fi-endpoint": (OMPI_FI_ENDPOINT, "mpi.ompi_ofi_call", "mtl ofi fi_endpoint", "fi_endpoint"),
     "ompi-2168-btl-tcp-connect": (BTL_TCP_CONNECT, "mpi.btl_tcp_connect", "btl tcp", "10.102.1.194 (No route to host"),
     "ucx-3513-pml-ucx-unreachable": (PML_UCX_UNREACHABLE, "mpi.pml_ucx_error", "pml ucx", "Destination is unreachable"),
