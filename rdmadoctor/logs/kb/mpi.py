@@ -67,6 +67,13 @@ _OFI_ROWS = (
     _ofi_row("rma", "_do_put(", (
         "MPIDI_OFI_do_put(436): OFI rdma write immediate failed (ofi_rma.h:436:MPIDI_OFI_do_put:Invalid argument)",
     ), "https://github.com/easybuilders/easybuild-easyconfigs/issues/21715 (Intel MPI 2021, MPI_Put)"),
+    _ofi_row("init_local", "_init_local(", (
+        "MPIDI_OFI_init_local(580): OFI fi_fabric failed (ofi_init.c:580:MPIDI_OFI_init_local:Invalid argument)",
+    ), "https://github.com/pmodels/mpich/issues/6547 (MPICH 4.1, no network up)"),
+    _ofi_row("cq", "_handle_cq_error(", (
+        "MPIDI_OFI_handle_cq_error(1008): OFI poll failed (ofi_events.h:1008:MPIDI_OFI_handle_cq_error:Cannot allocate "
+        "memory)",
+    ), "https://github.com/ofiwg/libfabric/issues/5648 (Intel MPI 2019.6, MPI_Iprobe)"),
 )
 
 
@@ -396,6 +403,140 @@ PATTERNS: tuple[Pattern, ...] = (
     #    MVAPICH2 ------------------------------------------------------------------------------------------------
     *_OFI_ROWS,
     Pattern(
+        id="mpi.mpich_fatal",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="Other MPI error",
+        # MPICH's (and Intel MPI's, MVAPICH2's) abort banner; the error stack under it names the layer that
+        # failed (an OFI call, MVAPICH2's rdma_iba_*): this line only follows from it.
+        regex=r"Fatal error in (?P<func>P?MPI_\w{1,40}|internal_\w{1,40}): Other MPI error",
+        subject="MPI {func}",
+        message="The MPI library (MPICH, Intel MPI or MVAPICH2) aborted in {func} with an internal error (`Other MPI "
+                "error`): the error stack printed under it names the layer that failed.",
+        meaning="This rank stops (MPI_Init: the job never starts); in Intel MPI and MPICH the failing layer is almost "
+                "always the network module (OFI) or its provider.",
+        fix="Read the last lines of the error stack (an `OFI ... failed` line, `rdma_iba_hca_init: cannot create cq`); "
+            "rerun with I_MPI_DEBUG=5 (Intel MPI) or FI_LOG_LEVEL=warn to see the provider it picked.",
+        ref="pmodels/mpich src/mpi/errhan/errutil.c (`Fatal error in %s: %s, error stack:`); "
+            "https://github.com/openucx/ucx/issues/7978 (Intel MPI 2019u12), https://github.com/firemodels/fds/issues/7868, "
+            "https://github.com/flux-framework/flux-core/issues/4451 (MVAPICH2 2.3.6)",
+        examples=(
+            "Abort(1091215) on node 5 (rank 5 in comm 0): Fatal error in PMPI_Init: Other MPI error, error stack:",
+            "Abort(1094799) on node 0 (rank 0 in comm 0): Fatal error in PMPI_Init_thread: Other MPI error, error stack:",
+            "Abort(337237391): Fatal error in internal_Init_thread: Other MPI error, error stack:",
+        ),
+        symptom=True,
+    ),
+    Pattern(
+        id="mpi.mvapich2_iba_init",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="rdma_iba_",
+        # MVAPICH2's verbs channel (mrail/gen2) in its error stack: `rdma_iba_hca_init(1636)..: cannot create cq`.
+        regex=r"(?P<func>rdma_iba_\w{1,40})\(\d{1,6}\)\.{0,60}:\s{1,4}(?P<what>[^\n]{1,120}?)\s*$",
+        subject="MVAPICH2 {func}",
+        message="MVAPICH2's InfiniBand channel could not set up the HCA in {func}: {what}.",
+        meaning="MPI_Init aborts on this rank. `cannot create cq` (or a QP, SRQ, memory region) is the locked-memory "
+                "limit almost every time; otherwise the HCA's resources or a device the process cannot open.",
+        fix="Run with `ulimit -l unlimited` (under Slurm or Flux the limit the launcher passes on, PropagateResourceLimits; "
+            "IPC_LOCK in a container); check the HCA with `ibv_devinfo` and MV2_IBA_HCA.",
+        ref="MVAPICH2 src/mpid/ch3/channels/mrail/src/gen2/rdma_iba_priv.c rdma_iba_hca_init (`cannot create cq`, "
+            "`Failed to create qp`, ...); https://github.com/flux-framework/flux-core/issues/4451",
+        examples=("rdma_iba_hca_init(1636)..: cannot create cq",),
+    ),
+    Pattern(
+        id="mpi.ompi_ofi_call",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="OFI Libfabric library call",
+        regex=r"Open MPI failed an OFI Libfabric library call \((?P<call>\w{1,60})\)",
+        subject="mtl ofi {call}",
+        message="Open MPI's OFI layer (the ofi MTL, over libfabric) failed the libfabric call {call}: the provider it "
+                "picked cannot be used on this node (the box's `Error:` line gives the errno).",
+        meaning="MPI_Init aborts, or the job goes on unpredictably and crashes later (Open MPI's own words).",
+        fix="Run `fi_info -v` in the job's environment; choose a provider that works here (`-mca mtl_ofi_provider_include "
+            "<prov>`, FI_PROVIDER), use the libfabric the provider was built with (a Cray/HPE cxi needs its own), or "
+            "leave OFI (`-mca pml ucx`, `-mca mtl ^ofi`).",
+        ref="open-mpi/ompi ompi/mca/mtl/ofi/help-mtl-ofi.txt [OFI call fail] (mtl_ofi_component.c, 2.x-5.x); "
+            "https://github.com/ofiwg/libfabric/issues/6710 (fi_endpoint, psm3), https://github.com/open-mpi/ompi/issues/12038 "
+            "(fi_domain, cxi)",
+        examples=("Open MPI failed an OFI Libfabric library call (fi_endpoint).  This is highly",
+                  "Open MPI failed an OFI Libfabric library call (fi_domain).  This is highly"),
+    ),
+    Pattern(
+        id="mpi.btl_ofi_call",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="btl_ofi_component",  # BTL_VERBOSE's location, on every such line ("with err=" has no rare letter)
+        regex=r"(?P<dev>[\w.-]{1,64}) failed (?P<call>fi_\w{1,40}) with err=(?P<error>[^\n]{1,120}?)\s*$",
+        subject="btl ofi {dev}",
+        message="Open MPI's ofi BTL could not use {dev}: libfabric's {call} failed with `{error}`.",
+        meaning="That BTL skips the device: one-sided MPI (and anything that needed the BTL) fails or falls back; a "
+                "crash can follow on some releases.",
+        fix="`fi_info -v -p <prov>` in the job's environment; `Function not implemented` is a provider or libfabric "
+            "without that call (use the site's libfabric); exclude the BTL (`-mca btl ^ofi`) to confirm.",
+        ref="open-mpi/ompi opal/mca/btl/ofi/btl_ofi_component.c mca_btl_ofi_init_device (`%s failed fi_domain with err=%s`, "
+            "BTL_VERBOSE); https://github.com/open-mpi/ompi/issues/13803",
+        examples=("[polaris-login-02][[46076,1],0][../../../../../opal/mca/btl/ofi/btl_ofi_component.c:581:"
+                  "mca_btl_ofi_init_device] cxi0 failed fi_domain with err=Function not implemented",),
+    ),
+    Pattern(
+        id="mpi.openib_create_queue",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="BTL failed to initialize while trying to",
+        regex=r"The OpenFabrics \(openib\) BTL failed to initialize while trying to",
+        subject="btl openib",
+        message="Open MPI's openib BTL could not create a verbs queue at start (the box's `Function:` and `Error:` "
+                "lines name the call and the errno).",
+        meaning="The openib BTL is not usable on this node: MPI_Init fails, or MPI runs without RDMA where another "
+                "transport is allowed.",
+        fix="`Cannot allocate memory`: raise the locked-memory limit (`ulimit -l unlimited`); `Device or resource busy`: "
+            "another process holds the device's resources; on Open MPI 4+ use UCX instead (`-mca pml ucx -mca btl ^openib`).",
+        ref="open-mpi/ompi opal/mca/btl/openib/help-mpi-btl-openib.txt [init-fail-create-q] (v1.x-4.1); "
+            "https://github.com/open-mpi/ompi/issues/166",
+        examples=("The OpenFabrics (openib) BTL failed to initialize while trying to",),
+    ),
+    Pattern(
+        id="mpi.btl_tcp_connect_box",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="Open MPI failed to TCP connect",
+        regex=r"Open MPI failed to TCP connect to a peer MPI process",
+        subject="btl tcp",
+        message="Open MPI's TCP transport could not connect to another MPI process (the box's `Message:` line names "
+                "the address, `Error:` the reason): the job may hang or fail.",
+        meaning="MPI traffic between those two processes cannot flow over TCP: the job hangs or aborts.",
+        fix="Pin the interfaces every node can reach (`-mca btl_tcp_if_include <iface or CIDR>`); `No route to host` "
+            "is an interface (docker0, a second NIC) the peer cannot reach, or a firewall.",
+        ref="open-mpi/ompi opal/mca/btl/tcp/help-mpi-btl-tcp.txt [client connect fail] (4.0.3+), btl_tcp_endpoint.c "
+            "mca_btl_tcp_endpoint_complete_connect",
+        examples=("WARNING: Open MPI failed to TCP connect to a peer MPI process.  This",),
+    ),
+    Pattern(
+        id="mpi.btl_tcp_connect",
+        code=MPI_TRANSPORT_FAILED.code,
+        severity=ERROR,
+        needle="btl_tcp_endpoint",  # BTL_ERROR's location ("connect() to" has no rare letter to scan for)
+        regex=r"btl_tcp_endpoint\.c:\d{1,6}:\w{1,60}\] connect\(\) to (?P<peer>[\w.:%\[\]-]{1,300}) failed"
+              r"(?:: (?P<error>[^\n]{1,120}?))?\s*$",
+        subject="btl tcp",
+        message="Open MPI's TCP transport could not connect to {peer}{error_note}: that address is not reachable from "
+                "this node on the interface Open MPI chose.",
+        meaning="MPI traffic to that process cannot flow: the job hangs or aborts.",
+        fix="Pin the interfaces every node can reach (`-mca btl_tcp_if_include <iface or CIDR>`, and "
+            "`oob_tcp_if_include`); `No route to host` is an interface (docker0, a second NIC) the peer cannot reach, "
+            "or a firewall.",
+        ref="open-mpi/ompi opal/mca/btl/tcp/btl_tcp_endpoint.c mca_btl_tcp_endpoint_complete_connect (BTL_ERROR "
+            "`connect() to %s failed: %s (%d)`, <= 4.0; 4.0.3+ says it in the [client connect fail] box); "
+            "https://github.com/open-mpi/ompi/issues/2168",
+        examples=("[ivy08][[463,1],0][btl_tcp_endpoint.c:803:mca_btl_tcp_endpoint_complete_connect] connect() to "
+                  "10.102.1.194 failed: No route to host (113)",),
+        derive=lambda g: {"error_note": f" ({g['error']})" if g.get("error") else ""},
+        follows=("mpi.btl_tcp_connect_box",),
+        symptom_after=("mpi.btl_tcp_connect_box",),
+    ),
+    Pattern(
         id="mpi.intel_fabric_unavailable",
         code=MPI_TRANSPORT_FAILED.code,
         severity=ERROR,
@@ -489,17 +630,20 @@ PATTERNS: tuple[Pattern, ...] = (
         severity=ERROR,
         needle="pml_ucx.c:",
         regex=r"pml_ucx\.c:\d{1,6}\s{1,4}Error: (?P<what>Failed to create UCP worker|ucp_ep_create\(proc=\d{1,9}\) failed: "
-              r"[^\n]{1,80}?|Failed to receive UCX worker address: [^\n]{1,80}?)\s*$",
+              r"[^\n]{1,80}?|Failed to receive UCX worker address: [^\n]{1,80}?|Failed to resolve UCX endpoint for rank \d{1,9})\s*$",
         subject="pml ucx",
         message="Open MPI's UCX layer failed: {what}.",
         meaning="MPI cannot start (no UCP worker) or cannot reach a peer (an endpoint it could not create).",
         fix="Read the UCX ERROR line before it (an ibv_create_cq `Cannot allocate memory` is `ulimit -l`); `ucx_info -d` "
             "shows what UCX can open.",
         ref="open-mpi/ompi ompi/mca/pml/ucx/pml_ucx.c (`Failed to create UCP worker`, `ucp_ep_create(proc=%d) failed`); "
-            "https://github.com/open-mpi/ompi/issues/6300, https://github.com/openucx/ucx/issues/2718",
+            "https://github.com/open-mpi/ompi/issues/6300, https://github.com/openucx/ucx/issues/2718, "
+            "https://github.com/openucx/ucx/issues/3513 (`Failed to resolve UCX endpoint for rank %d`)",
         examples=(
             "[mpi11:04770] pml_ucx.c:212 Error: Failed to create UCP worker",
             "[clx-hercules-007:20550] pml_ucx.c:296 Error: ucp_ep_create(proc=371) failed: Input/output error",
+            "Sat Apr 20 22:59:55 2019[1,220]<stderr>:[clx-orion-037:24850] pml_ucx.c:447  Error: Failed to resolve UCX "
+            "endpoint for rank 219",
         ),
         follows=(UCX_IB_RESOURCE_FAILED,),
         symptom_after=(UCX_IB_RESOURCE_FAILED,),

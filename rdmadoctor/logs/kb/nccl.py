@@ -73,6 +73,7 @@ CODES = (NCCL_SOCKET_FALLBACK, NCCL_IB_NO_DEVICE, NCCL_GDR_DISABLED, NCCL_IB_COM
 # Codes that live with their checks (rdmadoctor.checks.*); the logs layer sits below the checks
 # and names them by string. tests/unit/logs/test_kb.py checks that each exists.
 NCCL_IB_DISABLED_BY_ENV = "NCCL_IB_DISABLED_BY_ENV"
+GDR_PEERMEM_MISSING = "GDR_PEERMEM_MISSING"
 VERBS_LIB_MISSING = "VERBS_LIB_MISSING"
 DEV_UVERBS_MISSING = "DEV_UVERBS_MISSING"
 NCCL_IB_GID_INDEX_BAD = "NCCL_IB_GID_INDEX_BAD"
@@ -1717,6 +1718,9 @@ PATTERNS: tuple[Pattern, ...] = (
 CODES = CODES + (NCCL_NET_COUNT_MISMATCH, NCCL_GCP_NET_PLUGIN)  # type: ignore[assignment]  # a longer tuple
 
 
+# A GCP plugin's line that reports a failure is not its healthy note (the error reader, or a row, takes it).
+_NOT_A_FAILURE = r"(?![^\n]{0,160}?(?:[Ff]ail|[Ee]rror|[Tt]imeout|not ready|[Uu]nable|[Cc]ould not|[Cc]annot))"
+
 PATTERNS = PATTERNS + (
     Pattern(
         id="nccl.socket_poll_failed",
@@ -1815,12 +1819,248 @@ PATTERNS = PATTERNS + (
                   "QP: Cannot allocate memory",),
         versions="NCCL 2.30+",
     ),
+    # -- 2.29 / 2.30's new WARNs that matter for RDMA training (NVIDIA/nccl v2.29.2-1 .. v2.30.7-1) --------------
+    Pattern(
+        id="nccl.ib_incompatible_devices",
+        code=NCCL_MIXED_LINK_LAYERS.code,
+        severity=ERROR,
+        needle="incompatible",
+        regex=r"NET/IB : (?:Attempted to (?P<act>connect|merge) incompatible devices: \[\d{1,4}\](?P<dev>[\w.-]{1,64}):\d{1,3}/"
+              r"(?P<ll>IB|RoCE|UNSPECIFIED) and \[\d{1,4}\](?P<dev2>[\w.-]{1,64}):\d{1,3}/(?P<ll2>IB|RoCE|UNSPECIFIED)"
+              r"|Remote (?P<rll>IB|RoCE|UNSPECIFIED) device is incompatible with the local \[\d{1,4}\](?P<ldev>[\w.-]{1,64}):"
+              r"\d{1,3}/(?P<lll>IB|RoCE|UNSPECIFIED))",
+        subject="{pair}",
+        message="NCCL refused to {act_text} {pair}: one is an InfiniBand port, the other RoCE (Ethernet), and NCCL's IB "
+                "transport cannot mix link layers on one connection.",
+        meaning="The connection (or the merged NIC) is not made: init fails with an internal error.",
+        fix="Keep NCCL on the ports of one fabric: NCCL_IB_HCA naming only the InfiniBand (or only the RoCE) devices, "
+            "the same list on every node; `ibv_devinfo | grep link_layer` shows each port's.",
+        ref="NVIDIA/nccl src/transport/net_ib/connect.cc:987,1522 `NET/IB : Attempted to connect incompatible devices: "
+            "[%d]%s:%d/%s and [%d]%s:%d/%s. Try selecting NICs of only one link type using NCCL_IB_HCA`, connect.cc:1034,1535 "
+            "`NET/IB : Remote %s device is incompatible with the local [%d]%s:%d/%s. ...`, init.cc:250 `... Attempted to "
+            "merge incompatible devices ...` (2.29.2-2.30.7)",
+        examples=(
+            "gpu-2:4101:4188 [3] transport/net_ib/connect.cc:987 NCCL WARN NET/IB : Attempted to connect incompatible "
+            "devices: [1]mlx5_1:1/RoCE and [0]mlx5_0:1/IB. Try selecting NICs of only one link type using NCCL_IB_HCA",
+            "gpu-2:4101:4188 [3] transport/net_ib/connect.cc:1034 NCCL WARN NET/IB : Remote RoCE device is incompatible "
+            "with the local [0]mlx5_0:1/IB. Try selecting NICs of only one link type using NCCL_IB_HCA",
+        ),
+        derive=lambda g: {
+            "act_text": "merge into one NIC" if g.get("act") == "merge" else "connect",
+            "pair": (f"{g['dev']} ({g.get('ll', '')}) and {g.get('dev2', '')} ({g.get('ll2', '')})" if g.get("dev")
+                     else f"{g.get('ldev') or 'a local device'} ({g.get('lll', '')}) and a remote {g.get('rll', '')} device"),
+        },
+        versions="NCCL 2.29+",
+    ),
+    Pattern(
+        id="nccl.ras_version_mismatch",
+        code=NCCL_RANKS_MISMATCH.code,
+        severity=ERROR,
+        needle="NCCL version mismatch with remote peer",
+        regex=r"NCCL version mismatch with remote peer (?P<peer>\S{1,300}) \(local: (?P<local>[\d.]{1,16}), remote "
+              r"(?P<remote>[\d.]{1,16})\)",
+        subject="NCCL {local} and {remote}",
+        message="NCCL's RAS found a peer process ({peer}) running NCCL {remote} while this one runs {local}: the job's "
+                "ranks do not run the same NCCL.",
+        meaning="Ranks on different NCCL releases can disagree on what they exchange: init fails or collectives hang "
+                "(RAS closes that connection at once).",
+        fix="Run every rank from the same image (or the same NCCL in LD_LIBRARY_PATH); each rank's `NCCL version` line "
+            "must be the same.",
+        ref="NVIDIA/nccl src/ras/ras.cc:415 rasNetAcceptNewSocket `NCCL version mismatch with remote peer %s (local: %s, "
+            "remote %s)` (version strings from 2.29; numbers `%d` in 2.24-2.28, ras.cc:428)",
+        examples=("gpu-7:2210:2299 [0] ras/ras.cc:415 NCCL WARN NCCL version mismatch with remote peer 10.0.3.17<37211> "
+                  "(local: 2.30.7, remote 2.28.9)",
+                  "gpu-7:2210:2299 [0] ras/ras.cc:428 NCCL WARN NCCL version mismatch with remote peer 10.0.3.17<37211> "
+                  "(local: 22809, remote 22703)"),
+    ),
+    Pattern(
+        id="nccl.ib_cqe_error",
+        code=NCCL_IB_COMPLETION_ERROR.code,
+        severity=ERROR,
+        needle="Got CQE with error",
+        # 2.29.7+ prints it before the completion's status line (nccl.wc_error), which says what failed.
+        regex=r"NET/IB: Got CQE with error \(devIndex=(?P<dev>\d{1,3}), req=\w{1,20}, comm=\w{1,20} \((?P<side>send|recv)\), "
+              r"wr_id=\d{1,20}, qp_num=(?P<qpn>\d{1,10})\)",
+        subject="{side} QP {qpn}",
+        message="A work request of a {side} connection completed with an error (device {dev}, QP {qpn}); the status "
+                "line NCCL prints next says which.",
+        meaning="Without port failover the communicator fails (ncclRemoteError, or a system error); with "
+                "NCCL_IB_RESILIENCY_PORT_FAILOVER=1 NCCL may replay it on another device.",
+        fix="Read the `Got completion from peer ... status=` line after it: IBV_WC_RETRY_EXC_ERR (12) is the link or the "
+            "peer, IBV_WC_LOC_PROT_ERR (4) GPUDirect RDMA.",
+        ref="NVIDIA/nccl src/transport/net_ib/p2p.cc:854 ncclIbTest `NET/IB: Got CQE with error (devIndex=%d, req=%p, "
+            "comm=%p (%s), wr_id=%lu, qp_num=%d)` (2.29.7-2.30.7)",
+        examples=("gpu-3:812:901 [2] transport/net_ib/p2p.cc:854 NCCL WARN NET/IB: Got CQE with error (devIndex=1, "
+                  "req=0x7f3a2c0a1200, comm=0x7f3a2c001230 (send), wr_id=3, qp_num=4711)",),
+        symptom=True,
+        versions="NCCL 2.29.7+",
+    ),
+    Pattern(
+        id="nccl.ib_failover_no_device",
+        code=NCCL_IB_FAILOVER_FATAL.code,
+        severity=ERROR,
+        needle="Could not find a ",
+        regex=r"NET/IB: Could not find a (?P<what>replacement QP for the failed QP|functional device to post the probe)",
+        subject="NET/IB failover",
+        message="NCCL's port failover found no working device left for the {what_text}: the communicator fails and the "
+                "job stops.",
+        meaning=NCCL_IB_FAILOVER_FATAL.meaning,
+        fix=NCCL_IB_FAILOVER_FATAL.fix,
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:116 `NET/IB: Could not find a replacement QP for the "
+            "failed QP with qpIndex=%d (devIndex=%d)`, :488 `NET/IB: Could not find a functional device to post the probe "
+            "for request %p (id=%ld)` (2.29.7-2.30.7)",
+        examples=("gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:116 NCCL WARN NET/IB: Could not find a replacement "
+                  "QP for the failed QP with qpIndex=0 (devIndex=1)",
+                  "gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:488 NCCL WARN NET/IB: Could not find a functional "
+                  "device to post the probe for request 0x7f3a2c0a1200 (id=17)"),
+        derive=lambda g: {"what_text": "queue pair it had to replace" if g.get("what", "").startswith("replacement")
+                          else "probe of a failed request"},
+        versions="NCCL 2.29.7+",
+    ),
+    Pattern(
+        id="nccl.ib_failover_probes",
+        code=NCCL_IB_FAILOVER_FATAL.code,
+        severity=ERROR,
+        needle="probing attempts",
+        regex=r"NET/IB: Maximum number of probing attempts \((?P<n>\d{1,9})\) reached",
+        subject="NET/IB failover",
+        message="NCCL's port failover probed a failed request {n} times without an answer from the peer: the "
+                "communicator fails (remote error) and the job stops.",
+        meaning="The peer did not answer on any device: its node, or the fabric between the two, is down.",
+        fix="Check the peer's node and every port between the two (`rdmadoctor check --sample 10` on both); "
+            "NCCL_IB_RESILIENCY_PORT_FAILOVER_MAX_ATTEMPTS raises the number of probes.",
+        ref="NVIDIA/nccl src/transport/net_ib/p2p_resiliency.cc:460 `NET/IB: Maximum number of probing attempts (%ld) "
+            "reached for request %p (id=%ld). Cannot post another probe.` -> ncclRemoteError (2.29.7-2.30.7)",
+        examples=("gpu-3:812:901 [2] transport/net_ib/p2p_resiliency.cc:460 NCCL WARN NET/IB: Maximum number of probing "
+                  "attempts (10) reached for request 0x7f3a2c0a1200 (id=17). Cannot post another probe.",),
+        versions="NCCL 2.29.7+",
+    ),
+    Pattern(
+        id="nccl.ib_ooo_rq_forced",
+        code=NCCL_QP_CQ_CREATE_FAILED.code,
+        severity=ERROR,
+        needle="OOO RQ is force enabled but",
+        regex=r"NET/IB: OOO RQ is force enabled but (?P<why>AR is not enabled|not supported on both sides of the "
+              r"connection)[^\n]{0,80}?\(device=(?P<dev>[\w.-]{1,64})",
+        subject="{dev}",
+        message="NCCL_IB_OOO_RQ=1 forces out-of-order receive queues, and on {dev} {why_text}: NCCL does not create the "
+                "queue pairs.",
+        meaning="The IB transport cannot connect: init fails (internal error).",
+        fix="Unset NCCL_IB_OOO_RQ (NCCL then uses out-of-order receive only where both sides support it), or enable "
+            "adaptive routing on the fabric and use NICs with it on every node.",
+        ref="NVIDIA/nccl src/transport/net_ib/connect.cc:670 `NET/IB: OOO RQ is force enabled but AR is not enabled, "
+            "which is required for OOO RQ (device=%s)`, :676 `... but not supported on both sides of the connection "
+            "(device=%s, localOooRq=%d, remOooRq=%d)` (2.30)",
+        examples=("gpu-1:91:150 [0] transport/net_ib/connect.cc:670 NCCL WARN NET/IB: OOO RQ is force enabled but AR is "
+                  "not enabled, which is required for OOO RQ (device=mlx5_0)",
+                  "gpu-1:91:150 [0] transport/net_ib/connect.cc:676 NCCL WARN NET/IB: OOO RQ is force enabled but not "
+                  "supported on both sides of the connection (device=mlx5_0, localOooRq=1, remOooRq=0)"),
+        derive=lambda g: {"why_text": "adaptive routing (AR) is off, which it needs" if g.get("why", "").startswith("AR")
+                          else "the peer's NIC does not support it"},
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.multi_rank_gpu",
+        code=NCCL_DUPLICATE_GPU.code,
+        severity=ERROR,
+        needle="Multiple Ranks are using the same GPU",
+        regex=r"Multiple Ranks are using the same GPU/Partition",
+        subject="GPU",
+        message="Two ranks of the communicator are on the same GPU (or MIG partition): NCCL 2.30 refuses unless "
+                "NCCL_MULTI_RANK_GPU_ENABLE=1 (invalid usage).",
+        meaning="The job stops at its first collective; the rank-to-GPU mapping is wrong, not the network.",
+        fix=NCCL_DUPLICATE_GPU.fix,
+        ref="NVIDIA/nccl src/init.cc:1057 `Multiple Ranks are using the same GPU/Partition. Set "
+            "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration.` -> ncclInvalidUsage (2.30; `Duplicate GPU "
+            "detected` before)",
+        examples=("ubuntu1583:1585:1585 [0] init.cc:1057 NCCL WARN Multiple Ranks are using the same GPU/Partition. Set "
+                  "NCCL_MULTI_RANK_GPU_ENABLE=1 to enable this configuration.",),
+        versions="NCCL 2.30+",
+    ),
+    Pattern(
+        id="nccl.net_socket_truncated",
+        code=NCCL_RANKS_MISMATCH.code,
+        severity=ERROR,
+        needle="message truncated : receiving",
+        regex=r"NET/Socket : peer (?P<peer>\S{1,300}) message truncated : receiving (?P<got>\d{1,12}) bytes instead of "
+              r"(?P<want>\d{1,12})",
+        subject="NET/Socket",
+        message="NCCL's socket transport received {got} bytes from {peer} where it expected {want}: the two ranks are "
+                "not running the same collective (sizes, NCCL_PROTO / NCCL_ALGO, NCCL version).",
+        meaning="The collective fails on this rank; the network is not at fault.",
+        fix=NCCL_RANKS_MISMATCH.fix,
+        ref="NVIDIA/nccl src/transport/net_socket.cc:636 `NET/Socket : peer %s message truncated : receiving %d bytes "
+            "instead of %d. If you believe your socket network is in a healthy state, there may be a mismatch in "
+            "collective sizes or environment settings ...` (2.29.2-2.30.7)",
+        examples=("node-2:301:399 [2] transport/net_socket.cc:636 NCCL WARN NET/Socket : peer 10.0.0.7<38212> message "
+                  "truncated : receiving 1048576 bytes instead of 65536. If you believe your socket network is in a "
+                  "healthy state, there may be a mismatch in collective sizes or environment settings (e.g. NCCL_PROTO, "
+                  "NCCL_ALGO) between ranks",),
+        versions="NCCL 2.29+",
+    ),
+    Pattern(
+        id="nccl.gin_no_gdr",
+        code=GDR_PEERMEM_MISSING,
+        severity=ERROR,
+        needle="Unable to use GIN: ",
+        regex=r"Unable to use GIN: Peermem is not supported, and device (?P<gpu>\d{1,3}) does not support DMA-BUF",
+        subject="GPU {gpu}",
+        message="NCCL's GPU-initiated networking (GIN) needs GPU memory the NIC can reach, and GPU {gpu} has neither "
+                "nvidia_peermem nor DMA-BUF: the communicator that asked for GIN fails (invalid usage).",
+        meaning="Device-API kernels that need GIN (and their collectives) cannot run on this node.",
+        fix="`modprobe nvidia-peermem`, or a kernel (5.12+) and driver with DMA-BUF for GPU memory; "
+            "`rdmadoctor check` on the node says which is missing.",
+        ref="NVIDIA/nccl src/transport/net_ib/gin.cc:42 ncclGinIbGdrGpuSupport `Unable to use GIN: Peermem is not "
+            "supported, and device %d does not support DMA-BUF.` -> ncclInvalidUsage (2.29.7-2.30.7)",
+        examples=("gpu-1:91:150 [0] transport/net_ib/gin.cc:42 NCCL WARN Unable to use GIN: Peermem is not supported, and "
+                  "device 0 does not support DMA-BUF.",),
+        versions="NCCL 2.29.7+",
+    ),
+    Pattern(
+        id="nccl.gcp_tcpxo",
+        code=NCCL_GCP_NET_PLUGIN.code,
+        severity=INFO,
+        needle="NET/FasTrak",
+        regex=r"NET/FasTrak\b" + _NOT_A_FAILURE,
+        subject="FasTrak",
+        message="NCCL uses GCP's GPUDirect-TCPXO plugin (FasTrak): the transport A3 Mega VMs are built for (the NIC "
+                "writes into GPU memory over TCP), not RDMA and not a fallback; its NICs' `GPU Direct RDMA Disabled` "
+                "lines are expected.",
+        meaning="Inter-node traffic runs over the VM's eight GPU NICs as designed.",
+        fix="Nothing to fix; check that every GPU NIC is listed (NCCL_FASTRAK_IFNAME) for full bandwidth.",
+        ref="Google's GPUDirect-TCPXO NCCL plugin tcpdirect_plugin/fastrak_offload/init.cc (every message through NCCL's "
+            "logger as `NET/FasTrak %s: %s`, time then text; `Initializing network FasTrak, version: %d.%d.%d`); a "
+            "teardown log quoted in a public test: `NCCL INFO NET/FasTrak: SCTP Closed`",
+        examples=("node-0-0:870:938 [0] NCCL INFO NET/FasTrak: SCTP Closed",
+                  "node-0-0:870:938 [0] NCCL INFO NET/FasTrak: Socket closed, handler exiting.",
+                  "node-0-0:870:870 [0] NCCL INFO NET/FasTrak 2025-03-04T10:12:33.123456-08:00: Initializing network "
+                  "FasTrak, version: 1.0.15"),
+    ),
+    Pattern(
+        id="nccl.gcp_tcpxo_rxdm",
+        code=NCCL_NET_PLUGIN_LOAD_FAILED.code,
+        severity=ERROR,
+        needle="RxDM not ready on ",
+        regex=r"Timeout: RxDM not ready on (?P<host>\S{1,255}) after (?P<s>\d{1,6}) seconds",
+        subject="FasTrak RxDM",
+        message="GCP's TCPXO plugin (FasTrak) waited {s} s for the receive-datapath manager (RxDM) on {host} and it never "
+                "answered: the plugin does not start, and NCCL goes on without GPUDirect-TCPXO.",
+        meaning="Inter-node traffic falls back to plain sockets over one NIC (a small share of the bandwidth), or the job "
+                "fails where the other nodes use TCPXO.",
+        fix="Run the TCPXO daemon beside the job (the `tcpxo-daemon` container of Google's GKE manifests, with "
+            "/dev/aperture_devices and its host network), then restart the job; `kubectl logs <pod> -c tcpxo-daemon`.",
+        ref="Google's GPUDirect-TCPXO NCCL plugin tcpdirect_plugin/fastrak_offload/init.cc WaitForRxDM (LOG(WARNING) "
+            "`Timeout: RxDM not ready on %s after %d seconds: %s`, logged as `NET/FasTrak %s: %s`)",
+        examples=("node-0-0:870:870 [0] NCCL WARN NET/FasTrak 2025-03-04T10:22:33.123456-08:00: Timeout: RxDM not ready on "
+                  "node-0-0 after 600 seconds: UNAVAILABLE: failed to connect to all addresses",),
+        explains_fallback=True,
+    ),
     Pattern(
         id="nccl.gcp_fastsocket",
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
         needle="FastSocket ",  # its anchor is "Socket " (not "ET/FastSocket", a near match on every NET/IB line)
-        regex=r"NET/FastSocket (?::|plugin initialized)",
+        regex=r"NET/FastSocket (?::|plugin initialized)" + _NOT_A_FAILURE,
         subject="FastSocket",
         message="NCCL uses GCP's FastSocket plugin: the inter-node transport Google Cloud's GPU VMs without RDMA NICs "
                 "are built for (many TCP flows over gVNIC), not a fallback from RDMA; its NICs' `GPU Direct RDMA "
@@ -1839,7 +2079,7 @@ PATTERNS = PATTERNS + (
         code=NCCL_GCP_NET_PLUGIN.code,
         severity=INFO,
         needle="DirectTCPX",
-        regex=r"NET/GPUDirectTCPX(?:_v\d{1,2})? (?::|ver\.)|Using network GPUDirectTCPX",
+        regex=r"(?:NET/GPUDirectTCPX(?:_v\d{1,2})? (?::|ver\.)|Using network GPUDirectTCPX)" + _NOT_A_FAILURE,
         subject="GPUDirectTCPX",
         message="NCCL uses GCP's GPUDirect-TCPX plugin: the transport A3 VMs are built for (the NIC writes into GPU "
                 "memory over TCP), not RDMA and not a fallback; its NICs' `GPU Direct RDMA Disabled` lines are expected.",

@@ -130,4 +130,24 @@ PATTERNS: tuple[Pattern, ...] = (
             "/root/nvshmem_src/src/modules/transport/ibgda/ibgda.cpp:2236: NULL value Unable to create QP for EP.",
         ),
     ),
+    Pattern(
+        id="nvshmem.devx_uar",
+        code=NVSHMEM_IBGDA_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle="cannot allocate mlx5dv_devx_uar",
+        # NVSHMEMI_NULL_ERROR_JMP: `<file>:<line>: NULL value <msg>` (ibgda.cpp, and ibdevx.cpp for its QPs).
+        regex=r"(?P<transport>ibgda|ibdevx)\.cpp:\d{1,6}: NULL value cannot allocate mlx5dv_devx_uar",
+        subject="{transport} UAR",
+        message="NVSHMEM's {transport} transport could not allocate a doorbell page (UAR) through mlx5's DevX interface "
+                "(mlx5dv_devx_alloc_uar returned nothing): its GPU-initiated queues cannot be made on this NIC.",
+        meaning="NVSHMEM init fails for that transport: DeepEP's low-latency kernels (IBGDA) cannot run; a container "
+                "that works only when run privileged is the usual case.",
+        fix="Give the container what DevX needs (the RDMA devices with their uverbs nodes, IPC_LOCK and CAP_NET_RAW, or "
+            "run it privileged to confirm) and `ulimit -l unlimited`; otherwise NVSHMEM_IB_ENABLE_IBGDA=0 uses IBRC.",
+        ref="NVIDIA/nvshmem src/modules/transport/ibgda/ibgda.cpp ibgda_alloc_and_map_qp_uar, ibdevx.cpp "
+            "(`cannot allocate mlx5dv_devx_uar`, NVSHMEMI_NULL_ERROR_JMP); https://github.com/sgl-project/sglang/issues/12533 "
+            "(GB200 CI runner, fine with --privileged)",
+        examples=("/opt/nvshmem/nvshmem/src/modules/transport/ibgda/ibgda.cpp:1889: NULL value cannot allocate "
+                  "mlx5dv_devx_uar",),
+    ),
 )

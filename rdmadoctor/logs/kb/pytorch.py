@@ -434,22 +434,78 @@ PATTERNS: tuple[Pattern, ...] = (
         code=NCCL_BOOTSTRAP_FAILED.code,
         severity=ERROR,
         needle="client socket has ",
-        regex=r"The client socket has (?P<how>timed out after \d{1,7}s while trying to connect to|failed to connect to"
-              r"(?: any network address of)?) (?P<addr>[^\n]{1,300}?)\.?\s*$",
+        # Only the end of the client's retries is a failure: `timed out after 60s` (1.10-2.2), `after 600000ms`
+        # (2.3+), alone, inside TCPStore's `TCP client failed to connect/validate ... - timed out` line, or in
+        # the DistNetworkError. Each `failed to connect` before it is a retry (pytorch.store_connect_retry).
+        regex=r"The client socket has (?P<how>timed out after \d{1,9}m?s while trying to connect to) "
+              r"(?P<addr>[^\n]{1,300}?)\.?\s*$",
         subject="c10d store",
         message="This rank could not reach the c10d store (rank 0's TCPStore: MASTER_ADDR:MASTER_PORT, or torchrun's "
                 "--rdzv_endpoint): the client socket {how} {addr}.",
         meaning="The job cannot start: rank 0 does not listen where the others look, or the way to it is closed.",
         fix=_STORE_FIX,
-        ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp `The client socket has timed out after {}s while "
-            "trying to connect to {}`, `The client socket has failed to connect to {} (errno: {} - {})` (2.0+); "
-            "https://github.com/pytorch/pytorch/issues/107021",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::throwTimeoutError `The client "
+            "socket has timed out after {} while trying to connect to ({}, {}).` (1.10+; ms from 2.3); "
+            "https://github.com/pytorch/pytorch/issues/107021, https://github.com/lzhxmu/CPPO/issues/6",
         examples=(
             "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to "
             "192.0.0.1:1234.",
+            "[E521 15:43:02.707733876 socket.cpp:1023] [c10d] The client socket has timed out after 600000ms while "
+            "trying to connect to (172.18.21.4, 37907).",
+            "[E521 15:43:02.707888867 TCPStore.cpp:318] [c10d] TCP client failed to connect/validate to host "
+            "172.18.21.4:37907 - timed out (try=1, timeout=600000ms): The client socket has timed out after 600000ms "
+            "while trying to connect to (172.18.21.4, 37907).",
+        ),
+    ),
+    Pattern(
+        id="pytorch.store_connect_retry",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="client socket has ",  # the timeout's needle too: that row is tried first
+        # The client's retries while rank 0 starts (a [W] line per address, an [E] line per round in 1.10-2.2):
+        # normal until the deadline; the timeout is the row above. TCPStore's `- retrying` (2.3+) is the next row.
+        regex=r"The client socket has failed to connect to (?:any network address of )?(?P<addr>\[[^\]\n]{1,300}\]:\d{1,5}|"
+              r"\([^()\n]{1,300}\)|\S{1,300}?)(?: \((?:errno|system error): (?P<errno>-?\d{1,6}) - (?P<why>[^()\n]{1,120})\))?"
+              r"\.?\s*$",
+        subject="c10d store",
+        message="This rank tried to reach the c10d store at {addr} and will try again{why_note}: PyTorch retries until "
+                "its timeout while rank 0's store starts, so this alone is no failure.",
+        meaning="Nothing failed yet: only `The client socket has timed out` (or a DistNetworkError) after these lines "
+                "means the ranks never met.",
+        fix="Nothing to fix while the job starts; if it then times out, check that MASTER_ADDR:MASTER_PORT answers "
+            "from this pod.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/socket.cpp SocketConnectOp::tryConnect (C10D_WARNING `The "
+            "client socket has failed to connect to {} (errno: {} - {}).`, C10D_ERROR `... to any network address of "
+            "({}, {}).`, then a retry until the deadline); https://github.com/gensyn-ai/rl-swarm/issues/197, "
+            "https://github.com/hpcaitech/Open-Sora/issues/667",
+        examples=(
+            "[W427 01:04:16.149509694 socket.cpp:752] [c10d] The client socket has failed to connect to "
+            "[::ffff:198.18.0.1]:3254 (errno: 110 - Connection timed out).",
             "[W socket.cpp:663] [c10d] The client socket has failed to connect to [trainer-master-0]:23456 (errno: 111 - "
             "Connection refused).",
+            "[E socket.cpp:753] [c10d] The client socket has failed to connect to any network address of (6841231, "
+            "47389).",
         ),
+        derive=lambda g: {"why_note": f" ({g['why']})" if g.get("why") else ""},
+    ),
+    Pattern(
+        id="pytorch.store_connect_retry_tcpstore",
+        code=PYTORCH_NOTICE.code,
+        severity=INFO,
+        needle="TCP client failed to connect",
+        regex=r"TCP client failed to connect/validate to host (?P<host>\S{1,300}) - retrying \(try=(?P<try>\d{1,6})",
+        subject="c10d store",
+        message="This rank tried to reach the c10d store at {host} and will try again (try {try}): PyTorch retries "
+                "until its timeout while rank 0's store starts, so this alone is no failure.",
+        meaning="Nothing failed yet: only `- timed out` (or a DistNetworkError) after these lines means the ranks never "
+                "met.",
+        fix="Nothing to fix while the job starts; if it then times out, check that MASTER_ADDR:MASTER_PORT answers "
+            "from this pod.",
+        ref="pytorch/pytorch torch/csrc/distributed/c10d/TCPStore.cpp TCPClient::connect (`TCP client failed to "
+            "connect/validate to host {}:{} - retrying (try={}, timeout={}ms, delay={}ms): {}`, 2.3+); "
+            "https://github.com/TheTom/vllm-swift/issues/9",
+        examples=("[W426 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host "
+                  "100.64.0.1:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",),
     ),
     Pattern(
         id="pytorch.store_host_unresolved",

@@ -74,8 +74,9 @@ PATTERNS: tuple[Pattern, ...] = (
         code=UCX_IB_RESOURCE_FAILED.code,
         severity=ERROR,
         needle="mlx5dv_devx_obj_",
+        # (Syndrome 0 with `Cannot allocate memory` is the kernel's refusal, not the firmware's: the row below.)
         regex=r"mlx5dv_devx_obj_(?P<op>create|modify)\((?P<obj>\w{1,32})\) failed on (?P<dev>[\w.-]{1,64}), syndrome "
-              r"(?P<syndrome>0x[0-9a-f]{1,8})",
+              r"(?P<syndrome>0x(?!0: Cannot allocate memory)[0-9a-f]{1,8})",
         subject="{dev} {obj}",
         message="The firmware of {dev} refused UCX's command to {op} a {obj} (syndrome {syndrome}): the firmware and "
                 "the driver or UCX are out of step, or the firmware ran out of that resource.",
@@ -88,6 +89,28 @@ PATTERNS: tuple[Pattern, ...] = (
             "on %s, syndrome 0x%x: %m`; https://github.com/openucx/ucx/issues/10451",
         examples=("1737742661.094513] [cn0244:260472:0]      ib_mlx5_dv.c:430  UCX  ERROR   mlx5dv_devx_obj_create(QP) "
                   "failed on mlx5_0, syndrome 0x2c4154: Remote I/O error",),
+    ),
+    Pattern(
+        id="ucx.devx_no_memory",
+        code=UCX_IB_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle="mlx5dv_devx_obj_",
+        regex=r"mlx5dv_devx_obj_(?P<op>create|modify)\((?P<obj>\w{1,32})\) failed(?: on (?P<dev>[\w.-]{1,64}))?, syndrome "
+              r"(?:0x)?0: Cannot allocate memory",
+        subject="{dev_subject}{obj}",
+        message="UCX could not {op} a {obj}{on} through DevX: `Cannot allocate memory` with no firmware syndrome, the "
+                "locked-memory limit or the NIC's resources for that many processes.",
+        meaning="UCX cannot open its accelerated (rc_x, dc_x) transports: endpoints fail and MPI_Init or the first "
+                "connection aborts; it often appears only when every core of a node runs a rank.",
+        fix="Run with `ulimit -l unlimited` (IPC_LOCK in a container); with many ranks per node use fewer QPs "
+            "(UCX_TLS=dc_x or ud_x instead of rc_x, UCX_RC_MLX5_TX_QUEUE_LEN smaller) or fewer ranks per NIC.",
+        ref="openucx/ucx src/uct/ib/mlx5/dv/ib_mlx5_dv.c (`mlx5dv_devx_obj_create(QP) failed, syndrome %x: %m` before "
+            "1.12, `failed on %s, syndrome 0x%x: %m` after); https://github.com/openucx/ucx/issues/7978, "
+            "https://github.com/openucx/ucx/issues/5351",
+        examples=("[1645552289.027611] [m7-31:723275:0]      ib_mlx5_dv.c:161  UCX  ERROR   mlx5dv_devx_obj_create(QP) failed, "
+                  "syndrome 0: Cannot allocate memory",),
+        derive=lambda g: {"on": f" on {g['dev']}" if g.get("dev") else "",
+                          "dev_subject": f"{g['dev']} " if g.get("dev") else ""},
     ),
     Pattern(
         id="ucx.exp_query_device",
@@ -135,27 +158,36 @@ PATTERNS: tuple[Pattern, ...] = (
         needle=") failed: ",
         # The line with UCX's own memlock hint is the row above (the look-ahead reads the error to its period).
         regex=r"(?:(?<![\w.-])(?P<dev>[\w.-]{1,64}): )?(?P<call>ibv_(?:create_cq|create_qp|create_srq|reg_mr|reg_dmabuf_mr|alloc_pd)"
-              r"(?:_ex)?)\((?P<args>[^)\n]{0,200})\) failed: (?![^.\n]{1,80}\. Please set max locked memory)(?P<error>[^.\n]{1,80})",
+              r"(?:_ex)?|mlx5dv_(?:create_cq|create_qp|devx_alloc_uar|devx_umem_reg))\((?P<args>[^)\n]{0,200})\) failed: "
+              r"(?![^.\n]{1,80}\. Please set max locked memory)(?P<error>[^.\n]{1,80})",
         subject="{call}",
         message="UCX could not {what}{on}: {call}({args}) failed with `{error}`.",
         meaning="The RDMA transport on that device is unusable: UCX falls back to TCP or the job fails. `Cannot allocate "
                 "memory` is the locked-memory limit almost every time.",
         fix="`ulimit -l` in the job must say unlimited: add IPC_LOCK to the container or raise LimitMEMLOCK / "
             "`--ulimit memlock=-1:-1`; for `Bad address` on ibv_reg_mr, UCX's huge-page allocator is involved "
-            "(UCX_*_ALLOC without `huge`).",
+            "(UCX_*_ALLOC without `huge`); `Operation not supported` from an mlx5dv_devx call means DevX is not "
+            "allowed there (the firmware, or a container without the rights): UCX_IB_MLX5_DEVX=n avoids it.",
         ref="openucx/ucx src/uct/ib/base/ib_md.c uct_ib_reg_mr `%s(address=%p, length=%zu, access=0x%lx) failed: %m`, "
             "src/uct/ib/base/ib_iface.c `ibv_create_cq(cqe=%d) failed: %m`; https://github.com/openucx/ucx/issues/8229, "
-            "https://github.com/openucx/ucx/issues/8999",
+            "https://github.com/openucx/ucx/issues/8999; mlx5dv_* (src/uct/ib/mlx5): https://github.com/openucx/ucx/issues/6223 "
+            "(`mlx5dv_devx_alloc_uar() failed: Operation not supported`), https://github.com/openucx/ucx/issues/8229",
         examples=(
             "ibv_create_cq(cqe=4096) failed: Cannot allocate memory",
             "[1652770215.176529] [node1:48133:0]        ib_iface.c:733  UCX  ERROR ibv_create_cq(cqe=4096) failed: Cannot "
             "allocate memory",
             "ib_md.c:309  UCX  ERROR ibv_reg_mr(address=0x7f1c3a000000, length=2097152, access=0xf) failed: Bad address",
+            "[1611787738.347966] [pacu02:233164:0]        ib_mlx5.c:395  UCX  ERROR mlx5dv_devx_alloc_uar() failed: "
+            "Operation not supported",
+            "[1652740949.516398] [cn0337:3290573:0]         ib_mlx5.c:90   UCX  ERROR mlx5dv_create_cq(cqe=4096) failed: "
+            "Cannot allocate memory",
         ),
         derive=lambda g: {
             "what": {"create_cq": "create a completion queue", "create_qp": "create a queue pair",
-                     "create_srq": "create a shared receive queue", "alloc_pd": "allocate a protection domain"}.get(
-                g.get("call", "")[4:].removesuffix("_ex"), "register memory with the HCA"),
+                     "create_srq": "create a shared receive queue", "alloc_pd": "allocate a protection domain",
+                     "devx_alloc_uar": "allocate a doorbell page (UAR) through DevX",
+                     "devx_umem_reg": "register memory through DevX"}.get(
+                g.get("call", "").split("_", 1)[-1].removesuffix("_ex"), "register memory with the HCA"),
             "on": f" on {g['dev']}" if g.get("dev") else "",
         },
     ),
