@@ -39,7 +39,8 @@ _SITE = re.compile(
     r"\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
     r"|\[(?P<taghost>[A-Za-z][\w.-]{0,252}):(?:pid=)?(?P<tagpid>\d{1,9})\]:?"
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^\]]{0,16}|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\]"
-    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?)"
+    # (`grep -n` marks a context line of -A/-B/-C with dashes: "logs/rank-3.log-1043-")
+    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?(?::(?:\d{1,9}:)?|-\d{1,9}-))"
     r"|[\u2502\u2503|]"
     r")"
 )
@@ -175,6 +176,24 @@ _CODE_SETTING = re.compile(
     r"""|\bsetenv\s{1,8}(?P<n5>NCCL_\w{1,40})\s{1,8}["']?(?P<v5>[^"'\s]{1,200})"""
     r"""|^\s{0,40}ENV\s{1,8}(?P<n6>NCCL_\w{1,40})\s{1,8}["']?(?P<v6>[^"'\s=]{1,200})"""
 )
+
+
+# A pod spec's env entry on two lines: "- name: NCCL_IB_HCA", then "  value: mlx5_0" (quoted or not; a
+# diff's "+" or "-" may start either). The scan reads the line after a name (Diagnoser._line).
+_YAML_NAME = re.compile(r"""[ \t]{0,40}[-+]?[ \t]{0,40}-[ \t]{1,8}name:[ \t]{1,8}["']?(NCCL_\w{1,40})["']?[ \t]{0,8}$""")
+_YAML_VALUE = re.compile(r"""[ \t]{0,40}[-+]?[ \t]{0,40}value:[ \t]{1,8}["']?([^"'\s#]{1,200})""")
+
+
+def yaml_name(line: str) -> str | None:
+    """The NCCL variable a pod spec's ``- name: NCCL_...`` line names, or None."""
+    m = _YAML_NAME.match(line)
+    return m.group(1) if m is not None else None
+
+
+def yaml_value(line: str) -> str | None:
+    """The value a pod spec's ``value: ...`` line gives, or None."""
+    m = _YAML_VALUE.match(line)
+    return m.group(1) if m is not None else None
 
 
 def settings_said(line: str) -> tuple[str, ...]:

@@ -38,7 +38,12 @@ _FACT_NEEDLES = (
 # A name in single quotes is looked for with what follows the quote ("']", "', "): a tail of capitals
 # and quotes alone would be searched as it is, a pass over every block.
 _SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE']", "NCCL_IB_DISABLE', ", "NCCL_IB_DISABLE:", "NCCL_IB_DISABLE ",
-                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:")
+                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:",
+                    # ... and those joined to the failure they explain (scan.joins._LAUNCHED), as a launch writes
+                    # them too; a pod spec's two-line entry by its name ("- name: NCCL_IB_HCA", see Diagnoser._line)
+                    *(f"{n}{tail}" for n in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
+                      for tail in ('"', "']", "', ", ":", "=")),
+                    "name: NCCL_", 'name: "NCCL_', "name: 'NCCL_")
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
 _HEAD_FACT_NEEDLES = ("] - NET/",
