@@ -146,6 +146,9 @@ class Joins:
         """Settings a launch, a script or a config makes (``_LAUNCHED``, prefix.settings_said), kept as
         NCCL's own line would be: the first of each, joined to the failure they explain."""
         said = []
+        first = body.lstrip()[:2]
+        if first[:1] == "#" and first != "# ":  # a script's comment ("#export NCCL_IB_HCA=..."); "# " is a root prompt
+            return
         m = _LAUNCHED.search(body) if "=" in body else None
         if m is not None:
             said.append((m.group("name"), m.group("value")))
