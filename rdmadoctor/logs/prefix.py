@@ -48,6 +48,13 @@ _SITE = re.compile(
 # the first colon), so a line of NCCL's own pays one regex call for its wrappers, as before.
 _SITE_FIRST = frozenset("([|\u2502\u2503")
 _SPACE = re.compile(r"\s*")
+# vLLM's logger ("ERROR 03-23 21:43:38 [worker_base.py:620] ", before 0.6 "ERROR 04-07 00:57:46 ray_utils.py:45] ")
+# logs a traceback line by line: around a traceback's lines it is context (their indentation, the exception
+# line after it, is what the traceback is read by); around any other line its level word is the line's own.
+_LOGGER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? \[?[\w./-]{1,200}:\d{1,6}\] ?")
+_LOGGER_FIRST = frozenset("DIWEC")
+_TRACEBACK_LINE = re.compile(r"\s|Traceback \(most recent call last\)|File \"|During handling|The above exception"
+                             r"|[\w.]{0,120}(?:Error|Exception|Exit|Interrupt)\b")
 # NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
 # may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
 # "pod-id:num:num [3]"). Every
@@ -117,6 +124,10 @@ def split(line: str) -> tuple[str, Meta]:
         pos = m.end()
         if pos < len(line) and line[pos] == " ":
             pos += 1
+    if line[pos:pos + 1] in _LOGGER_FIRST:
+        m = _LOGGER.match(line, pos)
+        if m is not None and _TRACEBACK_LINE.match(line, m.end()) is not None:
+            pos = m.end()
     rest = line[pos:]
     level = loc = None
     m = _NCCL.search(rest, 0, _NCCL_WINDOW)

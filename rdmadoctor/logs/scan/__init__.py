@@ -183,6 +183,11 @@ class Diagnoser(Framing, Index, Pastes, Errors, Matching, Joins):
                     self._follow = LAST_ERROR_LINES
         hit: set[tuple[str, str]] = set()
         self._match(text, lineno, hit=hit)
+        if spans and self._tb is not None and ('"' in text or "'" in text):
+            # A traceback's frame: what its code quotes is a string of the program (`raise RuntimeError(f"NCCL
+            # error: {e}")`), not a message it printed.
+            code = prefix.quoted(text)
+            spans = tuple(s for s in spans if s not in code)
         for span in spans:  # messages quoted in backticks inside a sentence, each a line of its own
             self._match(span, lineno, hit=hit)
         return took

@@ -52,6 +52,11 @@ EXPECTED: dict[str, dict] = {
     "ray-40850-raytrainworker.txt": {"healthy": True, "absent": {"NCCL_GDR_DISABLED"}},
     "fastsafetensors-36-nested-ray-healthy.txt": {"healthy": True},
     "alpa-506-gpuhost-actor-healthy.txt": {"healthy": True},
+    "nccl-1591-vllm-ray-first-lines-healthy.txt": {"healthy": True},
+    # vLLM's logger prefix around a traceback's lines: the traceback is read (not each line an error), and
+    # the string its code quotes is no message
+    "nccl-1657-vllm-logger-prefix.txt": {"codes": {"NCCL_SYSTEM_ERROR"}, "root": "NCCL_SYSTEM_ERROR",
+                                         "absent": {"LOG_ERROR_UNKNOWN"}},
     "nccl-1837-torchx-role-prefix.txt": {
         "codes": {"NCCL_BOOTSTRAP_FAILED"}, "where": {"NCCL_BOOTSTRAP_FAILED": ("twshared1016", None)},
         "setting": {"NCCL_BOOTSTRAP_FAILED": ("NCCL_SOCKET_IFNAME", "eth2", 1)}},
@@ -294,3 +299,16 @@ def test_quoted_spans_are_bounded_and_single_words_are_not_messages() -> None:
     assert prefix.quoted("NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'") == ()
     assert prefix.quoted('x "' + "a " * 5000 + '"') == ()  # longer than a span may be
     assert len(prefix.quoted(' '.join('"a b c d e f"' for _ in range(40)))) == prefix.MAX_SPANS
+
+
+def test_a_logger_prefix_is_context_around_a_traceback_only() -> None:
+    """vLLM's logger prefix: removed from a traceback's lines (their indentation reads the traceback),
+    kept on any other line (its ERROR level is what makes the line an error)."""
+    frame = 'ERROR 03-23 21:43:38 [worker_base.py:620]   File "/opt/venv/vllm/worker.py", line 99, in init_device'
+    assert prefix.split(frame)[0].startswith('File "')
+    old = "(RayWorkerVllm pid=7500) ERROR 04-07 00:57:46 ray_utils.py:45] Traceback (most recent call last):"
+    assert prefix.split(old)[0] == "Traceback (most recent call last):"
+    said = "ERROR 03-23 21:43:38 [worker_base.py:620] Error executing method 'init_device'. This might cause deadlock"
+    assert prefix.split(said)[0] == said
+    d = diagnose_bytes(said.encode() + b"\n")
+    assert "LOG_ERROR_UNKNOWN" in {f.code for f in d.findings}
