@@ -54,7 +54,7 @@ _SPACE = re.compile(r"\s*")
 _LOGGER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? \[?[\w./-]{1,200}:\d{1,6}\] ?")
 _LOGGER_FIRST = frozenset("DIWEC")
 _TRACEBACK_LINE = re.compile(r"\s|Traceback \(most recent call last\)|File \"|During handling|The above exception"
-                             r"|[\w.]{0,120}(?:Error|Exception|Exit|Interrupt)\b")
+                             r"|[\w.]{0,120}(?:Error|Exception|Exit|Interrupt)(?::|\s*$)")
 # NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
 # may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
 # "pod-id:num:num [3]"). Every
