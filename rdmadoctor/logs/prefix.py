@@ -57,12 +57,13 @@ _TRACEBACK_LINE = re.compile(r"\s|Traceback \(most recent call last\)|File \"|Du
                              r"|[\w.]{0,120}(?:Error|Exception|Exit|Interrupt)(?::|\s*$)")
 # NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
 # may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
-# "pod-id:num:num [3]"). Every
+# "pod-id:num:num [3]"), or the host with a placeholder ("[pod-name]:5310:5433 [7]",
+# "<cluster_name>:924:924 [5]": no host then, as the bulk count of hosts in nccl.py has none). Every
 # run is bounded and the host starts a word (a search never rescans a long run from each of its
 # characters); only a match near the start counts, so only a window of a long line is searched.
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
-    r"(?<![\w.-])(?P<host>[\w.-]{1,255}):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
+    r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255})|\[[\w.-]{1,64}\]|<[\w.-]{1,64}>):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
     r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _NCCL_WINDOW = 1024  # longer than any match that starts in the first 64 characters
@@ -241,6 +242,7 @@ _BOLD = re.compile(r"\*\*(?=\S)([^*\n]{1,2000}?)(?<=\S)\*\*")
 _ITALIC_LINE = re.compile(r"^\s*_(?!_)(\S(?:[^\n]{0,65000}\S)?)(?<!_)_\s*$")
 
 
+_LOST_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,4}m")
 _RAY_REPEATED = re.compile(r"[\[(]repeated \d{1,9}x across cluster[\])]$")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'", "&nbsp;": " "}
 _ENTITY = re.compile("|".join(_ENTITIES))
@@ -278,6 +280,8 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     """
     if line[:2] == '{"':
         line = _json_log(line)
+    if "[0m" in line:  # colour codes whose ESC a copy lost: " [36m(RayWorkerVllm pid=5310) [0m host:..."
+        line = _LOST_SGR.sub("", line).rstrip()
     if line.endswith("across cluster]") or line.endswith("across cluster)"):
         # Ray's log dedup: "... Using network Socket [repeated 15x across cluster]"
         m = _RAY_REPEATED.search(line, max(0, len(line) - 64))

@@ -53,6 +53,9 @@ EXPECTED: dict[str, dict] = {
     "fastsafetensors-36-nested-ray-healthy.txt": {"healthy": True},
     "alpa-506-gpuhost-actor-healthy.txt": {"healthy": True},
     "nccl-1591-vllm-ray-first-lines-healthy.txt": {"healthy": True},
+    # colour codes whose ESC the copy lost, a host replaced by "[pod-name]" (no host, not its pid as one)
+    "vllm-2734-ray-colour-codes.txt": {"codes": {"NCCL_IB_NO_DEVICE"}, "where": {"NCCL_IB_NO_DEVICE": (None, None)},
+                                       "hosts": []},
     # vLLM's logger prefix around a traceback's lines: the traceback is read (not each line an error), and
     # the string its code quotes is no message
     "nccl-1657-vllm-logger-prefix.txt": {"codes": {"NCCL_SYSTEM_ERROR"}, "root": "NCCL_SYSTEM_ERROR",
@@ -143,6 +146,8 @@ def test_real_text(name: str) -> None:
     if row.get("settings"):  # the settings read, wherever they were written
         said = {k: (v["value"], v["evidence"]["line"]) for k, v in reader.finish().settings.items()}
         assert said == row["settings"], said
+    if "hosts" in row:
+        assert ((reader.finish().nccl or {}).get("hosts") or []) == row["hosts"]
     if row.get("judged"):
         assert any(s.kind == row["judged"] for s in reader.segments), reader.segments
     for f in shown:  # every finding from the text quotes where it was seen
@@ -312,3 +317,10 @@ def test_a_logger_prefix_is_context_around_a_traceback_only() -> None:
     assert prefix.split(said)[0] == said
     d = diagnose_bytes(said.encode() + b"\n")
     assert "LOG_ERROR_UNKNOWN" in {f.code for f in d.findings}
+
+
+def test_a_placeholder_for_the_host_is_no_host() -> None:
+    """NVIDIA/nccl#952 (https://github.com/NVIDIA/nccl/issues/952) replaced the host with
+    `<cluster_name>`: the line is NCCL's, with no host (not its pid taken for one)."""
+    body, meta = prefix.split("<cluster_name>:924:1152 [5] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so")
+    assert (meta.host, meta.pid, meta.level) == (None, "924", "INFO") and body.startswith("Plugin Path")
