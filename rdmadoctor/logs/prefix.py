@@ -39,7 +39,8 @@ _SITE = re.compile(
     r"\((?:[\w.-]{1,64} )?(?:rank=(?P<vrank>\d{1,6}) )?pid=(?P<raypid>\d{1,9})(?:, ip=(?P<rayip>[\da-fA-F.:]{2,64}))?\)"
     r"|\[(?P<taghost>[A-Za-z][\w.-]{0,252}):(?:pid=)?(?P<tagpid>\d{1,9})\]:?"
     r"|\[(?P<bts>\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d[^\]]{0,16}|\d\d:\d\d:\d\d(?:[.,]\d{1,9})?)\]"
-    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?:(?:\d{1,9}:)?)"
+    # (`grep -n` marks a context line of -A/-B/-C with dashes: "logs/rank-3.log-1043-")
+    r"|(?P<file>[\w./-]{0,255}[\w-]\.(?:log|out|err|txt)(?:\.\d{1,6})?(?::(?:\d{1,9}:)?|-\d{1,9}-))"
     r"|[\u2502\u2503|]"
     r")"
 )
@@ -47,14 +48,22 @@ _SITE = re.compile(
 # the first colon), so a line of NCCL's own pays one regex call for its wrappers, as before.
 _SITE_FIRST = frozenset("([|\u2502\u2503")
 _SPACE = re.compile(r"\s*")
+# vLLM's logger ("ERROR 03-23 21:43:38 [worker_base.py:620] ", before 0.6 "ERROR 04-07 00:57:46 ray_utils.py:45] ")
+# logs a traceback line by line: around a traceback's lines it is context (their indentation, the exception
+# line after it, is what the traceback is read by); around any other line its level word is the line's own.
+_LOGGER = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? \[?[\w./-]{1,200}:\d{1,6}\] ?")
+_LOGGER_FIRST = frozenset("DIWEC")
+_TRACEBACK_LINE = re.compile(r"\s|Traceback \(most recent call last\)|File \"|During handling|The above exception"
+                             r"|[\w.]{0,120}(?:Error|Exception|Exit|Interrupt)(?::|\s*$)")
 # NCCL's own prefix. host names may carry dots and dashes; [dev] is the CUDA device or -1; a ticket
 # may have replaced the pid and tid with letters, or both with one word ("host-01:XXXXXX [5]",
-# "pod-id:num:num [3]"). Every
+# "pod-id:num:num [3]"), or the host with a placeholder ("[pod-name]:5310:5433 [7]",
+# "<cluster_name>:924:924 [5]": no host then, as the bulk count of hosts in nccl.py has none). Every
 # run is bounded and the host starts a word (a search never rescans a long run from each of its
 # characters); only a match near the start counts, so only a window of a long line is searched.
 _NCCL = re.compile(
     r"(?:\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[^\]]{0,16})\] )?"
-    r"(?<![\w.-])(?P<host>[\w.-]{1,255}):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
+    r"(?:(?<![\w.-])(?P<host>[\w.-]{1,255})|\[[\w.-]{1,64}\]|<[\w.-]{1,64}>):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
     r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"  # 2.2-2.3: no "NCCL"
 )
 _NCCL_WINDOW = 1024  # longer than any match that starts in the first 64 characters
@@ -116,6 +125,10 @@ def split(line: str) -> tuple[str, Meta]:
         pos = m.end()
         if pos < len(line) and line[pos] == " ":
             pos += 1
+    if line[pos:pos + 1] in _LOGGER_FIRST:
+        m = _LOGGER.match(line, pos)
+        if m is not None and _TRACEBACK_LINE.match(line, m.end()) is not None:
+            pos = m.end()
     rest = line[pos:]
     level = loc = None
     m = _NCCL.search(rest, 0, _NCCL_WINDOW)
@@ -177,6 +190,24 @@ _CODE_SETTING = re.compile(
 )
 
 
+# A pod spec's env entry on two lines: "- name: NCCL_IB_HCA", then "  value: mlx5_0" (quoted or not; a
+# diff's "+" or "-" may start either). The scan reads the line after a name (Diagnoser._line).
+_YAML_NAME = re.compile(r"""[ \t]{0,40}[-+]?[ \t]{0,40}-[ \t]{1,8}name:[ \t]{1,8}["']?(NCCL_\w{1,40})["']?[ \t]{0,8}$""")
+_YAML_VALUE = re.compile(r"""[ \t]{0,40}[-+]?[ \t]{0,40}value:[ \t]{1,8}["']?([^"'\s#]{1,200})""")
+
+
+def yaml_name(line: str) -> str | None:
+    """The NCCL variable a pod spec's ``- name: NCCL_...`` line names, or None."""
+    m = _YAML_NAME.match(line)
+    return m.group(1) if m is not None else None
+
+
+def yaml_value(line: str) -> str | None:
+    """The value a pod spec's ``value: ...`` line gives, or None."""
+    m = _YAML_VALUE.match(line)
+    return m.group(1) if m is not None else None
+
+
 def settings_said(line: str) -> tuple[str, ...]:
     """The NCCL settings a line of code or config makes, each as ``export NAME=value``."""
     out = []
@@ -211,6 +242,7 @@ _BOLD = re.compile(r"\*\*(?=\S)([^*\n]{1,2000}?)(?<=\S)\*\*")
 _ITALIC_LINE = re.compile(r"^\s*_(?!_)(\S(?:[^\n]{0,65000}\S)?)(?<!_)_\s*$")
 
 
+_LOST_SGR = re.compile(r"\[\d{1,3}(?:;\d{1,3}){0,4}m")
 _RAY_REPEATED = re.compile(r"[\[(]repeated \d{1,9}x across cluster[\])]$")
 _ENTITIES = {"&lt;": "<", "&gt;": ">", "&amp;": "&", "&quot;": '"', "&#39;": "'", "&#x27;": "'", "&nbsp;": " "}
 _ENTITY = re.compile("|".join(_ENTITIES))
@@ -248,6 +280,8 @@ def unwrap(line: str) -> tuple[str, tuple[str, ...]]:
     """
     if line[:2] == '{"':
         line = _json_log(line)
+    if "[0m" in line:  # colour codes whose ESC a copy lost: " [36m(RayWorkerVllm pid=5310) [0m host:..."
+        line = _LOST_SGR.sub("", line).rstrip()
     if line.endswith("across cluster]") or line.endswith("across cluster)"):
         # Ray's log dedup: "... Using network Socket [repeated 15x across cluster]"
         m = _RAY_REPEATED.search(line, max(0, len(line) - 64))

@@ -117,6 +117,7 @@ class Diagnoser(Framing, Index, Pastes, Errors, Matching, Joins):
         self._start_errors()
         self._start_matching()
         self._start_joins(on_transport)
+        self._yaml_name: str | None = None  # the NCCL variable a pod spec's "- name:" line named; its value is next
 
     def _block(self, block: bytes) -> None:
         """Complete lines (ending in a newline): the index says which to read; a line goes to the
@@ -162,6 +163,8 @@ class Diagnoser(Framing, Index, Pastes, Errors, Matching, Joins):
         if (b"``" in raw or b"xpected" in raw or self._fence) and self._hoped(raw, lineno):
             return False
         text, spans = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())
+        if self._yaml_name is not None or "name: " in text:
+            spans = self._yaml_setting(text, spans)
         if "Last error" in text:
             self._follow = LAST_ERROR_LINES
         # A prompt with a command: its output follows, up to the next prompt.
@@ -180,9 +183,27 @@ class Diagnoser(Framing, Index, Pastes, Errors, Matching, Joins):
                     self._follow = LAST_ERROR_LINES
         hit: set[tuple[str, str]] = set()
         self._match(text, lineno, hit=hit)
+        if spans and self._tb is not None and ('"' in text or "'" in text):
+            # A traceback's frame: what its code quotes is a string of the program (`raise RuntimeError(f"NCCL
+            # error: {e}")`), not a message it printed.
+            code = prefix.quoted(text)
+            spans = tuple(s for s in spans if s not in code)
         for span in spans:  # messages quoted in backticks inside a sentence, each a line of its own
             self._match(span, lineno, hit=hit)
         return took
+
+    def _yaml_setting(self, text: str, spans: tuple[str, ...]) -> tuple[str, ...]:
+        """A pod spec's env entry on two lines ("- name: NCCL_IB_HCA", then "value: mlx5_0"): the value line
+        gives the setting as ``export NAME=value``, read as a line of its own; the name line has the next
+        line read whatever it holds (in the next block too)."""
+        name, self._yaml_name = self._yaml_name, None
+        if name is not None:
+            value = prefix.yaml_value(text)
+            return spans + (f"export {name}={value}",) if value is not None else spans
+        self._yaml_name = prefix.yaml_name(text)
+        if self._yaml_name is not None:
+            self._follow = max(self._follow, 1)
+        return spans
 
     def finish(self) -> Diagnosis:
         self.end_source()

@@ -40,6 +40,18 @@ if TYPE_CHECKING:
 # (src/misc/socket.cc), `NCCL_IB_HCA set to mlx5_0` (src/transport/net_ib.cc), `NCCL_NET set by
 # environment to IB` (src/misc/param.cc ncclGetEnv).
 _SETTING = re.compile(r"\b(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET|NCCL_IB_GID_INDEX) set (?:by environment )?to (?P<value>\S{1,200})")
+# The same settings as a launch or a script makes them (issue 30): `export NCCL_IB_HCA=mlx5_0`, `env
+# NCCL_NET=IB torchrun ...`, `-x NCCL_SOCKET_IFNAME=eth2`, `--export=ALL,NCCL_...`, a list item or a diff's line
+# ("- NCCL_SOCKET_IFNAME=eth0", "+export ..."), a variable before the command; and, through
+# prefix.settings_said, as code and config write them (`os.environ["NCCL_IB_HCA"] = "mlx5"`, a YAML entry).
+# Anchored where a launch puts them: a setting told in prose ("I tried NCCL_IB_HCA=mlx5_1") is not the job's.
+_LAUNCHED = re.compile(
+    r"(?:^\s{0,40}(?:[$#>]\s{1,4})?(?:[-+*]\s{0,8})?(?:export\s{1,8}|env\s{1,8}|ENV\s{1,8})?"
+    r"|(?:-x|--env|-e|\benv|\bexport)\s{1,8}|--export[=\s](?:[^,\s]{0,200},){0,20}?|\bNCCL_\w{1,40}=\S{0,200}\s{1,8})"
+    # (a value ends where srun's --export list names the next variable: "--export=ALL,NCCL_IB_HCA=mlx5_0,NCCL_NET=IB")
+    r"(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET|NCCL_IB_GID_INDEX)=[\"']?(?P<value>(?:[^\"'\s;,]|,(?![A-Z][A-Z\d_]{0,40}=)){1,200})"
+)
+_JOINED_NAMES = frozenset(("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NET", "NCCL_IB_GID_INDEX"))
 # (setting, the codes of the failures it explains, what it means, the fix): one row per join.
 _SETTING_JOINS = (
     ("NCCL_NET", ("NCCL_NET_INIT_FAILED",),
@@ -82,6 +94,7 @@ class Joins:
         segments: list[Segment]
         sources: list[dict]
         _src_index: int
+        _known_text: bool
 
         def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict: ...
 
@@ -119,6 +132,8 @@ class Joins:
             if s is not None and s.group("name") not in self._settings:
                 self._settings[s.group("name")] = {"value": s.group("value").rstrip("."), "seq": (self._src_index, lineno),
                                                    "evidence": self._evidence(text, lineno, meta)}
+        if meta.level is None and "NCCL_" in body:
+            self._launched(text, body, meta, lineno)
         # The line that shows NCCL on sockets: "Using network Socket" (or a NET/Socket channel),
         # else, for NCCL <= 2.5, the "NET/Socket : Using" after "No device found".
         if ("Using " in body or "via NET/" in body) and (self._socket_seen is None or not self._socket_explicit):
@@ -133,6 +148,31 @@ class Joins:
             self._socket_seen = ((self._src_index, lineno), self._evidence(text, lineno, meta))
         if not self._fired and self.on_transport is not None and self.facts.connected and self.facts.network():
             self._fire()
+
+    def _launched(self, text: str, body: str, meta: prefix.Meta, lineno: int) -> None:
+        """Settings a launch, a script or a config makes (``_LAUNCHED``, prefix.settings_said), kept as
+        NCCL's own line would be: the first of each, joined to the failure they explain."""
+        said = []
+        first = body.lstrip()[:2]
+        if first[:1] == "#" and first != "# ":  # a script's comment ("#export NCCL_IB_HCA=..."); "# " is a root prompt
+            return
+        m = _LAUNCHED.search(body) if "=" in body else None
+        if m is not None:
+            said.append((m.group("name"), m.group("value")))
+            # the variables set after it in the same command: `env NCCL_NET=IB NCCL_SOCKET_IFNAME=eth0 torchrun`
+            for word in body[m.end():m.end() + 2000].split(None, 16)[:16]:
+                name, eq, value = word.partition("=")
+                if not eq or not name.isidentifier():
+                    break
+                said.append((name, value.strip("\"'")))
+        for line in prefix.settings_said(body):  # "export NAME=value"
+            name, _, value = line[len("export "):].partition("=")
+            said.append((name, value))
+        for name, value in said:
+            if name in _JOINED_NAMES and name not in self._settings:
+                self._settings[name] = {"value": value, "seq": (self._src_index, lineno),
+                                        "evidence": self._evidence(text, lineno, meta)}
+                self._known_text = True  # a setting of NCCL's was read and judged: the text says something
 
     @property
     def transport_shown(self) -> bool:

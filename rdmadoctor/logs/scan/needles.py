@@ -38,12 +38,19 @@ _FACT_NEEDLES = (
 # A name in single quotes is looked for with what follows the quote ("']", "', "): a tail of capitals
 # and quotes alone would be searched as it is, a pass over every block.
 _SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE']", "NCCL_IB_DISABLE', ", "NCCL_IB_DISABLE:", "NCCL_IB_DISABLE ",
-                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:")
+                    'NCCL_NET"', "NCCL_NET']", "NCCL_NET', ", "NCCL_NET:",
+                    # ... and those joined to the failure they explain (scan.joins._LAUNCHED), as a launch writes
+                    # them too
+                    *(f"{n}{tail}" for n in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
+                      for tail in ('"', "']", "', ", ":", "=")))
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
 _HEAD_FACT_NEEDLES = ("] - NET/",
                       # A ticket's fences and its "Expected:" label (what the writer hoped to see; see _line).
-                      "```", "xpected")
+                      "```", "xpected",
+                      # A pod spec's env entry on two lines ("- name: NCCL_IB_HCA", its value next; see
+                      # Diagnoser._yaml_setting), pasted in a ticket, not printed megabytes into a job's log.
+                      "name: NCCL_", 'name: "NCCL_', "name: 'NCCL_")
 _CHANNEL_WORDS = ("Channel ", "Ring ")  # counted in bulk (NcclFacts.count_channels): never scanned for
 # "] NCCL INFO " (after the [dev] of its prefix) starts most lines of an INFO log and is all capitals, each a place the scan must try:
 # the copy the scan reads has it in small letters (same length, so every position stays), unless an

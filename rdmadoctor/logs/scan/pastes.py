@@ -83,9 +83,10 @@ _HEADERS = (
     (r"^\s*#\s+\(B\)\s+\(elements\)", "nccl-tests"),
     (_TEST_ROW, "nccl-tests"),
 )
-# Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command): a prompt line
+# Settings a pasted launch command makes that rows read (kb nccl.ib_disabled_command) or that are joined
+# to the failure they explain (scan.joins._LAUNCHED): a prompt line
 # is otherwise the start of a command's output, not a line to match.
-_LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=", "NCCL_NET=")
+_LAUNCH_NEEDLES = ("NCCL_IB_DISABLE=", "NCCL_NET=", "NCCL_SOCKET_IFNAME=", "NCCL_IB_HCA=", "NCCL_IB_GID_INDEX=")
 _HEADER_NEEDLES = ("CA '", "Infiniband device '", "hca_id:", "physical_state", "Filesystem", "Used by", "Max locked memory", "Soft Limit",
                    "/dev/shm", "ulimit -", "core file size", "non-blocking time", "locked memory", "/dev/infiniband:",
                    "PORT    INDEX", "PORT\tINDEX", " ==> ",

@@ -7,8 +7,8 @@ Each is diagnosed the way `rdmadoctor diagnose FILE` diagnoses it, pasted output
 same checks. Rows marked healthy are texts that must raise no problem at all.
 
 The frames for which no public text was found (a log viewer's box characters, a `[host:pid=N]`
-tag, `grep -r`'s file name before NCCL's prefix, settings in Python or YAML) are held by lines
-made for the purpose at the end of this file, and say so.
+tag, `grep -r`'s file name and `grep -n`'s context lines before NCCL's prefix, settings in Python)
+are held by lines made for the purpose at the end of this file, and say so.
 """
 
 from __future__ import annotations
@@ -51,9 +51,32 @@ EXPECTED: dict[str, dict] = {
                                    "where": {"NCCL_REG_MR_FAILED": ("ray-default-worker-5ee698a00", None)}},
     "ray-40850-raytrainworker.txt": {"healthy": True, "absent": {"NCCL_GDR_DISABLED"}},
     "fastsafetensors-36-nested-ray-healthy.txt": {"healthy": True},
+    "alpa-506-gpuhost-actor-healthy.txt": {"healthy": True},
+    "nccl-1591-vllm-ray-first-lines-healthy.txt": {"healthy": True},
+    # colour codes whose ESC the copy lost, a host replaced by "[pod-name]" (no host, not its pid as one)
+    "vllm-2734-ray-colour-codes.txt": {"codes": {"NCCL_IB_NO_DEVICE"}, "where": {"NCCL_IB_NO_DEVICE": (None, None)},
+                                       "hosts": []},
+    # vLLM's logger prefix around a traceback's lines: the traceback is read (not each line an error), and
+    # the string its code quotes is no message
+    "nccl-1657-vllm-logger-prefix.txt": {"codes": {"NCCL_SYSTEM_ERROR"}, "root": "NCCL_SYSTEM_ERROR",
+                                         "absent": {"LOG_ERROR_UNKNOWN"}},
+    "nccl-1837-torchx-role-prefix.txt": {
+        "codes": {"NCCL_BOOTSTRAP_FAILED"}, "where": {"NCCL_BOOTSTRAP_FAILED": ("twshared1016", None)},
+        "setting": {"NCCL_BOOTSTRAP_FAILED": ("NCCL_SOCKET_IFNAME", "eth2", 1)}},
     # settings written in a shell
     "ray-44533-prompt-export.txt": {"codes": {"NCCL_IB_DISABLED_BY_ENV"}},
     "horovod-1097-shell-ib-enabled.txt": {"healthy": True, "absent": {"NCCL_IB_DISABLED_BY_ENV"}},
+    # ... and in a markdown list, a Slurm script, a YAML config, a pod spec's two-line entry, a diff
+    "pytorch-29482-bullet-setting.txt": {"codes": {"NCCL_NO_SOCKET_INTERFACE"},
+                                         "setting": {"NCCL_NO_SOCKET_INTERFACE": ("NCCL_SOCKET_IFNAME", "eth0", 3)}},
+    "pytorch-111424-slurm-exports.txt": {
+        "codes": {"NCCL_IB_NO_DEVICE"}, "absent": {"NCCL_IB_DISABLED_BY_ENV"}, "setting": {"NCCL_IB_NO_DEVICE": None},
+        "settings": {"NCCL_SOCKET_IFNAME": ("^lo,docker,virbr,vmnet,vboxnet,wl,ww,ppp,eth,bond", 10)}},
+    "marin-6940-yaml-task-env.txt": {"codes": {"NCCL_NO_SOCKET_INTERFACE"},
+                                     "settings": {"NCCL_SOCKET_IFNAME": ("=enp90s0np0", 10)}},
+    "aicr-2315-pod-env-diff-healthy.txt": {"healthy": True, "settings": {"NCCL_SOCKET_IFNAME": ("eth0", 8)}},
+    "coreweave-20-export-diff-healthy.txt": {"healthy": True, "settings": {"NCCL_SOCKET_IFNAME": ("eth0", 12),
+                                                                           "NCCL_IB_HCA": ("ibp", 13)}},
     # a tool's rows without the lines they usually come with
     "nccl-523-acsctl-grep.txt": {"codes": {"PCIE_ACS_ENABLED"}},
     "nccl-629-acsctl-tabs.txt": {"codes": {"PCIE_ACS_ENABLED"}},
@@ -117,6 +140,14 @@ def test_real_text(name: str) -> None:
     for subject, (host, time) in (row.get("where_subject") or {}).items():
         ev = next(f for f in shown if f["subject"] == subject)["data"]["evidence"][0]
         assert (ev["host"], ev["time"]) == (host, time), ev
+    for code, said in (row.get("setting") or {}).items():  # the setting joined to the failure it explains
+        got_setting = next(f for f in shown if f["code"] == code)["data"].get("setting")
+        assert (got_setting and (got_setting["name"], got_setting["value"], got_setting["line"])) == (said or None), got_setting
+    if row.get("settings"):  # the settings read, wherever they were written
+        said = {k: (v["value"], v["evidence"]["line"]) for k, v in reader.finish().settings.items()}
+        assert said == row["settings"], said
+    if "hosts" in row:
+        assert ((reader.finish().nccl or {}).get("hosts") or []) == row["hosts"]
     if row.get("judged"):
         assert any(s.kind == row["judged"] for s in reader.segments), reader.segments
     for f in shown:  # every finding from the text quotes where it was seen
@@ -152,6 +183,9 @@ WC = ("transport/net_ib.cc:2360 NCCL WARN NET/IB : Got completion from peer 10.0
     ("[gpu-7:pid=617] " + WC.split(" ", 1)[1], "gpu-7", None),
     # `grep -rn` over a job's folder: the file name and line number, then a bracketed time
     ("logs/rank-3.out:1042:[2026-01-04 21:33:04] gpu-7:617:2799 [3] " + WC, "gpu-7", "2026-01-04 21:33:04"),
+    # `grep -n -C` over a job's folder: a context line's file name and line number end in dashes
+    ("logs/rank-3.out-1043-gpu-7:617:2799 [3] " + WC, "gpu-7", None),
+    ("rank-3.log-7-[2026-01-04 21:33:04] gpu-7:617:2799 [3] " + WC, "gpu-7", "2026-01-04 21:33:04"),
     # Ray's actor prefix with its ip
     ("(RayTrainWorker pid=617, ip=10.0.0.1) gpu-7:617:2799 [3] " + WC, "gpu-7", None),
 ])
@@ -179,12 +213,71 @@ def test_vllm_worker_prefix_gives_the_rank() -> None:
     ("setenv NCCL_IB_DISABLE 1", "NCCL_IB_DISABLED_BY_ENV"),
     ("ENV NCCL_IB_DISABLE 1", "NCCL_IB_DISABLED_BY_ENV"),
     ("env NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=eth0 torchrun --nproc_per_node 8 train.py", "NCCL_IB_DISABLED_BY_ENV"),
+    # a pod spec's env entry on two lines, the value quoted or not
+    ("        - name: NCCL_IB_DISABLE\n          value: \"1\"", "NCCL_IB_DISABLED_BY_ENV"),
+    ("- name: 'NCCL_NET'\n  value: Socket", "NCCL_IB_DISABLED_BY_ENV"),
 ])
 def test_settings_in_code_and_config(line: str, code: str) -> None:
     """Settings as Python, a pod spec, compose, csh and a Dockerfile write them (lines made for the
     purpose: no public ticket with one was found)."""
     d = diagnose_bytes(line.encode() + b"\n")
     assert code in {f.code for f in d.findings}, [(f.code, f.subject) for f in d.findings]
+
+
+def test_a_two_line_setting_read_across_chunks() -> None:
+    """The value line of a pod spec's entry in the next chunk (a block of its own) reads the same."""
+    d = Diagnoser()
+    d.feed(b"env:\n  - name: NCCL_IB_DISABLE\n", source="pod.yaml")
+    d.feed(b'    value: "1"\n', source="pod.yaml")
+    got = [(f.code, f.data["evidence"][0]["line"]) for f in d.finish().findings]
+    assert ("NCCL_IB_DISABLED_BY_ENV", 3) in got, got
+
+
+def test_a_name_line_without_its_value_sets_nothing() -> None:
+    d = diagnose_bytes(b"- name: NCCL_IB_DISABLE\n- name: NCCL_DEBUG\n  value: INFO\n")
+    assert "NCCL_IB_DISABLED_BY_ENV" not in {f.code for f in d.findings}
+
+
+FAILURE = ("node-1:40:40 [0] NCCL INFO comm 0x5 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"
+           "node-1:40:40 [0] NCCL INFO NET/IB : No device found.\n")
+
+
+@pytest.mark.parametrize("line,value", [
+    ("export NCCL_IB_HCA=mlx5_9", "mlx5_9"),
+    ("+export NCCL_IB_HCA=mlx5_9", "mlx5_9"),
+    ('os.environ["NCCL_IB_HCA"] = "mlx5_9"', "mlx5_9"),
+    ("os.environ.setdefault('NCCL_IB_HCA', '=mlx5_9')", "=mlx5_9"),
+    ("$ mpirun -np 16 -x NCCL_DEBUG=INFO -x NCCL_IB_HCA=mlx5_9:1 ./build/all_reduce_perf -b 8 -e 1G", "mlx5_9:1"),
+    ("env NCCL_DEBUG=INFO NCCL_IB_HCA=^mlx5_0,mlx5_1 torchrun --nnodes 2 train.py", "^mlx5_0,mlx5_1"),
+    ("srun --export=ALL,NCCL_IB_HCA=mlx5_9 python train.py", "mlx5_9"),
+    ("        - name: NCCL_IB_HCA\n          value: \"mlx5_9\"", "mlx5_9"),
+    ('      NCCL_IB_HCA: "mlx5_9"', "mlx5_9"),
+])
+def test_a_setting_in_code_or_a_launch_joins_the_failure(line: str, value: str) -> None:
+    """NCCL_IB_HCA as a script, a launch or a pod spec sets it (lines made for the purpose; the texts
+    above hold the markdown list, the Slurm script, the YAML config and the diff), before NCCL finds no device."""
+    d = diagnose_bytes((line + "\n" + FAILURE).encode(), name="job.log")
+    f = next(f for f in d.findings if f.code == "NCCL_IB_NO_DEVICE")
+    assert f.data.get("setting", {}).get("value") == value, f.data.get("setting")
+    assert f.message.startswith(f"NCCL_IB_HCA is set to {value} (line ")
+    assert d.settings["NCCL_IB_HCA"]["value"] == value
+
+
+@pytest.mark.parametrize("line", [
+    "I also tried NCCL_IB_HCA=mlx5_9 but it did not help",  # told in prose: not this job's setting
+    "#export NCCL_IB_HCA=mlx5_9",  # a script's comment
+    "export NCCL_IB_HCA_EXTRA=mlx5_9",
+])
+def test_a_setting_not_made_joins_nothing(line: str) -> None:
+    d = diagnose_bytes((line + "\n" + FAILURE).encode())
+    f = next(f for f in d.findings if f.code == "NCCL_IB_NO_DEVICE")
+    assert "setting" not in f.data and "NCCL_IB_HCA" not in d.settings
+
+
+def test_a_setting_after_the_failure_joins_nothing() -> None:
+    d = diagnose_bytes((FAILURE + "export NCCL_IB_HCA=mlx5_9\n").encode())
+    f = next(f for f in d.findings if f.code == "NCCL_IB_NO_DEVICE")
+    assert "setting" not in f.data
 
 
 @pytest.mark.parametrize("line", [
@@ -211,3 +304,23 @@ def test_quoted_spans_are_bounded_and_single_words_are_not_messages() -> None:
     assert prefix.quoted("NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0'") == ()
     assert prefix.quoted('x "' + "a " * 5000 + '"') == ()  # longer than a span may be
     assert len(prefix.quoted(' '.join('"a b c d e f"' for _ in range(40)))) == prefix.MAX_SPANS
+
+
+def test_a_logger_prefix_is_context_around_a_traceback_only() -> None:
+    """vLLM's logger prefix: removed from a traceback's lines (their indentation reads the traceback),
+    kept on any other line (its ERROR level is what makes the line an error)."""
+    frame = 'ERROR 03-23 21:43:38 [worker_base.py:620]   File "/opt/venv/vllm/worker.py", line 99, in init_device'
+    assert prefix.split(frame)[0].startswith('File "')
+    old = "(RayWorkerVllm pid=7500) ERROR 04-07 00:57:46 ray_utils.py:45] Traceback (most recent call last):"
+    assert prefix.split(old)[0] == "Traceback (most recent call last):"
+    said = "ERROR 03-23 21:43:38 [worker_base.py:620] Error executing method 'init_device'. This might cause deadlock"
+    assert prefix.split(said)[0] == said
+    d = diagnose_bytes(said.encode() + b"\n")
+    assert "LOG_ERROR_UNKNOWN" in {f.code for f in d.findings}
+
+
+def test_a_placeholder_for_the_host_is_no_host() -> None:
+    """NVIDIA/nccl#952 (https://github.com/NVIDIA/nccl/issues/952) replaced the host with
+    `<cluster_name>`: the line is NCCL's, with no host (not its pid taken for one)."""
+    body, meta = prefix.split("<cluster_name>:924:1152 [5] NCCL INFO Plugin Path : /opt/hpcx/nccl_rdma_sharp_plugin/lib/libnccl-net.so")
+    assert (meta.host, meta.pid, meta.level) == (None, "924", "INFO") and body.startswith("Plugin Path")
