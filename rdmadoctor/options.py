@@ -30,7 +30,7 @@ and the record follow (tests/unit/preflight/test_request.py holds every row of `
 `run` to reaching the record, or the checks' expectations). A check option (what to read, what to
 expect, which checks) names :data:`CHECKS` (or :data:`NODE` with `check`'s or the gate's wording)
 so that `agent`, `label`, `slurm health` and `slurm prolog` take it too; they hand it to the
-checks through rdmadoctor.cli.options.runner_options (tests/unit/cli/test_check_options.py).
+checks through rdmadoctor.runner.options_of, as `check` and the gate do (tests/unit/cli/test_check_options.py).
 A flag whose help says something different in two commands gets one row per wording
 (``--strict`` in `check`, in `preflight`): such rows agree on field, kind and default, and a
 command takes a flag once (tests/unit/cli/test_cli.py keeps both, and that every row reaches
