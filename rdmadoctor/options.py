@@ -60,6 +60,10 @@ SHARED = CHECK + GATE
 # expect and which checks, as `check` and the gate do.
 NODE = ("agent", "label", "slurm health", "slurm prolog")
 CHECKS = SHARED + NODE  # every command that runs the checks
+# `run --drain-timeout`: its default (the copy of the pipes and the diagnosis both stop this long
+# after the job's exit: rdmadoctor.supervise) and its highest (the CLI's check and the library's).
+DRAIN_TIMEOUT_DEFAULT = 5.0
+DRAIN_TIMEOUT_MAX = 3600.0
 
 
 class Option:
@@ -217,7 +221,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--drain-timeout", "drain_timeout", "float",
            "After CMD exits, keep copying what its stdout and stderr still carry (a process it started may hold them open "
            "and keep writing) and reading the diagnosis of its output for at most this long, counted from the exit; then "
-           "exit with CMD's status (default 5: the job's last writes are in the pipes already, and a scheduler sees "
+           f"exit with CMD's status (default {DRAIN_TIMEOUT_DEFAULT:g}: the job's last writes are in the pipes already, and a scheduler sees "
            "rdmadoctor end with the job, well inside Kubernetes' 30 s grace period or Slurm's KillWait). The copy also "
            "ends when the pipes close or stay quiet for 0.1 s. Raise it for a slow diagnosis of a huge failed log.",
            metavar="SECONDS", commands=("run",)),
