@@ -54,8 +54,11 @@ from rdmadoctor.core.codes.nccl import (
     LOG_UNREADABLE,
     LOGS_NOTHING_TO_JUDGE,
     LOGS_READ,
+    NCCL_GDR_DISABLED,
     NCCL_NICS_UNUSED,
+    NCCL_SOCKET_FALLBACK,
     NCCL_TEST_BUSBW_LOW,
+    NCCL_TEST_WRONG_RESULTS,
 )
 from rdmadoctor.core.expect import Expect
 from rdmadoctor.core.model import (
@@ -66,14 +69,12 @@ from rdmadoctor.core.model import (
     Check,
     Code,
     Finding,
+    LazyCodes,
     Need,
     Paste,
 )
 from rdmadoctor.core.record import field, record, replace
 from rdmadoctor.core.words import count, listing
-from rdmadoctor.logs import kb
-from rdmadoctor.logs.kb.nccl import NCCL_GDR_DISABLED, NCCL_SOCKET_FALLBACK
-from rdmadoctor.logs.kb.nccltests import NCCL_TEST_WRONG_RESULTS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -252,7 +253,7 @@ EXPECT = {
 
 def _ras_reports(diag) -> list[Finding]:
     """Pasted RAS reports (text or JSON), judged as `rdmadoctor run` judges the one it asks for."""
-    from rdmadoctor.logs.kb.pytorch import NCCL_TIMEOUT
+    from rdmadoctor.core.codes.pytorch import NCCL_TIMEOUT
     from rdmadoctor.logs.ras import judge_report
     from rdmadoctor.parsers import ncclras
 
@@ -475,7 +476,10 @@ def _inventory(facts: LogFacts) -> dict:
 
 def _codes() -> tuple[Code, ...]:
     """Every code this check can emit: the knowledge base's own, the node checks' codes its rows
-    and its pasted outputs reuse (one meaning, one code), and its two of its own."""
+    and its pasted outputs reuse (one meaning, one code), and its two of its own. Read when the
+    codes are (LazyCodes): `check` without logs skips this check without importing the kb."""
+    from rdmadoctor.logs import kb
+
     direct = (
         LOGS_READ, LOG_UNREADABLE, LOGS_NOTHING_TO_JUDGE, NCCL_TEST_BUSBW_LOW, IB_NO_DEVICES, IB_PORT_DOWN, IB_PORT_INIT, IB_NO_SM, IB_PORT_RATE_LOW,
         IB_LINK_LAYER_MISMATCH, MEMLOCK_LIMITED, SHM_TOO_SMALL, SHM_NEARLY_FULL, MOD_MISSING, ROCE_NO_V2_GID, ROCE_V2_GID,
@@ -501,7 +505,7 @@ CHECKS = [
         title="Job logs (NCCL, libibverbs, PyTorch, kernel)",
         probe=probe_logs,
         judge=judge_logs,
-        codes=_codes(),
+        codes=LazyCodes(_codes),
         needs=(Need("job logs", _has_logs),),
         # After every other check: the join needs what the node checks found.
         after=("*",),

@@ -30,7 +30,7 @@ and the record follow (tests/unit/preflight/test_request.py holds every row of `
 `run` to reaching the record, or the checks' expectations). A check option (what to read, what to
 expect, which checks) names :data:`CHECKS` (or :data:`NODE` with `check`'s or the gate's wording)
 so that `agent`, `label`, `slurm health` and `slurm prolog` take it too; they hand it to the
-checks through rdmadoctor.cli.options.runner_options (tests/unit/cli/test_check_options.py).
+checks through rdmadoctor.runner.options_of, as `check` and the gate do (tests/unit/cli/test_check_options.py).
 A flag whose help says something different in two commands gets one row per wording
 (``--strict`` in `check`, in `preflight`): such rows agree on field, kind and default, and a
 command takes a flag once (tests/unit/cli/test_cli.py keeps both, and that every row reaches
@@ -60,6 +60,10 @@ SHARED = CHECK + GATE
 # expect and which checks, as `check` and the gate do.
 NODE = ("agent", "label", "slurm health", "slurm prolog")
 CHECKS = SHARED + NODE  # every command that runs the checks
+# `run --drain-timeout`: its default (the copy of the pipes and the diagnosis both stop this long
+# after the job's exit: rdmadoctor.supervise) and its highest (the CLI's check and the library's).
+DRAIN_TIMEOUT_DEFAULT = 5.0
+DRAIN_TIMEOUT_MAX = 3600.0
 
 
 class Option:
@@ -217,7 +221,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--drain-timeout", "drain_timeout", "float",
            "After CMD exits, keep copying what its stdout and stderr still carry (a process it started may hold them open "
            "and keep writing) and reading the diagnosis of its output for at most this long, counted from the exit; then "
-           "exit with CMD's status (default 5: the job's last writes are in the pipes already, and a scheduler sees "
+           f"exit with CMD's status (default {DRAIN_TIMEOUT_DEFAULT:g}: the job's last writes are in the pipes already, and a scheduler sees "
            "rdmadoctor end with the job, well inside Kubernetes' 30 s grace period or Slurm's KillWait). The copy also "
            "ends when the pipes close or stay quiet for 0.1 s. Raise it for a slow diagnosis of a huge failed log.",
            metavar="SECONDS", commands=("run",)),

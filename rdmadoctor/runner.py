@@ -53,6 +53,31 @@ class Options:
     node_labels: dict[str, str] | None = None
 
 
+def options_of(record: Any, scope: str = "all", *, sets: list[str] | None = None, only: list[str] | None = None) -> Options:
+    """The checks' options of a command's option record (an :class:`rdmadoctor.options.Args`, or the
+    gate's Request, which has its fields): what to read (--root, --bundle, --example), what to
+    expect (--profile, --config, --pool, --set), which checks (--only, --skip, --timeout), --strict
+    and --sample, as `check`, `agent`, `label`, `slurm health`, `slurm prolog` and the gate take them:
+    a field the checks read is added here once. ``scope``: "all" (this container on this node) or
+    "node" (the machine only). The gate gives ``sets`` (the user's --set, then its flags'
+    expectations: Request.set_items) and ``only`` (--only resolved to the checks it gates on)."""
+    return Options(
+        root=record.root,
+        bundle=record.bundle,
+        example=record.example,
+        profile="generic" if record.profile is None else record.profile,
+        config=record.config,
+        pool=record.pool,
+        sets=list(record.sets or []) if sets is None else sets,
+        only=list(record.only or []) if only is None else only,
+        skip=list(record.skip or []),
+        strict=bool(record.strict),
+        timeout=record.timeout,
+        sample=record.sample,
+        scope=scope,
+    )
+
+
 class UsageError(Exception):
     """A problem with the command line or its inputs; exit code 2."""
 

@@ -92,10 +92,9 @@ def register(app) -> None:
             raise typer.Exit(fail_usage("--root, --bundle and --example are exclusive: give one"))
 
         from rdmadoctor.agent import run_agent
-        from rdmadoctor.cli.options import runner_options
-        from rdmadoctor.runner import UsageError
+        from rdmadoctor.runner import UsageError, options_of
 
-        opts = runner_options(args, scope="node")
+        opts = options_of(args, scope="node")
         try:
             code = run_agent(
                 opts,

@@ -5,8 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rdmadoctor.cli.options import runner_options
-from rdmadoctor.runner import UsageError, diagnose
+from rdmadoctor.runner import UsageError, diagnose, options_of
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
@@ -24,8 +23,7 @@ FORMATS = ("text", "json", "npd")
 def check_command(args: Any) -> int:
     """``rdmadoctor check`` for one command line (an :class:`rdmadoctor.cli.options.Args`)."""
     timeout, as_json, output_format = args.timeout, args.as_json, args.output_format
-    opts = runner_options(args, scope="all" if args.scope is None else args.scope)  # as the node's commands take them
-    opts.strict, opts.sample = args.strict, args.sample
+    opts = options_of(args, scope="all" if args.scope is None else args.scope)  # as the node's commands take them
     if args.sample is not None:  # rdmadoctor.cli.errors is imported when there is a number to judge
         from rdmadoctor.cli.errors import check_number
 

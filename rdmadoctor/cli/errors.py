@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import sys
 
+from rdmadoctor.options import DRAIN_TIMEOUT_MAX as DRAIN_TIMEOUT_MAX  # a range below (rdmadoctor.supervise's too)
+
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
     from typing import Any
@@ -43,7 +45,8 @@ INTERVAL_MIN = 0.1  # agent --interval: below this the agent runs cycle after cy
 INTERVAL_MAX = 86400.0
 MASTER_TIMEOUT_MAX = 86400.0  # preflight --master-timeout
 MIN_RATE_MAX = 10000.0  # preflight --min-rate, Gb/s (as min_rate_gbps)
-DRAIN_TIMEOUT_MAX = 3600.0  # run --drain-timeout (supervise.process.DRAIN_TIMEOUT_MAX)
+# DRAIN_TIMEOUT_MAX (run --drain-timeout) is imported above from beside its row, where
+# rdmadoctor.supervise reads it too.
 
 
 def _number(value: Any) -> str:

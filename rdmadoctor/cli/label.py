@@ -93,9 +93,9 @@ def run_label(
     """``label`` for ``args`` (its check options, an :class:`rdmadoctor.options.Args`; default: all
     at their defaults) and its own options."""
     from rdmadoctor.cli.errors import EXPIRY_MAX, TOOL_TIMEOUT_MAX, check_number, fail_usage
-    from rdmadoctor.cli.options import Args, runner_options
+    from rdmadoctor.cli.options import Args
     from rdmadoctor.publish import PublishConfigError, PublishError, make_publisher
-    from rdmadoctor.runner import UsageError, diagnose
+    from rdmadoctor.runner import UsageError, diagnose, options_of
 
     args = Args() if args is None else args
     # Options first: a wrong flag should not cost a whole diagnosis.
@@ -114,7 +114,7 @@ def run_label(
         return fail_usage(e.message, e.hint)
     try:
         try:
-            diag = diagnose(runner_options(args, scope="node"))
+            diag = diagnose(options_of(args, scope="node"))
         except UsageError as e:
             return fail_usage(str(e), e.hint)
         report = diag.report

@@ -9,7 +9,7 @@ adds what needs typer, imported only when called:
 - :func:`with_rows`: a command whose own options are declared by hand in its typer signature
   (`agent`, `label`, `slurm health`, `slurm prolog`) and that takes the rows naming it (the
   check options: what to read, what to expect, which checks) as one :class:`Args` record, its
-  first parameter; :func:`runner_options` turns that record into the checks' options;
+  first parameter; :func:`rdmadoctor.runner.options_of` turns that record into the checks' options;
 - ``RootOpt``, ``BundleOpt``, ``ExampleOpt``, ``ProfileOpt``, ``ConfigOpt``, ``PoolOpt`` and
   ``JsonOpt``: single rows for the commands that read a node but judge nothing alike (diagnose,
   topo, collect, fleet), built from the table on first use.
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 __all__ = ["CHECK", "GATE", "KINDS", "NODE", "OPTIONS", "SHARED", "Args", "Option", "annotation", "command", "defaults",
-           "fast_table", "fields", "overrides", "parse", "row", "rows", "runner_options", "typer_option",
+           "fast_table", "fields", "overrides", "parse", "row", "rows", "typer_option",
            "typer_parameters", "with_rows"]
 
 
@@ -130,18 +130,6 @@ def with_rows(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         return run
 
     return wrap
-
-
-def runner_options(args: Any, scope: str) -> Any:
-    """The checks' options (:class:`rdmadoctor.runner.Options`) of a command's record: what to
-    read (--root, --bundle, --example), what to expect (--profile, --config, --pool, --set) and
-    which checks (--only, --skip, --timeout), as every command that runs the checks takes them."""
-    from rdmadoctor.runner import Options
-
-    return Options(root=args.root, bundle=args.bundle, example=args.example,
-                   profile="generic" if args.profile is None else args.profile, config=args.config, pool=args.pool,
-                   sets=list(args.sets or []), only=list(args.only or []), skip=list(args.skip or []),
-                   timeout=args.timeout, scope=scope)
 
 
 # The shared rows as single typer options, for the commands that declare theirs by hand.

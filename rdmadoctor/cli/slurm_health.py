@@ -46,9 +46,8 @@ def health_command(args, *, strict, node, scontrol, scontrol_timeout, dry_run, s
     """The command for ``args`` (its check options, an :class:`rdmadoctor.options.Args`) and its own options."""
     from rdmadoctor.cli import errors as E
     from rdmadoctor.cli.errors import fail_usage
-    from rdmadoctor.cli.options import runner_options
     from rdmadoctor.core.quarantine import GuardError
-    from rdmadoctor.runner import UsageError, diagnose
+    from rdmadoctor.runner import UsageError, diagnose, options_of
     from rdmadoctor.slurm import health as H
     from rdmadoctor.slurm.scontrol import Scontrol, SlurmError, find
 
@@ -72,8 +71,8 @@ def health_command(args, *, strict, node, scontrol, scontrol_timeout, dry_run, s
         H.prepare_state_dir(state_dir)
     except SlurmError as e:
         return fail_usage(str(e), e.hint)
-    opts = runner_options(args, scope="node")
-    opts.strict = strict
+    opts = options_of(args, scope="node")
+    opts.strict = strict  # its own --strict, declared by hand: the record's is at its default
     try:
         diag = diagnose(opts)
     except UsageError as e:

@@ -6,7 +6,7 @@ from rdmadoctor.core.record import field, record
 
 TYPE_CHECKING = False  # typing costs ~3 ms to import; annotations here are strings
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterator
 
 # Severity of a finding, and the status of a check or of the whole report.
 PASS, WARN, FAIL, UNKNOWN, SKIP = "pass", "warn", "fail", "unknown", "skip"
@@ -147,13 +147,52 @@ class Paste:
     rows: Callable[[Any, dict[str, str]], bool] | None = None
 
 
+class LazyCodes:
+    """A check's codes worked out when first read, not when its module loads: ``logs.diagnose``
+    lists the knowledge base's codes, and ``check`` without logs should not import the knowledge
+    base to skip it. Reads as the tuple ``make()`` returns (iterated, counted, compared)."""
+
+    __slots__ = ("_make", "_codes")
+
+    def __init__(self, make: Callable[[], tuple[Code, ...]]) -> None:
+        self._make = make
+        self._codes: tuple[Code, ...] | None = None
+
+    def _get(self) -> tuple[Code, ...]:
+        if self._codes is None:
+            self._codes = tuple(self._make())
+        return self._codes
+
+    def __iter__(self) -> Iterator[Code]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __getitem__(self, i: int) -> Code:
+        return self._get()[i]
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._get()
+
+    def __eq__(self, other: object) -> bool:
+        return self._get() == (tuple(other) if isinstance(other, LazyCodes) else other)
+
+    def __hash__(self) -> int:
+        return hash(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get()) if self._codes is not None else f"LazyCodes({getattr(self._make, '__name__', '?')})"
+
+
 @record
 class Check:
     id: str  # family.name, e.g. "ib.ports"
     title: str
     probe: Callable[[Any], Any]  # Context -> facts (a frozen dataclass)
     judge: Callable[[Any, Any], list[Finding]]  # (facts, Expectations) -> findings
-    codes: tuple[Code, ...] = ()
+    # Every code the check may emit; LazyCodes(make) when listing them costs an import.
+    codes: tuple[Code, ...] | LazyCodes = ()
     needs: tuple[Need, ...] = ()
     # Expectations this check reads, with their defaults (merged into the profile).
     defaults: dict[str, Any] = field(default_factory=dict)

@@ -91,7 +91,8 @@ def _check_json(r: CheckResult, check: Any) -> dict:
     """A result as the report shows it, with what its check declares (condition, codes' kinds)."""
     out = r.to_json()
     out["condition"] = getattr(check, "condition", None)
-    codes = {k.code: k for k in getattr(check, "codes", ()) or ()}
+    # Read only for findings: a skipped logs.diagnose's codes (LazyCodes) would import the kb.
+    codes = {k.code: k for k in getattr(check, "codes", ()) or ()} if out["findings"] else {}
     for f in out["findings"]:
         code = codes.get(f["code"])
         f["kind"] = code.kind if code is not None else None

@@ -36,7 +36,7 @@ class Field:
     """One compared fact: what a member that differs does to the job, and the fix."""
 
     def __init__(self, name: str, label: str, effect: str, why: str, fix: str, unset_is_value: bool = False,
-                 slurm_fix: str = ""):
+                 slurm_fix: str = "", vouched_by: tuple[str, ...] = ()):
         self.name = name
         self.label = label
         self.effect = effect  # HANG: NCCL hangs, fails or falls back (NO-GO); SLOW: the gang crawls (a warning)
@@ -46,6 +46,10 @@ class Field:
         # An NCCL_* setting that is unset differs from one that is set; a hardware fact that could
         # not be read (None) is left out, never taken for a difference.
         self.unset_is_value = unset_is_value
+        # The expectations by which a node's own checks judge this fact: with one of them set, a
+        # healthy node has it as its pool expects, so `slurm health` may resume a node the gang
+        # drained for it (rdmadoctor.slurm.health.gang_release). Empty: only a person can vouch.
+        self.vouched_by = vouched_by
 
 
 _ENV_FIX = "give every member the same value (the job's env: one place in the PyTorchJob/MPIJob spec, or `mpirun -x`)"
@@ -58,7 +62,8 @@ FIELDS: tuple[Field, ...] = (
           "InfiniBand and Ethernet (RoCE) ports are different fabrics: NCCL's IB transport cannot connect them",
           "run the job on one fabric: exclude the odd node, or select nodes by rdmadoctor.io/link-layer",
           slurm_fix="run the job on one fabric: exclude the odd node, or select nodes by feature "
-                    "(`sbatch --constraint=ib`, kept by `rdmadoctor slurm health --features`)"),
+                    "(`sbatch --constraint=ib`, kept by `rdmadoctor slurm health --features`)",
+          vouched_by=("link_layer", "rdma_transport")),
     Field("subnet_prefix", "IB subnet prefix", HANG,
           "two IB subnets (two fabrics, two subnet managers): the members cannot reach each other over IB",
           "run the job within one fabric: exclude the odd node, or label nodes by fabric and select on it"),
@@ -253,9 +258,12 @@ def drained_note(remedy: str, node: str, reason: str) -> str:
     """``remedy`` once rdmadoctor's Prolog drained ``node`` with ``reason``: the scontrol line that
     tells the reader to drain it says what was done instead (only when the remedy names that node
     alone: with several, the line still serves the others)."""
+    gang = reason.split(":", 1)[-1].strip().startswith("GANG_")  # the gang's blame, not the node's own code
+    later = ("`rdmadoctor slurm health` resumes it only where the node's own checks vouch for what the gang "
+             "blamed: the link layer, with link_layer or rdma_transport set for the partition (docs/slurm.md)" if gang else
+             "`rdmadoctor slurm health` also resumes it once the node's own checks pass: the reason is rdmadoctor's")
     note = (f'rdmadoctor drained {node} in its Prolog (reason "{reason}") and Slurm requeues the job onto other '
-            f"nodes; once fixed: scontrol update nodename={node} state=resume (`rdmadoctor slurm health` also "
-            "resumes it once the node's own checks pass: the reason is rdmadoctor's)")
+            f"nodes; once fixed: scontrol update nodename={node} state=resume ({later})")
     out, done = [], False
     for line in remedy.split("\n"):
         if line.startswith(_KEEP_OFF) and f"nodename={node} " in line:

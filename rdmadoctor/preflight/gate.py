@@ -126,7 +126,7 @@ def gate(request: Any = None, *, scope: str = "all", **fields: Any) -> Gate:
     Prolog's, the machine only); raises PreflightError (a UsageError) on a bad option or source."""
     from rdmadoctor.engine.registry import load_checks
     from rdmadoctor.preflight.request import Request
-    from rdmadoctor.runner import Options, diagnose
+    from rdmadoctor.runner import diagnose, options_of
 
     req = Request.of(request, **fields)
     req.check_overrides()
@@ -134,19 +134,5 @@ def gate(request: Any = None, *, scope: str = "all", **fields: Any) -> Gate:
     if timeout is not None and not timeout > 0:
         raise PreflightError(f"--timeout must be a positive number of seconds, got {timeout:g}", "it bounds each tool the checks run, as in `check`; the wait for rank 0 is --master-timeout")
     checks, _ = load_checks()
-    opts = Options(
-        root=req.root,
-        bundle=req.bundle,
-        example=req.example,
-        profile="generic" if req.profile is None else req.profile,
-        config=req.config,
-        pool=req.pool,
-        sets=req.set_items(),
-        only=select_checks(checks, req.only, req.skip),
-        skip=list(req.skip or []),
-        strict=bool(req.strict),
-        timeout=timeout,
-        scope=scope,
-    )
-    diag = diagnose(opts)
+    diag = diagnose(options_of(req, scope, sets=req.set_items(), only=select_checks(checks, req.only, req.skip)))
     return Gate(diag.report, diag.ctx.expect, bool(req.strict))

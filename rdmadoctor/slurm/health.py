@@ -4,7 +4,9 @@ then at most one change through scontrol.
 - a problem, for ``quarantine_after`` consecutive runs, within the partition's budget and not in a
   storm: drain with ``rdmadoctor: CODE subject (+N more)``;
 - healthy for ``release_after`` consecutive runs: resume, only a node whose reason starts
-  ``rdmadoctor:``; another's drain is never resumed nor rewritten;
+  ``rdmadoctor:``; another's drain is never resumed nor rewritten; a drain of the Prolog's gang
+  (``GANG_*``) only where the node's own checks vouch for what the gang blamed
+  (:func:`gang_release`), else it is kept, and every run says why and how a person resumes it;
 - unknown: nothing (``--unknown drain``: taken as a problem, its first could-not-decide code as
   the root).
 
@@ -148,6 +150,43 @@ def over_budget(sc: Scontrol, me: dict[str, str], guard: Q.Guardrails, size: int
             "oldest drains, this node waits for a place")
 
 
+def gang_release(reason: str | None, expect: dict[str, Any], name: str) -> tuple[bool, str]:
+    """May a healthy run resume a node drained with ``reason``? (yes or no, what to say).
+
+    A drain for the node's own root code: yes, its checks judged that code again and found it
+    gone. A drain of the Prolog's gang (``rdmadoctor: GANG_...``): the gang blamed the node for
+    differing from the job's other members, which the node's own checks cannot see alone, so a
+    healthy run vouches for it only where the blamed fact is judged against an expectation that
+    is set (the link layer: ``link_layer`` or ``rdma_transport``, :attr:`rdmadoctor.gang.compare.Field.vouched_by`):
+    the node then has it as its pool expects, and a job of that pool no longer finds it odd.
+    Otherwise it stays drained (resumed, it would take the next job and be drained again), and
+    the answer says how a person releases it."""
+    code = R.code_of(reason)
+    if not code.startswith("GANG_"):
+        return True, ""
+    from rdmadoctor.gang.compare import FIELD
+
+    words = str(reason).strip()[len(R.PREFIX):].split()
+    field = FIELD.get(words[1]) if code == "GANG_MISMATCH_HANG" and len(words) > 1 else None
+    resume = f"scontrol update nodename={name} state=resume"
+    keys = field.vouched_by if field is not None else ()
+    given = [k for k in keys if expect.get(k) is not None]
+    if field is not None and given:
+        return True, (f"its own checks judge the {field.label} the gang blamed ({code}) against its pool's "
+                      f"{', '.join(f'{k}={expect[k]}' for k in given)}, and pass")
+    blamed = f"{code} {field.name}" if field is not None else code
+    if field is not None and keys:
+        return False, (f"the Prolog's gang drained it ({blamed}); its own checks pass, but they judge the "
+                       f"{field.label} only against an expectation and neither {' nor '.join(keys)} is set: set "
+                       f"one for this partition (in its pool, or --set {keys[0]}=...) and the next healthy run "
+                       f"resumes it, or resume it yourself: {resume}")
+    what = (f"its {field.label} against the other members'" if field is not None
+            else "the bandwidth measured against the other members" if code == "GANG_MEMBER_SLOW"
+            else "what the gang compared")
+    return False, (f"the Prolog's gang drained it ({blamed}); its own checks pass, but they cannot judge {what}: "
+                   f"a person decides (`rdmadoctor explain {code}`), and once the node is fixed resumes it: {resume}")
+
+
 def features_of(report: dict[str, Any], verdict: str) -> list[str]:
     """The Slurm features the labels call for: rdma (an ACTIVE RDMA port), ib / roce (the link
     layer), rdma_ready (healthy, every check passed)."""
@@ -211,6 +250,13 @@ def run_health(diagnosis: Any, *, name: str, sc: Scontrol, state_dir: str, unkno
     pool, members, failing = count_pool(me, nodes, state_dir, verdict, root, now)
     d = Q.decide(verdict, root, history, pool, guard)
     action, why, new_history = d.action, d.reason, d.history
+    if action == Q.RELEASE and ours:
+        may, said = gang_release(me.get("Reason"), diagnosis.ctx.expect, name)
+        if not may:  # kept, its healthy streak still counted: an expectation set later resumes it at once
+            action, why = Q.KEEP, f"{why}, but not resumed: {said}"
+            new_history = replace(new_history, held=True, held_code=history.held_code)
+        elif said:
+            why = f"{why}; {said}"
     if action == Q.DEFER_STORM:
         named = [f"{n} ({src})" for n, src in failing.items()]
         why += f"; failing: {', '.join(named[:10])}{f' and {len(named) - 10} more' if len(named) > 10 else ''}"

@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+from rdmadoctor.options import DRAIN_TIMEOUT_DEFAULT
+from rdmadoctor.supervise.process import COALESCE_BYTES
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -27,12 +30,12 @@ SMALL_BATCH = 256 << 10
 SLICE_BYTES = 64 << 10
 # Output pours when the copy hands over a batch of POUR_BYTES or more (a read that did not wait:
 # process.COALESCE_BYTES); for POUR_S after one, the thread sleeps between slices.
-POUR_BYTES = 64 << 10
+POUR_BYTES = COALESCE_BYTES
 POUR_S = 0.02
 # After the job ends, what is queued is read for at most DRAIN_S (`run --drain-timeout`, counted
-# from the job's exit, as the copy's drain of the pipes: process.DRAIN_MAX_S); then the rest is
-# counted, not read, but for its last FINAL_BYTES (where a job fails).
-DRAIN_S = 5.0
+# from the job's exit, as the copy's drain of the pipes); then the rest is counted, not read, but
+# for its last FINAL_BYTES (where a job fails).
+DRAIN_S = DRAIN_TIMEOUT_DEFAULT
 FINAL_BYTES = 256 << 10
 STOP_S = 30.0  # a call into the scan that has not returned this long after the cut is given up
 

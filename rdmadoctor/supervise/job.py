@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 import sys
 
+from rdmadoctor.options import DRAIN_TIMEOUT_MAX
 from rdmadoctor.preflight.errors import PreflightError
 from rdmadoctor.preflight.request import Request
 from rdmadoctor.supervise.diagnosis import Diagnosing, Watch, transport_message
-from rdmadoctor.supervise.process import DRAIN_TIMEOUT_MAX, Child, SpawnError, signal_name, spawn_error
+from rdmadoctor.supervise.process import Child, SpawnError, signal_name, spawn_error
 from rdmadoctor.supervise.report import check_report_path, end_report, write_report
 from rdmadoctor.supervise.streams import PREFIX, LineFeed, Sink
 

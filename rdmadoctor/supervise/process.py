@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 
+from rdmadoctor.options import DRAIN_TIMEOUT_DEFAULT
 from rdmadoctor.preflight.errors import PreflightError
 
 TYPE_CHECKING = False
@@ -36,8 +37,7 @@ COALESCE_BYTES = 64 * 1024
 # diagnosis gets the same bound (diagnosis.DRAIN_S); a scheduler then sees rdmadoctor end with the
 # job, well inside a pod's terminationGracePeriodSeconds (30) or Slurm's KillWait (30).
 DRAIN_QUIET_S = 0.1
-DRAIN_MAX_S = 5.0
-DRAIN_TIMEOUT_MAX = 3600.0  # --drain-timeout's highest (cli.errors has the same for the CLI's check)
+DRAIN_MAX_S = DRAIN_TIMEOUT_DEFAULT
 
 
 class SpawnError(PreflightError):

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import os
 
+from rdmadoctor.logs.scan import MAX_LINE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
 PREFIX = "rdmadoctor: "
-# The Diagnoser cuts lines there too (rdmadoctor.logs.scan.MAX_LINE): no message is longer.
-LINE_LIMIT = 64 * 1024
+# Where the Diagnoser cuts its lines, so that the feed cuts there too: no message is longer.
+LINE_LIMIT = MAX_LINE
 
 
 class Sink:

@@ -260,3 +260,12 @@ def test_too_few_active_ports_behind_a_down_netdev_follow_from_it():
     inv = RdmaInventory((_dev("mlx5_0", down),), "sysfs", sysfs=True)
     got = {(f.code, f.cause) for f in judge_ports(inv, {"expected_active_ports": 1})}
     assert got == {("IB_PORT_DOWN", "ROCE_NETDEV_DOWN"), ("IB_ACTIVE_PORTS_LOW", "ROCE_NETDEV_DOWN")}
+
+
+def test_verbs_userspace_declares_what_the_kbs_verbs_rows_introduce():
+    # checks/verbs.py names the kb's verbs codes itself (importing the kb would put it on the check path).
+    from rdmadoctor.checks import verbs
+    from rdmadoctor.logs.kb import verbs as kb_verbs
+
+    declared = {c.code for check in verbs.CHECKS for c in check.codes}
+    assert {c.code for c in kb_verbs.CODES} <= declared

@@ -197,4 +197,12 @@ def test_prolog_gang_drains_only_the_odd_node_and_the_job_runs_on_the_others(clu
     assert "sbatch --exclude=n3 " in other and "scontrol update nodename=n3 state=drain" in other, other[-3000:]
     assert "nodeAffinity" not in odd + other
     assert "Restarts=0" not in c.run(["scontrol", "show", "job", job]).stdout
+    # `slurm health` on n3: healthy on its own, but without an expectation of the link layer its
+    # checks cannot vouch for what the gang blamed: kept, saying how to release it (resumed, the
+    # next InfiniBand job would land on it and drain it again). Expecting InfiniBand, it fails.
+    r = health(c, "n3", "roce-node")
+    assert "but not resumed" in r.stdout and "scontrol update nodename=n3 state=resume" in r.stdout, r.stdout
+    assert c.drained("n3") and c.reason("n3").startswith("rdmadoctor: GANG_MISMATCH_HANG link_layer"), c.node("n3")
+    r = health(c, "n3", "roce-node", "--set", "link_layer=InfiniBand")
+    assert "still failing" in r.stdout and c.drained("n3"), r.stdout
     c.reset()

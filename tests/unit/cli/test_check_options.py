@@ -89,17 +89,17 @@ def test_a_new_check_option_reaches_every_command(monkeypatch, seen, tmp_path):
     """A row naming CHECKS is in each node command's --help and arrives in its record (the
     Prolog's: its gate's Request), with nothing to edit in the commands themselves."""
     import rdmadoctor.options as table
-    import rdmadoctor.slurm.prolog as prolog
+    import rdmadoctor.runner as runner
     from rdmadoctor.cli import agent, label, slurm_health, slurm_prolog
 
     row = table.Option("--settle", "settle", "float", "Wait SECONDS for the links first.", metavar="SECONDS",
                        commands=table.CHECKS)
     monkeypatch.setattr(table, "OPTIONS", table.OPTIONS + (row,))
     records: list = []
-    real = options.runner_options
-    monkeypatch.setattr(options, "runner_options", lambda args, scope: records.append(args) or real(args, scope))
-    real_gate = prolog.node_gate
-    monkeypatch.setattr(prolog, "node_gate", lambda req: records.append(req) or real_gate(req))
+    # One function turns every command's record into the checks' options (the Prolog's through its
+    # gate, with the gate's Request): the record each hands it is the one its line was parsed into.
+    real = runner.options_of
+    monkeypatch.setattr(runner, "options_of", lambda record, scope="all", **kw: records.append(record) or real(record, scope, **kw))
     scratch, group = typer.Typer(), typer.Typer()
     agent.register(scratch)
     label.register(scratch)
@@ -113,3 +113,24 @@ def test_a_new_check_option_reaches_every_command(monkeypatch, seen, tmp_path):
         assert "stopped by the test" in res.output, (argv, res.output)
         assert records and records[-1].settle == 2.5, argv
         records.clear()
+
+
+def test_one_function_hands_every_field_the_record_shares_with_the_checks_options():
+    """rdmadoctor.runner.options_of is the one place a record becomes the checks' options (check,
+    the node commands, the gate): each field Options and the option table share arrives as given."""
+    from rdmadoctor.core.record import fields
+    from rdmadoctor.options import Args
+    from rdmadoctor.runner import Options, options_of
+
+    shared = sorted(set(fields(Options)) & set(vars(Args())) - {"scope"})  # scope: the command's, an argument
+    assert {"root", "example", "sets", "only", "skip", "timeout", "strict"} <= set(shared)
+    given = {}
+    for name in shared:
+        default = getattr(Args(), name)
+        given[name] = [f"x-{name}"] if isinstance(default, list) else True if isinstance(default, bool) else (
+            7.5 if name in ("timeout", "sample") else f"x-{name}")
+    opts = options_of(Args(**given), "node")
+    assert {name: getattr(opts, name) for name in shared} == given and opts.scope == "node"
+    # The gate's own: its flags' expectations after the user's --set, --only resolved.
+    gated = options_of(Args(**given), "all", sets=["a=1"], only=["ib.ports"])
+    assert gated.sets == ["a=1"] and gated.only == ["ib.ports"] and gated.root == "x-root"

@@ -364,6 +364,21 @@ def test_the_check_fast_path_imports_no_parser_no_schema_lib_and_no_rich_into_a_
     assert proc.stderr == ""
 
 
+def test_check_without_logs_imports_no_log_reader_and_no_knowledge_base():
+    # logs.diagnose lists the kb's codes only when they are read (LazyCodes): a `check` that skips
+    # it (no logs given) loads no rdmadoctor.logs module at all.
+    code = (
+        "import sys, io, contextlib\n"
+        "from rdmadoctor.cli import main\n"
+        "for ex in ('roce-node', 'broken-pod'):\n"
+        "    try:\n        with contextlib.redirect_stdout(io.StringIO()):\n            main(['check', '--example', ex])\n"
+        "    except SystemExit:\n        pass\n"
+        "sys.stderr.write(' '.join(sorted(m for m in sys.modules if m.startswith('rdmadoctor.logs'))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
 def test_the_run_fast_path_imports_no_parser_and_no_rich():
     # `rdmadoctor run -- ...` prefixes every rank's command (mpirun ... rdmadoctor run -- python
     # train.py): like check and preflight, a plain line is parsed without typer, click or rich.

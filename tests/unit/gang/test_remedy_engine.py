@@ -99,6 +99,8 @@ def test_the_drained_note_replaces_the_advice_to_drain():
     assert f'rdmadoctor drained gpu-node-3 in its Prolog (reason "{reason}") and Slurm requeues the job' in marked
     assert "scontrol update nodename=gpu-node-3 state=resume" in marked
     assert "sbatch --exclude=gpu-node-3" in marked  # still how to keep a resubmitted job off it
+    # A gang's drain is resumed by `slurm health` only where the node's own checks can vouch for it.
+    assert "resumes it only where the node's own checks vouch for what the gang blamed" in marked
     # Two nodes in one remedy: the advice stays for the other, the note is added.
     both = C.exclusion(["a1", "b2"], "slurm", "GANG_MISMATCH_HANG")
     marked = C.drained_note(both, "a1", "rdmadoctor: X")

@@ -398,3 +398,55 @@ def test_storm_counts_slurms_own_record_without_a_shared_state_dir(fake, tmp_pat
     r = fake.run("health", "--example", "broken-pod", "--state-dir", str(tmp_path / "only-n3"),
                  "--set", "quarantine_after=1", *own, node="n3")
     assert fake.node("n3")["Reason"].startswith("rdmadoctor: IB_PORT_DOWN"), r.stdout
+
+
+GANG_HANG = "rdmadoctor: GANG_MISMATCH_HANG link_layer Ethernet, the other 3 InfiniBand (job 9)"
+
+
+def test_a_gang_drain_is_resumed_only_where_the_nodes_own_checks_vouch_for_what_the_gang_blamed():
+    from rdmadoctor.slurm.health import gang_release
+
+    assert gang_release("rdmadoctor: IB_PORT_DOWN mlx5_0/1 (job 9)", {}, "n1") == (True, "")  # its own code
+    may, said = gang_release(GANG_HANG, {"link_layer": None, "rdma_transport": None}, "n1")
+    assert not may and "neither link_layer nor rdma_transport is set" in said
+    assert said.endswith("or resume it yourself: scontrol update nodename=n1 state=resume")
+    may, said = gang_release(GANG_HANG, {"link_layer": "InfiniBand"}, "n1")
+    assert may and "link_layer=InfiniBand" in said
+    may, said = gang_release(GANG_HANG, {"rdma_transport": "RoCE"}, "n1")  # the pool's own transport: RoCE
+    assert may and "rdma_transport=RoCE" in said
+    # What no expectation judges (the measured bandwidth, NCCL's version): a person decides.
+    for reason in ("rdmadoctor: GANG_MEMBER_SLOW 40 Gb/s, gang median 380 Gb/s (job 9)",
+                   "rdmadoctor: GANG_MISMATCH_HANG nccl_version 2.18.1, the other 3 2.21.5 (job 9)",
+                   "rdmadoctor: GANG_SOMETHING_NEW (job 9)"):
+        may, said = gang_release(reason, {"link_layer": "InfiniBand"}, "n2")
+        assert not may and "cannot judge" in said and "resumes it: scontrol update nodename=n2 state=resume" in said, reason
+
+
+def test_health_keeps_a_gang_drain_it_cannot_vouch_for_and_says_so_every_run(fake, tmp_path):
+    """The Prolog's gang drained n1, an Ethernet member of an InfiniBand job; its own checks pass
+    (hgx-h100-ib), so without an expectation of the link layer a release would put it back under
+    the next job, drained again: it is kept, saying how to release it, run after run; once the
+    partition's pool expects InfiniBand, the next healthy run resumes it."""
+    fake.set("n1", State="IDLE+DRAIN", Reason=GANG_HANG)
+    report = tmp_path / "h.json"
+    for _ in range(2):
+        r = fake.health("hgx-h100-ib", "--report-file", str(report))
+        assert r.returncode == 0, r.stderr
+        assert "slurm: keep: healthy for" in r.stdout and "but not resumed" in r.stdout, r.stdout
+        assert "scontrol update nodename=n1 state=resume" in r.stdout, r.stdout
+        assert fake.node("n1")["Reason"] == GANG_HANG and fake.node("n1")["State"] == "IDLE+DRAIN"
+        doc = json.loads(report.read_text())
+        assert doc["action"] == "keep" and doc["history"]["held"] and doc["history"]["held_code"] == "GANG_MISMATCH_HANG"
+        assert not [c for c in fake.db()["calls"] if c[0] == "update"]
+    r = fake.health("hgx-h100-ib", "--set", "link_layer=InfiniBand", "--report-file", str(report))
+    assert "resumed" in r.stdout and "link_layer=InfiniBand, and pass" in r.stdout, r.stdout
+    assert fake.node("n1")["State"] == "IDLE" and "Reason" not in fake.node("n1")
+    assert json.loads(report.read_text())["action"] == "release"
+
+
+def test_health_keeps_a_gang_drain_while_the_node_fails_the_pools_link_layer(fake):
+    # The pool expects InfiniBand and n1 has Ethernet (RoCE) ports: its own checks fail, still held.
+    fake.set("n1", State="IDLE+DRAIN", Reason=GANG_HANG)
+    r = fake.health("roce-node", "--set", "link_layer=InfiniBand")
+    assert r.returncode == 1 and "slurm: keep: still failing" in r.stdout, r.stdout
+    assert fake.node("n1")["Reason"] == GANG_HANG
