@@ -17,9 +17,9 @@ from rdmadoctor.core.codes.node import (
     MLX5_CMD_TIMEOUT,
     MLX5_HEALTH_ERROR,
     NIC_LINK_DOWN,
-    NODE_DRIVER_FAILED,
     NIC_MODULE_EVENT,
     NIC_TX_TIMEOUT,
+    NODE_DRIVER_FAILED,
     PCIE_AER_ERROR,
 )
 from rdmadoctor.core.model import ERROR, WARNING
