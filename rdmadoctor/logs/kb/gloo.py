@@ -67,14 +67,37 @@ PATTERNS: tuple[Pattern, ...] = (
         derive=lambda g: {"why_text": "Gloo gave no reason (`no error`)" if g.get("why") == "no error" else g.get("why", "")},
     ),
     Pattern(
+        id="gloo.connect_loopback",
+        code=GLOO_LOOPBACK.code,
+        severity=ERROR,
+        needle="transport/tcp/pair.cc:",
+        # A peer's address that is a loopback one: the peer resolved its own host name to 127.0.1.1
+        # (Debian's /etc/hosts entry) or 127.0.0.1 and published that to the others.
+        regex=r"transport/tcp/pair\.cc:\d{1,6}\] connect \[(?P<addr>127(?:\.\d{1,3}){3}|::1)\]:(?P<port>\d{1,5}): "
+              r"(?P<what>[^\n]{1,80}?)\.?\s*$",
+        subject="GLOO_SOCKET_IFNAME",
+        message="Gloo tried to reach a peer at {addr}:{port}, a loopback address ({what}): that peer published the "
+                "address its host name resolves to, and it resolves to the loopback alias (127.0.1.1 in /etc/hosts), "
+                "so no other host can reach it.",
+        meaning="A multi-node job fails at its first Gloo call (a barrier, a CPU group) and the process aborts.",
+        fix="Set GLOO_SOCKET_IFNAME to the interface the hosts reach each other on (`eth0`, `ib0`, `net1` for "
+            "Multus) on every host, or make the host name resolve to that interface's address (remove the "
+            "`127.0.1.1 <hostname>` line of /etc/hosts).",
+        ref="facebookincubator/gloo gloo/transport/tcp/pair.cc Pair::connect (`connect %s: %s` with the peer's "
+            "address); https://github.com/pytorch/pytorch/issues/15592",
+        examples=("  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/"
+                  "pair.cc:724] connect [127.0.1.1]:3210: Connection refused",),
+    ),
+    Pattern(
         id="gloo.pair_failed",
         code=NCCL_SOCKET_ERROR,
         severity=ERROR,
         needle="transport/tcp/pair.cc:",
-        regex=r"transport/tcp/pair\.cc:\d{1,6}\] (?P<what>Connection closed by peer|Connection refused|Connection reset by "
+        regex=r"transport/tcp/pair\.cc:\d{1,6}\] (?:connect (?!\[(?:127\.|::1\]))(?P<to>\[[^\]\n]{1,100}\]:\d{1,5}): )?"
+              r"(?P<what>Connection closed by peer|Connection refused|Connection reset by "
               r"peer|Connect timeout|Read error|Write error|Timed out)[^\[\n]{0,100}(?P<peer>\[[^\]\n]{1,100}\]:\d{1,5})?",
         subject="Gloo",
-        message="A Gloo TCP connection between ranks failed: {what} {peer}.",
+        message="A Gloo TCP connection between ranks failed: {what} {peer_text}.",
         meaning="A peer went away (its process died first: look for its error) or the network between the hosts "
                 "dropped the connection.",
         fix="Find the first error of the rank at that address; if it has none, check the network between the hosts and "
@@ -84,7 +107,10 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=(
             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer "
             "[10.244.1.12]:28913",
+            "RuntimeError: [/opt/conda/conda-bld/pytorch_1682343967769/work/third_party/gloo/gloo/transport/tcp/"
+            "pair.cc:799] connect [172.31.71.170]:13195: Connection refused",
         ),
+        derive=lambda g: {"peer_text": g.get("to") or g.get("peer") or ""},
         symptom=True,  # a peer that died first, most of the time
     ),
     Pattern(

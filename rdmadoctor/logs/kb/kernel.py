@@ -19,6 +19,7 @@ from rdmadoctor.core.codes.node import (
     NIC_LINK_DOWN,
     NIC_MODULE_EVENT,
     NIC_TX_TIMEOUT,
+    NODE_DRIVER_FAILED,
     PCIE_AER_ERROR,
 )
 from rdmadoctor.core.model import ERROR, WARNING
@@ -154,6 +155,37 @@ PATTERNS: tuple[Pattern, ...] = (
         fix="Drain the node; collect dmesg and `devlink health show`; check firmware and the PCIe link after a reboot.",
         ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/health.c poll_health `Fatal error %u detected`",
         examples=("mlx5_core 0000:41:00.0: poll_health:866:(pid 0): Fatal error 1 detected",),
+    ),
+    Pattern(
+        id="kernel.mlx5_probe_failed",
+        code=NODE_DRIVER_FAILED.code,
+        severity=ERROR,
+        needle="mlx5_core",
+        # The driver's probe of a ConnectX function failed: no netdev, no RDMA device from it. The
+        # step that failed comes first (handle_hca_cap, mlx5_load_one), then the probe's own line.
+        regex=r"mlx5_core(?::| (?P<bdf>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):) (?:\w{1,64}:\d{1,9}:\(pid \d{1,9}\): )?"
+              r"(?:probe of (?P<pbdf>[0-9a-fA-F:.]{1,32}) failed with error (?P<err>-?\d{1,4})"
+              r"|(?P<step>handle_hca_cap|set_hca_cap|mlx5_load_one|mlx5_init_one|mlx5_function_setup|init_one|"
+              r"mlx5_cmd_init) failed(?: with error code (?P<err2>-?\d{1,4}))?)",
+        subject="{device}",
+        message="The mlx5_core driver could not bring up ConnectX function {device} ({what}): it gives no network "
+                "interface and no RDMA device.",
+        meaning="The node has one RDMA device fewer (or none): NCCL and MPI use the rest, or TCP. `-22` (EINVAL) "
+                "after a capability step is the driver and the card's firmware not agreeing.",
+        fix="Read `dmesg | grep mlx5` from the first line of that device; bring the firmware to the version the "
+            "driver expects (`mlxfwmanager --query`, `mlxfwmanager -u`) or use the driver (MLNX_OFED/DOCA, or the "
+            "kernel's) that supports this firmware; then reload mlx5_core or reboot.",
+        ref="torvalds/linux drivers/net/ethernet/mellanox/mlx5/core/main.c (`handle_hca_cap failed`, "
+            "`mlx5_load_one failed with error code %d`), drivers/base/dd.c (`probe of %s failed with error %d`); "
+            "https://github.com/pocopico/rp-ext/issues/129",
+        examples=("[    5.502207] mlx5_core 0000:01:00.0: handle_hca_cap failed",
+                  "[    5.662202] mlx5_core 0000:01:00.0: mlx5_load_one failed with error code -22",
+                  "[    5.663152] mlx5_core: probe of 0000:01:00.0 failed with error -22"),
+        derive=lambda g: {
+            "device": g.get("bdf") or g.get("pbdf") or "mlx5 device",
+            "what": f"probe failed with error {g['err']}" if g.get("err")
+            else f"{g.get('step')} failed" + (f" with error {g['err2']}" if g.get("err2") else ""),
+        },
     ),
     Pattern(
         id="kernel.netdev_watchdog",

@@ -121,6 +121,7 @@ PATTERNS: tuple[Pattern, ...] = (
         # The first "NET/OFI " within 400 characters of the start (prefixes may be there): one place
         # tried, whatever the line holds.
         regex=r"\A(?:(?!NET/OFI )[^\n]){0,400}NET/OFI (?!Could(?:n't| not) find any optimal provider|Unable to register memory"
+              r"|OFI fi_getinfo\(\) call failed ?: No data available"
               r"|aws-ofi-nccl initialization failed|Initializing plugin failed|Failed to initialize \w{1,32} protocol"
               r"|Unable to find a protocol that worked|Only EFA provider is supported)"
               r"(?=[^\n]{0,300}?(?:failed|[Cc]ouldn't|[Cc]ould not|Unable to|RC: -\d|ERROR|[Ee]rror))"
@@ -202,6 +203,31 @@ PATTERNS: tuple[Pattern, ...] = (
         examples=("fi_getinfo: -61 (No data available)",
                   "libfabric:7:1732779731::core:core:fi_getinfo_():1391<warn> fi_getinfo: provider efa output empty list"),
         derive=lambda g: {"prov_note": f" ({g['prov']})" if g.get("prov") else ""},
+        follows=(DEV_UVERBS_MISSING,),
+        symptom_after=(DEV_UVERBS_MISSING,),
+    ),
+    Pattern(
+        id="ofi.getinfo_call_nodata",
+        code=OFI_NO_PROVIDER.code,
+        explains_fallback=True,
+        severity=ERROR,
+        needle="No data available",
+        # aws-ofi-nccl 1.9+ says it itself; fabtests print libfabric's return code (-FI_ENODATA).
+        regex=r"(?:NET/OFI OFI fi_getinfo\(\) call failed: No data available"
+              r"|fi_getinfo\(\): [\w./-]{1,64}:\d{1,6}, ret=-61 \(No data available\))",
+        subject="libfabric",
+        message="libfabric found no provider that can be used here (fi_getinfo: No data available): no device of it is "
+                "usable in this environment.",
+        meaning="aws-ofi-nccl cannot start on it; NCCL uses sockets (or its IB transport) instead of EFA. A libfabric "
+                "test (fabtests) with this error cannot run at all.",
+        fix="Request the EFA devices in the pod (vpc.amazonaws.com/efa: N) or pass /dev/infiniband to the container, "
+            "check `fi_info -p efa` in it, and use the EFA installer's libfabric (/opt/amazon/efa).",
+        ref="aws/aws-ofi-nccl src/nccl_ofi_rdma.c `OFI fi_getinfo() call failed: %s`; ofiwg/libfabric "
+            "fabtests/common/shared.c (FT_PRINTERR `%s(): %s:%d, ret=%d (%s)`); "
+            "https://github.com/aws/aws-ofi-nccl/issues/1020, https://github.com/ofiwg/libfabric/issues/5689",
+        examples=("[2025-10-16 22:16:08] ip-172-31-3-90:1929:1937 [0] nccl_net_ofi_rdma_init:7978 NCCL WARN NET/OFI OFI "
+                  "fi_getinfo() call failed: No data available",
+                  "fi_getinfo(): common/shared.c:729, ret=-61 (No data available)"),
         follows=(DEV_UVERBS_MISSING,),
         symptom_after=(DEV_UVERBS_MISSING,),
     ),

@@ -192,6 +192,29 @@ PATTERNS: tuple[Pattern, ...] = (
         },
     ),
     Pattern(
+        id="ucx.create_qp_failed",
+        code=UCX_IB_RESOURCE_FAILED.code,
+        severity=ERROR,
+        needle=" QP TX wr:",
+        regex=r"failed to create (?P<type>\w{1,8}) QP TX wr:\d{1,9}[^\n]{0,200}?: (?P<error>[A-Z][a-z][^:`\n]{1,80}?)`?\s*$",
+        subject="{type} QP",
+        message="UCX could not create a {type} queue pair on the device: `{error}`.",
+        meaning="That transport of UCX is unusable: Open MPI's pml ucx cannot create its worker (`Failed to create UCP "
+                "worker`) and the job fails or runs without RDMA. `Cannot allocate memory` is the locked-memory "
+                "limit or, with hundreds of ranks per node, the HCA's resources; `Invalid argument` a provider "
+                "(a non-Mellanox RoCE card's) that refuses what UCX asks for.",
+        fix="`Cannot allocate memory`: `ulimit -l unlimited` for the job (IPC_LOCK in a container), then fewer UD "
+            "resources (UCX_UD_VERBS_RX_QUEUE_LEN, or UCX_TLS=rc,sm without ud); `Invalid argument`: leave that "
+            "transport out (UCX_TLS without `ud`) or use the card vendor's provider and firmware.",
+        ref="openucx/ucx src/uct/ib/base/ib_iface.c uct_ib_iface_create_qp (`iface=%p: failed to create %s QP TX wr:%d "
+            "sge:%d inl:%d resp:%d RX wr:%d sge:%d resp:%d: %m`); https://github.com/openucx/ucx/issues/8336, "
+            "https://github.com/openucx/ucx/issues/5148",
+        examples=("ib_iface.c:988  UCX  ERROR iface=0x224c8a10: failed to create UD QP TX wr:256 sge:6 inl:64 resp:0 RX "
+                  "wr:4096 sge:1 resp:0: Cannot allocate memory",
+                  "[1588956223.719348] [vinci115:55453:0]       ib_iface.c:623  UCX  ERROR iface=0x2535490: failed to "
+                  "create UD QP TX wr:256 sge:2 inl:64 RX wr:4096 sge:1 inl 0: Invalid argument"),
+    ),
+    Pattern(
         id="ucx.sigbus_shm",
         code=NCCL_SHM_FAILED,
         severity=ERROR,
