@@ -54,7 +54,22 @@ class Index:
         self._block_bytes = 0
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
-        self._scan: _Scan = self.t.scan_for(self._skip)
+        self._scan = self.t.scan_for(self._skip)
+
+    @property
+    def _scan(self) -> _Scan:
+        """The scan in use. Needles that saturate together (a communicator's lines, in one block)
+        make one reduced scan, when it is next needed (the next block), not one each."""
+        if self._rescan:
+            self._rescan = False
+            self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
+            self._scan_in_use = self.t.scan_for(self._skip)
+        return self._scan_in_use
+
+    @_scan.setter
+    def _scan(self, sc: _Scan) -> None:
+        self._rescan = False
+        self._scan_in_use = sc
 
     def _in_head(self) -> bool:
         """The block being read starts in the first PASTE_WINDOW bytes of its input (where tool outputs
@@ -79,12 +94,12 @@ class Index:
         return starts
 
     def _counted(self, needle: str) -> None:
-        """One more line read with a saturating needle: at SATURATE_AFTER, its anchors leave the scan."""
+        """One more line read with a saturating needle: at SATURATE_AFTER, its anchors leave the scan
+        (from the next block on: this block's lines to read are known already)."""
         c = self._sat_count[needle] = self._sat_count.get(needle, 0) + 1
         if c == SATURATE_AFTER:
             self._saturated.add(needle)
-            self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
-            self._scan = self.t.scan_for(self._skip)
+            self._rescan = True  # (the scan without their anchors: see _scan)
 
     def _candidates(self, block: bytes) -> list[int]:
         """Starts of the lines of ``block`` that may hold a needle, in order.
@@ -123,7 +138,7 @@ class Index:
         # Each line is decided once, at the first place the scan stops in it: the search goes on from
         # its end (a line that repeats an anchor, `NCCL_ ` ten thousand times, is not searched again
         # from its start for each repeat).
-        for rx, wanted in ((sc.fast, sc.wanted), (self.t.prompt_scan, None)):
+        for rx, wants in ((sc.fast, sc.wants), (self.t.prompt_scan, None)):
             if rx is None:
                 continue
             search = rx.search
@@ -131,7 +146,7 @@ class Index:
             while m is not None:
                 ls = rfind(b"\n", 0, m.start()) + 1
                 le = find(b"\n", ls)
-                if ls not in starts and (wanted is None or wanted.search(block, ls, le) is not None):
+                if ls not in starts and (wants is None or wants(block, ls, le)):
                     starts.add(ls)
                 m = search(tb, le + 1) if le >= 0 else None
         plain = sc.plain

@@ -216,7 +216,9 @@ class _Tables:
         self._searched, self._plain_lits = searched, plain
         self.scans[frozenset()] = full
         full.plain = self.plain + self._uncovered(full)
-        full.wanted = re.compile(_trie(sorted(originals)).encode())
+        # Every literal's shape in one trie: at a position it matches the longest shape there, and
+        # the shorter ones that start there are its prefixes (see _Scan.wants).
+        full.wanted = self.wanted = re.compile(_trie(sorted(originals)).encode())
         # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
         # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
         # each such search costs about as much as the whole scan of a block, and outputs pasted
@@ -314,8 +316,13 @@ class _Tables:
             sc = self.scans[skip] = _Scan(self.anchors - skip, ())
             sc.plain = self.plain + self._uncovered(sc)
             done = {lit for a in skip for lit in self.anchor_lits.get(a, ())}
-            sc.wanted = re.compile(_trie(sorted(
-                shape for shape, lits in self._originals.items() if not lits <= done)).encode())
+            # The shapes whose literals are all done, and every shape that is a start of them too:
+            # where the trie of all shapes stops at one of these, no literal still wanted starts
+            # there (the same answer as a trie of the wanted shapes alone, without making one).
+            over = {shape.encode() for shape, lits in self._originals.items() if lits <= done}
+            shapes = {shape.encode() for shape in self._originals}
+            sc.wanted = self.wanted
+            sc.stale = frozenset(s for s in over if all(s[:k] in over for k in range(1, len(s)) if s[:k] in shapes))
         return sc
 
 
@@ -324,7 +331,7 @@ class _Scan:
     (each anchor's first character -> \x01, the prompt characters -> \x02), the one pattern of all
     anchors, and the small-letter replacements no anchor loses a letter by (_QUIETER)."""
 
-    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain", "wanted")
+    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain", "wanted", "stale")
 
     def __init__(self, anchors: frozenset[bytes], plain: tuple[bytes, ...]):
         table = bytearray(range(256))
@@ -344,7 +351,19 @@ class _Scan:
         # The literals (their shapes) a line the anchors stop at must hold to be read: translated, an
         # anchor also matches other words ("Init START" matches "Init COMPLETE" once C, O, M, P and L
         # all start some anchor), and a saturated needle's lines are summed in bulk, not read.
+        # (``wanted`` is the trie of every literal's shape; ``stale``, the shapes it may stop at where
+        # no literal still wanted starts: see wants.)
         self.wanted: re.Pattern[bytes] | None = None
+        self.stale: frozenset[bytes] = frozenset()
+
+    def wants(self, text: bytes, start: int, end: int) -> bool:
+        """Does ``text[start:end]`` (a line without its digits) hold a literal still wanted? The trie
+        of all shapes finds the longest shape at each place it stops; a stale one is passed by."""
+        search, stale = self.wanted.search, self.stale  # type: ignore[union-attr]
+        m = search(text, start, end)
+        while m is not None and m.group() in stale:
+            m = search(text, m.start() + 1, end)
+        return m is not None
 
 
 _TABLES: _Tables | None = None
