@@ -14,9 +14,12 @@ import re
 from itertools import accumulate
 
 from rdmadoctor.logs import prefix
+from rdmadoctor.logs.rx import trie as _trie
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from rdmadoctor.logs.nccl import NcclFacts
     from rdmadoctor.logs.scan.needles import _Scan, _Tables
 
@@ -30,6 +33,8 @@ SATURATE_AFTER = 512
 # (no space before "rank": a pattern that starts with a blank is one the engine stops at everywhere,
 # twice the time; nccl._RANK_OF, for the lines read one by one, reads "rank N nRanks M" the same way)
 _BULK_RANKS = re.compile(rb"rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+_RANK_NEEDLES = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"})  # lines _BULK_RANKS reads
+_RUN_HOSTS = 32  # socket hosts up to which their runs of lines are passed in one match (_known_run)
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
 _NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}:: \[-?\w{0,16}\] NCCL INFO ")
@@ -55,6 +60,8 @@ class Index:
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
         self._scan = self.t.scan_for(self._skip)
+        self._run_for: frozenset[bytes] = frozenset()  # the hosts of _run (_known_run)
+        self._run: Callable[[bytes, int], re.Match[bytes]] | None = None
 
     @property
     def _scan(self) -> _Scan:
@@ -166,39 +173,65 @@ class Index:
         f = self.facts
         sat = self._saturated
         shapes = self._shapes  # the block's distinct lines without digits: "is there any ...?" costs nothing
-        if b"anks " in shapes and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
-            for rank, nranks, nodes, local in set(_BULK_RANKS.findall(block)):
-                n = int(nranks)
-                f.nranks = max(f.nranks or 0, n)
-                if len(f.ranks_seen) < 4096:
-                    f.ranks_seen.add(int(rank))
-                if nodes:
-                    f.nnodes = max(f.nnodes or 0, int(nodes))
-                    if local == nranks:
+        if b"anks " in shapes and not sat.isdisjoint(_RANK_NEEDLES):
+            found = set(_BULK_RANKS.findall(block))
+            if found:
+                # Column by column: (rank, nranks, nNodes, localRanks), the last two b"" where a line has none.
+                rank, nranks, nodes, local = zip(*found)
+                f.nranks = max(f.nranks or 0, *map(int, set(nranks)))
+                if len(f.ranks_seen) + len(found) <= 4096:
+                    f.ranks_seen.update(map(int, rank))
+                else:
+                    for r in rank:
+                        if len(f.ranks_seen) < 4096:
+                            f.ranks_seen.add(int(r))
+                told = set(nodes) - {b""}
+                if told:
+                    f.nnodes = max(f.nnodes or 0, *map(int, told))
+                    if any(map(bytes.__eq__, local, nranks)):  # (b"" is no count)
                         f.all_local = True
         if "via NET/Socket" in sat and b"via NET/Socket" in shapes and len(f.socket_channel_hosts) < f.MAX:
-            # From one socket channel line to the next (a host prints them in runs): a line that starts
-            # with a host already on sockets ("gpu-7:") is passed in three calls in C; for another,
-            # the host is what precedes the line's first ":" when NCCL's prefix starts the line.
-            known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
-            find, rfind, starts = block.find, block.rfind, block.startswith
-            j = find(b"via NET/Socket")
-            while j >= 0:
-                ls = rfind(b"\n", 0, j) + 1
-                if known and starts(known, ls):
-                    j = find(b"via NET/Socket", j + 14)
-                    continue
-                le = find(b"\n", j)
-                head = block[ls:find(b":", ls, j)]
-                if _HOST_AT.match(block, ls) is not None:
-                    host: str | None = head.decode("utf-8", "replace")
-                else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
-                    host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
-                if host and len(f.socket_channel_hosts) < f.MAX:
-                    f.socket_channel_hosts.add(host)
-                    known += (host.encode("utf-8", "replace") + b":",)
-                j = find(b"via NET/Socket", le) if le >= 0 else -1
+            self._socket_hosts(block)
         self._hosts(block)
+
+    def _socket_hosts(self, block: bytes) -> None:
+        """The hosts of the block's socket channel lines. A host prints them in runs, among its other
+        lines: from a socket channel line whose host is already on sockets ("gpu-7:"), the run of
+        lines that start with such a host is passed in one match in C (_KnownRun), then the next
+        socket channel line is looked for; for another host, the host is what precedes the line's
+        first ":" when NCCL's prefix starts the line."""
+        f = self.facts
+        known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
+        run = self._known_run(known)
+        find, rfind = block.find, block.rfind
+        j = find(b"via NET/Socket")
+        while j >= 0:
+            ls = rfind(b"\n", 0, j) + 1
+            if known and block.startswith(known, ls):
+                j = find(b"via NET/Socket", run(block, ls).end() if run is not None else j + 14)
+                continue
+            le = find(b"\n", j)
+            head = block[ls:find(b":", ls, j)]
+            if _HOST_AT.match(block, ls) is not None:
+                host: str | None = head.decode("utf-8", "replace")
+            else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
+                host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
+            if host and len(f.socket_channel_hosts) < f.MAX:
+                f.socket_channel_hosts.add(host)
+                known += (host.encode("utf-8", "replace") + b":",)
+                run = self._known_run(known)
+            j = find(b"via NET/Socket", le) if le >= 0 else -1
+
+    def _known_run(self, known: tuple[bytes, ...]) -> Callable[[bytes, int], re.Match[bytes]] | None:
+        """A pattern's ``match`` for a run of whole lines that each start with one of ``known`` (made
+        once per set of hosts; None past _RUN_HOSTS hosts, where each line is passed on its own)."""
+        if not known or len(known) > _RUN_HOSTS:
+            return None
+        if self._run_for != set(known):
+            words = sorted({k.decode("latin-1") for k in known})
+            self._run_for = frozenset(known)
+            self._run = re.compile(b"(?:(?:" + _trie(words).encode("latin-1") + rb")[^\n]*\n)*").match
+        return self._run
 
     def _hosts(self, block: bytes) -> None:
         """The hosts of every NCCL INFO line of the block, most of which no needle brings to be read
