@@ -142,8 +142,6 @@ class _Tables:
         self.regex = _Compiled({p.id: p.regex for p in patterns})
         literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
                     | set(_HEAD_FACT_NEEDLES) | set(_SETTING_NEEDLES))
-        # The needles of a line, longest first at a position (see needles_in).
-        self.line_needles = re.compile("|".join(re.escape(n) for n in sorted(literals, key=len, reverse=True)))
         self.literals = tuple(sorted(literals))
         self._line_rx: dict[tuple[str, ...], re.Pattern[str]] = {}
         self._keys(literals)
@@ -229,6 +227,12 @@ class _Tables:
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
 
+    @functools.cached_property
+    def line_needles(self) -> re.Pattern[str]:
+        """The needles of a line, longest first at a position: what needles_in finds, in one pattern
+        of all of them (made when asked for: needles_in does without it)."""
+        return re.compile("|".join(re.escape(n) for n in sorted(self.literals, key=len, reverse=True)))
+
     def _keys(self, literals: set[str]) -> None:
         """What ``_present`` looks for: each needle's key, its tail from its first character that is
         not a small letter, a digit or a blank (a line of prose is passed over in C, where a pattern
@@ -243,15 +247,18 @@ class _Tables:
             else:
                 self._key_needles.setdefault(n[at:], []).append(n)
         self._plain_needles = tuple(plain)
+        # Whether a line holds any of them at all, in one search (most lines the scan reads hold none).
+        self._plain_rx = re.compile(_trie(sorted(plain))) if plain else None
         keys = sorted(self._key_needles)
         self._key_rx = re.compile(_trie(keys))
         # The keys that are a start of a key (and so are found wherever it is): at one place the
         # pattern finds the longest key only.
-        self._key_starts = {k: [j for j in keys if k.startswith(j)] for k in keys}
+        known = set(keys)
+        self._key_starts = {k: [k[:i] for i in range(1, len(k) + 1) if k[:i] in known] for k in keys}
 
     def _present(self, text: str) -> tuple[str, ...]:
         """The needles ``text`` holds, in the order of ``sorted``."""
-        found = [n for n in self._plain_needles if n in text]
+        found = [n for n in self._plain_needles if n in text] if self._plain_rx is not None and self._plain_rx.search(text) else []
         search, starts = self._key_rx.search, self._key_starts
         keys: set[str] = set()
         m = search(text)
