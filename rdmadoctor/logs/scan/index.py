@@ -34,6 +34,12 @@ SATURATE_AFTER = 512
 # twice the time; nccl._RANK_OF, for the lines read one by one, reads "rank N nRanks M" the same way)
 _BULK_RANKS = re.compile(rb"rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
 _RANK_NEEDLES = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"})  # lines _BULK_RANKS reads
+# A line that starts with NCCL's own prefix and level ("gpu-7:12:34 [3] NCCL INFO "), a host of
+# letters, digits, "_" and "-" (no ".": a file name's; none first that a prefix.split wrapper could
+# start with), in its first 200 characters: prefix.continues never takes it for the rest of the line
+# before (tests/unit/logs/test_scan_bulk.py holds that), so the router does not ask.
+NCCL_LINE_AT = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_-]{0,99}:[0-9]{1,9}:[0-9]{1,9} \[(?:-?[0-9]{1,4}|[A-Za-z0-9_]{1,16})\] "
+                          rb"NCCL (?:INFO|WARN|TRACE|ABORT)(?=[ \n])")
 _RUN_HOSTS = 32  # socket hosts up to which their runs of lines are passed in one match (_known_run)
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").

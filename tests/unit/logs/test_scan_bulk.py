@@ -69,3 +69,31 @@ def test_coll_channels_are_the_digits_right_before_each_count() -> None:
     g = NcclFacts()
     g.count_coll_channels(b"no coll channels\n")
     assert g.coll_channels is None and not g.seen
+
+
+def test_a_line_that_starts_with_nccls_prefix_is_never_the_rest_of_the_line_before() -> None:
+    """The router does not offer such a line to prefix.continues (scan.index.NCCL_LINE_AT): it must
+    be one that continues would refuse, unwrapped as the router unwraps it, whatever follows."""
+    import random
+
+    from rdmadoctor.logs import prefix
+    from rdmadoctor.logs.scan.index import NCCL_LINE_AT
+
+    rnd = random.Random(30)
+    heads = ["gpu-7", "a", "node_01", "2024-05-01", "x" * 100, "ip-10-0-0-1", "INFO", "NCCL", "_x", "-"]
+    tails = ["", " init.cc:12 x", " **bold** `code` &lt;0&gt;", "_", " \u2502", " (pid=3)", " [repeated 2x across cluster]",
+             ' {"log":"x"}', " > quote", " [a](http://a)", "\u00e9", "`"]
+    first = "y" * 80
+    seen = 0
+    for _ in range(5000):
+        host = rnd.choice(heads) + rnd.choice(["", str(rnd.randint(0, 99)), "-b"])
+        dev = rnd.choice(["0", "-1", "12", "x", "-x", "GPU0"])
+        level = rnd.choice(["INFO", "WARN", "TRACE", "ABORT", "INFOx", "INF"])
+        line = f"{host}:{rnd.randint(0, 10**9)}:{rnd.choice(['1', '22'])} [{dev}] NCCL {level}{rnd.choice([' ', ''])}{rnd.choice(tails)}"
+        raw = line.encode()
+        if NCCL_LINE_AT.match(raw + b"\n") is None:
+            continue
+        seen += 1
+        rest = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())[0]
+        assert not prefix.continues(first, rest), line
+    assert seen > 1000
