@@ -18,8 +18,6 @@ from rdmadoctor.logs.rx import trie as _trie
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
-
     from rdmadoctor.logs.nccl import NcclFacts
     from rdmadoctor.logs.scan.needles import _Scan, _Tables
 
@@ -65,9 +63,10 @@ class Index:
         self._block_bytes = 0
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
-        self._scan = self.t.scan_for(self._skip)
+        self._rescan = False  # a needle saturated since the scan in use was made
+        self._scan_in_use: _Scan = self.t.scan_for(self._skip)
         self._run_for: frozenset[bytes] = frozenset()  # the hosts of _run (_known_run)
-        self._run: Callable[[bytes, int], re.Match[bytes]] | None = None
+        self._run: re.Pattern[bytes] | None = None
 
     @property
     def _scan(self) -> _Scan:
@@ -214,7 +213,8 @@ class Index:
         while j >= 0:
             ls = rfind(b"\n", 0, j) + 1
             if known and block.startswith(known, ls):
-                j = find(b"via NET/Socket", run(block, ls).end() if run is not None else j + 14)
+                m = run.match(block, ls) if run is not None else None  # (it matches: empty at worst)
+                j = find(b"via NET/Socket", max(m.end(), j + 14) if m is not None else j + 14)
                 continue
             le = find(b"\n", j)
             head = block[ls:find(b":", ls, j)]
@@ -228,15 +228,15 @@ class Index:
                 run = self._known_run(known)
             j = find(b"via NET/Socket", le) if le >= 0 else -1
 
-    def _known_run(self, known: tuple[bytes, ...]) -> Callable[[bytes, int], re.Match[bytes]] | None:
-        """A pattern's ``match`` for a run of whole lines that each start with one of ``known`` (made
+    def _known_run(self, known: tuple[bytes, ...]) -> re.Pattern[bytes] | None:
+        """A pattern that matches a run of whole lines that each start with one of ``known`` (made
         once per set of hosts; None past _RUN_HOSTS hosts, where each line is passed on its own)."""
         if not known or len(known) > _RUN_HOSTS:
             return None
         if self._run_for != set(known):
             words = sorted({k.decode("latin-1") for k in known})
             self._run_for = frozenset(known)
-            self._run = re.compile(b"(?:(?:" + _trie(words).encode("latin-1") + rb")[^\n]*\n)*").match
+            self._run = re.compile(b"(?:(?:" + _trie(words).encode("latin-1") + rb")[^\n]*\n)*")
         return self._run
 
     def _hosts(self, block: bytes) -> None:
