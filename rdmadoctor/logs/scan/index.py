@@ -202,7 +202,7 @@ class Index:
     def _socket_hosts(self, block: bytes) -> None:
         """The hosts of the block's socket channel lines. A host prints them in runs, among its other
         lines: from a socket channel line whose host is already on sockets ("gpu-7:"), the run of
-        lines that start with such a host is passed in one match in C (_KnownRun), then the next
+        lines that start with such a host is passed in one match in C (_known_run), then the next
         socket channel line is looked for; for another host, the host is what precedes the line's
         first ":" when NCCL's prefix starts the line."""
         f = self.facts
