@@ -146,12 +146,12 @@ def _keep_heap(size: int) -> None:
     memory of a block's buffers for the next block.
 
     Each chunk makes a few buffers of its size (the chunk, its whole lines, the copy without
-    digits), all freed before the next. glibc hands freed memory at the top of its heap back to
-    the kernel past a threshold that starts at 128 KiB (twice the size it serves from mmap), and
-    raises both when a block it served from mmap is freed. Left as they start, every chunk's
-    buffers came back as fresh pages, a page fault each 4 KiB: about a tenth of the time of a
-    dense log (420 faults a MiB; 20 with this). The allocation is calloc'd from mmap and never
-    touched; other allocators just free it."""
+    digits), all freed before the next. glibc gives the free memory at the top of its heap back to
+    the kernel once there is more than its trim threshold (128 KiB at start); freeing a block it
+    had served from mmap raises its mmap threshold to that block's size and the trim threshold to
+    twice that. Left as they start, every chunk's buffers came back as fresh pages, a page fault
+    each 4 KiB: about a tenth of the time of a dense log (420 faults a MiB; 20 with this). The
+    allocation is calloc'd from mmap and never touched; other allocators just free it."""
     global _HEAP_SET
     if not _HEAP_SET:
         _HEAP_SET = True
