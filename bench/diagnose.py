@@ -2,6 +2,7 @@
 
     python bench/diagnose.py [--mib 1024] [--ranks 64] [--keep PATH]
     python bench/diagnose.py --dense [--mib 400]
+    python bench/diagnose.py --log ../shared/realworld/gpu-h200/dense_all.log.gz [--mib 400]
 
 Writes a log of about --mib MiB in a temp folder (or PATH): 64 ranks, each printing NCCL's init
 lines (version, NET/IB devices, channels with GDRDMA) interleaved with what a training loop
@@ -11,7 +12,13 @@ completion, then flushed ones, then the watchdog).
 ``--dense`` writes the worst case instead: a job that builds communicator after communicator (or
 runs with NCCL_DEBUG_SUBSYS=ALL), 64 ranks on 8 hosts, about 90% of its lines NCCL INFO channel
 and `Connected` lines, one host (gpu-node-007) without an HCA, on sockets; the same WARN lines end
-it. Then, in one run:
+it.
+
+``--log PATH`` times a real log instead: PATH (plain or gzip) written again and again, whole, up to
+--mib MiB (400 by default), as a job that prints the same thing run after run does
+(``dense_all.log.gz``: NCCL_DEBUG_SUBSYS=ALL from an H200 machine, 10 MB a copy).
+
+Then, in one run:
 
 - ``bare_s``: a bare Python loop over the same file line by line (``for line in f: pass`` in
   text mode with errors="replace", what "reading it in Python" costs), in a child process;
@@ -181,6 +188,23 @@ def write_dense(path: str, mib: int, ranks: int = 64, per_host: int = 8) -> int:
     return written
 
 
+def write_repeated(path: str, mib: int, source: str) -> int:
+    """``source`` (plain or gzip) written whole again and again, up to about ``mib`` MiB."""
+    import gzip
+
+    with open(source, "rb") as f:
+        data = f.read()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    if not data.endswith(b"\n"):
+        data += b"\n"
+    copies = max(1, round(mib * 1024 * 1024 / len(data)))
+    with open(path, "wb") as f:
+        for _ in range(copies):
+            f.write(data)
+    return copies * len(data)
+
+
 def _child(code: str, *args: str) -> list:
     out = subprocess.run([sys.executable, "-c", code, *args], check=True, capture_output=True, text=True).stdout
     return json.loads(out)
@@ -193,8 +217,9 @@ def main() -> int:
     ap.add_argument("--keep", help="write the log here and keep it")
     ap.add_argument("--repeat", type=int, default=3, help="alternate the runs this many times; the best of each counts")
     ap.add_argument("--dense", action="store_true", help="the dense NCCL log (many communicators, one host on sockets)")
+    ap.add_argument("--log", metavar="PATH", help="a real log (plain or gzip) repeated up to --mib instead (400 by default)")
     a = ap.parse_args()
-    if a.dense and a.mib == 1024 and "--mib" not in sys.argv:
+    if (a.dense or a.log) and a.mib == 1024 and "--mib" not in sys.argv:
         a.mib = 400
     folder = None
     path = a.keep
@@ -202,7 +227,10 @@ def main() -> int:
         folder = tempfile.mkdtemp(prefix="rdmadoctor-bench-")
         path = os.path.join(folder, "job.log")
     try:
-        size = write_dense(path, a.mib, a.ranks) if a.dense else write_log(path, a.mib, a.ranks)
+        if a.log:
+            size = write_repeated(path, a.mib, a.log)
+        else:
+            size = write_dense(path, a.mib, a.ranks) if a.dense else write_log(path, a.mib, a.ranks)
         with open(path, "rb") as f:  # into the page cache, for both children alike
             while f.read(1 << 24):
                 pass
@@ -216,7 +244,7 @@ def main() -> int:
         diag_s, codes, diag_rss, nccl, _ = min(diag, key=lambda r: r[0])
         binary_cpu, diag_cpu = min(r[3] for r in binary), min(r[4] for r in diag)
         result = {
-            "log": "dense" if a.dense else "training",
+            "log": os.path.basename(a.log) if a.log else "dense" if a.dense else "training",
             "mib": round(size / 1048576, 1),
             "lines": int(lines),
             "ranks": a.ranks,

@@ -291,15 +291,18 @@ class NcclFacts:
     def count_coll_channels(self, block: bytes) -> None:
         """NCCL's "24 coll channels, ..." (2.20+), once per rank and communicator, in small letters the scan
         does not stop at: read in C over a block of whole lines, the most any said (as ``feed`` does)."""
+        # The nine bytes before each (the count is their digits at the end): every rank prints the
+        # same few, each set of them is read once.
         find, j = block.find, block.find(b" coll channels")
+        before = set()
         while j >= 0:
-            k = j
-            while k > 0 and 48 <= block[k - 1] <= 57 and j - k < 9:
-                k -= 1
-            if k < j:
-                self.seen = True
-                self.coll_channels = max(self.coll_channels or 0, int(block[k:j]))
+            before.add(block[max(j - 9, 0):j])
             j = find(b" coll channels", j + 14)
+        for b in before:
+            digits = b[len(b.rstrip(b"0123456789")):]
+            if digits:
+                self.seen = True
+                self.coll_channels = max(self.coll_channels or 0, int(digits))
 
     def count_hosts(self, block: bytes, anywhere: bool = False, shapes: bytes | None = None) -> None:
         """The hosts of every NCCL INFO line of a block (for lines not read one by one).

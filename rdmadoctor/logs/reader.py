@@ -138,6 +138,26 @@ def binary_message(why: str) -> str:
     return f"binary data: not a text log ({why}); an archive must be unpacked first (gzip, bzip2 and xz are read as they are)"
 
 
+_HEAP_SET = False
+
+
+def _keep_heap(size: int) -> None:
+    """Once per process: allocate and free ``4 * size`` bytes, so that glibc's malloc keeps the
+    memory of a block's buffers for the next block.
+
+    Each chunk makes a few buffers of its size (the chunk, its whole lines, the copy without
+    digits), all freed before the next. glibc gives the free memory at the top of its heap back to
+    the kernel once there is more than its trim threshold (128 KiB at start); freeing a block it
+    had served from mmap raises its mmap threshold to that block's size and the trim threshold to
+    twice that. Left as they start, every chunk's buffers came back as fresh pages, a page fault
+    each 4 KiB: about a tenth of the time of a dense log (420 faults a MiB; 20 with this). The
+    allocation is calloc'd from mmap and never touched; other allocators just free it."""
+    global _HEAP_SET
+    if not _HEAP_SET:
+        _HEAP_SET = True
+        bytes(4 * size)
+
+
 def chunks(stream, size: int = CHUNK):  # yields bytes
     """The content of ``stream`` in chunks of at most ``size`` bytes, decompressed when it is
     gzip, bzip2 or xz.
@@ -145,6 +165,7 @@ def chunks(stream, size: int = CHUNK):  # yields bytes
     Raises :class:`SourceError` before yielding anything for zstd (no reader), and
     :class:`TruncatedInput` after yielding what could be read when the data stops early.
     """
+    _keep_heap(size)
     first = _read(stream, size)
     kind = compression(first)
     if kind == "gzip":

@@ -70,7 +70,7 @@ from rdmadoctor.logs.nccl import NcclFacts, transport_line
 from rdmadoctor.logs.scan import errors, framing, index, joins, linking, matching, needles, pastes
 from rdmadoctor.logs.scan.errors import LAST_ERROR_LINES, Errors
 from rdmadoctor.logs.scan.framing import MAX_LINE, Framing, _whole
-from rdmadoctor.logs.scan.index import Index
+from rdmadoctor.logs.scan.index import NCCL_LINE_AT, Index
 from rdmadoctor.logs.scan.joins import Joins
 from rdmadoctor.logs.scan.matching import Matching
 from rdmadoctor.logs.scan.needles import _Tables, tables
@@ -152,7 +152,8 @@ class Diagnoser(Framing, Index, Pastes, Errors, Matching, Joins):
             raw = block[ls:le]
             if forced or self.t.verify.search(raw) or b"$ " in raw or b"# " in raw:
                 # The next line, when this block holds it: the rest of this one if a terminal broke it.
-                nle = -1 if forced or len(raw) < prefix.WRAP_MIN else block.find(b"\n", le + 1)
+                # (Not a line that starts with NCCL's own prefix: that is a line of its own, prefix.continues.)
+                nle = -1 if forced or len(raw) < prefix.WRAP_MIN or NCCL_LINE_AT.match(block, le + 1) else block.find(b"\n", le + 1)
                 if self._line(raw, self._lineno, block[le + 1:nle] if nle >= 0 else None):
                     self._lineno += 1
                     le = nle

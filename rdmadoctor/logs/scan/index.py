@@ -14,6 +14,7 @@ import re
 from itertools import accumulate
 
 from rdmadoctor.logs import prefix
+from rdmadoctor.logs.rx import trie as _trie
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,6 +31,14 @@ SATURATE_AFTER = 512
 # (no space before "rank": a pattern that starts with a blank is one the engine stops at everywhere,
 # twice the time; nccl._RANK_OF, for the lines read one by one, reads "rank N nRanks M" the same way)
 _BULK_RANKS = re.compile(rb"rank (\d{1,7}) n[Rr]anks (\d{1,7})(?: nNodes (\d{1,7}) localRanks (\d{1,7}))?")
+_RANK_NEEDLES = frozenset({"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"})  # lines _BULK_RANKS reads
+# A line that starts with NCCL's own prefix and level ("gpu-7:12:34 [3] NCCL INFO "), a host of
+# letters, digits, "_" and "-" (no ".": a file name's; none first that a prefix.split wrapper could
+# start with), in its first 200 characters: prefix.continues never takes it for the rest of the line
+# before (tests/unit/logs/test_scan_bulk.py holds that), so the router does not ask.
+NCCL_LINE_AT = re.compile(rb"[A-Za-z0-9][A-Za-z0-9_-]{0,99}:[0-9]{1,9}:[0-9]{1,9} \[(?:-?[0-9]{1,4}|[A-Za-z0-9_]{1,16})\] "
+                          rb"NCCL (?:INFO|WARN|TRACE|ABORT)(?=[ \n])")
+_RUN_HOSTS = 32  # socket hosts up to which their runs of lines are passed in one match (_known_run)
 _HOST_AT = re.compile(rb"[\w.-]{1,255}:\d{1,9}:\d{1,9} \[-?\w{1,16}\] ")  # NCCL's prefix, at a line's start
 # NCCL's prefix at the start of a line as the scan reads it (without digits: "gpu-:: [] NCCL INFO ").
 _NCCL_SHAPE_AT = re.compile(rb"\n[\w.-]{1,255}:: \[-?\w{0,16}\] NCCL INFO ")
@@ -54,7 +63,25 @@ class Index:
         self._block_bytes = 0
         self._saturated: set[str] = set()
         self._skip: frozenset[bytes] = frozenset()  # anchors no longer scanned for (their needles saturated)
-        self._scan: _Scan = self.t.scan_for(self._skip)
+        self._rescan = False  # a needle saturated since the scan in use was made
+        self._scan_in_use: _Scan = self.t.scan_for(self._skip)
+        self._run_for: frozenset[bytes] = frozenset()  # the hosts of _run (_known_run)
+        self._run: re.Pattern[bytes] | None = None
+
+    @property
+    def _scan(self) -> _Scan:
+        """The scan in use. Needles that saturate together (a communicator's lines, in one block)
+        make one reduced scan, when it is next needed (the next block), not one each."""
+        if self._rescan:
+            self._rescan = False
+            self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
+            self._scan_in_use = self.t.scan_for(self._skip)
+        return self._scan_in_use
+
+    @_scan.setter
+    def _scan(self, sc: _Scan) -> None:
+        self._rescan = False
+        self._scan_in_use = sc
 
     def _in_head(self) -> bool:
         """The block being read starts in the first PASTE_WINDOW bytes of its input (where tool outputs
@@ -79,12 +106,12 @@ class Index:
         return starts
 
     def _counted(self, needle: str) -> None:
-        """One more line read with a saturating needle: at SATURATE_AFTER, its anchors leave the scan."""
+        """One more line read with a saturating needle: at SATURATE_AFTER, its anchors leave the scan
+        (from the next block on: this block's lines to read are known already)."""
         c = self._sat_count[needle] = self._sat_count.get(needle, 0) + 1
         if c == SATURATE_AFTER:
             self._saturated.add(needle)
-            self._skip = frozenset(a for a, lits in self.t.anchor_lits.items() if lits <= self._saturated)
-            self._scan = self.t.scan_for(self._skip)
+            self._rescan = True  # (the scan without their anchors: see _scan)
 
     def _candidates(self, block: bytes) -> list[int]:
         """Starts of the lines of ``block`` that may hold a needle, in order.
@@ -123,7 +150,7 @@ class Index:
         # Each line is decided once, at the first place the scan stops in it: the search goes on from
         # its end (a line that repeats an anchor, `NCCL_ ` ten thousand times, is not searched again
         # from its start for each repeat).
-        for rx, wanted in ((sc.fast, sc.wanted), (self.t.prompt_scan, None)):
+        for rx, wants in ((sc.fast, sc.wants), (self.t.prompt_scan, None)):
             if rx is None:
                 continue
             search = rx.search
@@ -131,7 +158,7 @@ class Index:
             while m is not None:
                 ls = rfind(b"\n", 0, m.start()) + 1
                 le = find(b"\n", ls)
-                if ls not in starts and (wanted is None or wanted.search(block, ls, le) is not None):
+                if ls not in starts and (wants is None or wants(block, ls, le)):
                     starts.add(ls)
                 m = search(tb, le + 1) if le >= 0 else None
         plain = sc.plain
@@ -151,39 +178,66 @@ class Index:
         f = self.facts
         sat = self._saturated
         shapes = self._shapes  # the block's distinct lines without digits: "is there any ...?" costs nothing
-        if b"anks " in shapes and sat & {"INFO comm ", "nRanks", "INFO rank ", "Init COMPLETE", "Init START"}:
-            for rank, nranks, nodes, local in set(_BULK_RANKS.findall(block)):
-                n = int(nranks)
-                f.nranks = max(f.nranks or 0, n)
-                if len(f.ranks_seen) < 4096:
-                    f.ranks_seen.add(int(rank))
-                if nodes:
-                    f.nnodes = max(f.nnodes or 0, int(nodes))
-                    if local == nranks:
+        if b"anks " in shapes and not sat.isdisjoint(_RANK_NEEDLES):
+            found = set(_BULK_RANKS.findall(block))
+            if found:
+                # Column by column: (rank, nranks, nNodes, localRanks), the last two b"" where a line has none.
+                rank, nranks, nodes, local = zip(*found)
+                f.nranks = max(f.nranks or 0, *map(int, set(nranks)))
+                if len(f.ranks_seen) + len(found) <= 4096:
+                    f.ranks_seen.update(map(int, rank))
+                else:
+                    for r in rank:
+                        if len(f.ranks_seen) < 4096:
+                            f.ranks_seen.add(int(r))
+                told = set(nodes) - {b""}
+                if told:
+                    f.nnodes = max(f.nnodes or 0, *map(int, told))
+                    if any(map(bytes.__eq__, local, nranks)):  # (b"" is no count)
                         f.all_local = True
         if "via NET/Socket" in sat and b"via NET/Socket" in shapes and len(f.socket_channel_hosts) < f.MAX:
-            # From one socket channel line to the next (a host prints them in runs): a line that starts
-            # with a host already on sockets ("gpu-7:") is passed in three calls in C; for another,
-            # the host is what precedes the line's first ":" when NCCL's prefix starts the line.
-            known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
-            find, rfind, starts = block.find, block.rfind, block.startswith
-            j = find(b"via NET/Socket")
-            while j >= 0:
-                ls = rfind(b"\n", 0, j) + 1
-                if known and starts(known, ls):
-                    j = find(b"via NET/Socket", j + 14)
-                    continue
-                le = find(b"\n", j)
-                head = block[ls:find(b":", ls, j)]
-                if _HOST_AT.match(block, ls) is not None:
-                    host: str | None = head.decode("utf-8", "replace")
-                else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
-                    host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
-                if host and len(f.socket_channel_hosts) < f.MAX:
-                    f.socket_channel_hosts.add(host)
-                    known += (host.encode("utf-8", "replace") + b":",)
-                j = find(b"via NET/Socket", le) if le >= 0 else -1
+            self._socket_hosts(block)
         self._hosts(block)
+
+    def _socket_hosts(self, block: bytes) -> None:
+        """The hosts of the block's socket channel lines. A host prints them in runs, among its other
+        lines: from a socket channel line whose host is already on sockets ("gpu-7:"), the run of
+        lines that start with such a host is passed in one match in C (_known_run), then the next
+        socket channel line is looked for; for another host, the host is what precedes the line's
+        first ":" when NCCL's prefix starts the line."""
+        f = self.facts
+        known = tuple(h.encode("utf-8", "replace") + b":" for h in f.socket_channel_hosts if h)
+        run = self._known_run(known)
+        find, rfind = block.find, block.rfind
+        j = find(b"via NET/Socket")
+        while j >= 0:
+            ls = rfind(b"\n", 0, j) + 1
+            if known and block.startswith(known, ls):
+                m = run.match(block, ls) if run is not None else None  # (it matches: empty at worst)
+                j = find(b"via NET/Socket", max(m.end(), j + 14) if m is not None else j + 14)
+                continue
+            le = find(b"\n", j)
+            head = block[ls:find(b":", ls, j)]
+            if _HOST_AT.match(block, ls) is not None:
+                host: str | None = head.decode("utf-8", "replace")
+            else:  # a prefix before NCCL's (kubectl --prefix, mpirun --tag-output)
+                host = prefix.split(block[ls:le].decode("utf-8", "replace"))[1].host
+            if host and len(f.socket_channel_hosts) < f.MAX:
+                f.socket_channel_hosts.add(host)
+                known += (host.encode("utf-8", "replace") + b":",)
+                run = self._known_run(known)
+            j = find(b"via NET/Socket", le) if le >= 0 else -1
+
+    def _known_run(self, known: tuple[bytes, ...]) -> re.Pattern[bytes] | None:
+        """A pattern that matches a run of whole lines that each start with one of ``known`` (made
+        once per set of hosts; None past _RUN_HOSTS hosts, where each line is passed on its own)."""
+        if not known or len(known) > _RUN_HOSTS:
+            return None
+        if self._run_for != set(known):
+            words = sorted({k.decode("latin-1") for k in known})
+            self._run_for = frozenset(known)
+            self._run = re.compile(b"(?:(?:" + _trie(words).encode("latin-1") + rb")[^\n]*\n)*")
+        return self._run
 
     def _hosts(self, block: bytes) -> None:
         """The hosts of every NCCL INFO line of the block, most of which no needle brings to be read

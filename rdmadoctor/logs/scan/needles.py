@@ -149,8 +149,6 @@ class _Tables:
         self.regex = _Compiled({p.id: p.regex for p in patterns})
         literals = (set(self.by_needle) | set(_FACT_NEEDLES) | set(_HEADER_NEEDLES) | set(_CONTEXT_NEEDLES)
                     | set(_HEAD_FACT_NEEDLES) | set(_SETTING_NEEDLES))
-        # The needles of a line, longest first at a position (see needles_in).
-        self.line_needles = re.compile("|".join(re.escape(n) for n in sorted(literals, key=len, reverse=True)))
         self.literals = tuple(sorted(literals))
         self._line_rx: dict[tuple[str, ...], re.Pattern[str]] = {}
         self._keys(literals)
@@ -223,7 +221,9 @@ class _Tables:
         self._searched, self._plain_lits = searched, plain
         self.scans[frozenset()] = full
         full.plain = self.plain + self._uncovered(full)
-        full.wanted = re.compile(_trie(sorted(originals)).encode())
+        # Every literal's shape in one trie: at a position it matches the longest shape there, and
+        # the shorter ones that start there are its prefixes (see _Scan.wants).
+        full.wanted = self.wanted = re.compile(_trie(sorted(originals)).encode())
         # Starts of tool outputs without a rare character ("/dev/shm", "locked memory") and NCCL's
         # topology lines are searched as they are, in the first PASTE_WINDOW bytes of an input only:
         # each such search costs about as much as the whole scan of a block, and outputs pasted
@@ -233,6 +233,12 @@ class _Tables:
         self.paste_plain = tuple(sorted(x.encode() for x in head if x.encode() not in self.plain))
         self.prompt = re.compile(_prompt_with_command())
         self.headers = [(re.compile(h), kind) for h, kind in _HEADERS]
+
+    @functools.cached_property
+    def line_needles(self) -> re.Pattern[str]:
+        """The needles of a line, longest first at a position: what needles_in finds, in one pattern
+        of all of them (made when asked for: needles_in does without it)."""
+        return re.compile("|".join(re.escape(n) for n in sorted(self.literals, key=len, reverse=True)))
 
     def _keys(self, literals: set[str]) -> None:
         """What ``_present`` looks for: each needle's key, its tail from its first character that is
@@ -248,15 +254,18 @@ class _Tables:
             else:
                 self._key_needles.setdefault(n[at:], []).append(n)
         self._plain_needles = tuple(plain)
+        # Whether a line holds any of them at all, in one search (most lines the scan reads hold none).
+        self._plain_rx = re.compile(_trie(sorted(plain))) if plain else None
         keys = sorted(self._key_needles)
         self._key_rx = re.compile(_trie(keys))
         # The keys that are a start of a key (and so are found wherever it is): at one place the
         # pattern finds the longest key only.
-        self._key_starts = {k: [j for j in keys if k.startswith(j)] for k in keys}
+        known = set(keys)
+        self._key_starts = {k: [k[:i] for i in range(1, len(k) + 1) if k[:i] in known] for k in keys}
 
     def _present(self, text: str) -> tuple[str, ...]:
         """The needles ``text`` holds, in the order of ``sorted``."""
-        found = [n for n in self._plain_needles if n in text]
+        found = [n for n in self._plain_needles if n in text] if self._plain_rx is not None and self._plain_rx.search(text) else []
         search, starts = self._key_rx.search, self._key_starts
         keys: set[str] = set()
         m = search(text)
@@ -321,8 +330,13 @@ class _Tables:
             sc = self.scans[skip] = _Scan(self.anchors - skip, ())
             sc.plain = self.plain + self._uncovered(sc)
             done = {lit for a in skip for lit in self.anchor_lits.get(a, ())}
-            sc.wanted = re.compile(_trie(sorted(
-                shape for shape, lits in self._originals.items() if not lits <= done)).encode())
+            # The shapes whose literals are all done, and every shape that is a start of them too:
+            # where the trie of all shapes stops at one of these, no literal still wanted starts
+            # there (the same answer as a trie of the wanted shapes alone, without making one).
+            over = {shape.encode() for shape, lits in self._originals.items() if lits <= done}
+            shapes = {shape.encode() for shape in self._originals}
+            sc.wanted = self.wanted
+            sc.stale = frozenset(s for s in over if all(s[:k] in over for k in range(1, len(s)) if s[:k] in shapes))
         return sc
 
 
@@ -331,7 +345,7 @@ class _Scan:
     (each anchor's first character -> \x01, the prompt characters -> \x02), the one pattern of all
     anchors, and the small-letter replacements no anchor loses a letter by (_QUIETER)."""
 
-    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain", "wanted")
+    __slots__ = ("table", "fast", "quiet", "quiet_plain", "plain", "wanted", "stale")
 
     def __init__(self, anchors: frozenset[bytes], plain: tuple[bytes, ...]):
         table = bytearray(range(256))
@@ -351,7 +365,19 @@ class _Scan:
         # The literals (their shapes) a line the anchors stop at must hold to be read: translated, an
         # anchor also matches other words ("Init START" matches "Init COMPLETE" once C, O, M, P and L
         # all start some anchor), and a saturated needle's lines are summed in bulk, not read.
+        # (``wanted`` is the trie of every literal's shape; ``stale``, the shapes it may stop at where
+        # no literal still wanted starts: see wants.)
         self.wanted: re.Pattern[bytes] | None = None
+        self.stale: frozenset[bytes] = frozenset()
+
+    def wants(self, text: bytes, start: int, end: int) -> bool:
+        """Does ``text[start:end]`` (a line without its digits) hold a literal still wanted? The trie
+        of all shapes finds the longest shape at each place it stops; a stale one is passed by."""
+        search, stale = self.wanted.search, self.stale  # type: ignore[union-attr]
+        m = search(text, start, end)
+        while m is not None and m.group() in stale:
+            m = search(text, m.start() + 1, end)
+        return m is not None
 
 
 _TABLES: _Tables | None = None
