@@ -39,9 +39,6 @@ XFAIL: dict[str, str] = {
     "perftest-228-couldnt-connect.txt": (
         "silent pass (silent: perftest's `Couldn't connect to HOST:PORT` / `Unable to init the socket connection` "
         "are no failure shape in logs/scan/errors.py, and no code names a perftest TCP exchange that failed)"),
-    "imbue-4-ibdev2netdev-ib-down.txt": (
-        "other (lead's judgment): the ibdev2netdev paste judge warns ROCE_NETDEV_DOWN for the unused second "
-        "Ethernet port of a dual-port card on a pure-IB node; a paste cannot tell unused from broken"),
 }
 
 
