@@ -6,7 +6,9 @@ no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR
 other program's line shaped like a failure (``_failure_shape``: fatal, abort, failed, error, cannot, a
 signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
-``_follow`` and ``_tb``).
+``_follow`` and ``_tb``). A message of several lines (Open MPI's help box, an MPI library's ``***``
+banner, MPICH's error stack) is one finding: a row that knows one of its lines gives it and quotes the
+others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and what follows.
 """
 
 from __future__ import annotations
