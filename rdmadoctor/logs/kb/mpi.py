@@ -74,6 +74,9 @@ _OFI_ROWS = (
         "MPIDI_OFI_handle_cq_error(1008): OFI poll failed (ofi_events.h:1008:MPIDI_OFI_handle_cq_error:Cannot allocate "
         "memory)",
     ), "https://github.com/ofiwg/libfabric/issues/5648 (Intel MPI 2019.6, MPI_Iprobe)"),
+    _ofi_row("vni", "_vni_context(", (
+        "create_vni_context(2221).....: OFI endpoint open failed (ofi_init.c:2221:create_vni_context:Invalid argument)",
+    ), "https://github.com/sxs-collaboration/spectre/issues/5935 (MPICH 4, PMPI_Init)"),
 )
 
 
@@ -398,6 +401,27 @@ PATTERNS: tuple[Pattern, ...] = (
             "https://github.com/NVIDIA/deepops/issues/1179",
         examples=("slurmstepd: error:  mpi/pmix_v3: pmixp_coll_ring_reset_if_to: adas-ml [0]: pmixp_coll_ring.c:742: "
                   "0x14ce0c02cb20: collective timeout seq=0",),
+    ),
+    Pattern(
+        id="mpi.mpich_pmi_init",
+        code=MPI_LAUNCH_FAILED.code,
+        severity=ERROR,
+        needle="PMI2 init failed",
+        # A frame of MPICH's error stack under `Fatal error in MPI_Init: Other MPI error` (errors.py reads the stack
+        # as one message): the frame names the layer, PMI, so the failure is the launch's, not the network's.
+        regex=r"(?P<func>\w{1,60})\(\d{1,6}\)\.{0,60}:\s{0,4}PMI2 init failed(?::\s{0,4}(?P<rc>-?\d{1,6}))?",
+        subject="PMI",
+        message="The MPI library (Cray MPICH, MPICH) could not reach the process manager in MPI_Init (`PMI2 init "
+                "failed` in {func}): the program was started outside the launcher it was built for (mpirun or a bare "
+                "`./prog` where srun or aprun starts the ranks), or under srun with another PMI.",
+        meaning="No rank starts: MPI_Init aborts before any network is used. Inside a job started the right way, the "
+                "same stack can mean MPI_Init timed out (slow file systems at start-up).",
+        fix="Start the program with the system's launcher: `srun -n <ranks> ./prog` under Slurm (with the PMI the "
+            "library was built for: `srun --mpi=pmi2`; `srun --mpi=list` shows them), `aprun` on a Cray ALPS system; "
+            "Cray MPICH's `mpirun` does not start its ranks on a login node.",
+        ref="Cray MPICH's ch3 start-up (MPID_Init `PMI2 init failed: %d`); https://github.com/cmbant/CosmoMC/issues/21 "
+            "(mpirun on Cori), NERSC's python docs (`from mpi4py import MPI` on a login node)",
+        examples=("MPID_Init(638).......:  PMI2 init failed: 1", "MPID_Init(286).......:  PMI2 init failed: 1"),
     ),
     # -- the MPI libraries' own transports: Open MPI's PML / BTL / MTL, Intel MPI and MPICH over OFI, PSM2/PSM3,
     #    MVAPICH2 ------------------------------------------------------------------------------------------------

@@ -6,7 +6,9 @@ no row of the knowledge base knows them: each is a finding of its own, LOG_ERROR
 other program's line shaped like a failure (``_failure_shape``: fatal, abort, failed, error, cannot, a
 signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
-``_follow`` and ``_tb``).
+``_follow`` and ``_tb``). A message of several lines (Open MPI's help box, an MPI library's ``***``
+banner, MPICH's error stack) is one finding: a row that knows one of its lines gives it and quotes the
+others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and what follows.
 """
 
 from __future__ import annotations
@@ -154,6 +156,19 @@ def _box_edge(body: str) -> bool:
     return _BOX_EDGE[0] <= len(edge) <= _BOX_EDGE[1] and not edge.strip("-")
 
 
+def _message_kind(quoted: str) -> str | None:
+    """The kind of message of several lines (_MESSAGES) that this failure-shaped line begins, if any."""
+    return "banner" if quoted.startswith("***") else "stack" if quoted.rstrip().endswith("error stack:") else None
+
+
+def _trimmed(evidence: list[dict], own: int) -> list[dict]:
+    """A message's quotes cut to MAX_EVIDENCE: its first line, the line its row matched (``own``) and its last
+    lines (the bottom of an error stack names what failed), the lines between dropped first."""
+    while len(evidence) > MAX_EVIDENCE:
+        del evidence[next((i for i in range(1, len(evidence)) if evidence[i]["line"] != own), 1)]
+    return evidence
+
+
 def _unknown_row(symptom: bool, shaped: bool = False) -> kb.Pattern:
     from rdmadoctor.core.codes.nccl import LOG_ERROR_UNKNOWN
 
@@ -240,15 +255,47 @@ class Errors:
                 self._follow = max(self._follow, 1)  # a blank line first: the headline is further down
         return False
 
-    def _box_explained(self, hit: set) -> None:
-        """A row knew a line of the box being read: the box says what that row says, and no unknown error."""
+    def _box_explained(self, hit: set, lineno: int) -> None:
+        """A row knew a line of the box being read: the box says what that row says, and no unknown error. That
+        row's finding quotes what the box's own finding quoted (its headline, its details), and takes it back."""
         box = self._box
         assert box is not None
         if box["known"] or not any(code in _problem_codes(self.t.patterns) for code, _ in hit):
             return
         box["known"] = True
-        if box["key"] is not None and box["new"]:
-            self.aggs.pop(box["key"], None)
+        key = self._known_key(hit, lineno)
+        self._take(box["key"] if box["key"] is not None and box["new"] else None, key, None)
+        box.update(key=key, new=False)
+
+    def _known_key(self, hit: set, lineno: int) -> tuple | None:
+        """The key of the finding a row made of this line (a problem's), or None."""
+        problem = _problem_codes(self.t.patterns)
+        found = None
+        for key, agg in self.aggs.items():
+            if agg.pattern.code in problem and (agg.pattern.code, agg.subject) in hit:
+                if agg.seq == (self._src_index, lineno) or any(e["line"] == lineno for e in agg.evidence):
+                    return key
+                found = found or key
+        return found
+
+    def _take(self, own: tuple | None, key: tuple | None, head: dict | None) -> None:
+        """A row explains a message of several lines: its finding (``key``) quotes what the message's own finding
+        (``own``, made by the message, taken back) quoted, else the message's first line (``head``)."""
+        mine = self.aggs.pop(own, None) if own is not None and own != key else None
+        target = self.aggs.get(key) if key is not None else None
+        if target is None:
+            return
+        lines = mine.evidence if mine is not None else [head] if head is not None else []
+        if mine is not None:
+            target.hosts.update(list(mine.hosts)[: max(0, 64 - len(target.hosts))])
+            target.ranks.update(list(mine.ranks)[: max(0, 1024 - len(target.ranks))])
+        quoted = {(e["file"], e["line"]) for e in target.evidence}
+        fresh = [e for e in lines if (e["file"], e["line"]) not in quoted]
+        if target.count == 1 and target.seq[0] == self._src_index:
+            # Made by the message's line: it quotes the message in the order printed, its own line kept.
+            target.evidence[:] = _trimmed(sorted([*target.evidence, *fresh], key=lambda e: e["line"]), target.seq[1])
+        else:
+            target.evidence.extend(fresh[: max(0, MAX_EVIDENCE - len(target.evidence))])
 
     def _in_box(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None:
         """A failure-shaped line inside a box: the box's one finding, made at the box's headline (its first
@@ -307,32 +354,78 @@ class Errors:
         groups = {"label": label, "quoted": quoted[:300], "what": what}
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
         if label in _FAILURE_WHAT:
-            self._opens_message(quoted, key, lineno, meta)
+            self._opens_message(quoted, key, text, lineno, meta)
 
-    def _opens_message(self, quoted: str, key: tuple, lineno: int, meta: prefix.Meta) -> None:
+    def _opens_message(self, quoted: str, key: tuple, text: str, lineno: int, meta: prefix.Meta,
+                       known: bool = False) -> None:
         """A failure-shaped line that begins a message of several lines (_MESSAGES): its next lines are
-        that message's (``_continues``), not findings of their own."""
-        kind = ("banner" if quoted.startswith("***") else
-                "stack" if quoted.rstrip().endswith("error stack:") else None)
+        that message's (``_continues``, ``_explained``), not findings of their own. ``key``: the finding the
+        message is (the unknown one its first line made, or the one a row made of it)."""
+        kind = _message_kind(quoted)
         if kind is not None:
             if len(self._messages) >= 1024:
                 self._messages.clear()
-            self._messages[(meta.host, meta.pid)] = {"kind": kind, "key": key, "src": self._src_index, "last": lineno}
+            agg = self.aggs.get(key)
+            self._messages[(meta.host, meta.pid)] = {
+                "kind": kind, "key": key, "src": self._src_index, "last": lineno,
+                # made by this line (taken back when a row explains a later line), and only the message's first
+                # line (a generic banner such as MPICH's `Other MPI error`, or unknown): its frames may say more
+                "new": agg is not None and agg.seq == (self._src_index, lineno) and agg.count == 1,
+                "generic": not known or (agg is not None and agg.pattern.symptom),
+                "head": self._evidence(text, lineno, meta)}
+
+    def _next_line(self, quoted: str, lineno: int, meta: prefix.Meta) -> dict | None:
+        """The message being read when this line is its next one (an MPI library's banner, an MPICH error
+        stack's frame): each process's own (ranks print theirs interleaved)."""
+        m = self._messages.get((meta.host, meta.pid))
+        if m is None or m["src"] != self._src_index:
+            return None
+        gap, shape = _MESSAGES[m["kind"]]
+        if not (0 < lineno - m["last"] <= gap and shape.match(quoted)):
+            return None
+        m["last"] = lineno
+        return m
 
     def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta) -> bool:
-        """Is this failure-shaped line the next line of the message being read (an MPI library's banner, an
-        MPICH error stack's frame)? Then it is quoted by that message's finding."""
-        m = self._messages.get((meta.host, meta.pid))  # (each process's own: ranks print theirs interleaved)
-        if m is None or m["src"] != self._src_index:
+        """Is this failure-shaped line no row knows the next line of a message being read? Then the message's
+        finding quotes it (its first line and its last lines: the bottom frames of a stack name what failed)."""
+        m = self._next_line(quoted, lineno, meta)
+        if m is None:
             return False
-        kind = m["kind"]
-        if not (0 < lineno - m["last"] <= _MESSAGES[kind][0] and _MESSAGES[kind][1].match(quoted)):
-            return False
-        m["last"] = lineno
         agg = self.aggs.get(m["key"])
-        if agg is not None and len(agg.evidence) < MAX_EVIDENCE:
+        if agg is not None:
             agg.evidence.append(self._evidence(text, lineno, meta))
+            if len(agg.evidence) > MAX_EVIDENCE:
+                if m["new"]:
+                    agg.evidence[:] = _trimmed(agg.evidence, agg.seq[1])
+                else:
+                    agg.evidence.pop()
         return True
+
+    def _explained(self, error: tuple[str, str, bool] | None, text: str, lineno: int, meta: prefix.Meta,
+                   hit: set) -> None:
+        """A row knew this line. In a box (``_box_explained``) or a banner or an error stack, the message is that
+        row's: a generic first line (MPICH's `Fatal error in PMPI_Init: Other MPI error`) gives way to a frame a
+        row knows, which names the layer that failed (an OFI call: the transport; PMI: the launch), and that
+        row's finding quotes the message. A line a row knows may also begin a message (that banner)."""
+        if self._box is not None:
+            self._box_explained(hit, lineno)
+            return
+        if error is None or error[0] not in _FAILURE_WHAT:
+            return
+        m = self._next_line(error[1], lineno, meta) if self._messages else None
+        if m is not None:
+            if m["generic"]:
+                key = self._known_key(hit, lineno)
+                if key is not None:
+                    self._take(m["key"] if m["new"] else None, key, m["head"])
+                    agg = self.aggs[key]
+                    m.update(key=key, generic=False, new=agg.seq == (self._src_index, lineno) and agg.count == 1)
+            return
+        if _message_kind(error[1]) is not None:
+            key = self._known_key(hit, lineno)
+            if key is not None:
+                self._opens_message(error[1], key, text, lineno, meta, known=True)
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
         """A WARN a row explained: a trace of the same process right after it passes that error up."""

@@ -143,7 +143,8 @@ def _link(aggs: list[_Agg]) -> tuple[list[Finding], dict[int, int]]:
         if c is None:
             c = next((j for j in known if j < i and near(j) and not aggs[j].pattern.explains_fallback), None)
         if c is None:
-            after = [j for j in known if j > i and near(j)]
+            # (not a symptom's row: MPICH's generic `Other MPI error` banner after a UCX ERROR line follows from it)
+            after = [j for j in known if j > i and near(j) and not aggs[j].symptom]
             c = next((j for j in after if aggs[j].pattern.severity == ERROR), after[0] if after else None)
         if c is not None:
             cause[i] = c

@@ -86,7 +86,8 @@ class Matching:
         def _unknown(self, error: tuple[str, str, bool], text: str, lineno: int, meta: prefix.Meta, hit: set) -> None: ...
         def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None: ...
         _box: dict | None
-        def _box_explained(self, hit: set) -> None: ...
+        def _explained(self, error: tuple[str, str, bool] | None, text: str, lineno: int, meta: prefix.Meta,
+                       hit: set) -> None: ...
 
     def _start_matching(self) -> None:
         self.aggs: dict[tuple[str, str], _Agg] = {}
@@ -146,8 +147,8 @@ class Matching:
                 break
         if error is not None and not hit:
             self._unknown(error, text, lineno, meta, hit)
-        elif hit and self._box is not None:  # a row knows a line of an Open MPI help message (errors._boxed)
-            self._box_explained(hit)
+        elif hit and (error is not None or self._box is not None):  # of a message of several lines? (errors)
+            self._explained(error, text, lineno, meta, hit)
 
     def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict:
         return {"file": self._source["name"] if self._source else "-", "line": lineno, "text": text[:400],

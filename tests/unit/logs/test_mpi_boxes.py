@@ -14,6 +14,7 @@ way `rdmadoctor diagnose FILE` feeds it.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -106,8 +107,6 @@ UNKNOWN_BOXES = {
         ("A requested component was not found, or was unable to be opened.", None),
         ("It looks like MPI_INIT failed for some reason", "mca_pml_base_open() failed")]),
     "drake-633-orte-init": (DRAKE_633, [("It looks like orte_init failed for some reason", "orte_ess_set_name failed")]),
-    "mfc-475-fi-domain": (MFC_475, [("Open MPI failed an OFI Libfabric library call (fi_domain).",
-                                     "Error: Function not implemented (38)")]),
 }
 
 
@@ -184,6 +183,8 @@ KNOWN_BOXES = {
     "covizu-350-orte-daemons": (COVIZU_350, "MPI_LAUNCH_FAILED"),
     "ompi-1011-unreachable": (OMPI_1011, "MPI_TRANSPORT_FAILED"),
     "nccltests-218-primary-job-then-signal": (NCCLTESTS_218, "PROCESS_CRASHED"),
+    # two boxes, each a row's: openib's CPCs, then the OFI MTL's fi_domain (mpi.ompi_ofi_call)
+    "mfc-475-fi-domain": (MFC_475, "MPI_TRANSPORT_FAILED"),
 }
 
 
@@ -193,7 +194,16 @@ def test_a_box_a_row_knows_says_only_what_the_row_says(name: str) -> None:
     the row that explains the box."""
     text, code = KNOWN_BOXES[name]
     rep = report(text)
-    assert [f["code"] for f in problems(rep)] == [code], [(f["code"], quoted(f)) for f in problems(rep)]
+    assert {f["code"] for f in problems(rep)} == {code}, [(f["code"], quoted(f)) for f in problems(rep)]
+    assert "LOG_ERROR_UNKNOWN" not in {f["code"] for f in findings(rep)}
+
+
+def test_a_box_a_row_knows_quotes_its_details() -> None:
+    # https://github.com/MFlowCode/MFC/pull/475: the row knows the box's headline; the box's indented `Error:` line
+    # (the errno) is quoted by that row's finding, not an unknown error of its own.
+    f = next(f for f in problems(report(MFC_475)) if f["subject"] == "mtl ofi fi_domain")
+    assert f["code"] == "MPI_TRANSPORT_FAILED" and quoted(f)[0].startswith("Open MPI failed an OFI Libfabric library call")
+    assert any("Error: Function not implemented (38)" in q for q in quoted(f)[1:]), quoted(f)
 
 
 # ---- healthy: a warning box, the job ran --------------------------------------------------------------
@@ -291,27 +301,68 @@ def _silent(name: str) -> str:
     return (SILENT / name).read_text().split("\n# ---\n", 1)[1]
 
 
-@pytest.mark.parametrize(("name", "first", "then"), [
-    # https://github.com/cmbant/CosmoMC/issues/21: Cray MPICH's stack, "channel initialization failed" and "PMI2 init
-    # failed" two of its frames (three findings before)
-    ("craympich-cosmomc-21-pmi2-init.txt", "Fatal error in MPI_Init: Other MPI error, error stack:",
-     "channel initialization failed"),
-    # https://github.com/sxs-collaboration/spectre/issues/5935: the bottom frame says what failed
-    ("mpich-spectre-5935-ofi-endpoint-open.txt", "Fatal error in PMPI_Init: Unknown error class, error stack:",
-     "OFI endpoint open failed"),
-    # https://github.com/pmodels/mpich/issues/7417: MPICH over UCX, the frame of the address exchange at the bottom
-    ("mpich-7417-ucx-addr-exchange-stack.txt", "Fatal error in internal_Init_thread: Other MPI error, error stack:",
-     "ucx function returned with failed status"),
-    # https://github.com/bayesiancook/pbmpi/issues/11: Open MPI's MPI_ERRORS_ARE_FATAL banner ("error", then "abort")
-    ("ompi-pbmpi-11-pmix-not-initialized.txt", "*** An error occurred in MPI_Init", "*** MPI_ERRORS_ARE_FATAL"),
-])
-def test_a_banner_or_an_error_stack_is_one_message(name: str, first: str, then: str) -> None:
-    """Each line of the message was a LOG_ERROR_UNKNOWN of its own; the message is one, quoting its first line
-    and the lines after it that say what failed."""
-    unknown = [f for f in problems(report(_silent(name))) if f["code"] == "LOG_ERROR_UNKNOWN"]
-    (f,) = [f for f in unknown if any(first in q for q in quoted(f))]
-    assert first in quoted(f)[0] and any(then in q for q in quoted(f)[1:]), quoted(f)
-    assert not [g for g in unknown if g is not f and any(then in q for q in quoted(g))]
+STACKS = {
+    # name: (the code of the message's one finding, its first line, the lines after it it quotes)
+    # https://github.com/cmbant/CosmoMC/issues/21: Cray MPICH run with mpirun outside srun; "PMI2 init failed" names the
+    # layer, so the stack is a launch failure (MPI_LAUNCH_FAILED), not the generic banner's MPI_TRANSPORT_FAILED
+    # (three LOG_ERROR_UNKNOWN before silent; the banner's row and two of them after stacks)
+    "craympich-cosmomc-21-pmi2-init.txt": ("MPI_LAUNCH_FAILED", "Fatal error in MPI_Init: Other MPI error, error stack:",
+                                           ("channel initialization failed", "PMI2 init failed: 1")),
+    # https://github.com/sxs-collaboration/spectre/issues/5935: a banner no row knows ("Unknown error class"), its
+    # bottom frame an OFI call a row knows: that row's finding, quoting the banner
+    "mpich-spectre-5935-ofi-endpoint-open.txt": ("MPI_TRANSPORT_FAILED",
+                                                 "Fatal error in PMPI_Init: Unknown error class, error stack:",
+                                                 ("OFI endpoint open failed",)),
+    # https://github.com/pmodels/mpich/issues/7417: MPICH over UCX, the generic banner's row quoting the frames no row
+    # knows, the bottom one (the UCX address exchange) kept
+    "mpich-7417-ucx-addr-exchange-stack.txt": ("MPI_TRANSPORT_FAILED",
+                                               "Fatal error in internal_Init_thread: Other MPI error, error stack:",
+                                               ("ucx function returned with failed status",)),
+    # https://github.com/rouyang2017/SISSO/issues/64: the generic banner, its frames empty
+    "intelmpi-sisso-64-init-stack-empty.txt": ("MPI_TRANSPORT_FAILED",
+                                               "Fatal error in PMPI_Init: Other MPI error, error stack:", ()),
+    # https://github.com/bayesiancook/pbmpi/issues/11: Open MPI's MPI_ERRORS_ARE_FATAL banner ("error", then "abort"),
+    # no row knows it: one LOG_ERROR_UNKNOWN
+    "ompi-pbmpi-11-pmix-not-initialized.txt": ("LOG_ERROR_UNKNOWN", "*** An error occurred in MPI_Init",
+                                               ("*** MPI_ERRORS_ARE_FATAL",)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STACKS))
+def test_a_banner_or_an_error_stack_is_one_message(name: str) -> None:
+    """Each failure-shaped line of the message was a finding of its own. The message is one: the finding of the
+    row that knows one of its lines (a frame that names the layer before the generic banner), quoting its first
+    line and the frames that say what failed, and no LOG_ERROR_UNKNOWN for any of its lines; one LOG_ERROR_UNKNOWN
+    when no row knows it."""
+    code, first, then = STACKS[name]
+    found = problems(report(_silent(name)))
+    (f,) = [f for f in found if any(first in q for q in quoted(f))]
+    assert f["code"] == code and first in quoted(f)[0], (f["code"], quoted(f))
+    assert all(any(t in q for q in quoted(f)[1:]) for t in then), quoted(f)
+    assert not [g for g in found if g is not f and any(t in q for t in (first, *then) for q in quoted(g))]
+    lines = _silent(name).splitlines()
+    start = next(i for i, line in enumerate(lines) if first in line)
+    stack = [line for line in lines[start + 1:] if re.match(r"(?:\w+|\(unknown\))\(\d*\)\.*:|\*\*\*", line)]
+    assert not [g for g in found if g["code"] == "LOG_ERROR_UNKNOWN" and g is not f
+                and any(q in stack for q in quoted(g))], [quoted(g) for g in found]
+
+
+def test_a_pmi_frame_makes_mpichs_stack_a_launch_failure() -> None:
+    # https://github.com/cmbant/CosmoMC/issues/21: `mpirun -np 1 ./cosmomc` on a Cori login node; Cray MPICH needs srun.
+    rep = report(_silent("craympich-cosmomc-21-pmi2-init.txt"))
+    (f,) = problems(rep)
+    assert (f["code"], f["subject"], f["data"]["pattern"]) == ("MPI_LAUNCH_FAILED", "PMI", "mpi.mpich_pmi_init")
+    assert "srun" in f["remedy"] and "PMI2 init failed" in f["message"]
+
+
+def test_a_ucx_error_before_mpichs_stack_is_its_root() -> None:
+    # https://github.com/pmodels/mpich/issues/7417: UCX's own ERROR line (no row knows it) is a message of its own,
+    # printed first; the MPI stack (the generic banner's row, a symptom) follows from it.
+    found = problems(report(_silent("mpich-7417-ucx-addr-exchange-stack.txt")))
+    assert found[0]["code"] == "LOG_ERROR_UNKNOWN" and "failed to unpack address" in quoted(found[0])[0]
+    assert not found[0].get("cause"), found[0]
+    mpi = next(f for f in found if f["code"] == "MPI_TRANSPORT_FAILED")
+    assert mpi["cause"] == "LOG_ERROR_UNKNOWN" and mpi["data"]["follows"]["line"] == 1, mpi["data"]
 
 
 def test_each_process_prints_its_own_banner() -> None:
