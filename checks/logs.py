@@ -350,6 +350,20 @@ def _wrong(tables: list) -> list[Finding]:
     return []
 
 
+def _tables_read(tables: list) -> tuple[dict, ...]:
+    """What each pasted nccl-tests table measured, said in the summary: a table read is a table judged,
+    whether or not a finding came of it (its busbw is compared with the NICs only across nodes)."""
+    out = []
+    for seg, table in tables:
+        sizes = sorted(r.size_bytes for r in table.rows)
+        lines = seg.text.split("\n")
+        first = next((i for i, x in enumerate(lines) if x.split()[:1] and x.split()[0].isdigit()), 0)  # its first row
+        out.append({"file": seg.file, "line": seg.line + first, "sizes": len(sizes), "smallest_bytes": sizes[0] if sizes else None,
+                    "largest_bytes": sizes[-1] if sizes else None, "busbw_peak_gbs": table.peak_gbs,
+                    "wrong": sum(r.wrong for r in table.rows)})
+    return tuple(out)
+
+
 def pastes_of(checks) -> dict[str, tuple[Paste, ...]]:
     """Pasted-output kind -> the declarations (Check.pastes) of the checks that judge it, in check order."""
     out: dict[str, list[Paste]] = {}
@@ -373,6 +387,7 @@ class LogFacts:
     pasted: tuple[Finding, ...] = ()  # judged from the tool outputs pasted into the logs
     node: NodeView = field(default_factory=lambda: _no_node())
     judged: tuple[str, ...] = ()  # the pasted outputs a check judged, as shown to the user
+    tests: tuple[dict, ...] = ()  # what each pasted nccl-tests table measured (_tables_read)
 
 
 def _no_node() -> NodeView:
@@ -394,7 +409,7 @@ def probe_logs(ctx) -> LogFacts:
     layers = _link_layers(diag) if diag.settings.get("NCCL_IB_GID_INDEX") else {}
     return LogFacts(diag, tuple(_ras_reports(diag) + _pasted(diag, ctx.expect, node, judges) + _busbw(diag, node, tables)
                                 + _wrong(tables) + _gid_index(diag, layers) + _unused_nics(diag)), node,
-                    tuple(_judged(diag, judges)))
+                    tuple(_judged(diag, judges)), _tables_read(tables))
 
 
 def _size(n: int) -> str:
@@ -404,7 +419,21 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _summary(diag, judged: list[str]) -> Finding:
+def _tests_said(tests: tuple[dict, ...]) -> str:
+    """The summary's sentence on the pasted nccl-tests tables: sizes, peak bus bandwidth, wrong results."""
+    parts = []
+    for t in tests[:4]:
+        if not t["sizes"]:
+            parts.append(f"{t['file']}:{t['line']} holds its heading and no row")
+            continue
+        span = _size(t["smallest_bytes"]) if t["sizes"] == 1 else f"{_size(t['smallest_bytes'])} to {_size(t['largest_bytes'])}"
+        peak = "no bus bandwidth" if t["busbw_peak_gbs"] is None else f"peak bus bandwidth {t['busbw_peak_gbs']:g} GB/s"
+        wrong = f"{t['wrong']} wrong results" if t["wrong"] else "no wrong results"
+        parts.append(f"{count(t['sizes'], 'size')} ({span}), {peak}, {wrong} ({t['file']}:{t['line']})")
+    return " nccl-tests: " + "; ".join(parts) + "."
+
+
+def _summary(diag, judged: list[str], tests: tuple[dict, ...] = ()) -> Finding:
     from rdmadoctor.logs import transport_line
 
     read = [s for s in diag.sources if s.get("bytes")]
@@ -418,12 +447,16 @@ def _summary(diag, judged: list[str]) -> Finding:
     message = f"read {count(len(read), 'log')}, {_size(total)}, {count(lines, 'line')} ({names}): {line}."
     if judged:
         message += f" Judged the pasted output of {listing(judged)}."
+    if tests:
+        message += _tests_said(tests)
     if empty:
         message += f" Empty: {', '.join(empty[:6])}."
     if diag.notes:
         message += " " + "; ".join(diag.notes) + "."
     data = {"sources": diag.sources, "segments": [{"kind": s.kind, "command": s.command, "file": s.file, "line": s.line}
                                                   for s in diag.segments], "judged": judged}
+    if tests:
+        data["nccl_tests"] = list(tests)
     return Finding(LOGS_READ.code, INFO, "logs", message, data=data)
 
 
@@ -465,7 +498,7 @@ def judge_logs(facts: LogFacts, expect: dict) -> list[Finding]:
                            "a job run with NCCL_DEBUG=INFO, or a pasted command with its prompt.",
                            LOGS_NOTHING_TO_JUDGE.fix))
     if diag.read_any:
-        out.append(_summary(diag, judged))
+        out.append(_summary(diag, judged, facts.tests))
     return out
 
 

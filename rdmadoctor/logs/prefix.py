@@ -147,6 +147,29 @@ def split(line: str) -> tuple[str, Meta]:
     return rest.strip(), Meta(host=host or pod, pid=pid, rank=rank, time=ts, level=level, pod=pod, loc=loc)
 
 
+# ---- a launcher's tag before a tool's output ---------------------------------------------------------
+
+# What a launcher puts before each line a rank printed (issue 30), read where a tool's output (nccl-tests'
+# table, `ibstat`) is recognised and collected: Open MPI's --tag-output ("[1,0]<stdout>:", "[1,0]<stderr>:"),
+# a "[host:rank]" tag, torchrun's "[default3]:" and PyTorch's "[rank3]:", MPICH's and Intel MPI's -l
+# ("[0] "), srun --label ("  0: "), pdsh's host name as DeepSpeed's multi-node launcher runs it ("worker-1: ").
+# NCCL's own prefix is not one (split reads it).
+_LAUNCHER_TAG = re.compile(
+    r"[ \t]{0,8}(?:\[\d{1,6},\d{1,6}\]<(?:stdout|stderr|stddiag)>:"
+    r"|\[(?:default|rank)\d{1,6}\]:"
+    r"|\[[A-Za-z][\w.-]{0,252}:\d{1,9}\]:?"
+    r"|\[\d{1,6}\](?= )"
+    r"|(?:\d{1,6}|[A-Za-z][\w.-]{0,252}):(?= ))"
+    r"[ \t]?"
+)
+
+
+def launcher_tag(line: str) -> int:
+    """The length of the launcher's tag that starts ``line`` (see _LAUNCHER_TAG); 0 when none does."""
+    m = _LAUNCHER_TAG.match(line)
+    return m.end() if m is not None else 0
+
+
 # ---- what a ticket, a chat or a web page wrapped around the lines --------------------------------
 
 # Markdown block quotes (GitHub replies, e-mail): "> ", ">> ", "> > ", and a bare ">" between.
@@ -178,7 +201,7 @@ _BOX_END = ("\u2502", "\u2503")
 # NCCL settings as code or a config file writes them (issue 30), each read as the shell line the
 # knowledge base knows (`export NAME=value`): Python's os.environ[...] = ..., setdefault and putenv, a
 # dict or JSON entry, Kubernetes' {"name": ..., "value": ...}, a YAML mapping or compose list entry,
-# csh's setenv, a Dockerfile's old `ENV NAME value`.
+# csh's setenv, a Dockerfile's old `ENV NAME value`, DeepSpeed's launcher's log of them.
 _CODE_SETTING = re.compile(
     r"""(?:environ\[|environ\.setdefault\(|putenv\(|setenv\()\s{0,8}["'](?P<n1>NCCL_\w{1,40})["']\s{0,8}(?:\]\s{0,8}=|,)\s{0,8}(?:str\()?["']?(?P<v1>[^"'\s,)\]]{1,200})"""
     r'''|"name":\s{0,8}"(?P<n2>NCCL_\w{1,40})",\s{0,8}"value":\s{0,8}"(?P<v2>[^"\s]{1,200})"'''
@@ -187,6 +210,9 @@ _CODE_SETTING = re.compile(
     r"""|^\s{0,40}(?:-\s{1,8})?(?P<n7>NCCL_\w{1,40}):\s{1,8}["']?(?P<v7>[^"'\s#]{1,200})"""
     r"""|\bsetenv\s{1,8}(?P<n5>NCCL_\w{1,40})\s{1,8}["']?(?P<v5>[^"'\s]{1,200})"""
     r"""|^\s{0,40}ENV\s{1,8}(?P<n6>NCCL_\w{1,40})\s{1,8}["']?(?P<v6>[^"'\s=]{1,200})"""
+    # DeepSpeed's launcher logs the NCCL variables each node starts its ranks with (deepspeed/launcher/launch.py,
+    # "[launch.py:139:main] 0 NCCL_IB_DISABLE=1"; before 0.4 "[launch.py:71:main] 0 NCCL_IB_DISABLE 1").
+    r"""|\[launch\.py:\d{1,6}:main\] \d{1,6} (?P<n8>NCCL_\w{1,40})[= ](?P<v8>\S{1,200})"""
 )
 
 
@@ -212,8 +238,8 @@ def settings_said(line: str) -> tuple[str, ...]:
     """The NCCL settings a line of code or config makes, each as ``export NAME=value``."""
     out = []
     for m in _CODE_SETTING.finditer(line):
-        name = next((g for g in m.group("n1", "n2", "n3", "n4", "n5", "n6", "n7") if g), None)
-        value = next((g for g in m.group("v1", "v2", "v3", "v4", "v5", "v6", "v7") if g), None)
+        name = next((g for g in m.group("n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8") if g), None)
+        value = next((g for g in m.group("v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8") if g), None)
         if name and value:
             out.append(f"export {name}={value}")
         if len(out) >= MAX_SPANS:

@@ -51,6 +51,8 @@ _LAUNCHED = re.compile(
     # (a value ends where srun's --export list names the next variable: "--export=ALL,NCCL_IB_HCA=mlx5_0,NCCL_NET=IB")
     r"(?P<name>NCCL_SOCKET_IFNAME|NCCL_IB_HCA|NCCL_NET|NCCL_IB_GID_INDEX)=[\"']?(?P<value>(?:[^\"'\s;,]|,(?![A-Z][A-Z\d_]{0,40}=)){1,200})"
 )
+# The next entry of srun's --export list after one read (any variable: those not joined are passed over).
+_EXPORTED = re.compile(r",(?P<name>[A-Z][A-Z\d_]{0,40})=[\"']?(?P<value>(?:[^\"'\s;,]|,(?![A-Z][A-Z\d_]{0,40}=)){0,200})[\"']?")
 _JOINED_NAMES = frozenset(("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_NET", "NCCL_IB_GID_INDEX"))
 # (setting, the codes of the failures it explains, what it means, the fix): one row per join.
 _SETTING_JOINS = (
@@ -157,14 +159,24 @@ class Joins:
         if first[:1] == "#" and first != "# ":  # a script's comment ("#export NCCL_IB_HCA=..."); "# " is a root prompt
             return
         m = _LAUNCHED.search(body) if "=" in body else None
-        if m is not None:
+        for _ in range(8):  # each `-x NAME=value` of a launch (a few, never many)
+            if m is None:
+                break
             said.append((m.group("name"), m.group("value")))
+            end = m.end()
+            # the rest of srun's --export list: "--export=ALL,NCCL_IB_HCA=mlx5_0,NCCL_SOCKET_IFNAME=eth0"
+            more = _EXPORTED.match(body, end)
+            while more is not None and len(said) < 32:
+                said.append((more.group("name"), more.group("value")))
+                end = more.end()
+                more = _EXPORTED.match(body, end)
             # the variables set after it in the same command: `env NCCL_NET=IB NCCL_SOCKET_IFNAME=eth0 torchrun`
-            for word in body[m.end():m.end() + 2000].split(None, 16)[:16]:
+            for word in body[end:end + 2000].split(None, 16)[:16]:
                 name, eq, value = word.partition("=")
                 if not eq or not name.isidentifier():
                     break
                 said.append((name, value.strip("\"'")))
+            m = _LAUNCHED.search(body, end)  # `mpirun -x NCCL_IB_HCA=mlx5_0 -x NCCL_SOCKET_IFNAME=eth0`
         for line in prefix.settings_said(body):  # "export NAME=value"
             name, _, value = line[len("export "):].partition("=")
             said.append((name, value))

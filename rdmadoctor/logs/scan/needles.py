@@ -42,7 +42,9 @@ _SETTING_NEEDLES = ('NCCL_IB_DISABLE"', "NCCL_IB_DISABLE']", "NCCL_IB_DISABLE', 
                     # ... and those joined to the failure they explain (scan.joins._LAUNCHED), as a launch writes
                     # them too
                     *(f"{n}{tail}" for n in ("NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX")
-                      for tail in ('"', "']", "', ", ":", "=")))
+                      for tail in ('"', "']", "', ", ":", "=")),
+                    # DeepSpeed's launcher's log of them ("[launch.py:71:main] 0 NCCL_SOCKET_IFNAME lo"; prefix.settings_said)
+                    "main] ")
 # NCCL's topology lines ("+ NET[25.0] - NET/3 (3/0/25.000000)"), printed when a communicator is made: no
 # tail of them can be scanned for, so they are searched as they are in the first PASTE_WINDOW only.
 _HEAD_FACT_NEEDLES = ("] - NET/",

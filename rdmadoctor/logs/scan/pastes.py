@@ -217,6 +217,14 @@ class Pastes:
             kind = "other"
         if kind == "ls":  # `ls -l /dev/infiniband`: the pod's RDMA device nodes
             kind = "dev_infiniband" if "/dev/infiniband" in command and "/sys" not in command else "other"
+        if kind == "other" and word == "size" and not text.lstrip().startswith("#") and _test_heading(command):
+            # nccl-tests' heading behind a launcher's tag ending in brackets ("[gpu-7:0] #  size  count ..."), read as a
+            # root prompt: the table, without that tag on each of its lines
+            tag = text[:text.index("#")].strip()
+            if prefix.launcher_tag(tag + " ") == len(tag) + 1:
+                self._open_segment("nccl-tests", "", lineno, "#" + text[text.index("#") + 1:])
+                self._seg["tag"] = tag  # type: ignore[index]
+                return
         if kind == "other" and text.lstrip().startswith("#"):
             # Not a root prompt running a tool: nccl-tests' comment lines ("# nThread 1 ...",
             # "# Out of bounds values : 2 FAILED") and a ticket's headings. Its result table is
@@ -238,11 +246,24 @@ class Pastes:
             self._match(command, lineno)
 
     def _opens_output(self, text: str, lineno: int) -> bool:
-        """Is ``text`` the first line of a tool's output pasted without its prompt? Then it is opened."""
-        if _HEADER_ANY.search(text) is not None:
+        """Is ``text`` the first line of a tool's output pasted without its prompt? Then it is opened.
+
+        Behind a launcher's tag too (``[1,0]<stdout>:`` before nccl-tests' table, prefix.launcher_tag): the
+        output is collected without it, from each of its lines that carries the same tag."""
+        hit = _HEADER_ANY.search(text) is not None
+        if hit:
             for rx, kind in self.t.headers:
                 if rx.search(text):
                     self._open_segment(kind, "", lineno, text)
+                    return True
+        if hit or "busbw" in text:
+            n = prefix.launcher_tag(text)
+            if n:
+                bare = text[n:]
+                kind = "nccl-tests" if _test_heading(bare) else next((k for rx, k in self.t.headers if rx.search(bare)), None)
+                if kind is not None:
+                    self._open_segment(kind, "", lineno, bare)
+                    self._seg["tag"] = text[:n].strip()  # type: ignore[index]
                     return True
         return False
 
@@ -255,6 +276,8 @@ class Pastes:
             le = block.find(b"\n", pos)
             raw = block[pos:le]
             text = prefix.unwrap(raw.decode("utf-8", "replace").rstrip())[0]
+            if seg["tag"] and text.lstrip().startswith(seg["tag"]):  # the launcher's tag the output's first line had
+                text = text.lstrip()[len(seg["tag"]):]
             if self._ends_segment(text, seg):
                 self._close_segment()
                 return pos  # the line is scanned again, as a line of its own
@@ -315,7 +338,7 @@ class Pastes:
         src = self._source["name"] if self._source else "-"
         lines = [header] if header is not None else []
         self._seg = {"kind": kind, "command": command, "lines": lines, "size": sum(len(x) + 1 for x in lines),
-                     "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None}
+                     "file": src, "line": first_line, "cut": False, "blank": 0, "prompted": header is None, "tag": ""}
 
     def _starts_output(self, text: str) -> bool:
         """Is ``text`` the first line of a tool's output (a header this scanner knows)?"""

@@ -77,6 +77,10 @@ EXPECTED: dict[str, dict] = {
     "aicr-2315-pod-env-diff-healthy.txt": {"healthy": True, "settings": {"NCCL_SOCKET_IFNAME": ("eth0", 8)}},
     "coreweave-20-export-diff-healthy.txt": {"healthy": True, "settings": {"NCCL_SOCKET_IFNAME": ("eth0", 12),
                                                                            "NCCL_IB_HCA": ("ibp", 13)}},
+    # ... and in DeepSpeed's launcher's log of the variables it starts the ranks with, both of its forms
+    "deepspeed-736-launcher-env.txt": {"codes": {"NCCL_IB_DISABLED_BY_ENV"}, "settings": {"NCCL_SOCKET_IFNAME": ("lo", 5)}},
+    "nccl-708-deepspeed-launcher-env-healthy.txt": {"healthy": True, "settings": {"NCCL_SOCKET_IFNAME": ("eth1", 8),
+                                                                                  "NCCL_IB_GID_INDEX": ("3", 9)}},
     # a tool's rows without the lines they usually come with
     "nccl-523-acsctl-grep.txt": {"codes": {"PCIE_ACS_ENABLED"}},
     "nccl-629-acsctl-tabs.txt": {"codes": {"PCIE_ACS_ENABLED"}},
@@ -168,6 +172,61 @@ def test_headerless_rows_keep_their_line_numbers_and_wrong_results_are_read() ->
     assert wrong and wrong[0]["data"]["evidence"][0]["line"] == at + 1, wrong
 
 
+HELDOUT = Path(__file__).resolve().parents[2] / "fixtures" / "heldout"
+TAGGED = "awsk8stester-503-mpi-tagged-rows.txt"
+
+
+def tagged_rows() -> bytes:
+    """nccl-tests under Open MPI's --tag-output, from https://github.com/aws/aws-k8s-tester/pull/503: the held-out
+    text itself (tests/unit/logs/test_heldout.py measures it as healthy; here the table is what is asserted)."""
+    return (HELDOUT / TAGGED).read_bytes().partition(HEADER_END)[2]
+
+
+@pytest.mark.parametrize("tag", [
+    None,  # the text as posted: "[1,0]<stdout>:"
+    "[1,0]<stderr>:",  # the same rows on the other stream
+    "[gpu-7:0] ",  # a "[host:rank]" tag
+    "  0: ",  # srun --label
+    "worker-1: ",  # pdsh's host name, as DeepSpeed's multi-node launcher runs the ranks
+])
+def test_a_table_behind_a_launchers_tag_is_judged(tag: str | None) -> None:
+    """nccl-tests' table behind a launcher's tag on every line is read as the table (its busbw judged, said in
+    LOGS_READ), not "nothing to judge"."""
+    data = tagged_rows()
+    if tag is not None:
+        data = data.replace(b"[1,0]<stdout>:", tag.encode())
+    rep, reader = report_of(TAGGED, data)
+    assert [s.kind for s in reader.segments] == ["nccl-tests"], reader.segments
+    assert reader.segments[0].text.startswith("#       size         count      type"), reader.segments[0].text
+    read = next(f for f in findings(rep) if f["code"] == "LOGS_READ")
+    assert read["data"]["judged"] == ["nccl-tests"]
+    (table,) = read["data"]["nccl_tests"]
+    assert (table["sizes"], table["smallest_bytes"], table["largest_bytes"], table["busbw_peak_gbs"], table["wrong"],
+            table["line"]) == (3, 8, 32, 0.0, 0, 3), table
+    assert "nccl-tests: 3 sizes (8 bytes to 32 bytes), peak bus bandwidth 0 GB/s, no wrong results" in read["message"]
+    assert rep["status"] == "pass" and not [f for f in findings(rep) if f["severity"] in PROBLEM]
+
+
+def test_wrong_results_behind_a_tag_are_read_from_their_own_line() -> None:
+    """The same rows with one row's #wrong made non-zero: the finding quotes that row, its tag gone."""
+    lines = tagged_rows().decode().split("\n")
+    at = next(i for i, x in enumerate(lines) if x.startswith("[1,0]<stdout>:          16 "))
+    lines[at] = lines[at][:-1] + "5"
+    rep, _ = report_of(TAGGED, "\n".join(lines).encode())
+    wrong = next(f for f in findings(rep) if f["code"] == "NCCL_TEST_WRONG_RESULTS")
+    ev = wrong["data"]["evidence"][0]
+    assert ev["line"] == at + 1 and ev["text"].split()[:1] == ["16"], ev
+
+
+def test_only_the_opening_lines_tag_is_removed() -> None:
+    """An output opened behind a tag loses that tag only: a line of another program (another tag, or none) ends the
+    table and is read as a line of its own."""
+    data = tagged_rows() + b"[1,1]<stderr>:node-2:40:40 [0] NCCL INFO NET/IB : No device found.\n"
+    d = diagnose_bytes(data)
+    assert [s.kind for s in d.segments] == ["nccl-tests"] and "No device" not in d.segments[0].text
+    assert prefix.launcher_tag("node-1:4127:4127 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>") == 0
+
+
 # ---- frames for which no public text was found: lines made for the purpose -------------------
 
 WC = ("transport/net_ib.cc:2360 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<53393> with status=12 opcode=1 "
@@ -250,6 +309,7 @@ FAILURE = ("node-1:40:40 [0] NCCL INFO comm 0x5 rank 0 nRanks 16 nNodes 2 localR
     ("$ mpirun -np 16 -x NCCL_DEBUG=INFO -x NCCL_IB_HCA=mlx5_9:1 ./build/all_reduce_perf -b 8 -e 1G", "mlx5_9:1"),
     ("env NCCL_DEBUG=INFO NCCL_IB_HCA=^mlx5_0,mlx5_1 torchrun --nnodes 2 train.py", "^mlx5_0,mlx5_1"),
     ("srun --export=ALL,NCCL_IB_HCA=mlx5_9 python train.py", "mlx5_9"),
+    ("srun --export=ALL,NCCL_SOCKET_IFNAME=eth0,NCCL_IB_HCA=mlx5_9 python train.py", "mlx5_9"),
     ("        - name: NCCL_IB_HCA\n          value: \"mlx5_9\"", "mlx5_9"),
     ('      NCCL_IB_HCA: "mlx5_9"', "mlx5_9"),
 ])
@@ -261,6 +321,24 @@ def test_a_setting_in_code_or_a_launch_joins_the_failure(line: str, value: str) 
     assert f.data.get("setting", {}).get("value") == value, f.data.get("setting")
     assert f.message.startswith(f"NCCL_IB_HCA is set to {value} (line ")
     assert d.settings["NCCL_IB_HCA"]["value"] == value
+
+
+@pytest.mark.parametrize("line,said", [
+    ("srun --export=ALL,NCCL_IB_HCA=mlx5_0,NCCL_SOCKET_IFNAME=eth0 python train.py",
+     {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0"}),
+    # a value with commas, a variable not joined between, one at the end
+    ("srun --export=ALL,NCCL_DEBUG=INFO,NCCL_IB_HCA=mlx5_0,mlx5_1,NCCL_DEBUG_SUBSYS=INIT,NCCL_SOCKET_IFNAME=eth0,NCCL_NET=IB ./train",
+     {"NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_NET": "IB"}),
+    ("$ mpirun -np 16 -x NCCL_IB_HCA=mlx5_0 -x NCCL_DEBUG=INFO -x NCCL_SOCKET_IFNAME=eth0 ./build/all_reduce_perf",
+     {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0"}),
+    ("worker-1: [2025-06-15 05:28:14,713] [INFO] [launch.py:139:main] 0 NCCL_IB_HCA=mlx5_0,mlx5_1",
+     {"NCCL_IB_HCA": "mlx5_0,mlx5_1"}),
+])
+def test_every_setting_a_launch_makes_is_read(line: str, said: dict) -> None:
+    """srun's --export list and mpirun's -x options naming several NCCL variables: each is read, not the first only
+    (lines made for the purpose: no public ticket with such a list was found)."""
+    d = diagnose_bytes(line.encode() + b"\n")
+    assert {k: v["value"] for k, v in d.settings.items()} == said
 
 
 @pytest.mark.parametrize("line", [
