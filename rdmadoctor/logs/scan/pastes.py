@@ -260,9 +260,9 @@ class Pastes:
             n = prefix.launcher_tag(text)
             if n:
                 bare = text[n:]
-                kind = "nccl-tests" if _test_heading(bare) else next((k for rx, k in self.t.headers if rx.search(bare)), None)
-                if kind is not None:
-                    self._open_segment(kind, "", lineno, bare)
+                tagged = "nccl-tests" if _test_heading(bare) else next((k for rx, k in self.t.headers if rx.search(bare)), None)
+                if tagged is not None:
+                    self._open_segment(tagged, "", lineno, bare)
                     self._seg["tag"] = text[:n].strip()  # type: ignore[index]
                     return True
         return False
