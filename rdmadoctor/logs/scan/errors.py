@@ -38,7 +38,7 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     ".cc:", ".c:", ".cu:",
                     # Lines shaped like a failure (see _failure_shape), whatever program printed them.
                     "FATAL", "Fatal", "fatal", "ABORT", "Abort", "abort", "cannot", "Cannot", "CANNOT", "can't",
-                    "Can't", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
+                    "Can't", "Couldn't", "couldn't", "Could not", "could not", "Unable to", "unable to", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
                     "eceived signal", "on signal", "Signal: ", "Segmentation fault", "core dumped", "SIGSEGV",
                     "SIGABRT", "SIGBUS", " found", " FOUND", "xit code", "xit status", "xitcode", "non-zero exit",
                     # The frame of Open MPI's help messages (see _box_edge): a box is one message.
@@ -75,11 +75,28 @@ _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: o
 # signal, a non-zero exit). No row explaining it, it is LOG_ERROR_UNKNOWN with the line quoted. Read only
 # on lines that hold one of these words (_FAILURE_WORDS: a few `in` tests), at most _FAILURE_SPAN of it.
 _FAILURE_WORDS = ("atal", "ATAL", "bort", "BORT", "annot", "ANNOT", "an't", "ailed", "AILED", "ailure", "AILURE", "rror",
-                  "RROR", "ignal", "SIG", "fault", "dumped", "found", "FOUND", "xit")
+                  "RROR", "ignal", "SIG", "fault", "dumped", "found", "FOUND", "xit", "ouldn't", "ould not", "nable to")
 _FAILURE_SPAN = 2000
+# What a program could not do, as perftest (src/perftest_communication.c, perftest_resources.c), rdma-core's
+# examples (libibverbs/examples/*pingpong.c) and socket code say it: connect to a peer (`Couldn't connect to
+# 10.0.0.2:18515`, `Unable to connect (retries = 3)`), open or set up a socket or connection (`Unable to init the
+# socket connection`), allocate, create, register or open a verbs resource (`Couldn't allocate MR`, `Unable to
+# create QP.`, `Couldn't get context for the device`, `Couldn't create CQ`), post a work request (`Couldn't post
+# send`), exchange addresses over its socket (`Couldn't read remote address`), resolve an address.
+_COULD_NOT = (r"(?:re)?connect\b"
+              r"|(?:open|init(?:ialize)?|create|establish|bind|listen|accept)\b[^.;:\n]{0,40}?\b(?:socket|connection|port)\b"
+              r"|(?:alloc(?:ate)?|create|register|reg|open|get|modify|query|attach)\b[^.;:\n]{0,30}?"
+              r"\b(?:MRs?|QPs?|CQs?|PDs?|SRQs?|AHs?|TD|XRC|memory region|queue pair|completion (?:queue|channel)"
+              r"|protection domain|device(?: list)?|context|IB resources?)\b"
+              r"|post (?:send|recv|receive|SRQ)\b"
+              r"|(?:read|send|write|exchange)\b[^.;:\n]{0,30}?\b(?:(?:remote|local) address|socket)\b"
+              r"|resolve\b[^.;:\n]{0,30}?\b(?:host(?:name)?|address|addr|route)\b")
 _ROOT_SHAPE = re.compile(
     r"(?P<fatal>\b(?:FATAL|[Ff]atal)\b)"
     r"|(?P<cannot>\b(?:[Cc]annot|CANNOT|[Cc]an't|CAN'T)\b)"
+    # "Couldn't" / "Could not" / "Unable to" are no failure words alone ("couldn't be happier", "unable to say"):
+    # with a verb a verbs program or a socket exchange fails at and its object they are (_COULD_NOT).
+    r"|(?P<could>\b(?:[Cc]ouldn't|[Cc]ould not|[Uu]nable to)\s(?:" + _COULD_NOT + r"))"
     r"|(?P<failed>\b(?:[Ff]ailed|FAILED|[Ff]ailure|FAILURE)\b)"
     # An error as a program reports one: its level word, "error:", an exception's name with its colon,
     # glog's E level, "error while ...": not a metric's name ("error_rate", "val_error: 0.12") nor a count.
@@ -117,8 +134,13 @@ MAX_BOX_LINES = 60
 # PMPI_Init: Other MPI error, error stack:", then one `MPID_Init(1139)......: what failed` frame a line). Read as
 # one message: its first failure-shaped line is the finding, the next ones are quoted by it. kind -> (the most
 # lines from one of its lines to the next, its lines' shape).
+# A cascade: a program that prints one line per caller as a failure goes up (perftest's `Couldn't allocate MR`,
+# `failed to create mr`, `Failed to create MR`; a server's `Failed to create qp`, `Failed to setup IB`): failure
+# lines that are no symptom, of one process, at most two lines apart, are one failure: the first says where it
+# began. (A symptom after them, a segfault, stays a finding of its own, linked to them.)
 _MESSAGES = {"banner": (8, re.compile(r"\*\*\*")),
-             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:"))}
+             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:")),
+             "cascade": (2, re.compile(r""))}
 _FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
                  "failed": "A line says something failed", "error": "A line reports an error",
                  "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
@@ -145,7 +167,7 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
                     continue
             elif _NONE_BEFORE.search(line, max(0, m.start() - 12), m.start()) or _NONE_AFTER.match(line, m.end()):
                 continue
-            label = {"found": "not found", "exit": "exit status"}.get(kind, kind)
+            label = {"found": "not found", "exit": "exit status", "could": "cannot"}.get(kind, kind)
             return (label, body, symptom)
     return None
 
@@ -330,7 +352,7 @@ class Errors:
         if self._box is not None and label in _FAILURE_WHAT:
             self._in_box(error, text, lineno, meta, hit)
             return
-        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta):
+        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta, symptom):
             return
         if label in _FAILURE_WHAT:
             pattern = _UNKNOWN_END if symptom else _UNKNOWN_LINE
@@ -354,14 +376,20 @@ class Errors:
         groups = {"label": label, "quoted": quoted[:300], "what": what}
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
         if label in _FAILURE_WHAT:
-            self._opens_message(quoted, key, text, lineno, meta)
+            self._opens_message(quoted, key, text, lineno, meta, symptom=symptom)
 
     def _opens_message(self, quoted: str, key: tuple, text: str, lineno: int, meta: prefix.Meta,
-                       known: bool = False) -> None:
+                       known: bool = False, symptom: bool = False) -> None:
         """A failure-shaped line that begins a message of several lines (_MESSAGES): its next lines are
         that message's (``_continues``, ``_explained``), not findings of their own. ``key``: the finding the
-        message is (the unknown one its first line made, or the one a row made of it)."""
-        kind = _message_kind(quoted)
+        message is (the unknown one its first line made, or the one a row made of it). Any other failure line
+        that is no symptom may begin a cascade."""
+        kind = _message_kind(quoted) or (None if symptom else "cascade")
+        if kind == "cascade":
+            m = self._messages.get((meta.host, meta.pid))
+            if (m is not None and m["kind"] != "cascade" and m["src"] == self._src_index
+                    and 0 < lineno - m["last"] <= _MESSAGES[m["kind"]][0]):
+                return  # (a banner or a stack still being read is not cut short by a cascade)
         if kind is not None:
             if len(self._messages) >= 1024:
                 self._messages.clear()
@@ -374,22 +402,24 @@ class Errors:
                 "generic": not known or (agg is not None and agg.pattern.symptom),
                 "head": self._evidence(text, lineno, meta)}
 
-    def _next_line(self, quoted: str, lineno: int, meta: prefix.Meta) -> dict | None:
+    def _next_line(self, quoted: str, lineno: int, meta: prefix.Meta, symptom: bool = False) -> dict | None:
         """The message being read when this line is its next one (an MPI library's banner, an MPICH error
-        stack's frame): each process's own (ranks print theirs interleaved)."""
+        stack's frame, a cascade's next failure): each process's own (ranks print theirs interleaved)."""
         m = self._messages.get((meta.host, meta.pid))
         if m is None or m["src"] != self._src_index:
             return None
+        if m["kind"] == "cascade" and (symptom or _message_kind(quoted) is not None):
+            return None  # (a symptom, or a banner or stack of its own, is no cascade's next line)
         gap, shape = _MESSAGES[m["kind"]]
         if not (0 < lineno - m["last"] <= gap and shape.match(quoted)):
             return None
         m["last"] = lineno
         return m
 
-    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta) -> bool:
+    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta, symptom: bool = False) -> bool:
         """Is this failure-shaped line no row knows the next line of a message being read? Then the message's
         finding quotes it (its first line and its last lines: the bottom frames of a stack name what failed)."""
-        m = self._next_line(quoted, lineno, meta)
+        m = self._next_line(quoted, lineno, meta, symptom)
         if m is None:
             return False
         agg = self.aggs.get(m["key"])
@@ -413,18 +443,20 @@ class Errors:
             return
         if error is None or error[0] not in _FAILURE_WHAT:
             return
-        m = self._next_line(error[1], lineno, meta) if self._messages else None
+        m = self._next_line(error[1], lineno, meta, error[2]) if self._messages else None
         if m is not None:
             if m["generic"]:
                 key = self._known_key(hit, lineno)
-                if key is not None:
+                # (a cascade's unknown first line gives way to a row that names a cause, not to a symptom's)
+                if key is not None and not (m["kind"] == "cascade" and self.aggs[key].symptom):
                     self._take(m["key"] if m["new"] else None, key, m["head"])
                     agg = self.aggs[key]
                     m.update(key=key, generic=False, new=agg.seq == (self._src_index, lineno) and agg.count == 1)
             return
-        if _message_kind(error[1]) is not None:
+        banner = _message_kind(error[1]) is not None
+        if banner or not error[2]:
             key = self._known_key(hit, lineno)
-            if key is not None:
+            if key is not None and (banner or not self.aggs[key].symptom):  # (a cascade begins at a cause)
                 self._opens_message(error[1], key, text, lineno, meta, known=True)
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
