@@ -67,6 +67,8 @@ _NCCL_RESULTS = {"1": "ncclUnhandledCudaError", "2": "ncclSystemError", "3": "nc
 # Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
 _WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
 MAX_TRACEBACK_LINES = 400  # a traceback longer than this is not followed to its end
+_TB_HEADER = "Traceback (most recent call last):"
+_ELIDED = re.compile(r"[\s.…\[\]()]*$|\W{0,3}(?:snip|truncated|omitted)\b")  # "...", "[...]", "<snip>" in a paste
 _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: one finding for all
 
 # A line shaped like a failure (issue 30: never a silent pass), from any program but NCCL (whose INFO lines
@@ -472,13 +474,16 @@ class Errors:
         if self._boxed(text, body, meta, lineno):
             return None
         if self._tb is not None:
-            exc = self._traceback_line(text, body, meta)
+            exc = self._traceback_line(text, body, meta, lineno)
             if exc is not None:
                 found = (exc.rsplit(".", 1)[-1], body, True)
         if self._tb is None and (body.startswith('File "') and ", line " in body
                                  or "Traceback (most recent call last)" in body):
-            # From its header when that line was read, else from its first frame.
-            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES}
+            # From its header when that line was read, else from its first frame (then no frame is seen yet).
+            header = body.rstrip().endswith(_TB_HEADER)
+            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES, "header": header,
+                        "head": (text, body, lineno, meta), "frame": None if header else (text, body, lineno, meta),
+                        "code": None}
             self._traceback_seen = True
             return None
         if self._quote_next:
@@ -541,7 +546,7 @@ class Errors:
         self._trace_origin = {**start, "result": _NCCL_RESULTS[t.group("rc")], "api": f"{t.group('file')}:{t.group('line')}"}
         return ("trace", text, True)
 
-    def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
+    def _traceback_line(self, text: str, body: str, meta: prefix.Meta, lineno: int = 0) -> str | None:
         """Follow a traceback: its exception's name when ``text`` is its last line (the first line
         of its stream that is not indented), else None."""
         tb = self._tb
@@ -554,11 +559,45 @@ class Errors:
             return None  # NCCL's own line, or another rank's, printed in between
         head = text[: len(text) - len(body)] if text.endswith(body) else ""
         if head.endswith(("  ", "\t")) or (head and not head.strip()):
-            return None  # a frame: `  File "train.py", line 9` and the code under it
-        if body.startswith(("Traceback", "During handling", "The above exception")):
+            # a frame: `  File "train.py", line 9` and the code under it
+            if body.startswith('File "'):
+                tb["frame"], tb["code"] = (text, body, lineno, meta), None
+            elif tb["frame"] is not None and tb["code"] is None and body.strip(" ^~"):
+                tb["code"] = (text, body, lineno, meta)
+            return None
+        if body.startswith(("Traceback", "During handling", "The above exception")) or _ELIDED.match(body):
             return None
         self._tb = None
         m = _EXC_LINE.match(body)
+        if m is None and tb["header"]:
+            self._tb_cut(tb)  # a header, frames, then another line: the exception line was lost
         if m is None or m.group(1).rsplit(".", 1)[-1] in _WRAPPER_EXCEPTIONS:
             return None
         return m.group(1)
+
+    def _tb_cut(self, tb: dict) -> None:
+        """A Python traceback without its exception line: a crash all the same, LOG_ERROR_UNKNOWN quoting its header
+        and its last frame with the code under it (what was running). Made when a traceback's frames end in a line
+        that is no exception (its header seen: a real traceback's print), and at the end of a text (_end_errors)."""
+        if tb["frame"] is None:
+            return  # a header and nothing after it: no frame says what was running
+        text, body, lineno, meta = tb["head"]
+        name = self._source["name"] if self._source else "-"
+        if any(e["line"] == lineno and e["file"] == name for a in self.aggs.values() for e in a.evidence):
+            return  # a traceback pasted on one line: a row read its exception there
+        frame = tb["frame"][1].strip()
+        key = ("unknown", "traceback cut", _NORMAL.sub("N", frame[:300]))
+        groups = {"label": "traceback", "quoted": body.strip()[:300],
+                  "what": f"A Python traceback without its exception line (cut?), last in `{frame[:200]}`"}
+        self._hit(_UNKNOWN_SYMPTOM, groups, text, lineno, meta, set(), key=key)
+        agg = self.aggs.get(key)
+        if agg is not None and agg.count == 1:
+            for line in (tb["frame"], tb["code"]):
+                if line is not None and line[2] != lineno and len(agg.evidence) < MAX_EVIDENCE:
+                    agg.evidence.append(self._evidence(line[0], line[2], line[3]))
+
+    def _end_errors(self) -> None:
+        """The end of a text: a traceback still being read lost its exception line (a log cut short)."""
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            self._tb_cut(tb)
