@@ -7,8 +7,9 @@ other program's line shaped like a failure (``_failure_shape``: fatal, abort, fa
 signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
 ``_follow`` and ``_tb``). A message of several lines (Open MPI's help box, an MPI library's ``***``
-banner, MPICH's error stack) is one finding: a row that knows one of its lines gives it and quotes the
-others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and what follows.
+banner, MPICH's error stack, a cascade of one process's failure lines) is one finding: a row that knows one of
+its lines gives it and quotes the others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and
+what follows. A traceback without its exception line (cut) is LOG_ERROR_UNKNOWN too (``_tb_cut``).
 """
 
 from __future__ import annotations
@@ -240,6 +241,7 @@ class Errors:
         t: _Tables
         aggs: dict[tuple, _Agg]
         _src_index: int
+        _source: dict | None
 
         def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict: ...
         def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set,
