@@ -7,8 +7,9 @@ other program's line shaped like a failure (``_failure_shape``: fatal, abort, fa
 signal, "no ... found", a non-zero exit; issue 30, never a silent pass). The lines
 after ``Last error:`` and the lines of a traceback are read whatever they hold (the router asks
 ``_follow`` and ``_tb``). A message of several lines (Open MPI's help box, an MPI library's ``***``
-banner, MPICH's error stack) is one finding: a row that knows one of its lines gives it and quotes the
-others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and what follows.
+banner, MPICH's error stack, a cascade of one process's failure lines) is one finding: a row that knows one of
+its lines gives it and quotes the others (``_explained``), else one LOG_ERROR_UNKNOWN quotes its first line and
+what follows. A traceback without its exception line (cut) is LOG_ERROR_UNKNOWN too (``_tb_cut``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure
                     ".cc:", ".c:", ".cu:",
                     # Lines shaped like a failure (see _failure_shape), whatever program printed them.
                     "FATAL", "Fatal", "fatal", "ABORT", "Abort", "abort", "cannot", "Cannot", "CANNOT", "can't",
-                    "Can't", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
+                    "Can't", "Couldn't", "couldn't", "Could not", "could not", "Unable to", "unable to", "failed", "Failed", "FAILED", "failure", "Failure", "FAILURE", "error", "ERROR",
                     "eceived signal", "on signal", "Signal: ", "Segmentation fault", "core dumped", "SIGSEGV",
                     "SIGABRT", "SIGBUS", " found", " FOUND", "xit code", "xit status", "xitcode", "non-zero exit",
                     # The frame of Open MPI's help messages (see _box_edge): a box is one message.
@@ -67,6 +68,8 @@ _NCCL_RESULTS = {"1": "ncclUnhandledCudaError", "2": "ncclSystemError", "3": "nc
 # Exceptions that only wrap a failure reported after them (torchrun's summary names the real one).
 _WRAPPER_EXCEPTIONS = frozenset({"ChildFailedError"})
 MAX_TRACEBACK_LINES = 400  # a traceback longer than this is not followed to its end
+_TB_HEADER = "Traceback (most recent call last):"
+_ELIDED = re.compile(r"[\s.…\[\]()]*$|\W{0,3}(?:snip|truncated|omitted)\b")  # "...", "[...]", "<snip>" in a paste
 _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: one finding for all
 
 # A line shaped like a failure (issue 30: never a silent pass), from any program but NCCL (whose INFO lines
@@ -75,11 +78,28 @@ _NORMAL = re.compile(r"0x[0-9a-fA-F]+|\d+")  # numbers vary from rank to rank: o
 # signal, a non-zero exit). No row explaining it, it is LOG_ERROR_UNKNOWN with the line quoted. Read only
 # on lines that hold one of these words (_FAILURE_WORDS: a few `in` tests), at most _FAILURE_SPAN of it.
 _FAILURE_WORDS = ("atal", "ATAL", "bort", "BORT", "annot", "ANNOT", "an't", "ailed", "AILED", "ailure", "AILURE", "rror",
-                  "RROR", "ignal", "SIG", "fault", "dumped", "found", "FOUND", "xit")
+                  "RROR", "ignal", "SIG", "fault", "dumped", "found", "FOUND", "xit", "ouldn't", "ould not", "nable to")
 _FAILURE_SPAN = 2000
+# What a program could not do, as perftest (src/perftest_communication.c, perftest_resources.c), rdma-core's
+# examples (libibverbs/examples/*pingpong.c) and socket code say it: connect to a peer (`Couldn't connect to
+# 10.0.0.2:18515`, `Unable to connect (retries = 3)`), open or set up a socket or connection (`Unable to init the
+# socket connection`), allocate, create, register or open a verbs resource (`Couldn't allocate MR`, `Unable to
+# create QP.`, `Couldn't get context for the device`, `Couldn't create CQ`), post a work request (`Couldn't post
+# send`), exchange addresses over its socket (`Couldn't read remote address`), resolve an address.
+_COULD_NOT = (r"(?:re)?connect\b"
+              r"|(?:open|init(?:ialize)?|create|establish|bind|listen|accept)\b[^.;:\n]{0,40}?\b(?:socket|connection|port)\b"
+              r"|(?:alloc(?:ate)?|create|register|reg|open|get|modify|query|attach)\b[^.;:\n]{0,30}?"
+              r"\b(?:MRs?|QPs?|CQs?|PDs?|SRQs?|AHs?|TD|XRC|memory region|queue pair|completion (?:queue|channel)"
+              r"|protection domain|device(?: list)?|context|IB resources?)\b"
+              r"|post (?:send|recv|receive|SRQ)\b"
+              r"|(?:read|send|write|exchange)\b[^.;:\n]{0,30}?\b(?:(?:remote|local) address|socket)\b"
+              r"|resolve\b[^.;:\n]{0,30}?\b(?:host(?:name)?|address|addr|route)\b")
 _ROOT_SHAPE = re.compile(
     r"(?P<fatal>\b(?:FATAL|[Ff]atal)\b)"
     r"|(?P<cannot>\b(?:[Cc]annot|CANNOT|[Cc]an't|CAN'T)\b)"
+    # "Couldn't" / "Could not" / "Unable to" are no failure words alone ("couldn't be happier", "unable to say"):
+    # with a verb a verbs program or a socket exchange fails at and its object they are (_COULD_NOT).
+    r"|(?P<could>\b(?:[Cc]ouldn't|[Cc]ould not|[Uu]nable to)\s(?:" + _COULD_NOT + r"))"
     r"|(?P<failed>\b(?:[Ff]ailed|FAILED|[Ff]ailure|FAILURE)\b)"
     # An error as a program reports one: its level word, "error:", an exception's name with its colon,
     # glog's E level, "error while ...": not a metric's name ("error_rate", "val_error: 0.12") nor a count.
@@ -117,8 +137,13 @@ MAX_BOX_LINES = 60
 # PMPI_Init: Other MPI error, error stack:", then one `MPID_Init(1139)......: what failed` frame a line). Read as
 # one message: its first failure-shaped line is the finding, the next ones are quoted by it. kind -> (the most
 # lines from one of its lines to the next, its lines' shape).
+# A cascade: a program that prints one line per caller as a failure goes up (perftest's `Couldn't allocate MR`,
+# `failed to create mr`, `Failed to create MR`; a server's `Failed to create qp`, `Failed to setup IB`): failure
+# lines that are no symptom, of one process, at most two lines apart, are one failure: the first says where it
+# began. (A symptom after them, a segfault, stays a finding of its own, linked to them.)
 _MESSAGES = {"banner": (8, re.compile(r"\*\*\*")),
-             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:"))}
+             "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:")),
+             "cascade": (2, re.compile(r""))}
 _FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
                  "failed": "A line says something failed", "error": "A line reports an error",
                  "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
@@ -145,7 +170,7 @@ def _failure_shape(body: str) -> tuple[str, str, bool] | None:
                     continue
             elif _NONE_BEFORE.search(line, max(0, m.start() - 12), m.start()) or _NONE_AFTER.match(line, m.end()):
                 continue
-            label = {"found": "not found", "exit": "exit status"}.get(kind, kind)
+            label = {"found": "not found", "exit": "exit status", "could": "cannot"}.get(kind, kind)
             return (label, body, symptom)
     return None
 
@@ -216,6 +241,7 @@ class Errors:
         t: _Tables
         aggs: dict[tuple, _Agg]
         _src_index: int
+        _source: dict | None
 
         def _evidence(self, text: str, lineno: int, meta: prefix.Meta) -> dict: ...
         def _hit(self, p: kb.Pattern, groups: dict, text: str, lineno: int, meta: prefix.Meta, hit: set,
@@ -330,7 +356,7 @@ class Errors:
         if self._box is not None and label in _FAILURE_WHAT:
             self._in_box(error, text, lineno, meta, hit)
             return
-        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta):
+        if label in _FAILURE_WHAT and self._continues(quoted, text, lineno, meta, symptom):
             return
         if label in _FAILURE_WHAT:
             pattern = _UNKNOWN_END if symptom else _UNKNOWN_LINE
@@ -354,14 +380,20 @@ class Errors:
         groups = {"label": label, "quoted": quoted[:300], "what": what}
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
         if label in _FAILURE_WHAT:
-            self._opens_message(quoted, key, text, lineno, meta)
+            self._opens_message(quoted, key, text, lineno, meta, symptom=symptom)
 
     def _opens_message(self, quoted: str, key: tuple, text: str, lineno: int, meta: prefix.Meta,
-                       known: bool = False) -> None:
+                       known: bool = False, symptom: bool = False) -> None:
         """A failure-shaped line that begins a message of several lines (_MESSAGES): its next lines are
         that message's (``_continues``, ``_explained``), not findings of their own. ``key``: the finding the
-        message is (the unknown one its first line made, or the one a row made of it)."""
-        kind = _message_kind(quoted)
+        message is (the unknown one its first line made, or the one a row made of it). Any other failure line
+        that is no symptom may begin a cascade."""
+        kind = _message_kind(quoted) or (None if symptom else "cascade")
+        if kind == "cascade":
+            m = self._messages.get((meta.host, meta.pid))
+            if (m is not None and m["kind"] != "cascade" and m["src"] == self._src_index
+                    and 0 < lineno - m["last"] <= _MESSAGES[m["kind"]][0]):
+                return  # (a banner or a stack still being read is not cut short by a cascade)
         if kind is not None:
             if len(self._messages) >= 1024:
                 self._messages.clear()
@@ -374,22 +406,24 @@ class Errors:
                 "generic": not known or (agg is not None and agg.pattern.symptom),
                 "head": self._evidence(text, lineno, meta)}
 
-    def _next_line(self, quoted: str, lineno: int, meta: prefix.Meta) -> dict | None:
+    def _next_line(self, quoted: str, lineno: int, meta: prefix.Meta, symptom: bool = False) -> dict | None:
         """The message being read when this line is its next one (an MPI library's banner, an MPICH error
-        stack's frame): each process's own (ranks print theirs interleaved)."""
+        stack's frame, a cascade's next failure): each process's own (ranks print theirs interleaved)."""
         m = self._messages.get((meta.host, meta.pid))
         if m is None or m["src"] != self._src_index:
             return None
+        if m["kind"] == "cascade" and (symptom or _message_kind(quoted) is not None):
+            return None  # (a symptom, or a banner or stack of its own, is no cascade's next line)
         gap, shape = _MESSAGES[m["kind"]]
         if not (0 < lineno - m["last"] <= gap and shape.match(quoted)):
             return None
         m["last"] = lineno
         return m
 
-    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta) -> bool:
+    def _continues(self, quoted: str, text: str, lineno: int, meta: prefix.Meta, symptom: bool = False) -> bool:
         """Is this failure-shaped line no row knows the next line of a message being read? Then the message's
         finding quotes it (its first line and its last lines: the bottom frames of a stack name what failed)."""
-        m = self._next_line(quoted, lineno, meta)
+        m = self._next_line(quoted, lineno, meta, symptom)
         if m is None:
             return False
         agg = self.aggs.get(m["key"])
@@ -413,18 +447,20 @@ class Errors:
             return
         if error is None or error[0] not in _FAILURE_WHAT:
             return
-        m = self._next_line(error[1], lineno, meta) if self._messages else None
+        m = self._next_line(error[1], lineno, meta, error[2]) if self._messages else None
         if m is not None:
             if m["generic"]:
                 key = self._known_key(hit, lineno)
-                if key is not None:
+                # (a cascade's unknown first line gives way to a row that names a cause, not to a symptom's)
+                if key is not None and not (m["kind"] == "cascade" and self.aggs[key].symptom):
                     self._take(m["key"] if m["new"] else None, key, m["head"])
                     agg = self.aggs[key]
                     m.update(key=key, generic=False, new=agg.seq == (self._src_index, lineno) and agg.count == 1)
             return
-        if _message_kind(error[1]) is not None:
+        banner = _message_kind(error[1]) is not None
+        if banner or not error[2]:
             key = self._known_key(hit, lineno)
-            if key is not None:
+            if key is not None and (banner or not self.aggs[key].symptom):  # (a cascade begins at a cause)
                 self._opens_message(error[1], key, text, lineno, meta, known=True)
 
     def _warned(self, p: kb.Pattern, meta: prefix.Meta, lineno: int, agg: _Agg) -> None:
@@ -440,13 +476,16 @@ class Errors:
         if self._boxed(text, body, meta, lineno):
             return None
         if self._tb is not None:
-            exc = self._traceback_line(text, body, meta)
+            exc = self._traceback_line(text, body, meta, lineno)
             if exc is not None:
                 found = (exc.rsplit(".", 1)[-1], body, True)
         if self._tb is None and (body.startswith('File "') and ", line " in body
                                  or "Traceback (most recent call last)" in body):
-            # From its header when that line was read, else from its first frame.
-            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES}
+            # From its header when that line was read, else from its first frame (then no frame is seen yet).
+            header = body.rstrip().endswith(_TB_HEADER)
+            self._tb = {"who": (meta.pod, meta.rank), "left": MAX_TRACEBACK_LINES, "header": header,
+                        "head": (text, body, lineno, meta), "frame": None if header else (text, body, lineno, meta),
+                        "code": None}
             self._traceback_seen = True
             return None
         if self._quote_next:
@@ -509,7 +548,7 @@ class Errors:
         self._trace_origin = {**start, "result": _NCCL_RESULTS[t.group("rc")], "api": f"{t.group('file')}:{t.group('line')}"}
         return ("trace", text, True)
 
-    def _traceback_line(self, text: str, body: str, meta: prefix.Meta) -> str | None:
+    def _traceback_line(self, text: str, body: str, meta: prefix.Meta, lineno: int = 0) -> str | None:
         """Follow a traceback: its exception's name when ``text`` is its last line (the first line
         of its stream that is not indented), else None."""
         tb = self._tb
@@ -522,11 +561,45 @@ class Errors:
             return None  # NCCL's own line, or another rank's, printed in between
         head = text[: len(text) - len(body)] if text.endswith(body) else ""
         if head.endswith(("  ", "\t")) or (head and not head.strip()):
-            return None  # a frame: `  File "train.py", line 9` and the code under it
-        if body.startswith(("Traceback", "During handling", "The above exception")):
+            # a frame: `  File "train.py", line 9` and the code under it
+            if body.startswith('File "'):
+                tb["frame"], tb["code"] = (text, body, lineno, meta), None
+            elif tb["frame"] is not None and tb["code"] is None and body.strip(" ^~"):
+                tb["code"] = (text, body, lineno, meta)
+            return None
+        if body.startswith(("Traceback", "During handling", "The above exception")) or _ELIDED.match(body):
             return None
         self._tb = None
         m = _EXC_LINE.match(body)
+        if m is None and tb["header"]:
+            self._tb_cut(tb)  # a header, frames, then another line: the exception line was lost
         if m is None or m.group(1).rsplit(".", 1)[-1] in _WRAPPER_EXCEPTIONS:
             return None
         return m.group(1)
+
+    def _tb_cut(self, tb: dict) -> None:
+        """A Python traceback without its exception line: a crash all the same, LOG_ERROR_UNKNOWN quoting its header
+        and its last frame with the code under it (what was running). Made when a traceback's frames end in a line
+        that is no exception (its header seen: a real traceback's print), and at the end of a text (_end_errors)."""
+        if tb["frame"] is None:
+            return  # a header and nothing after it: no frame says what was running
+        text, body, lineno, meta = tb["head"]
+        name = self._source["name"] if self._source else "-"
+        if any(e["line"] == lineno and e["file"] == name for a in self.aggs.values() for e in a.evidence):
+            return  # a traceback pasted on one line: a row read its exception there
+        frame = tb["frame"][1].strip()
+        key = ("unknown", "traceback cut", _NORMAL.sub("N", frame[:300]))
+        groups = {"label": "traceback", "quoted": body.strip()[:300],
+                  "what": f"A Python traceback without its exception line (cut?), last in `{frame[:200]}`"}
+        self._hit(_UNKNOWN_SYMPTOM, groups, text, lineno, meta, set(), key=key)
+        agg = self.aggs.get(key)
+        if agg is not None and agg.count == 1:
+            for line in (tb["frame"], tb["code"]):
+                if line is not None and line[2] != lineno and len(agg.evidence) < MAX_EVIDENCE:
+                    agg.evidence.append(self._evidence(line[0], line[2], line[3]))
+
+    def _end_errors(self) -> None:
+        """The end of a text: a traceback still being read lost its exception line (a log cut short)."""
+        tb, self._tb = self._tb, None
+        if tb is not None:
+            self._tb_cut(tb)

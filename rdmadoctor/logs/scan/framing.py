@@ -37,6 +37,7 @@ class Framing:
     if TYPE_CHECKING:
         def _block(self, block: bytes) -> None: ...  # the router: one block of whole lines
         def _close_segment(self) -> None: ...  # pastes: a source's end or a gap ends a tool's output
+        def _end_errors(self) -> None: ...  # errors: a source's end cuts the traceback being read
 
     def _start_framing(self) -> None:
         self.sources: list[dict] = []
@@ -175,6 +176,7 @@ class Framing:
         if self._skipping:
             self._lineno += 1
             self._skipping = False
+        self._end_errors()
         self._close_segment()
         self._source["lines"] = self._lineno
 

@@ -35,11 +35,7 @@ HEADER_END = b"\n# ---\n"
 PROBLEM = ("error", "warning")
 
 # name -> why it still reads wrong: the kind of miss, and whose area the fix is in.
-XFAIL: dict[str, str] = {
-    "perftest-228-couldnt-connect.txt": (
-        "silent pass (silent: perftest's `Couldn't connect to HOST:PORT` / `Unable to init the socket connection` "
-        "are no failure shape in logs/scan/errors.py, and no code names a perftest TCP exchange that failed)"),
-}
+XFAIL: dict[str, str] = {}
 
 
 def parse(name: str) -> tuple[dict[str, str], bytes]:

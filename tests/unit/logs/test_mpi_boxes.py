@@ -269,7 +269,8 @@ def test_a_line_of_dashes_never_closed_is_no_box() -> None:
     # after MAX_BOX_LINES lines each failure-shaped line is a finding of its own again.
     from rdmadoctor.logs.scan.errors import MAX_BOX_LINES
 
-    text = EDGE + "epoch 1 done\n" * (MAX_BOX_LINES + 5) + "cannot create cq\n" + "FATAL: rank 3 aborted\n"
+    # (two failures apart: adjacent lines would be one cascade, errors._MESSAGES)
+    text = EDGE + "epoch 1 done\n" * (MAX_BOX_LINES + 5) + "cannot create cq\n" + "epoch 2 done\n" * 3 + "FATAL: rank 3 aborted\n"
     unknown = [f for f in problems(report(text)) if f["code"] == "LOG_ERROR_UNKNOWN"]
     assert len(unknown) == 2, [quoted(f) for f in unknown]
 

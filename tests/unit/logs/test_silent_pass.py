@@ -207,6 +207,19 @@ def test_a_pytorch_warning_that_says_failed_adds_no_unknown_error() -> None:
     ("[node1:12345] *** Process received signal ***", "signal", True),
     ("Aborted (core dumped)", "abort", True),
     ("MPI_ABORT was invoked on rank 0 in communicator MPI_COMM_WORLD", "abort", True),
+    # "Couldn't" / "Could not" / "Unable to" with what a verbs program or a socket exchange could not do, as perftest
+    # (linux-rdma/perftest src/perftest_communication.c, perftest_resources.c) and rdma-core's examples print it
+    ("Couldn't connect to 192.168.1.20:18515", "cannot", False),
+    ("Unable to connect (retries = 3)", "cannot", False),
+    ("Unable to open file descriptor for socket connection", "cannot", False),
+    ("Unable to init the socket connection", "cannot", False),
+    ("Couldn't allocate MR", "cannot", False),
+    ("Unable to create QP.", "cannot", False),
+    ("Couldn't create CQ", "cannot", False),
+    ("Couldn't get context for mlx5_0", "cannot", False),
+    ("Couldn't post send: scnt=1", "cannot", False),
+    ("ethernet_read_keys: Couldn't read remote address", "cannot", False),
+    ("Could not resolve host: node-2", "cannot", False),
 ])
 def test_a_failure_shape(line: str, label: str, symptom: bool) -> None:
     got = _failure_shape(line)
@@ -234,6 +247,12 @@ def test_a_failure_shape(line: str, label: str, symptom: bool) -> None:
     "Why does ibv_devinfo say failed?",
     "abortFlag 0",
     "error_handler=default",
+    # "couldn't" / "unable to" alone is no failure
+    "Couldn't be happier with the new fabric",
+    "I couldn't connect to the server, could you help?",
+    "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered",
+    "Could not load dynamic library 'libcudart.so.11.0'",
+    "unable to say which port is faster",
 ])
 def test_not_a_failure_shape(line: str) -> None:
     assert _failure_shape(line) is None
@@ -252,3 +271,110 @@ def test_a_long_line_of_failure_words_is_read_in_linear_time() -> None:
     # read within _FAILURE_SPAN, as one of many "error"s.
     for line in ("no " * 50000, "error " * 50000, "exit code " * 20000, "No x " * 40000 + "found"):
         _failure_shape(line)
+
+
+# ---- a cascade of failure lines is one failure ------------------------------------------------------------
+
+def _fixture(name: str) -> str:
+    from pathlib import Path
+
+    data = (Path(__file__).resolve().parents[2] / "fixtures" / "silent" / name).read_text()
+    return data.partition("\n# ---\n")[2]
+
+
+def test_perftests_mr_cascade_is_one_finding_and_its_segfault_follows_it() -> None:
+    # https://github.com/zrlio/softiwarp/issues/23: perftest prints `Couldn't allocate MR`, then each caller its own
+    # `failed to create mr` / `Failed to create MR`: one failure, where it began first; the segfault is what it became.
+    rep = report(_fixture("perftest-softiwarp-23-allocate-mr-segv.txt"))
+    shown = problems(rep)
+    assert [f["code"] for f in shown] == ["LOG_ERROR_UNKNOWN", "LOG_ERROR_UNKNOWN"], [quoted(f) for f in shown]
+    head, crash = shown
+    assert quoted(head) == ["Couldn't allocate MR", "failed to create mr", "Failed to create MR"]
+    assert not head.get("cause") and "Segmentation fault" in quoted(crash)[0] and crash.get("cause")
+
+
+def test_a_servers_cascade_is_one_finding() -> None:
+    # https://github.com/jcxue/RDMA-Tutorial/issues/6 (tests/fixtures/silent): `Failed to create qp`, then main's
+    # `Failed to setup IB`.
+    shown = problems(report(_fixture("verbs-rdmatutorial-6-create-qp-enomem.txt")))
+    assert len(shown) == 1 and "Failed to create qp" in quoted(shown[0])[0]
+    assert "Failed to setup IB" in quoted(shown[0])[1]
+
+
+def test_a_row_on_a_cascades_next_line_names_it() -> None:
+    # https://github.com/linux-rdma/perftest/issues/139: `Unable to create QP.` no row knows, then `Failed to create QP.`,
+    # which VERBS_RESOURCE_FAILED knows: one finding, that row's, quoting where the cascade began.
+    shown = problems(report(_fixture("perftest-139-irdma-create-qp-inline.txt")))
+    assert [f["code"] for f in shown] == ["VERBS_RESOURCE_FAILED"], [(f["code"], quoted(f)) for f in shown]
+    assert quoted(shown[0])[:2] == ["Unable to create QP.", "Failed to create QP."]
+
+
+def test_failures_apart_or_of_two_processes_are_two() -> None:
+    text = ("cannot create cq\n" + "epoch 1 done\n" * 3 + "FATAL: rank 3 aborted\n"
+            "[node1:100] Failed to create qp\n[node2:200] Failed to setup IB\n")
+    assert len([f for f in problems(report(text)) if f["code"] == "LOG_ERROR_UNKNOWN"]) == 4
+
+
+def test_a_symptom_neither_continues_nor_takes_a_cascade() -> None:
+    # A known symptom right after a cascade's first line (a crash) does not take the finding: the cascade stays first.
+    rep = report("[h:1] Couldn't allocate MR\n[h:1] failed to create mr\n[h:1] *** Process received signal ***\n"
+                 "[h:1] Signal: Segmentation fault (11)\n")
+    shown = problems(rep)
+    assert shown[0]["code"] == "LOG_ERROR_UNKNOWN" and quoted(shown[0]) == ["[h:1] Couldn't allocate MR", "[h:1] failed to create mr"]
+    assert "PROCESS_CRASHED" in {f["code"] for f in shown[1:]}
+
+
+# ---- a Python traceback without its exception line ---------------------------------------------------------
+
+# https://github.com/NVIDIA/nccl/issues/1247 (vLLM under Ray): each line of the worker's traceback behind vLLM's
+# `ERROR date file:line]` prefix and Ray's actor prefix; cut here before its exception line, as a log that stops
+# there shows it.
+_P = "(RayWorkerVllm pid=7500) ERROR 04-07 00:57:46 ray_utils.py:45]"
+_V = "/root/miniconda3/lib/python3.10/site-packages/vllm-0.3.3+cu122-py3.10-linux-ppc64le.egg/vllm"
+VLLM_TB_CUT = (
+    f"{_P} Traceback (most recent call last):\n"
+    f'{_P}   File "{_V}/engine/ray_utils.py", line 38, in execute_method\n'
+    f"{_P}     return executor(*args, **kwargs)\n"
+    f'{_P}   File "{_V}/worker/worker.py", line 92, in init_device\n'
+    f"{_P}     init_distributed_environment(self.parallel_config, self.rank,\n"
+    f'{_P}   File "{_V}/worker/worker.py", line 284, in init_distributed_environment\n'
+    f"{_P}     torch.distributed.all_reduce(torch.zeros(1).cuda())\n"
+    f'{_P}   File "/root/miniconda3/lib/python3.10/site-packages/torch/distributed/c10d_logger.py", line 47, in wrapper\n'
+    f"{_P}     return func(*args, **kwargs)\n"
+)
+# https://github.com/pytorch/pytorch/issues/29482 (tests/fixtures/frames/pytorch-29482-bullet-setting.txt): the
+# traceback after NCCL's WARN, pasted without its exception line.
+PLAIN_TB_CUT = ("Traceback (most recent call last):\n"
+                '  File "/workspace/pyface/engine/trainer.py", line 325, in <module>\n'
+                "    main(args)\n")
+
+
+@pytest.mark.parametrize("text", [VLLM_TB_CUT, PLAIN_TB_CUT], ids=["vllm-prefixed", "plain"])
+def test_a_traceback_cut_before_its_exception_line_is_a_failure(text: str) -> None:
+    rep = report(text)
+    assert rep["status"] == "fail"
+    (f,) = problems(rep)
+    assert f["code"] == "LOG_ERROR_UNKNOWN" and "without its exception line (cut?)" in f["message"]
+    last = text.rstrip("\n").split("\n")[-2:]  # the last frame and the code under it: what was running
+    assert quoted(f)[-2:] == last and ("Traceback" in quoted(f)[0] or "File" in quoted(f)[0])
+
+
+def test_its_exception_line_read_gives_no_cut_traceback() -> None:
+    text = VLLM_TB_CUT + (f"{_P} torch.distributed.DistBackendError: NCCL error in: "
+                          "/root/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, internal error\n")
+    rep = report(text)
+    assert [f["code"] for f in problems(rep)] == ["NCCL_CALL_FAILED"]
+    assert "without its exception line" not in " ".join(f["message"] for f in findings(rep))
+
+
+def test_a_traceback_whose_frames_end_in_another_line_lost_its_exception() -> None:
+    # The header seen, frames, then the process prints something that is no exception: the exception line was lost.
+    text = VLLM_TB_CUT + f"{_P} Shutting down the worker\n"
+    cut = [f for f in problems(report(text)) if "without its exception line" in f["message"]]
+    assert len(cut) == 1 and "Traceback (most recent call last)" in quoted(cut[0])[0]
+
+
+def test_frames_without_a_header_followed_by_more_output_are_no_failure() -> None:
+    # traceback.print_stack(): frames, no header, no exception, and the program goes on.
+    text = '  File "train.py", line 9, in step\n    traceback.print_stack()\nstep 10 loss 0.31\nstep 11 loss 0.30\n'
+    assert not problems(report(text))
