@@ -283,7 +283,9 @@ class NcclFacts:
             # every NCCL line's host is counted, count_hosts, these are among them).
             if hosts and len(self.hosts) < self.MAX:
                 want = block.count(b"INFO Channel ") + block.count(b"INFO Ring ")
-                found = _line_hosts(_CHANNEL_HOST_LINE, block)
+                # (a few channel lines among many others, NCCL_DEBUG_SUBSYS=ALL: each found from its
+                # words, not every line of the block tried; the same lines either way)
+                found = _channel_line_hosts(block) if want * _FEW_CHANNELS < len(block) else _line_hosts(_CHANNEL_HOST_LINE, block)
                 if len(found) < want:
                     found = _CHANNEL_HOST_BYTES.findall(block)
                 self._add_hosts(found)
@@ -463,6 +465,30 @@ class _NewHosts:
         known = trie(sorted(h.encode("utf-8", "replace").decode("latin-1") for h in hosts)).encode("latin-1")
         guard = rb"(?!(?:" + known + rb"):)" if hosts else b""
         self.rx = re.compile(rb"\n" + guard + _LINE_PREFIX[2:] + rb"NCCL INFO ")
+
+
+_FEW_CHANNELS = 512  # bytes of a block a channel line at most: fewer are found from their words (_channel_line_hosts)
+
+
+def _channel_line_hosts(block: bytes) -> list[bytes]:
+    """``_line_hosts(_CHANNEL_HOST_LINE, block)`` (the same hosts, as many), for a block with few
+    channel lines: each line that holds "INFO Channel " or "INFO Ring " is found with bytes.find and
+    matched at its start, once (a line that holds no such words cannot match)."""
+    found = []
+    match, find, rfind = _CHANNEL_HOST_LINE.match, block.find, block.rfind
+    done: set[int] = set()
+    for word in (b"INFO Channel ", b"INFO Ring "):
+        j = find(word)
+        while j >= 0:
+            ls = rfind(b"\n", 0, j)  # the newline before the line (-1: the block's first line)
+            if ls not in done:
+                done.add(ls)
+                m = match(block, ls) if ls >= 0 else match(b"\n" + block[: block.find(b"\n")])
+                if m:
+                    found.append(m.group(1))
+            le = find(b"\n", j)
+            j = find(word, le + 1) if le >= 0 else -1
+    return found
 
 
 def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:
