@@ -1,6 +1,7 @@
 """The hosts of a block's channel lines found from their words (nccl._channel_line_hosts, for a block
-with few of them) are those the pattern over every line finds (nccl._line_hosts), as many: random
-blocks of NCCL channel lines among others, prefixed ones, a line with both words, the first line."""
+with few of them) are those the pattern over every line finds (nccl._line_hosts), as many, and the
+count of their words is bytes.count's: random blocks of NCCL channel lines among others, prefixed
+ones, a line with both words, the first line."""
 
 from __future__ import annotations
 
@@ -39,9 +40,15 @@ def test_channel_line_hosts_match_the_line_pattern():
     rnd = random.Random(30)
     for _ in range(5000):
         b = _block(rnd)
-        got = nccl._channel_line_hosts(b)
+        got = nccl._channel_line_hosts(b, 1 << 20)
+        assert got is not None
         want = nccl._line_hosts(nccl._CHANNEL_HOST_LINE, b)
-        assert sorted(got) == sorted(want), b
+        assert sorted(got[0]) == sorted(want), b
+        assert got[1] == b.count(b"INFO Channel ") + b.count(b"INFO Ring "), b
+        lines = len({b.rfind(b"\n", 0, j) for j in range(len(b)) if b.startswith((b"INFO Channel ", b"INFO Ring "), j)})
+        assert nccl._channel_line_hosts(b, lines) is not None
+        if lines:
+            assert nccl._channel_line_hosts(b, lines - 1) is None
 
 
 def test_count_channels_same_hosts_either_way(monkeypatch):
@@ -50,7 +57,7 @@ def test_count_channels_same_hosts_either_way(monkeypatch):
         b = _block(rnd)
         few = nccl.NcclFacts()
         few.count_channels(b)
-        monkeypatch.setattr(nccl, "_FEW_CHANNELS", 0)  # the pattern over every line
+        monkeypatch.setattr(nccl, "_FEW_CHANNELS", 1 << 40)  # the pattern over every line
         many = nccl.NcclFacts()
         many.count_channels(b)
         monkeypatch.undo()
