@@ -96,13 +96,11 @@ def _file_before_colon(line: str, start: int) -> bool:
 
 # NCCL's own prefix at a line's very start, with a host of letters, digits, "_" and "-" that starts
 # with an ASCII letter ("gpu-7:12:34 [3] NCCL INFO ", "vm:5:5 [0] init.cc:42 NCCL WARN "): _NCCL from
-# its host on, the host narrowed. No wrapper of _WRAPPERS starts with a letter, _SITE is not tried
+# its pid on, the host narrowed. No wrapper of _WRAPPERS starts with a letter, _SITE is not tried
 # there (no dot before the first colon, a letter is not in _SITE_FIRST) and _LOGGER needs a blank
 # before any colon, so split's general path reads such a line the same (_own_nccl).
-_NCCL_OWN = re.compile(
-    r"(?P<host>[A-Za-z][\w-]{0,254}):(?P<pid>\d{1,9}|[A-Za-z]{1,12})(?::(?P<tid>\d{1,9}|[A-Za-z]{1,12}))? \[(?P<dev>-?\d{1,4}|\w{1,16})\] "
-    r"(?:(?P<loc>[\w./-]{1,255}:\d{1,6}) )?(?:NCCL )?(?P<level>INFO|WARN|TRACE|ABORT)\b ?"
-)
+# (_NCCL's own text from the pid on: a change to it is a change to this)
+_NCCL_OWN = re.compile(r"(?P<host>[A-Za-z][\w-]{0,254})" + _NCCL.pattern[_NCCL.pattern.index("):(?P<pid>") + 1:])
 
 
 def _own_nccl(line: str) -> tuple[str, Meta] | None:
