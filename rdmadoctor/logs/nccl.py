@@ -282,8 +282,14 @@ class NcclFacts:
             # The hosts that print channel lines, which are most of what many ranks print (when
             # every NCCL line's host is counted, count_hosts, these are among them).
             if hosts and len(self.hosts) < self.MAX:
-                want = block.count(b"INFO Channel ") + block.count(b"INFO Ring ")
-                found = _line_hosts(_CHANNEL_HOST_LINE, block)
+                # (a few channel lines among many others, NCCL_DEBUG_SUBSYS=ALL: each found from its
+                # words, not every line of the block tried; the same lines and counts either way)
+                few = _channel_line_hosts(block, len(block) // _FEW_CHANNELS)
+                if few is not None:
+                    found, want = few
+                else:
+                    want = block.count(b"INFO Channel ") + block.count(b"INFO Ring ")
+                    found = _line_hosts(_CHANNEL_HOST_LINE, block)
                 if len(found) < want:
                     found = _CHANNEL_HOST_BYTES.findall(block)
                 self._add_hosts(found)
@@ -463,6 +469,36 @@ class _NewHosts:
         known = trie(sorted(h.encode("utf-8", "replace").decode("latin-1") for h in hosts)).encode("latin-1")
         guard = rb"(?!(?:" + known + rb"):)" if hosts else b""
         self.rx = re.compile(rb"\n" + guard + _LINE_PREFIX[2:] + rb"NCCL INFO ")
+
+
+_FEW_CHANNELS = 512  # bytes of a block a channel line at most: fewer are found from their words (_channel_line_hosts)
+
+
+def _channel_line_hosts(block: bytes, most: int) -> tuple[list[bytes], int] | None:
+    """``_line_hosts(_CHANNEL_HOST_LINE, block)`` (the same hosts, as many) and how many times the
+    block holds "INFO Channel " or "INFO Ring " (``bytes.count``'s sum), for a block with at most
+    ``most`` lines that hold them (None past that: the pattern over every line is cheaper then). Each
+    such line is found with bytes.find and matched at its start, once (a line without them cannot
+    match; neither word holds a newline, so the block's count is the sum of its lines')."""
+    found = []
+    match, find, rfind, count = _CHANNEL_HOST_LINE.match, block.find, block.rfind, block.count
+    done: set[int] = set()
+    n = 0
+    for word in (b"INFO Channel ", b"INFO Ring "):
+        j = find(word)
+        while j >= 0:
+            le = find(b"\n", j)
+            n += count(word, j, le if le >= 0 else len(block))
+            ls = rfind(b"\n", 0, j)  # the newline before the line (-1: the block's first line)
+            if ls not in done:
+                if len(done) >= most:
+                    return None
+                done.add(ls)
+                m = match(block, ls) if ls >= 0 else match(b"\n" + block[: block.find(b"\n")])
+                if m:
+                    found.append(m.group(1))
+            j = find(word, le + 1) if le >= 0 else -1
+    return found, n
 
 
 def _line_hosts(rx: re.Pattern[bytes], block: bytes) -> list[bytes]:

@@ -11,7 +11,7 @@ print) is summed per block (``_bulk``). Channel lines are always counted in bulk
 from __future__ import annotations
 
 import re
-from itertools import accumulate
+from itertools import accumulate, compress, count
 
 from rdmadoctor.logs import prefix
 from rdmadoctor.logs.rx import trie as _trie
@@ -130,11 +130,12 @@ class Index:
         if not found:
             return []
         wanted = {joined[j:joined.find(b"\n", j)] for j in found}
-        at = [i for i, x in enumerate(shapes) if x in wanted]
+        at = list(compress(count(), map(wanted.__contains__, shapes)))  # (in C: no Python step a line)
         if not at:
             return []
-        ends = list(accumulate(len(x) + 1 for x in block.split(b"\n")))
-        return [ends[i - 1] if i else 0 for i in at]
+        # The lengths of the lines before the last one wanted, summed in C; line i starts after i newlines.
+        ends = list(accumulate(map(len, block.split(b"\n", at[-1]))))
+        return [ends[i - 1] + i if i else 0 for i in at]
 
     def _scan_text(self, block: bytes) -> set[int]:
         """Starts of the lines of ``block`` (lines without digits) where the scan stops."""
