@@ -483,3 +483,29 @@ def test_a_vllm_workers_exception_a_row_knows_is_that_rows_finding() -> None:
 def test_a_workerproc_line_with_no_traceback_after_it_stays_a_finding() -> None:
     (f,) = problems(report(VLLM_WORKER_EXCEPTION.split("\n", 1)[0] + "\n"))
     assert f["code"] == "LOG_ERROR_UNKNOWN" and "WorkerProc hit an exception" in quoted(f)[0]
+
+
+# https://github.com/karfly/learnable-triangulation-pytorch/issues/81 (multi-GPU training: `NCCL communicator was
+# aborted`): the paste ends in another process's traceback, its header and first frame, then a line that is no
+# exception (the terminal cut the frame's line at its `$`). Its header is what says a traceback began: `Traceback` is a
+# scan needle (issue 30; the dense log's figures moved by less than 2%, docs/diagnose.md).
+TB_CUT_MID_TEXT = (
+    '  File "train.py", line 398, in one_epoch\n'
+    "    total_loss.backward()\n"
+    '  File "/home/scleong/.pyenv/versions/vol/lib/python3.6/site-packages/torch/auto\n'
+    'grad/__init__.py", line 100, in backward\n'
+    "    allow_unreachable=True)  # allow_unreachable flag\n"
+    "RuntimeError: NCCL communicator was aborted.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/scleong/.pyenv/versions/3.6.8/lib/python3.6/runpy.py", line 193, $\n'
+    "n _run_module_as_main\n"
+    '    "__main__", mod_spec)\n'
+)
+
+
+def test_a_plain_traceback_cut_mid_text_is_read_from_its_header() -> None:
+    found = problems(report(TB_CUT_MID_TEXT))
+    cut = [f for f in found if "without its exception line" in f["message"]]
+    assert len(cut) == 1, [(f["code"], quoted(f)) for f in found]
+    assert quoted(cut[0])[:2] == ["Traceback (most recent call last):", TB_CUT_MID_TEXT.split("\n")[7]], quoted(cut[0])
+    assert any("NCCL communicator was aborted" in q for f in found for q in quoted(f))
