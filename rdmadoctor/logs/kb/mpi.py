@@ -317,16 +317,19 @@ PATTERNS: tuple[Pattern, ...] = (
         id="mpi.signal_handler",
         code=PROCESS_CRASHED,
         severity=ERROR,
-        needle="] Signal: ",
-        # Open MPI's own handler: "[host:pid] *** Process received signal ***" then "[host:pid] Signal: ... (N)".
-        regex=r"\] Signal: (?P<name>[A-Z][\w ]{1,40}?) \((?P<sig>\d{1,3})\)",
+        # (the context needle of errors.py: no scan needle more, and none that NCCL's INFO lines hold)
+        needle="Signal: ",
+        # Open MPI's own handler: "[host:pid] *** Process received signal ***" then "[host:pid] Signal: ... (N)"; its
+        # prefix is stripped by a log viewer or a `sed` as often as not (issue 30): the signal line is read at the
+        # start of the line once prefixes are removed, after the banner pasted on the same line, or after `] ` (`]: `).
+        regex=r"(?:^\W{0,4}|\*\*\*\s{1,4}|\]:? )Signal: (?P<name>[A-Z][\w ]{1,40}?) \((?P<sig>\d{1,3})\)",
         subject="{signal_text}",
         message="An MPI process crashed with {signal_text}{crash_note}.",
         meaning="The job stops; the backtrace printed after this line names the library it crashed in.",
         fix="Read the backtrace: a crash in UCX or UCC during MPI_Init is a library mismatch or a transport it cannot "
             "use (UCX_TLS=tcp, or `-mca pml ob1`, to confirm); in NCCL with SIGBUS, a small /dev/shm.",
         ref="open-mpi/ompi opal/util/stacktrace.c `%s Signal: %s (%d)`; https://github.com/NVIDIA/nccl-tests/issues/218",
-        examples=("[a1eb0914a5e2:01167] Signal: Segmentation fault (11)",),
+        examples=("[a1eb0914a5e2:01167] Signal: Segmentation fault (11)", "Signal: Segmentation fault (11)"),
         symptom=True,
         derive=_crash,
     ),

@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 _CONTEXT_NEEDLES = ("NCCL WARN", "Error", "Last error", "Warning", "NCCL failure",
                     "Failed to open", "Count not open", "ProcessGroupNCCL",
                     # Error lines read even when no row knows them (see _ERROR_LINE).
-                    # A traceback is found by its first frame (`  File "train.py", line 9`): "Traceback"
-                    # would add a first character to the scan that crowds other needles out of it.
-                    'File "', "ncclInternalError", "ncclInvalidUsage",
+                    # A traceback is found by its header, else its first frame (`  File "train.py", line 9`):
+                    # only the header says that frames followed by another line lost their exception line
+                    # (issue 30; `bench/diagnose.py --dense --mib 100`, ratio_binary_cpu over 5 runs each:
+                    # 5.70 mean before, 5.67 with it).
+                    'File "', "Traceback", "ncclInternalError", "ncclInvalidUsage",
                     "ncclUnhandledCudaError", "ncclSystemError", "ncclRemoteError",
                     # NCCL's error trace (`misc/socket.cc:505 -> 2`, see _NCCL_TRACE): its source files
                     # (a trace line in a header, `include/net.h:21 -> 2`, is always between two of these).
@@ -141,9 +143,20 @@ MAX_BOX_LINES = 60
 # `failed to create mr`, `Failed to create MR`; a server's `Failed to create qp`, `Failed to setup IB`): failure
 # lines that are no symptom, of one process, at most two lines apart, are one failure: the first says where it
 # began. (A symptom after them, a segfault, stays a finding of its own, linked to them.)
+# A crash banner: Open MPI's signal handler (opal/util/stacktrace.c) prints `*** Process received signal ***`, then
+# `Signal: NAME (N)`, `Signal code:`, `Failing at address:`, one `[ N] lib(func+0x..)[0x..]` frame a line (a frame may
+# say `abort`, `_failed`), `*** End of error message ***`: one message, whose signal line a row knows (kb/mpi.py),
+# however many frames (up to CRASH_FRAMES lines between two of its lines a failure word is on).
+CRASH_FRAMES = 64
+_CRASH_HEAD = re.compile(r"\*\*\*\s{0,4}Process received signal")
 _MESSAGES = {"banner": (8, re.compile(r"\*\*\*")),
+             "crash": (CRASH_FRAMES, re.compile(r"\*\*\*|Signal(?: code)?: |Failing at address|\[\s{0,3}\d{1,4}\] ")),
              "stack": (8, re.compile(r"(?:\w{1,80}|\(unknown\))\(\d{0,9}\)\.*:")),
              "cascade": (2, re.compile(r""))}
+# A line that says a process caught an exception and prints its traceback next (vLLM's `logger.exception`: a worker's
+# `WorkerProc hit an exception.`, the engine's `EngineCore encountered a fatal error.`): it and the traceback's exception
+# line are one message, that exception line's finding (a row's, else one LOG_ERROR_UNKNOWN quoting both lines).
+_CAUGHT = re.compile(r"\b(?:WorkerProc|EngineCore) (?:hit an exception|encountered a fatal error)\b")
 _FAILURE_WHAT = {"fatal": "A line reports a fatal error", "cannot": "A line says something cannot be done",
                  "failed": "A line says something failed", "error": "A line reports an error",
                  "not found": "A line says something was not found", "signal": "A line says a process got a fatal signal",
@@ -183,7 +196,9 @@ def _box_edge(body: str) -> bool:
 
 def _message_kind(quoted: str) -> str | None:
     """The kind of message of several lines (_MESSAGES) that this failure-shaped line begins, if any."""
-    return "banner" if quoted.startswith("***") else "stack" if quoted.rstrip().endswith("error stack:") else None
+    if quoted.startswith("***"):
+        return "crash" if _CRASH_HEAD.match(quoted) else "banner"
+    return "stack" if quoted.rstrip().endswith("error stack:") else None
 
 
 def _trimmed(evidence: list[dict], own: int) -> list[dict]:
@@ -257,6 +272,8 @@ class Errors:
         self._trace_origin: dict = {}
         self._box: dict | None = None  # the Open MPI help message being read (_boxed)
         self._messages: dict[tuple, dict] = {}  # (host, pid) -> the banner or error stack it is printing (_continues)
+        self._caught: dict[tuple, dict] = {}  # (host, pid) -> its line that says its traceback follows (_CAUGHT)
+        self._exc_line = -1  # the line that is a traceback's exception line (_error_line)
 
     def _boxed(self, text: str, body: str, meta: prefix.Meta, lineno: int) -> bool:
         """Follow Open MPI's help messages (_BOX_EDGE): True when ``text`` is a box's edge. A box opens at
@@ -373,7 +390,9 @@ class Errors:
             self._hit(pattern, groups, o["text"], o["line"], o["meta"], hit, key=("trace", label))
             return
         elif label in _FAILURE_WHAT:
-            what = _FAILURE_WHAT[label]
+            # (a crash banner's first line: when its signal line follows, the row that knows it takes the finding)
+            what = (_FAILURE_WHAT[label] if _message_kind(quoted) != "crash" else
+                    "A crash banner cut before the signal line (`Signal: NAME (N)`, which names the signal)")
         else:
             what = {"NCCL WARN": "NCCL warned", "Last error": "PyTorch quoted NCCL's last error"}.get(
                 label, f"The traceback ends with {label}" if not label.startswith("nccl") else f"NCCL returned {label}")
@@ -381,6 +400,30 @@ class Errors:
         self._hit(pattern, groups, text, lineno, meta, hit, key=key)
         if label in _FAILURE_WHAT:
             self._opens_message(quoted, key, text, lineno, meta, symptom=symptom)
+            if "xception" in quoted or "fatal" in quoted:
+                self._catches(quoted, key, text, lineno, meta)
+        elif lineno == self._exc_line:
+            self._caught_by(key, lineno, meta)
+
+    def _catches(self, quoted: str, key: tuple, text: str, lineno: int, meta: prefix.Meta) -> None:
+        """A line that says its process caught an exception whose traceback follows (_CAUGHT): remembered until
+        that traceback's exception line (``_caught_by``)."""
+        if _CAUGHT.search(quoted) is None:
+            return
+        if len(self._caught) >= 1024:
+            self._caught.clear()
+        agg = self.aggs.get(key)
+        self._caught[(meta.host, meta.pid)] = {
+            "key": key, "src": self._src_index, "line": lineno, "head": self._evidence(text, lineno, meta),
+            "new": agg is not None and agg.seq == (self._src_index, lineno) and agg.count == 1}
+
+    def _caught_by(self, key: tuple | None, lineno: int, meta: prefix.Meta) -> None:
+        """A traceback's exception line, its finding ``key``: after its process's `WorkerProc hit an exception.`
+        (``_catches``), that line's own finding is taken back and this one quotes it (one message)."""
+        c = self._caught.pop((meta.host, meta.pid), None) if self._caught else None
+        if c is None or key is None or c["src"] != self._src_index or not 0 < lineno - c["line"] <= MAX_TRACEBACK_LINES:
+            return
+        self._take(c["key"] if c["new"] else None, key, c["head"])
 
     def _opens_message(self, quoted: str, key: tuple, text: str, lineno: int, meta: prefix.Meta,
                        known: bool = False, symptom: bool = False) -> None:
@@ -445,6 +488,8 @@ class Errors:
         if self._box is not None:
             self._box_explained(hit, lineno)
             return
+        if error is not None and lineno == self._exc_line and self._caught:
+            self._caught_by(self._known_key(hit, lineno), lineno, meta)
         if error is None or error[0] not in _FAILURE_WHAT:
             return
         m = self._next_line(error[1], lineno, meta, error[2]) if self._messages else None
@@ -479,6 +524,7 @@ class Errors:
             exc = self._traceback_line(text, body, meta, lineno)
             if exc is not None:
                 found = (exc.rsplit(".", 1)[-1], body, True)
+                self._exc_line = lineno
         if self._tb is None and (body.startswith('File "') and ", line " in body
                                  or "Traceback (most recent call last)" in body):
             # From its header when that line was read, else from its first frame (then no frame is seen yet).

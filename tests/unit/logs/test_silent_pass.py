@@ -378,3 +378,134 @@ def test_frames_without_a_header_followed_by_more_output_are_no_failure() -> Non
     # traceback.print_stack(): frames, no header, no exception, and the program goes on.
     text = '  File "train.py", line 9, in step\n    traceback.print_stack()\nstep 10 loss 0.31\nstep 11 loss 0.30\n'
     assert not problems(report(text))
+
+
+# ---- a crash banner whose prefix was stripped, a vLLM worker's caught exception: one message each ---------------
+
+# https://github.com/horovod/horovod/issues/107 (Horovod 0.12 over Open MPI: rank 0 segfaults in mpi_lib.so): Open MPI's
+# crash banner pasted without its `[host:pid]` prefix, opening with the markdown backtick the writer put there.
+BANNER_UNPREFIXED = (
+    "`*** Process received signal ***\n"
+    "Signal: Segmentation fault (11)\n"
+    "Signal code: Address not mapped (1)\n"
+    "Failing at address: (nil)\n"
+    "[ 0] /opt/compiler/gcc-4.8.2/lib/libpthread.so.0(+0x10160)[0x7f8258e93160]\n"
+    "[ 1] /opt/compiler/gcc-4.8.2/lib/libc.so.6(+0x940bf)[0x7f82584600bf]\n"
+)
+# https://github.com/horovod/horovod/issues/489 (Horovod with PyTorch: a rank aborts in libcuda): the banner with its
+# `[nmyjs-202-75:40360] ` prefix removed (a log viewer's copy, or `sed 's/^\[[^]]*\] //'`); a frame says `abort`.
+BANNER_ABORT_STRIPPED = (
+    "*** Process received signal ***\n"
+    "Signal: Aborted (6)\n"
+    "Signal code:  (-6)\n"
+    "[ 0] /usr/lib64/libpthread.so.0(+0xf5e0)[0x7f2b5372f5e0]\n"
+    "[ 1] /usr/lib64/libc.so.6(gsignal+0x37)[0x7f2b533921f7]\n"
+    "[ 2] /usr/lib64/libc.so.6(abort+0x148)[0x7f2b533938e8]\n"
+    "[ 3] /usr/lib64/libc.so.6(+0x74f47)[0x7f2b533d1f47]\n"
+    "[ 4] /usr/lib64/libc.so.6(+0x7ab54)[0x7f2b533d7b54]\n"
+    "[ 5] /usr/lib64/libcuda.so.1(+0x1e3835)[0x7f2b3efbf835]\n"
+    "[ 6] /usr/lib64/libcuda.so.1(+0x248aaf)[0x7f2b3f024aaf]\n"
+    "[ 7] /usr/lib64/libcuda.so.1(+0x1e5180)[0x7f2b3efc1180]\n"
+    "[ 8] /usr/lib64/libpthread.so.0(+0x7e25)[0x7f2b53727e25]\n"
+    "[ 9] /usr/lib64/libc.so.6(clone+0x6d)[0x7f2b5345534d]\n"
+    "*** End of error message ***\n"
+)
+
+
+@pytest.mark.parametrize(("text", "signal"), [(BANNER_UNPREFIXED, "signal 11 (Segmentation fault)"),
+                                              (BANNER_ABORT_STRIPPED, "signal 6 (Aborted)")],
+                         ids=["horovod-107-unprefixed", "horovod-489-prefix-stripped"])
+def test_a_crash_banner_without_its_prefix_is_one_crash(text: str, signal: str) -> None:
+    """Two LOG_ERROR_UNKNOWN before (the banner's first line, its signal line): the signal line is read by Open MPI's
+    crash row wherever a prefix was, and the banner's lines (its `abort` frame too) are that one finding's."""
+    rep = report(text)
+    (f,) = problems(rep)
+    assert (f["code"], f["subject"]) == ("PROCESS_CRASHED", signal), (f["code"], f["subject"])
+    assert "Process received signal" in quoted(f)[0] and quoted(f)[1].startswith("Signal: "), quoted(f)
+
+
+def test_the_crash_row_reads_the_signal_line_after_the_banner_on_one_line() -> None:
+    # (the banner's lines joined into one, as a chat or an issue form pastes them)
+    (f,) = problems(report(" ".join(BANNER_UNPREFIXED.strip("`").split("\n")[:3]) + "\n"))
+    assert f["code"] == "PROCESS_CRASHED" and f["subject"] == "signal 11 (Segmentation fault)"
+
+
+def test_a_crash_banner_cut_before_its_signal_line_is_one_unknown_error_that_says_so() -> None:
+    (f,) = problems(report(BANNER_UNPREFIXED.split("\n", 1)[0] + "\n"))
+    assert f["code"] == "LOG_ERROR_UNKNOWN" and "crash banner cut before the signal line" in f["message"], f["message"]
+
+
+def test_signal_lines_that_are_no_crash_banner_give_no_crash() -> None:
+    # (a word that ends in "signal", a setting named so: no `Signal: NAME (N)` at a line's start)
+    for line in ("The CPU's Signal: Segmentation fault (11) was handled by the debugger", "USR1 Signal: Ignore (10)",
+                 "Signal code: Address not mapped (1)"):
+        assert "PROCESS_CRASHED" not in {f["code"] for f in findings(report(line + "\n"))}, line
+
+
+# https://github.com/vllm-project/vllm-ascend/issues/4020 (vLLM 0.11 on Ascend: a worker's attention kernel fails in
+# execute_model): vLLM's worker logs `WorkerProc hit an exception.` then the traceback (frames in the middle left out
+# here); each line was a finding of its own, linked. One message now: the exception line's finding, quoting both.
+_W = "(Worker_TP0 pid=948496) ERROR 11-06 11:21:05 [multiproc_executor.py:699]"
+VLLM_WORKER_EXCEPTION = (
+    f"{_W} WorkerProc hit an exception.\n"
+    f"{_W} Traceback (most recent call last):\n"
+    f'{_W}   File "/vllm-workspace/vllm/vllm/v1/executor/multiproc_executor.py", line 694, in worker_busy_loop\n'
+    f"{_W}     output = func(*args, **kwargs)\n"
+    f"{_W}              ^^^^^^^^^^^^^^^^^^^^^\n"
+    f'{_W}   File "/vllm-workspace/vllm-ascend/vllm_ascend/attention/attention_v1.py", line 707, in _forward_v1_style\n'
+    f"{_W}     output, _ = torch_npu.npu_fused_infer_attention_score(\n"
+    f"{_W}                 ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    f'{_W}   File "/usr/local/python3.11.10/lib/python3.11/site-packages/torch/_ops.py", line 1158, in __call__\n'
+    f"{_W}     return self._op(*args, **(kwargs or {{}}))\n"
+    f"{_W}            ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+    f"{_W} RuntimeError: npu_fused_infer_attention_score_symint:build/CMakeFiles/torch_npu.dir/compiler_depend.ts:208 "
+    "NPU function error: call aclnnFusedInferAttentionScoreV3 failed, error code is 561002\n"
+)
+
+
+def test_a_vllm_workers_caught_exception_and_its_traceback_are_one_message() -> None:
+    found = problems(report(VLLM_WORKER_EXCEPTION))
+    (f,) = found
+    assert f["code"] == "LOG_ERROR_UNKNOWN" and f["subject"] == "RuntimeError", (f["code"], f["subject"])
+    assert quoted(f)[0].endswith("WorkerProc hit an exception.") and "RuntimeError: npu_fused" in quoted(f)[1], quoted(f)
+    assert "aclnnFusedInferAttentionScoreV3" in f["message"]
+
+
+def test_a_vllm_workers_exception_a_row_knows_is_that_rows_finding() -> None:
+    # The same worker's traceback ending in the NCCL error vLLM's pynccl wrapper raises (its words from
+    # https://github.com/vllm-project/vllm/issues/21661): the row that knows it quotes the WorkerProc line.
+    lines = VLLM_WORKER_EXCEPTION.splitlines()
+    lines[-1] = f"{_W} RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+    (f,) = problems(report("\n".join(lines) + "\n"))
+    assert f["code"] != "LOG_ERROR_UNKNOWN" and quoted(f)[0].endswith("WorkerProc hit an exception."), (f["code"], quoted(f))
+
+
+def test_a_workerproc_line_with_no_traceback_after_it_stays_a_finding() -> None:
+    (f,) = problems(report(VLLM_WORKER_EXCEPTION.split("\n", 1)[0] + "\n"))
+    assert f["code"] == "LOG_ERROR_UNKNOWN" and "WorkerProc hit an exception" in quoted(f)[0]
+
+
+# https://github.com/karfly/learnable-triangulation-pytorch/issues/81 (multi-GPU training: `NCCL communicator was
+# aborted`): the paste ends in another process's traceback, its header and first frame, then a line that is no
+# exception (the terminal cut the frame's line at its `$`). Its header is what says a traceback began: `Traceback` is a
+# scan needle (issue 30; the dense log's figures moved by less than 2%, docs/diagnose.md).
+TB_CUT_MID_TEXT = (
+    '  File "train.py", line 398, in one_epoch\n'
+    "    total_loss.backward()\n"
+    '  File "/home/scleong/.pyenv/versions/vol/lib/python3.6/site-packages/torch/auto\n'
+    'grad/__init__.py", line 100, in backward\n'
+    "    allow_unreachable=True)  # allow_unreachable flag\n"
+    "RuntimeError: NCCL communicator was aborted.\n"
+    "Traceback (most recent call last):\n"
+    '  File "/home/scleong/.pyenv/versions/3.6.8/lib/python3.6/runpy.py", line 193, $\n'
+    "n _run_module_as_main\n"
+    '    "__main__", mod_spec)\n'
+)
+
+
+def test_a_plain_traceback_cut_mid_text_is_read_from_its_header() -> None:
+    found = problems(report(TB_CUT_MID_TEXT))
+    cut = [f for f in found if "without its exception line" in f["message"]]
+    assert len(cut) == 1, [(f["code"], quoted(f)) for f in found]
+    assert quoted(cut[0])[:2] == ["Traceback (most recent call last):", TB_CUT_MID_TEXT.split("\n")[7]], quoted(cut[0])
+    assert any("NCCL communicator was aborted" in q for f in found for q in quoted(f))
