@@ -203,59 +203,86 @@ class OverBudget(Exception):
     pass
 
 
+# How often (wall-clock seconds) a CPU budget is checked. The budget itself is in CPU seconds.
+_POLL_S = 0.05
+
+
 @contextlib.contextmanager
-def cpu_budget(seconds: float):
-    """Raise OverBudget once this process has spent ``seconds`` of CPU inside the block (``re``
-    checks for signals while it matches, so a runaway search is stopped too). CPU time, not wall
-    clock: a loaded machine does not advance it. Main thread only (a signal handler)."""
+def _cpu_guard(seconds: float, exc: type[Exception], message: str = ""):
+    """Raise ``exc`` once this process has spent ``seconds`` of CPU inside the block.
 
-    def alarm(*_a: object) -> None:
-        raise OverBudget(f"more than {seconds} s of CPU")
+    Checked by a wall-clock timer (ITIMER_REAL, every ``_POLL_S``) whose handler reads the CPU
+    clock, never by a CPU-time timer: while an ITIMER_VIRTUAL or ITIMER_PROF is armed, Linux reads
+    the process's CPU clock from its timer accounting, a scheduler tick (4 ms here) behind, so a
+    search of 10 ms read as 4, 8 or 16 ms and the ratio of two such readings was the tick's (the
+    flake of 2026-11-28). ``re`` checks for signals while it matches, so a runaway search is cut
+    too. Main thread only (a signal handler)."""
+    start = time.process_time()
 
-    old = signal.signal(signal.SIGVTALRM, alarm)
-    signal.setitimer(signal.ITIMER_VIRTUAL, seconds)
+    def check(*_a: object) -> None:
+        if time.process_time() - start > seconds:
+            raise exc(message or f"more than {seconds} s of CPU")
+
+    old = signal.signal(signal.SIGALRM, check)
+    signal.setitimer(signal.ITIMER_REAL, _POLL_S, _POLL_S)
     try:
         yield
     finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
-        signal.signal(signal.SIGVTALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
-def _alarm(*_a: object) -> None:
-    raise _Cut()
+def cpu_budget(seconds: float):
+    """Raise OverBudget once this process has spent ``seconds`` of CPU inside the block (a runaway
+    search is stopped too). CPU time, not wall clock: a loaded machine does not advance it."""
+    return _cpu_guard(seconds, OverBudget)
 
 
 SMALL = 16 * 1024
 RATIO = 8.0  # time at LENGTH over time at SMALL: about 4 for a linear search, 16 for a quadratic one
 # CPU seconds: a search of LENGTH faster than this is linear whatever its ratio says. A linear search
-# of 64 KiB takes a few milliseconds and the quadratic rows found took 0.4 s; at 0.02 a loaded
-# machine's noise once made a 3 ms search at 16 KiB and a 23 ms one at 64 KiB (a full run in CI).
+# of 64 KiB takes a few milliseconds and the quadratic rows found took 0.4 s.
 FLOOR = 0.05
+# Each time of a ratio is the best of RUNS searches (a preemption, a cold cache or a page fault only
+# ever adds time, so the least is the search's own); a ratio over RATIO is measured again, with
+# RETRY_RUNS each, and only a case over it both times is slow. Sound: a linear case is about 4x, so
+# noise has to double one reading to pass 8x, and twice in a row independently; a quadratic case
+# is about 16x every time (its cost is the search's, not the noise's), so it fails both.
+RUNS = 3
+RETRY_RUNS = 5
 
 
 def _timed(rx: re.Pattern, subject, budget: float) -> tuple[float, bool]:
     """CPU seconds of one search (cut at twice ``budget``), and whether it was cut."""
     collecting = gc.isenabled()
     gc.disable()  # a collection inside one search is not the pattern's time
-    t0 = time.process_time()
-    signal.setitimer(signal.ITIMER_VIRTUAL, budget * 2)
     cut = False
+    t0 = time.process_time()
     try:
-        rx.search(subject)
+        with _cpu_guard(budget * 2, _Cut):
+            rx.search(subject)
     except _Cut:
         cut = True
     finally:
-        signal.setitimer(signal.ITIMER_VIRTUAL, 0)
+        spent = time.process_time() - t0
         if collecting:
             gc.enable()
-    return time.process_time() - t0, cut
+    return spent, cut
 
 
-def run(budget: float, only: str | None = None, n: int = LENGTH, max_slow: int = 0) -> list[dict]:
+def ratio(rx: re.Pattern, large, small, budget: float, runs: int = RUNS, first: float | None = None) -> tuple[float, float, float]:
+    """(best time on ``large``, best time on ``small``, their ratio), the best of ``runs`` each."""
+    bigs = [] if first is None else [first]  # a time on ``large`` already taken
+    big = min(bigs + [_timed(rx, large, budget)[0] for _ in range(runs - len(bigs))])
+    little = min(_timed(rx, small, budget)[0] for _ in range(runs))
+    return big, little, big / max(little, FLOOR / 16)
+
+
+def run(budget: float, only: str | None = None, n: int = LENGTH, max_slow: int = 0, verbose: bool = False) -> list[dict]:
     """Every case searched at ``n`` and at a quarter of it, with a CPU-time budget each; the ones over
-    the budget (or cut by it) or whose time grows faster than the line (``RATIO``), the first
-    ``max_slow`` of them when it is set. The ratio holds on any machine: a loaded one slows both."""
-    signal.signal(signal.SIGVTALRM, _alarm)
+    the budget (or cut by it) or whose time grows faster than the line (``RATIO``, on two
+    measurements), the first ``max_slow`` of them when it is set. The ratio holds on any machine: a
+    loaded one slows both. ``verbose`` prints every ratio measured, slow or not."""
     slow: list[dict] = []
     for name, rx, needle, examples in cases():
         if only and only not in name:
@@ -268,15 +295,19 @@ def run(budget: float, only: str | None = None, n: int = LENGTH, max_slow: int =
                 return text if text_pattern else text.encode("latin-1", "replace")
 
             spent, cut = _timed(rx, subject(line), budget)
-            ratio = None
+            measured: list[float] = []
             if not cut and spent > FLOOR and k < len(small):
-                # Best of three each: the ratio of two small times is the noise's otherwise.
-                spent = min([spent] + [_timed(rx, subject(line), budget)[0] for _ in range(2)])
-                little = min(_timed(rx, subject(small[k]), budget)[0] for _ in range(3))
-                ratio = spent / max(little, FLOOR / 16)
-            if cut or spent > budget or (ratio is not None and spent > FLOOR and ratio > RATIO):
+                spent, little, r = ratio(rx, subject(line), subject(small[k]), budget, RUNS, first=spent)
+                measured.append(round(r, 2))
+                if r > RATIO:  # again, before calling it slow: see RETRY_RUNS
+                    spent, little, r = ratio(rx, subject(line), subject(small[k]), budget, RETRY_RUNS)
+                    measured.append(round(r, 2))
+                if verbose:
+                    print(json.dumps({"ratio": measured, "pattern": name, "line": label, "cpu_s": round(spent, 4),
+                                      "small_s": round(little, 4)}), file=sys.stderr, flush=True)
+            if cut or spent > budget or (measured and spent > FLOOR and min(measured) > RATIO):
                 slow.append({"pattern": name, "line": label, "cpu_s": round(spent, 3), "cut": cut,
-                             "ratio": None if ratio is None else round(ratio, 1)})
+                             "ratio": measured or None})
                 print(json.dumps(slow[-1]), flush=True)
                 if max_slow and len(slow) >= max_slow:
                     print("stopped", flush=True)
@@ -293,5 +324,6 @@ if __name__ == "__main__":
     ap.add_argument("--only", default=None, help="patterns whose name holds this")
     ap.add_argument("--length", type=int, default=LENGTH)
     ap.add_argument("--max-slow", type=int, default=0, help="stop after this many slow cases")
+    ap.add_argument("--verbose", action="store_true", help="print every ratio measured (on stderr)")
     a = ap.parse_args()
-    sys.exit(1 if run(a.budget, a.only, a.length, a.max_slow) else 0)
+    sys.exit(1 if run(a.budget, a.only, a.length, a.max_slow, a.verbose) else 0)

@@ -7,12 +7,15 @@ Bounded by ratios, never by wall clock: every case is timed at 16 KiB and at 64 
 seconds of its own process (a loaded machine slows both alike), and fails when the time grows
 faster than the line (linear is about 4x, quadratic about 16x; the limit is 8x); an absolute cap in
 CPU seconds, far above what a linear case takes, stops a runaway. The pattern test runs in a
-subprocess (tests/adversarial.py), the scans under a CPU-time alarm (ITIMER_VIRTUAL), and the run
-test asserts what was copied while the diagnosis was held, not how fast."""
+subprocess (tests/adversarial.py), the scans under a CPU-time budget (checked from a wall-clock
+timer, never a CPU-time one: see adversarial._cpu_guard), each time the best of several, a ratio
+over the limit measured again before it fails, and the run test asserts what was copied while the
+diagnosis was held, not how fast."""
 
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import os
 import shutil
@@ -43,9 +46,22 @@ def test_every_pattern_is_linear_on_long_lines_made_from_its_own_text():
     assert {"rdmadoctor.logs.prefix._NCCL", "rdmadoctor.logs.prefix._WRAPPERS", "parsers.common.PROMPT",
             "rdmadoctor.logs.nccl._COLL_CHANNELS"} <= names
     p = subprocess.run([sys.executable, str(HERE / "adversarial.py"), "--budget", "1.0", "--max-slow", "5"],
-                       capture_output=True, text=True, timeout=1200, cwd=HERE.parent)
+                       capture_output=True, text=True, timeout=3600, cwd=HERE.parent)  # a hang guard: ~160 CPU s, 9 min at load 4-6
     slow = [json.loads(x) for x in p.stdout.splitlines() if x.startswith("{")]
     assert slow == [] and p.stdout.rstrip().endswith("done"), (slow, p.stderr[-2000:])
+
+
+def test_the_pattern_runner_still_catches_an_injected_quadratic_row(monkeypatch, capsys):
+    """The runner's noise guards (the best of several runs, a ratio over the limit measured again)
+    cannot hide a quadratic row: one injected (``ab[ab]*c`` on ``abab...``: every start scans to the
+    end) is about 16x on both measurements, at a quarter of the real length to keep this short."""
+    import re
+
+    monkeypatch.setattr(adversarial, "cases", lambda: [("injected.quadratic", re.compile(r"ab[ab]*c"), "", ())])
+    slow = adversarial.run(1.0, n=16 * 1024)
+    capsys.readouterr()
+    assert [s["pattern"] for s in slow] == ["injected.quadratic"], slow
+    assert len(slow[0]["ratio"]) == 2 and min(slow[0]["ratio"]) > adversarial.RATIO, slow
 
 
 LONG_LINES = {
@@ -80,32 +96,48 @@ def _fill(unit: bytes, n: int) -> bytes:
 # Linear in the length of a line, whatever the machine: the whole scan of a line of LARGE bytes
 # takes about LARGE / SMALL = 4 times its time on SMALL bytes, a quadratic one 16 times. A ratio
 # over RATIO fails (both timed in CPU seconds, the best of three), once the large one is over FLOOR
-# (below it the times are too small to tell); an absolute cap stops a runaway.
+# (below it the times are too small to tell); a ratio over it is measured again (the best of five)
+# and fails only when it is over it again (a linear scan is about 4x: noise would have to double it
+# twice in a row; a quadratic one is about 16x every time). An absolute cap stops a runaway.
 SMALL, LARGE = 16 * 1024, 64 * 1024
 RATIO = 8.0
 FLOOR = 0.05
 
 
 def _scan_cpu(data: bytes, runs: int = 1) -> float:
+    """The least CPU time of ``runs`` scans of ``data``, without a garbage collection inside one (a
+    collection walks the whole test process, not the scan's own objects)."""
     from rdmadoctor.logs.scan import diagnose_bytes
 
     best = float("inf")
     for _ in range(runs):
-        t = time.process_time()
-        diagnose_bytes(data)
-        best = min(best, time.process_time() - t)
+        gc.collect()
+        gc.disable()
+        try:
+            t = time.process_time()
+            diagnose_bytes(data)
+            best = min(best, time.process_time() - t)
+        finally:
+            gc.enable()
     return best
 
 
 def assert_linear(make, cap: float) -> None:  # make(n) -> the input with lines of about n bytes
-    with cpu_budget(cap * 8):
+    with cpu_budget(cap * 8):  # never a CPU-time timer: see adversarial._cpu_guard
         large = _scan_cpu(make(LARGE))
         assert large < cap, f"{large:.2f} s of CPU at {LARGE} bytes a line"
-        if large > FLOOR:
-            large = min(large, _scan_cpu(make(LARGE), 2))
-            small = _scan_cpu(make(SMALL), 3)
+        if large <= FLOOR:
+            return
+        said = []
+        for runs in (adversarial.RUNS, adversarial.RETRY_RUNS):
+            large = min(large, _scan_cpu(make(LARGE), runs))
+            small = _scan_cpu(make(SMALL), runs)
             ratio = large / max(small, FLOOR / 16)
-            assert ratio < RATIO, f"{small:.3f} s at {SMALL} bytes a line, {large:.3f} s at {LARGE}: {ratio:.1f}x (linear is 4x)"
+            said.append(f"{small:.3f} s at {SMALL} bytes a line, {large:.3f} s at {LARGE}: {ratio:.1f}x")
+            if ratio < RATIO:
+                return
+            large = float("inf")  # measured afresh
+        raise AssertionError("; then ".join(said) + " (linear is 4x)")
 
 
 @pytest.mark.parametrize("name", sorted(LONG_LINES))

@@ -182,8 +182,10 @@ def test_connection_refused_is_retried_until_the_server_is_back(api, kubeconfig)
 
 
 def test_timeouts_are_retried(api, kubeconfig):
-    api.slow_next(1, 1.0)
-    p = pub(kubeconfig, timeout=0.3)
+    # A 5 s answer against a 1 s timeout: the retry, answered at once, has all of 1 s (a deadline a
+    # loaded machine meets; 0.3 s left a localhost round trip little room).
+    api.slow_next(1, 5.0)
+    p = pub(kubeconfig, timeout=1.0)
     assert p.publish(report()) == ["node"]
 
 
