@@ -23,16 +23,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import diagnosed
 import pytest
-
-from rdmadoctor.host import logs_only_host
-from rdmadoctor.logs import Diagnoser
-from rdmadoctor.runner import Options, diagnose
+from diagnosed import problems
 
 TESTS = Path(__file__).resolve().parents[2]
 HELDOUT = TESTS / "fixtures" / "heldout"
 HEADER_END = b"\n# ---\n"
-PROBLEM = ("error", "warning")
 
 # name -> why it still reads wrong: the kind of miss, and whose area the fix is in.
 XFAIL: dict[str, str] = {}
@@ -48,14 +45,7 @@ def parse(name: str) -> tuple[dict[str, str], bytes]:
 
 
 def report(name: str, body: bytes) -> dict:
-    reader = Diagnoser()  # what `rdmadoctor diagnose FILE` hands the logs.diagnose check
-    reader.feed(body, source=name)
-    reader.end_source()
-    return diagnose(Options(only=["logs"], logs=[name], log_diagnosis=reader), host=logs_only_host(name)).report
-
-
-def problems(rep: dict) -> list[dict]:
-    return [f for c in rep["checks"] for f in c["findings"] if f["severity"] in PROBLEM]
+    return diagnosed.report(body, name)
 
 
 NAMES = sorted(p.name for p in HELDOUT.glob("*.txt"))

@@ -24,10 +24,8 @@ import gzip
 from pathlib import Path
 
 import pytest
+from diagnosed import PROBLEM, report
 
-from rdmadoctor.host import logs_only_host
-from rdmadoctor.logs import Diagnoser
-from rdmadoctor.runner import Options, diagnose
 from tests.logs_expected import EXPECTED as LOGS_EXPECTED
 from tests.logs_expected import HEADER_END
 from tests.logs_expected import body as log_body
@@ -39,7 +37,6 @@ SILENT_DIR = ROOT / "tests" / "fixtures" / "silent"
 FRAMES_DIR = ROOT / "tests" / "fixtures" / "frames"
 LOGS_DIR = ROOT / "tests" / "fixtures" / "logs"
 REALWORLD_DIR = ROOT.parent / "shared" / "realworld" / "gpu-h200"
-PROBLEM = ("error", "warning")
 
 # tests/fixtures/silent/: file -> what a correct diagnosis says (written by reading the text, with its
 # source in the file's header): "codes" it must report, or "healthy" (no error at all), "absent" codes.
@@ -85,13 +82,6 @@ REALWORLD = {
     "nccl_ib_disable.log": False,  # NCCL_IB_DISABLE=1 on one host: said, and no failure
     "nccl_run.txt": False,  # one rank, one all-reduce
 }
-
-
-def report(data: bytes, name: str) -> dict:
-    reader = Diagnoser()  # what `rdmadoctor diagnose FILE` hands the logs.diagnose check
-    reader.feed(data, source=name)
-    reader.end_source()
-    return diagnose(Options(only=["logs"], logs=[name], log_diagnosis=reader), host=logs_only_host(name)).report
 
 
 def _kinds() -> dict[str, str]:

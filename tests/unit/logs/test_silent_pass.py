@@ -10,33 +10,9 @@ lines that look like them and are not failures.
 from __future__ import annotations
 
 import pytest
+from diagnosed import PROBLEM, findings, problems, quoted, report  # noqa: F401 - test_mpi_boxes imports them from here
 
-from rdmadoctor.host import logs_only_host
-from rdmadoctor.logs import Diagnoser
 from rdmadoctor.logs.scan.errors import _failure_shape
-from rdmadoctor.runner import Options, diagnose
-
-PROBLEM = ("error", "warning")
-
-
-def report(text: str, name: str = "paste.txt") -> dict:
-    reader = Diagnoser()
-    reader.feed(text.encode(), source=name)
-    reader.end_source()
-    return diagnose(Options(only=["logs"], logs=[name], log_diagnosis=reader), host=logs_only_host(name)).report
-
-
-def findings(rep: dict) -> list[dict]:
-    return [f for c in rep["checks"] for f in c["findings"]]
-
-
-def problems(rep: dict) -> list[dict]:
-    return [f for f in findings(rep) if f["severity"] in PROBLEM]
-
-
-def quoted(f: dict) -> list[str]:
-    return [e["text"] for e in (f.get("data") or {}).get("evidence") or ()]
-
 
 # ---- failing texts: each gets a problem, with the line that shows it quoted ------------------------------
 

@@ -10,35 +10,11 @@ source's format string (where no public text was found) say so and name the file
 from __future__ import annotations
 
 import pytest
-
-from rdmadoctor.host import logs_only_host
-from rdmadoctor.logs import Diagnoser
-from rdmadoctor.runner import Options, diagnose
-
-PROBLEM = ("error", "warning")
-
-
-def report(text: str, name: str = "paste.txt") -> dict:
-    reader = Diagnoser()
-    reader.feed(text.encode(), source=name)
-    reader.end_source()
-    return diagnose(Options(only=["logs"], logs=[name], log_diagnosis=reader), host=logs_only_host(name)).report
-
-
-def findings(rep: dict) -> list[dict]:
-    return [f for c in rep["checks"] for f in c["findings"]]
-
-
-def problems(rep: dict) -> list[dict]:
-    return [f for f in findings(rep) if f["severity"] in PROBLEM]
+from diagnosed import PROBLEM, findings, problems, quoted, report  # noqa: F401
 
 
 def pattern(f: dict) -> str:
     return (f.get("data") or {}).get("pattern", "")
-
-
-def quoted(f: dict) -> list[str]:
-    return [e["text"] for e in f["data"].get("evidence") or ()]
 
 
 def only_problem(text: str, code: str, subject: str | None = None) -> dict:
