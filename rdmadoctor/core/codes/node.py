@@ -359,13 +359,16 @@ POD_NETWORK_FAILED = Code(
 )
 NODE_DRIVER_FAILED = Code(
     "NODE_DRIVER_FAILED",
-    "The node's RDMA or GPU driver container could not install or load its driver",
-    "The network operator's OFED/DOCA driver container (or the EFA, GPU operator equivalents) could not "
-    "build, download or load the kernel modules for this node's kernel: the node has no RDMA device "
-    "until it does.",
-    "Read the driver container's log (`kubectl logs -n <operator-namespace> <driver-pod>`): a kernel with "
+    "The node's RDMA or GPU driver could not be installed, loaded or bring up its device",
+    "Either the network operator's OFED/DOCA driver container (or the EFA, GPU operator equivalents) could "
+    "not build, download or load the kernel modules for this node's kernel, or the kernel driver itself "
+    "failed to bring up a function (mlx5_core's `probe of <bdf> failed`): the node has no RDMA device from "
+    "it until it does, and NCCL and MPI use the rest, or TCP.",
+    "A driver container: read its log (`kubectl logs -n <operator-namespace> <driver-pod>`); a kernel with "
     "no prebuilt driver needs its headers and package repositories reachable from the container (or a "
     "precompiled image for this kernel); a module that fails to load conflicts with an inbox one "
-    "(blacklist it, see the operator's docs).",
+    "(blacklist it, see the operator's docs). A failed probe on the host: `dmesg | grep mlx5_core` names "
+    "the step; check the firmware against the driver (`mlxfwmanager --query`, the driver's release "
+    "notes), then reload (`modprobe -r mlx5_ib mlx5_core && modprobe mlx5_core`) or cold-boot the node.",
     condition=CONFIG,
 )
