@@ -22,6 +22,7 @@ from rdmadoctor.core.codes.node import (
     SHM_NEARLY_FULL,
     SHM_TOO_SMALL,
     SHM_UNREADABLE,
+    SHM_YAML,
 )
 from rdmadoctor.core.expect import MAX_BYTES, Expect
 from rdmadoctor.core.model import CONFIG, ERROR, INFO, UNKNOWN, WARNING, Check, Finding, Paste, PodChange
@@ -33,16 +34,7 @@ DOCKER_SHM_DEFAULT = 64 * MIB  # docker/containerd give every container a 64 MiB
 # /proc/self/uid_map of the initial user namespace: the whole uid range mapped onto itself.
 INIT_UID_MAP = ("0", "0", "4294967295")
 
-SHM_REMEDY = (
-    "Add to the pod spec:\n"
-    "volumes:\n"
-    "- name: dshm\n"
-    "  emptyDir: {medium: Memory, sizeLimit: 16Gi}\n"
-    "containers:\n"
-    "- volumeMounts:\n"
-    "  - {name: dshm, mountPath: /dev/shm}\n"
-    "(Docker: `--shm-size=16g` or `--ipc=host`)."
-)
+SHM_REMEDY = "Add to the pod spec:\n" + SHM_YAML
 IPC_LOCK_REMEDY = "Add to the container in the pod spec:\n" + _IPC_LOCK_YAML + "(Docker: `--cap-add IPC_LOCK`)."
 
 

@@ -241,20 +241,23 @@ CAPS_UNREADABLE = Code(
     "collect`, which keeps /proc/self/status.",
     kind="unknown",
 )
-SHM_TOO_SMALL = Code(
-    "SHM_TOO_SMALL",
-    "/dev/shm too small",
-    "NCCL's shared-memory transport (and its proxy buffers, and PyTorch DataLoader workers) live "
-    "in /dev/shm. The container default of 64 MiB is exhausted at once: NCCL fails with "
-    "'unhandled system error' (shm_open / posix_fallocate ENOSPC) or the process dies of a bus error.",
-    "Mount a memory-backed emptyDir on /dev/shm in the pod spec:\n"
+# The pod-spec lines that give /dev/shm room (SHM_TOO_SMALL's fix; checks/limits.py's remedies).
+SHM_YAML = (
     "volumes:\n"
     "- name: dshm\n"
     "  emptyDir: {medium: Memory, sizeLimit: 16Gi}\n"
     "containers:\n"
     "- volumeMounts:\n"
     "  - {name: dshm, mountPath: /dev/shm}\n"
-    "(Docker: `--shm-size=16g` or `--ipc=host`).",
+    "(Docker: `--shm-size=16g` or `--ipc=host`)."
+)
+SHM_TOO_SMALL = Code(
+    "SHM_TOO_SMALL",
+    "/dev/shm too small",
+    "NCCL's shared-memory transport (and its proxy buffers, and PyTorch DataLoader workers) live "
+    "in /dev/shm. The container default of 64 MiB is exhausted at once: NCCL fails with "
+    "'unhandled system error' (shm_open / posix_fallocate ENOSPC) or the process dies of a bus error.",
+    "Mount a memory-backed emptyDir on /dev/shm in the pod spec:\n" + SHM_YAML,
     kind="problem",
 )
 SHM_NEARLY_FULL = Code(
